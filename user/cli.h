@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/* Command-line plumbing shared by the cmd_*.c files: the command table, usage errors. */
+#ifndef PROBING_CLI_H
+#define PROBING_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* Exit statuses (DESIGN.md §3): 1 = the operation failed, 2 = usage error. */
+#define EXIT_OK	   0
+#define EXIT_FAIL  1
+#define EXIT_USAGE 2
+
+/* One sub-command. @fn gets argv with argv[0] = the command name; returns the exit status. */
+struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+};
+
+/*
+ * Print "probing CMD: <message>" and the hint to use --help on stderr; return EXIT_USAGE.
+ */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Turn what getopt_long returned for a bad option ('?' or ':') into a usage error that names
+ * the option. Call with opterr = 0 set. Returns EXIT_USAGE.
+ */
+int cli_bad_option(const char *cmd, int c, char **argv);
+
+/*
+ * Reset getopt's state and parse @argv with getopt_long, quietly (opterr = 0); a leading '+'
+ * in @optstring stops at the first non-option (used by commands that take "-- CMD ARGS").
+ */
+void cli_getopt_reset(void);
+
+/*
+ * Parse "PID[,PID...]" into a malloc'd array (*@pids, *@nr). Each must be a positive integer.
+ * Return 0, -EINVAL (not a list of numbers) or -ENOMEM.
+ */
+int cli_parse_pids(const char *s, pid_t **pids, int *nr);
+
+/*
+ * Check that @pid names a live process. Return 0, or print a clear message (what, why,
+ * what to do) for @cmd and return EXIT_FAIL.
+ */
+int cli_check_pid(const char *cmd, pid_t pid);
+
+#endif

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store: the recording file (SQLite). Interns frames and stacks, aggregates sample counts per
+ * (second, pid, tid, stack) in memory and writes them in one transaction per flush, so the
+ * file is a complete, readable database after every flush (WAL mode) even if the recorder is
+ * killed. The schema and public views are described in docs/sql.md (DESIGN.md §4).
+ */
+#ifndef PROBING_STORE_H
+#define PROBING_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "frame.h"
+
+struct store;
+
+/* stacks.truncated bits */
+#define STACK_TRUNC_PYTHON 1u /* the Python stack was deeper than --py-depth */
+#define STACK_TRUNC_NATIVE 2u /* native unwinding stopped before the outermost frame */
+
+/*
+ * Create the recording @path (an existing file there is replaced) with the schema and views.
+ * Return 0 and *@out, or -errno with a message for the user already printed.
+ */
+int store__create(const char *path, struct store **out);
+
+/*
+ * Write what is pending, checkpoint the WAL into the main file and switch it to a
+ * single-file (rollback journal) database. NULL is a no-op. Return 0 or -errno.
+ */
+int store__close(struct store *st);
+
+/* Set meta(key, value); text or integer. Written at the next flush. */
+int store__meta_text(struct store *st, const char *key, const char *value);
+int store__meta_int(struct store *st, const char *key, int64_t value);
+
+/* A process row; strings are copied. Fields may be NULL / -1 when unknown. */
+struct store_process {
+	pid_t pid, ppid;
+	const char *command; /* command line, arguments separated by spaces */
+	const char *exe;
+	double start_time;   /* unix seconds when first seen */
+	int rank, local_rank, world_size; /* from RANK / LOCAL_RANK / WORLD_SIZE, -1 if unset */
+	const char *python_version; /* "3.12.1" or NULL */
+};
+int store__process(struct store *st, const struct store_process *p);
+/* Record when a process ended (unix seconds). */
+int store__process_end(struct store *st, pid_t pid, double end_time);
+
+/* Upsert the thread's name and widen its [first_seen, last_seen] to include @ts (unix s). */
+int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, double ts);
+
+/*
+ * Intern a frame (by content) and return its id in *@id. The frame's strings are copied
+ * only when it is new; the caller keeps ownership of @f.
+ */
+int store__frame_id(struct store *st, const struct frame *f, uint64_t *id);
+
+/*
+ * Intern a stack: @ids are frame ids leaf first (depth 0 = leaf), @n of them, with
+ * STACK_TRUNC_* @flags. Return its stack id in *@id.
+ */
+int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int flags,
+		    uint64_t *id);
+
+/* Add @n samples of @stack_id for thread @tid of @pid in the second @ts (unix seconds). */
+int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts,
+		 uint64_t n);
+
+/* Write everything pending in one transaction. Return 0 or -errno. */
+int store__flush(struct store *st);
+
+/* Run SQL statements (no results) on the recording, e.g. to add tables of other sources. */
+int store__exec(struct store *st, const char *sql);
+
+/* Totals so far: samples counted, distinct stacks, distinct frames. */
+void store__stats(const struct store *st, uint64_t *samples, uint64_t *stacks, uint64_t *frames);
+
+#endif
