@@ -5,30 +5,38 @@
 #include <string.h>
 
 #include "cli.h"
-#include "commands.h"
 #include "log.h"
 
 #ifndef PROBING_VERSION
 #define PROBING_VERSION "0.1.0"
 #endif
 
-static const struct command commands[] = {
-	{ "record", cmd_record, "sample native and Python stacks of running processes into SQLite" },
-	{ "flamegraph", cmd_flamegraph, "render a recording as an interactive SVG or folded stacks" },
-	{ "query", cmd_query, "run SQL on a recording or on the live tables of a process" },
-};
+/* The commands registered with COMMAND() (cli.h), in link order. */
+extern const struct command __start_probing_commands[], __stop_probing_commands[];
+#define commands    __start_probing_commands
+#define nr_commands ((size_t)(__stop_probing_commands - __start_probing_commands))
 
 static void usage(FILE *f)
 {
-	size_t i;
+	size_t i, j;
+	int last = -1000000, next;
 
 	fprintf(f, "Usage: probing [-v] [-t TARGET] COMMAND [OPTIONS] [ARGS]\n"
 		   "\n"
 		   "A profiler and live-diagnosis tool for Python and native processes.\n"
 		   "\n"
 		   "Commands:\n");
-	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
+	/* In ascending .order (a selection walk: the table is a dozen entries). */
+	for (i = 0; i < nr_commands; i++) {
+		next = 1000000;
+		for (j = 0; j < nr_commands; j++)
+			if (commands[j].order > last && commands[j].order < next)
+				next = commands[j].order;
+		for (j = 0; j < nr_commands; j++)
+			if (commands[j].order == next)
+				fprintf(f, "  %-11s %s\n", commands[j].name, commands[j].summary);
+		last = next;
+	}
 	fprintf(f, "\n"
 		   "Global options:\n"
 		   "  -t TARGET   the target of COMMAND: a PID (same as 'COMMAND -p PID')\n"
@@ -79,7 +87,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+	for (i = 0; i < nr_commands; i++) {
 		if (strcmp(argv[a], commands[i].name))
 			continue;
 		if (!target)
