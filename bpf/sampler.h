@@ -12,16 +12,30 @@
 #endif
 
 #define SAMPLER_MAX_STACK   (64 * 1024) /* largest --stack-size */
-#define SAMPLER_MAX_KSTACK  64          /* kernel frames per sample */
-#define SAMPLER_MAX_PYDEPTH 1024        /* largest --py-depth */
+#define SAMPLER_MAX_KSTACK  64		/* kernel frames per sample */
+#define SAMPLER_MAX_PYDEPTH 1024	/* largest --py-depth */
 #define SAMPLER_MAX_CPUS    1024
 
 /* x86_64 user registers, indexed by DWARF register number (what libdw wants). */
 enum sample_reg {
-	REG_RAX = 0, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP,
-	REG_R8, REG_R9, REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15,
-	REG_RIP,
-	REG_COUNT
+	DWREG_RAX = 0,
+	DWREG_RDX,
+	DWREG_RCX,
+	DWREG_RBX,
+	DWREG_RSI,
+	DWREG_RDI,
+	DWREG_RBP,
+	DWREG_RSP,
+	DWREG_R8,
+	DWREG_R9,
+	DWREG_R10,
+	DWREG_R11,
+	DWREG_R12,
+	DWREG_R13,
+	DWREG_R14,
+	DWREG_R15,
+	DWREG_RIP,
+	DWREG_COUNT
 };
 
 /* sample_event.flags */
@@ -32,11 +46,11 @@ enum sample_reg {
 
 /* sample_event.py_status: what the Python walk found. */
 enum py_status {
-	PY_NONE = 0,        /* not a Python process or --no-python */
-	PY_OK = 1,          /* py_len frames (possibly 0: a thread with no Python frames) */
-	PY_NO_TSTATE = 2,   /* a Python process, but this thread has no thread state */
-	PY_READ_ERROR = 3,  /* a read failed part-way: the frames sent are the ones read */
-	PY_BAD_TSTATE = 4,  /* thread state found but did not validate */
+	PY_NONE = 0,	   /* not a Python process or --no-python */
+	PY_OK = 1,	   /* py_len frames (possibly 0: a thread with no Python frames) */
+	PY_NO_TSTATE = 2,  /* a Python process, but this thread has no thread state */
+	PY_READ_ERROR = 3, /* a read failed part-way: the frames sent are the ones read */
+	PY_BAD_TSTATE = 4, /* thread state found but did not validate */
 };
 
 /* One Python frame as read by BPF; userspace resolves names and lines. */
@@ -47,25 +61,56 @@ struct py_frame_rec {
 };
 #define PYF_ENTRY 1u /* last (outermost) frame run by one C-level eval call */
 
+/* Kinds of ring-buffer records; every record starts with a __u32 type. */
+enum event_type {
+	EVENT_SAMPLE = 1, /* struct sample_event */
+	EVENT_PROC = 2,	  /* struct proc_change_event */
+};
+
+/* A target process changed: it forked a followed child, exec'd, or exited. */
+enum proc_change {
+	PROC_FORK = 1, /* pid is a new child of ppid (with --children) */
+	PROC_EXEC = 2, /* pid replaced its program: drop cached maps and interpreters */
+	PROC_EXIT = 3, /* the last thread of pid exited */
+};
+
+struct proc_change_event {
+	__u32 type;   /* EVENT_PROC */
+	__u32 change; /* enum proc_change */
+	__u32 pid;
+	__u32 ppid;
+	__u64 time_ns;
+};
+
 /*
  * One sample. On the wire (ring buffer) the fixed header is followed by py_len
  * struct py_frame_rec (leaf first), then kstack_len __u64 kernel addresses (leaf first), then
- * stack_len bytes of user stack copied from regs[REG_RSP] upward. Every part is 8-byte
+ * stack_len bytes of user stack copied from regs[DWREG_RSP] upward. Every part is 8-byte
  * aligned (stack_len is a multiple of 8).
  */
 struct sample_event {
-	__u32 pid;       /* tgid */
+	__u32 type; /* EVENT_SAMPLE */
+	__u32 pid;  /* tgid */
 	__u32 tid;
-	__u64 time_ns;   /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u32 cpu;
-	__u32 flags;     /* SAMPLE_F_* */
-	__u64 regs[REG_COUNT];
-	__u64 fsbase;    /* the thread's TLS base (x86_64 fs) */
+	__u64 time_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u32 flags;   /* SAMPLE_F_* */
+	__u32 _pad0;
+	__u64 regs[DWREG_COUNT];
+	__u64 fsbase;	 /* the thread's TLS base (x86_64 fs) */
 	__u32 stack_len; /* bytes of user stack that follow */
-	__u16 py_len;    /* Python frames that follow the stack */
+	__u16 py_len;	 /* Python frames that follow the header */
 	__u16 kstack_len;
 	__s32 py_status; /* enum py_status */
-	__u32 _pad;
+	__u32 _pad1;
+};
+
+/* Counters in the per-CPU array map `stats` (index = enum sampler_stat). */
+enum sampler_stat {
+	STAT_SAMPLES = 0, /* samples of target threads seen by the program */
+	STAT_LOST = 1,	  /* samples dropped: ring buffer full */
+	STAT_NO_REGS = 2, /* samples without user registers */
+	STAT_NR
 };
 
 #define SAMPLE_ALIGN8(x) (((x) + 7) & ~7u)
@@ -75,34 +120,34 @@ struct sample_event {
  * this version. Filled by userspace from pyoffsets/ for the target's version.
  */
 struct py_bpf_offsets {
-	__u16 ts_thread_id;      /* PyThreadState.thread_id (pthread_self()) */
-	__u16 ts_native_tid;     /* PyThreadState.native_thread_id (3.11+) */
-	__u16 ts_frame;          /* <= 3.10: PyThreadState.frame (PyFrameObject *) */
-	__u16 ts_cframe;         /* 3.11, 3.12: PyThreadState.cframe */
-	__u16 cframe_current;    /* 3.11, 3.12: _PyCFrame.current_frame */
-	__u16 ts_current_frame;  /* 3.13: PyThreadState.current_frame */
-	__u16 frame_back;        /* <= 3.10 PyFrameObject.f_back; 3.11+ _PyInterpreterFrame.previous */
-	__u16 frame_code;        /* f_code (<= 3.12) or f_executable (3.13) */
-	__u16 frame_lasti;       /* <= 3.10 PyFrameObject.f_lasti (int) */
-	__u16 frame_instr;       /* 3.11/3.12 prev_instr, 3.13 instr_ptr (_Py_CODEUNIT *) */
-	__u16 frame_owner;       /* 3.12+ _PyInterpreterFrame.owner (char) */
-	__u16 frame_is_entry;    /* 3.11 _PyInterpreterFrame.is_entry (bool) */
-	__u16 code_firstlineno;  /* PyCodeObject.co_firstlineno (int) */
-	__u16 code_name;         /* PyCodeObject.co_name */
-	__u16 code_adaptive;     /* 3.11+ offsetof(PyCodeObject, co_code_adaptive) */
-	__u16 ob_type;           /* PyObject.ob_type */
+	__u16 ts_thread_id;	/* PyThreadState.thread_id (pthread_self()) */
+	__u16 ts_native_tid;	/* PyThreadState.native_thread_id (3.11+) */
+	__u16 ts_frame;		/* <= 3.10: PyThreadState.frame (PyFrameObject *) */
+	__u16 ts_cframe;	/* 3.11, 3.12: PyThreadState.cframe */
+	__u16 cframe_current;	/* 3.11, 3.12: _PyCFrame.current_frame */
+	__u16 ts_current_frame; /* 3.13: PyThreadState.current_frame */
+	__u16 frame_back;     /* <= 3.10 PyFrameObject.f_back; 3.11+ _PyInterpreterFrame.previous */
+	__u16 frame_code;     /* f_code (<= 3.12) or f_executable (3.13) */
+	__u16 frame_lasti;    /* <= 3.10 PyFrameObject.f_lasti (int) */
+	__u16 frame_instr;    /* 3.11/3.12 prev_instr, 3.13 instr_ptr (_Py_CODEUNIT *) */
+	__u16 frame_owner;    /* 3.12+ _PyInterpreterFrame.owner (char) */
+	__u16 frame_is_entry; /* 3.11 _PyInterpreterFrame.is_entry (bool) */
+	__u16 code_firstlineno; /* PyCodeObject.co_firstlineno (int) */
+	__u16 code_name;	/* PyCodeObject.co_name */
+	__u16 code_adaptive;	/* 3.11+ offsetof(PyCodeObject, co_code_adaptive) */
+	__u16 ob_type;		/* PyObject.ob_type */
 };
 
-#define PY_OFF_NONE 0xffff
+#define PY_OFF_NONE		 0xffff
 #define PY_FRAME_OWNED_BY_CSTACK 3 /* 3.12+ entry shim frames (Include/internal/pycore_frame.h) */
 
 /* Per target process (map py_procs, key: tgid). */
 struct py_proc_cfg {
-	__u32 version;            /* 0x030b for 3.11 */
-	__u32 max_depth;          /* frames to walk, <= SAMPLER_MAX_PYDEPTH */
-	__u64 tss_key_addr;       /* address of the Py_tss_t holding the thread-state TSS key */
-	__u64 code_type_addr;     /* &PyCode_Type, to validate code objects; 0 = skip check */
-	__s32 pthread_specific;   /* offsetof(struct pthread, specific_1stblock); -1 unknown */
+	__u32 version;		/* 0x030b for 3.11 */
+	__u32 max_depth;	/* frames to walk, <= SAMPLER_MAX_PYDEPTH */
+	__u64 tss_key_addr;	/* address of the Py_tss_t holding the thread-state TSS key */
+	__u64 code_type_addr;	/* &PyCode_Type, to validate code objects; 0 = skip check */
+	__s32 pthread_specific; /* offsetof(struct pthread, specific_1stblock); -1 unknown */
 	__u32 _pad;
 	struct py_bpf_offsets off;
 };

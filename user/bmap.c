@@ -29,7 +29,7 @@ struct arena_chunk {
 struct bmap {
 	struct bmap_entry *entries; /* dense, insertion order */
 	size_t nr, cap;
-	uint32_t *index; /* 0 = empty, else entry number + 1 */
+	uint32_t *index;  /* 0 = empty, else entry number + 1 */
 	size_t index_cap; /* power of two */
 	struct arena_chunk *arena;
 };
@@ -104,8 +104,7 @@ static const unsigned char *arena_copy(struct bmap *m, const void *key, size_t l
 	return p;
 }
 
-static size_t slot_of(const struct bmap *m, uint64_t hash, const void *key, size_t len,
-		      int *found)
+static size_t slot_of(const struct bmap *m, uint64_t hash, const void *key, size_t len, int *found)
 {
 	size_t mask = m->index_cap - 1, i = hash & mask;
 

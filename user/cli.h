@@ -25,11 +25,10 @@ struct command {
  * entries land in one ELF section that main.c walks, so adding a command touches no
  * central table.
  */
-#define COMMAND(name_, fn_, summary_, order_)                                                      \
-	static const struct command command_##name_                                                \
-		__attribute__((used, section("probing_commands"), aligned(8))) = {                 \
-			.name = #name_, .fn = fn_, .summary = summary_, .order = order_            \
-		}
+#define COMMAND(name_, fn_, summary_, order_)                                      \
+	static const struct command command_##name_                                \
+		__attribute__((used, section("probing_commands"), aligned(8))) = { \
+			.name = #name_, .fn = fn_, .summary = summary_, .order = order_}
 
 /*
  * Print "probing CMD: <message>" and the hint to use --help on stderr; return EXIT_USAGE.

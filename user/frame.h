@@ -19,7 +19,7 @@ struct frame {
 	const char *func;     /* bare name, never NULL: "[unknown]" or "[libfoo.so+0x1a2b]" */
 	const char *qualname; /* Python co_qualname (3.11+) or NULL */
 	const char *file;     /* source file, NULL if unknown */
-	int line;             /* source line, 0 if unknown */
+	int line;	      /* source line, 0 if unknown */
 	const char *module;   /* ELF path (native), "[kernel]" / module name (kernel), .py path */
 };
 

@@ -48,7 +48,8 @@ static void usage(FILE *f)
 		   "Examples:\n"
 		   "  sudo probing record -p 1234 -d 10 -o app.db\n"
 		   "  probing flamegraph -i app.db -o app.svg\n"
-		   "  probing query -i app.db \"SELECT * FROM samples ORDER BY count DESC LIMIT 5\"\n");
+		   "  probing query -i app.db \"SELECT * FROM samples ORDER BY count DESC LIMIT "
+		   "5\"\n");
 }
 
 int main(int argc, char **argv)
@@ -67,11 +68,13 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[a], "--version")) {
 			printf("probing %s\n", PROBING_VERSION);
 			return EXIT_OK;
-		} else if (!strncmp(argv[a], "-v", 2) && strspn(argv[a] + 1, "v") == strlen(argv[a] + 1)) {
+		} else if (!strncmp(argv[a], "-v", 2) &&
+			   strspn(argv[a] + 1, "v") == strlen(argv[a] + 1)) {
 			log_verbosity += strlen(argv[a]) - 1;
 		} else if (!strcmp(argv[a], "-t") || !strcmp(argv[a], "--target")) {
 			if (a + 1 >= argc) {
-				fprintf(stderr, "probing: option '%s' needs a value (a PID or HOST:PORT)\n",
+				fprintf(stderr,
+					"probing: option '%s' needs a value (a PID or HOST:PORT)\n",
 					argv[a]);
 				return EXIT_USAGE;
 			}

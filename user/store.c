@@ -77,7 +77,7 @@ struct store {
 	struct pending_stack *pstacks;
 	size_t npstacks, cappstacks;
 	struct strbuf pending_sql; /* meta, processes, threads: small statements, run at flush */
-	char **strings; /* every string copied for interned frames */
+	char **strings;		   /* every string copied for interned frames */
 	size_t nstrings, capstrings;
 	uint64_t nsamples;
 	struct strbuf key; /* scratch for serializing frames */
@@ -190,12 +190,13 @@ int store__process(struct store *st, const struct store_process *p)
 	int_or_null(rank, sizeof(rank), p->rank);
 	int_or_null(lrank, sizeof(lrank), p->local_rank);
 	int_or_null(ws, sizeof(ws), p->world_size);
-	return pending_append(st,
-			      "INSERT OR REPLACE INTO processes(pid, ppid, command, exe, start_time,"
-			      " rank, local_rank, world_size, python_version)"
-			      " VALUES(%d, %d, %Q, %Q, %.6f, %s, %s, %s, %Q)",
-			      (int)p->pid, (int)p->ppid, p->command, p->exe, p->start_time, rank,
-			      lrank, ws, p->python_version);
+	return pending_append(
+		st,
+		"INSERT OR REPLACE INTO processes(pid, ppid, command, exe, start_time,"
+		" rank, local_rank, world_size, python_version)"
+		" VALUES(%d, %d, %Q, %Q, %.6f, %s, %s, %s, %Q)",
+		(int)p->pid, (int)p->ppid, p->command, p->exe, p->start_time, rank, lrank, ws,
+		p->python_version);
 }
 
 int store__process_end(struct store *st, pid_t pid, double end_time)
@@ -218,7 +219,7 @@ int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, doub
 /* Serialize a frame into st->key: kind, line, then NUL-separated strings (NULL as \1). */
 static int frame_key(struct store *st, const struct frame *f)
 {
-	const char *strs[] = { f->func, f->qualname, f->file, f->module };
+	const char *strs[] = {f->func, f->qualname, f->file, f->module};
 	char head[32];
 	size_t i;
 	int err;
@@ -292,8 +293,7 @@ int store__frame_id(struct store *st, const struct frame *f, uint64_t *id)
 	return 0;
 }
 
-int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int flags,
-		    uint64_t *id)
+int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int flags, uint64_t *id)
 {
 	struct pending_stack *ps;
 	uint64_t *slot;
@@ -333,8 +333,7 @@ int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int f
 	return 0;
 }
 
-int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts,
-		 uint64_t n)
+int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts, uint64_t n)
 {
 	struct count_key k;
 	uint64_t *slot;
@@ -381,7 +380,7 @@ static int bind_text_or_null(sqlite3_stmt *s, int i, const char *v)
 int store__flush(struct store *st)
 {
 	sqlite3_stmt *fs = NULL, *ss = NULL, *sf = NULL, *cs = NULL;
-	struct flush_ctx c = { st, NULL, SQLITE_DONE };
+	struct flush_ctx c = {st, NULL, SQLITE_DONE};
 	char *errmsg = NULL;
 	size_t i;
 	int rc, err = 0, d;
@@ -405,7 +404,8 @@ int store__flush(struct store *st)
 	rc = sqlite3_prepare_v2(st->db, "INSERT INTO frame_defs VALUES(?, ?, ?, ?, ?, ?, ?)", -1,
 				&fs, NULL);
 	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(st->db, "INSERT INTO stacks VALUES(?, ?, ?)", -1, &ss, NULL);
+		rc = sqlite3_prepare_v2(st->db, "INSERT INTO stacks VALUES(?, ?, ?)", -1, &ss,
+					NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_prepare_v2(st->db, "INSERT INTO stack_frames VALUES(?, ?, ?)", -1, &sf,
 					NULL);

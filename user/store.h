@@ -41,9 +41,9 @@ struct store_process {
 	pid_t pid, ppid;
 	const char *command; /* command line, arguments separated by spaces */
 	const char *exe;
-	double start_time;   /* unix seconds when first seen */
+	double start_time;		  /* unix seconds when first seen */
 	int rank, local_rank, world_size; /* from RANK / LOCAL_RANK / WORLD_SIZE, -1 if unset */
-	const char *python_version; /* "3.12.1" or NULL */
+	const char *python_version;	  /* "3.12.1" or NULL */
 };
 int store__process(struct store *st, const struct store_process *p);
 /* Record when a process ended (unix seconds). */
@@ -62,12 +62,10 @@ int store__frame_id(struct store *st, const struct frame *f, uint64_t *id);
  * Intern a stack: @ids are frame ids leaf first (depth 0 = leaf), @n of them, with
  * STACK_TRUNC_* @flags. Return its stack id in *@id.
  */
-int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int flags,
-		    uint64_t *id);
+int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int flags, uint64_t *id);
 
 /* Add @n samples of @stack_id for thread @tid of @pid in the second @ts (unix seconds). */
-int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts,
-		 uint64_t n);
+int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts, uint64_t n);
 
 /* Write everything pending in one transaction. Return 0 or -errno. */
 int store__flush(struct store *st);

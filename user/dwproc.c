@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Modules are reported with dwfl_report_elf() from our own maps snapshot rather than
+ * dwfl_linux_proc_report(): the snapshot outlives the process (samples are unwound after
+ * the fact), ELF files are opened through /proc/PID/root (targets in other mount
+ * namespaces) or /proc/PID/map_files (deleted files), and the vDSO is taken from our own
+ * process (the kernel maps the same image into every process).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "dwproc.h"
+#include "log.h"
+#include "sampler.h"
+#include "util.h"
+
+struct dwproc {
+	pid_t pid;
+	Dwfl *dwfl;
+	struct procmaps maps;
+	uint64_t last_refresh_ns;
+	bool attached;
+	/* The sample being unwound (dwfl callbacks read these). */
+	pid_t tid;
+	const uint64_t *regs;
+	const uint8_t *stack;
+	uint64_t sp;
+	size_t stack_len;
+	struct dwproc_frame *out;
+	int max, n;
+};
+
+static char *debuginfo_path;
+static const Dwfl_Callbacks dwfl_callbacks = {
+	.find_elf = dwfl_linux_proc_find_elf, /* unused: every module comes with an fd */
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.debuginfo_path = &debuginfo_path,
+};
+
+/* A memfd holding this process's vDSO image, created once; -1 if unavailable. */
+static int vdso_fd(void)
+{
+	static int fd = -2;
+	const Elf64_Ehdr *eh;
+	size_t size;
+
+	if (fd != -2)
+		return fd;
+	fd = -1;
+	eh = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
+	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG))
+		return fd;
+	/* The image ends with its section headers. */
+	size = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	if (size > (1 << 20))
+		return fd;
+	fd = memfd_create("probing-vdso", MFD_CLOEXEC);
+	if (fd >= 0 && write_all(fd, eh, size)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Open the ELF file behind mapping @m of @pid; -errno on failure. */
+static int open_mapped_file(pid_t pid, const struct procmap *m)
+{
+	char path[4096 + 64];
+	int fd;
+
+	if (!strcmp(m->path, "[vdso]")) {
+		fd = vdso_fd();
+		return fd < 0 ? -ENOENT : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	}
+	if (m->path[0] != '/')
+		return -ENOENT;
+	if (!m->deleted) {
+		snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, m->path);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			return fd;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	/* The process may be gone: the path itself still names the file. */
+	fd = open(m->path, O_RDONLY | O_CLOEXEC);
+	return fd >= 0 ? fd : -errno;
+}
+
+/*
+ * The load bias of the ELF in @fd, given that mapping @m maps it at file offset m->offset:
+ * find the PT_LOAD segment that covers that offset.
+ */
+static int load_bias(int fd, const struct procmap *m, uint64_t *bias)
+{
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	GElf_Phdr ph;
+	size_t i, nph;
+	int err = -ENOEXEC;
+
+	if (!elf)
+		return -ENOEXEC;
+	if (elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &nph))
+		goto cleanup;
+	for (i = 0; i < nph; i++) {
+		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (m->offset >= (ph.p_offset & ~4095ULL) &&
+		    m->offset < ph.p_offset + ph.p_filesz) {
+			*bias = m->start - m->offset - (ph.p_vaddr - ph.p_offset);
+			err = 0;
+			break;
+		}
+	}
+cleanup:
+	elf_end(elf);
+	return err;
+}
+
+/* Report every file with an executable mapping (dwfl_report_elf keeps known ones). */
+static int report_modules(struct dwproc *dp)
+{
+	const struct procmap *m, *first;
+	uint64_t bias;
+	size_t i, j;
+	int fd, err;
+
+	for (i = 0; i < dp->maps.nr; i++) {
+		m = &dp->maps.maps[i];
+		if (!m->x || !m->path[0] || (m->path[0] == '[' && strcmp(m->path, "[vdso]")))
+			continue;
+		/* Skip if an earlier executable mapping of the same file was reported. */
+		for (j = 0; j < i; j++)
+			if (dp->maps.maps[j].x && dp->maps.maps[j].inode == m->inode &&
+			    !strcmp(dp->maps.maps[j].path, m->path))
+				break;
+		if (j < i)
+			continue;
+		/* Compute the bias from this mapping; any mapping of the file works. */
+		first = m;
+		fd = open_mapped_file(dp->pid, first);
+		if (fd < 0) {
+			pr_debug("pid %d: cannot open %s: %s", dp->pid, m->path, strerror(-fd));
+			continue;
+		}
+		err = load_bias(fd, first, &bias);
+		if (err) {
+			close(fd);
+			continue;
+		}
+		/* The fd is consumed by libdwfl on success. */
+		if (!dwfl_report_elf(dp->dwfl, m->path, m->path, fd, bias, true)) {
+			pr_debug("pid %d: cannot report %s: %s", dp->pid, m->path, dwfl_errmsg(-1));
+			close(fd);
+		}
+	}
+	return 0;
+}
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct dwproc *dp = arg;
+
+	if (*thread_argp)
+		return 0;
+	*thread_argp = dp;
+	return dp->tid;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	*thread_argp = arg;
+	return true;
+}
+
+/* Memory reads during unwinding: only the stack copy taken at sample time is trusted. */
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct dwproc *dp = arg;
+
+	if (addr < dp->sp || addr + sizeof(*result) > dp->sp + dp->stack_len ||
+	    addr + sizeof(*result) < addr)
+		return false;
+	memcpy(result, dp->stack + (addr - dp->sp), sizeof(*result));
+	return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	struct dwproc *dp = arg;
+	Dwarf_Word regs[DWREG_COUNT];
+	int i;
+
+	for (i = 0; i < DWREG_COUNT; i++)
+		regs[i] = dp->regs[i];
+	if (!dwfl_thread_state_registers(thread, 0, DWREG_RIP, regs))
+		return false;
+	dwfl_thread_state_register_pc(thread, dp->regs[DWREG_RIP]);
+	return true;
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+	.next_thread = next_thread,
+	.get_thread = get_thread,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+static int attach(struct dwproc *dp)
+{
+	if (dp->attached && dwfl_pid(dp->dwfl) > 0)
+		return 0;
+	if (!dwfl_attach_state(dp->dwfl, NULL, dp->pid, &thread_callbacks, dp)) {
+		pr_debug("pid %d: dwfl_attach_state: %s", dp->pid, dwfl_errmsg(-1));
+		return -ENOEXEC;
+	}
+	dp->attached = true;
+	return 0;
+}
+
+struct dwproc *dwproc__new(pid_t pid)
+{
+	struct dwproc *dp;
+	int err;
+
+	dp = calloc(1, sizeof(*dp));
+	if (!dp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	dp->pid = pid;
+	err = procmaps__read(pid, &dp->maps);
+	if (err)
+		goto fail;
+	dp->dwfl = dwfl_begin(&dwfl_callbacks);
+	if (!dp->dwfl) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	dwfl_report_begin(dp->dwfl);
+	report_modules(dp);
+	dwfl_report_end(dp->dwfl, NULL, NULL);
+	dp->last_refresh_ns = now_mono_ns();
+	return dp;
+fail:
+	dwproc__free(dp);
+	errno = -err;
+	return NULL;
+}
+
+void dwproc__free(struct dwproc *dp)
+{
+	if (!dp)
+		return;
+	if (dp->dwfl)
+		dwfl_end(dp->dwfl);
+	procmaps__release(&dp->maps);
+	free(dp);
+}
+
+int dwproc__refresh(struct dwproc *dp, unsigned int min_interval_ms)
+{
+	struct procmaps fresh;
+	uint64_t now = now_mono_ns();
+	int err;
+
+	if (now - dp->last_refresh_ns < (uint64_t)min_interval_ms * 1000000)
+		return 0;
+	dp->last_refresh_ns = now;
+	err = procmaps__read(dp->pid, &fresh);
+	if (err)
+		return err;
+	procmaps__release(&dp->maps);
+	dp->maps = fresh;
+	/* Report the whole set again: unchanged modules are kept, vanished ones dropped. */
+	dwfl_report_begin(dp->dwfl);
+	report_modules(dp);
+	dwfl_report_end(dp->dwfl, NULL, NULL);
+	return 1;
+}
+
+static int frame_cb(Dwfl_Frame *state, void *arg)
+{
+	struct dwproc *dp = arg;
+	Dwarf_Addr pc;
+	bool activation;
+
+	if (!dwfl_frame_pc(state, &pc, &activation))
+		return DWARF_CB_ABORT;
+	if (dp->n >= dp->max)
+		return DWARF_CB_ABORT;
+	/* A zero return address ends the chain (e.g. thread start). */
+	if (!pc && dp->n)
+		return DWARF_CB_ABORT;
+	dp->out[dp->n].pc = pc;
+	dp->out[dp->n].activation = activation;
+	dp->n++;
+	return DWARF_CB_OK;
+}
+
+int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
+		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete)
+{
+	int err, ret;
+
+	*complete = false;
+	if (max <= 0)
+		return 0;
+	err = attach(dp);
+	if (err) {
+		/* Without a process state we can still name the interrupted frame. */
+		out[0].pc = regs[DWREG_RIP];
+		out[0].activation = true;
+		return regs[DWREG_RIP] ? 1 : 0;
+	}
+	dp->tid = tid;
+	dp->regs = regs;
+	dp->stack = stack;
+	dp->sp = regs[DWREG_RSP];
+	dp->stack_len = stack_len;
+	dp->out = out;
+	dp->max = max;
+	dp->n = 0;
+	ret = dwfl_getthread_frames(dp->dwfl, tid, frame_cb, dp);
+	/* 0: the unwinder found the outermost frame; else it stopped (or we did). */
+	*complete = ret == 0;
+	if (!dp->n && regs[DWREG_RIP]) {
+		out[0].pc = regs[DWREG_RIP];
+		out[0].activation = true;
+		dp->n = 1;
+	}
+	return dp->n;
+}
+
+Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc)
+{
+	return dwfl_addrmodule(dp->dwfl, pc);
+}
+
+const struct procmaps *dwproc__maps(const struct dwproc *dp)
+{
+	return &dp->maps;
+}

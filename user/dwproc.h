@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dwproc: the libdw (libdwfl) view of one target process — its ELF modules, reported from a
+ * snapshot of /proc/PID/maps (so samples can still be unwound after the process exits), and
+ * DWARF CFI unwinding of a sample from its registers and a copy of the top of its stack.
+ */
+#ifndef PROBING_DWPROC_H
+#define PROBING_DWPROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <elfutils/libdwfl.h>
+
+#include "procmaps.h"
+
+struct dwproc;
+
+/*
+ * Build the view of process @pid from its current maps. Return it, or NULL with errno set
+ * (ESRCH: the process is gone).
+ */
+struct dwproc *dwproc__new(pid_t pid);
+
+/* Free. NULL is a no-op. */
+void dwproc__free(struct dwproc *dp);
+
+/*
+ * Re-read the maps and report modules that appeared (dlopen) or moved. Rate-limited to
+ * once per @min_interval_ms; returns 1 if it re-read, 0 if skipped, -errno on failure.
+ */
+int dwproc__refresh(struct dwproc *dp, unsigned int min_interval_ms);
+
+/* One unwound frame. */
+struct dwproc_frame {
+	uint64_t pc;
+	bool activation; /* true for the interrupted frame (and signal frames): pc is exact;
+			  * false for return addresses: symbolize pc - 1 */
+};
+
+/*
+ * Unwind thread @tid from @regs (DWARF numbering, DWREG_COUNT of them, bpf/sampler.h) and the
+ * @stack_len bytes of @stack copied from regs[DWREG_RSP]. Store up to @max frames, innermost
+ * first, in @out; set *@complete when unwinding reached the outermost frame (not stopped by
+ * missing stack or CFI). Return the number of frames (>= 1 when the pc is non-zero) or
+ * -errno.
+ */
+int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
+		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete);
+
+/* The module holding @pc, or NULL (anonymous memory, JIT code, unknown). */
+Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc);
+
+/* The maps snapshot the modules were reported from. */
+const struct procmaps *dwproc__maps(const struct dwproc *dp);
+
+#endif

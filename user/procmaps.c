@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "procmaps.h"
+#include "util.h"
+
+/* "start-end perms offset major:minor inode   path" */
+static int parse_line(char *line, struct procmap *m)
+{
+	char perms[5];
+	int n = 0;
+	size_t len;
+	char *path;
+
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 " %n", &m->start,
+		   &m->end, perms, &m->offset, &m->dev_major, &m->dev_minor, &m->inode, &n) < 7)
+		return -EINVAL;
+	if (strlen(perms) != 4 || m->end < m->start)
+		return -EINVAL;
+	m->r = perms[0] == 'r';
+	m->w = perms[1] == 'w';
+	m->x = perms[2] == 'x';
+	m->p = perms[3] == 'p';
+	path = line + n;
+	len = strlen(path);
+	m->deleted = false;
+	if (len > 10 && !strcmp(path + len - 10, " (deleted)")) {
+		path[len - 10] = '\0';
+		m->deleted = true;
+	}
+	m->path = path;
+	return 0;
+}
+
+int procmaps__parse(const char *text, struct procmaps *out)
+{
+	size_t cap = 0, nr = 0;
+	struct procmap *maps = NULL, *tmp;
+	char *copy, *line, *save = NULL;
+	int err = 0;
+
+	copy = strdup(text);
+	if (!copy)
+		return -ENOMEM;
+	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (nr == cap) {
+			cap = cap ? cap * 2 : 64;
+			tmp = realloc(maps, cap * sizeof(*maps));
+			if (!tmp) {
+				err = -ENOMEM;
+				goto cleanup;
+			}
+			maps = tmp;
+		}
+		err = parse_line(line, &maps[nr]);
+		if (err)
+			goto cleanup;
+		nr++;
+	}
+	out->maps = maps;
+	out->nr = nr;
+	out->text = copy;
+	return 0;
+cleanup:
+	free(maps);
+	free(copy);
+	return err;
+}
+
+int procmaps__read(pid_t pid, struct procmaps *out)
+{
+	char path[64], *text;
+	int err;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	text = read_file(path, 0, NULL);
+	if (!text)
+		return errno == ENOENT ? -ESRCH : -errno;
+	err = procmaps__parse(text, out);
+	free(text);
+	return err;
+}
+
+void procmaps__release(struct procmaps *pm)
+{
+	free(pm->maps);
+	free(pm->text);
+	pm->maps = NULL;
+	pm->text = NULL;
+	pm->nr = 0;
+}
+
+const struct procmap *procmaps__find(const struct procmaps *pm, uint64_t addr)
+{
+	size_t lo = 0, hi = pm->nr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (addr < pm->maps[mid].start)
+			hi = mid;
+		else if (addr >= pm->maps[mid].end)
+			lo = mid + 1;
+		else
+			return &pm->maps[mid];
+	}
+	return NULL;
+}
