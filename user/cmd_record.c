@@ -248,6 +248,7 @@ int cmd_record(int argc, char **argv)
 	int npids = 0, c, i, err, ret = EXIT_FAIL, release = -1, errfd = -1, live = 0;
 	double duration = 0, start, last_tick, now, end = 0, start_real;
 	uint64_t samples = 0, lost = 0, dropped;
+	bool started = false;
 	struct stat sb;
 	long v;
 	void *data;
@@ -394,6 +395,7 @@ int cmd_record(int argc, char **argv)
 	}
 	start = now_mono_ns() / 1e9;
 	last_tick = start;
+	started = true;
 	start_real = now_real_ns() / 1e9;
 	write_meta(st, sopts.freq, sopts.stack_size, start_real, 0, argc, argv);
 	pr_info("recording at %u Hz into %s", sopts.freq, output);
@@ -408,6 +410,7 @@ int cmd_record(int argc, char **argv)
 				pr_warn("recording failed: %s", strerror(-err));
 				break;
 			}
+			live = recorder__live_targets(rec);
 		}
 		now = now_mono_ns() / 1e9;
 		if (child > 0 && waitpid(child, NULL, WNOHANG) == child)
@@ -484,6 +487,9 @@ cleanup:
 		pr_warn("could not finish writing %s", output);
 		ret = EXIT_FAIL;
 	}
+	/* A recording that never started is not left behind as an empty file. */
+	if (st && ret != EXIT_OK && !started)
+		unlink(output);
 	free(pids);
 	return ret;
 }

@@ -127,17 +127,23 @@ cleanup:
 	return err;
 }
 
-/* Report every file with an executable mapping (dwfl_report_elf keeps known ones). */
+/*
+ * Report every file with an executable mapping that no module covers yet. Modules are
+ * never removed (libdwfl would free state the unwinder still points to, and queued samples
+ * may still need a library that was unloaded since).
+ */
 static int report_modules(struct dwproc *dp)
 {
-	const struct procmap *m, *first;
+	const struct procmap *m;
 	uint64_t bias;
 	size_t i, j;
-	int fd, err;
+	int fd;
 
 	for (i = 0; i < dp->maps.nr; i++) {
 		m = &dp->maps.maps[i];
 		if (!m->x || !m->path[0] || (m->path[0] == '[' && strcmp(m->path, "[vdso]")))
+			continue;
+		if (dwfl_addrmodule(dp->dwfl, m->start))
 			continue;
 		/* Skip if an earlier executable mapping of the same file was reported. */
 		for (j = 0; j < i; j++)
@@ -146,15 +152,12 @@ static int report_modules(struct dwproc *dp)
 				break;
 		if (j < i)
 			continue;
-		/* Compute the bias from this mapping; any mapping of the file works. */
-		first = m;
-		fd = open_mapped_file(dp->pid, first);
+		fd = open_mapped_file(dp->pid, m);
 		if (fd < 0) {
 			pr_debug("pid %d: cannot open %s: %s", dp->pid, m->path, strerror(-fd));
 			continue;
 		}
-		err = load_bias(fd, first, &bias);
-		if (err) {
+		if (load_bias(fd, m, &bias)) {
 			close(fd);
 			continue;
 		}
@@ -216,11 +219,30 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
 	.set_initial_registers = set_initial_registers,
 };
 
+/*
+ * An x86_64 ELF for libdwfl's backend (register layout, default unwinder): our own
+ * executable, opened once and kept for the life of the program. Passing it explicitly
+ * keeps libdwfl from borrowing the backend of one of the target's modules.
+ */
+static Elf *backend_elf(void)
+{
+	static Elf *elf;
+	int fd;
+
+	if (!elf) {
+		elf_version(EV_CURRENT);
+		fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	}
+	return elf;
+}
+
 static int attach(struct dwproc *dp)
 {
-	if (dp->attached && dwfl_pid(dp->dwfl) > 0)
+	if (dp->attached)
 		return 0;
-	if (!dwfl_attach_state(dp->dwfl, NULL, dp->pid, &thread_callbacks, dp)) {
+	if (!dwfl_attach_state(dp->dwfl, backend_elf(), dp->pid, &thread_callbacks, dp)) {
 		pr_debug("pid %d: dwfl_attach_state: %s", dp->pid, dwfl_errmsg(-1));
 		return -ENOEXEC;
 	}
@@ -282,8 +304,7 @@ int dwproc__refresh(struct dwproc *dp, unsigned int min_interval_ms)
 		return err;
 	procmaps__release(&dp->maps);
 	dp->maps = fresh;
-	/* Report the whole set again: unchanged modules are kept, vanished ones dropped. */
-	dwfl_report_begin(dp->dwfl);
+	dwfl_report_begin_add(dp->dwfl);
 	report_modules(dp);
 	dwfl_report_end(dp->dwfl, NULL, NULL);
 	return 1;

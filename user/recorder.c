@@ -45,6 +45,7 @@ struct recorder {
 	struct bmap *thread_idx; /* (pid, tid) -> index + 1 */
 	int64_t mono_to_real_ns;
 	struct recorder_stats stats;
+	int live; /* targets not yet seen to exit */
 	/* Scratch for one sample. */
 	struct dwproc_frame nat[MAX_NATIVE];
 	struct frame frames[MAX_FRAMES];
@@ -182,6 +183,8 @@ int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
 		*slot = ++r->ntargets;
 	}
 	t->ppid = ppid;
+	if (!t->alive)
+		r->live++;
 	t->alive = true;
 	t->dp_failed = false;
 	if (!t->dp)
@@ -328,6 +331,7 @@ static void target_exited(struct recorder *r, struct target *t, double ts)
 	if (!t->alive)
 		return;
 	t->alive = false;
+	r->live--;
 	store__process_end(r->st, t->pid, ts);
 	pr_info("process %d exited", t->pid);
 }
@@ -351,8 +355,7 @@ static int handle_proc(struct recorder *r, const struct proc_change_event *ev)
 			/* New program image: maps, interpreter and command line are new. */
 			dwproc__free(t->dp);
 			t->dp = NULL;
-			t->dp_failed = false;
-			target_dwproc(t);
+			t->dp_failed = false; /* re-read lazily: the loader is still mapping */
 			describe_process(r, t, ts);
 		}
 		return 0;
@@ -401,12 +404,7 @@ int recorder__tick(struct recorder *r)
 
 int recorder__live_targets(const struct recorder *r)
 {
-	size_t i;
-	int n = 0;
-
-	for (i = 0; i < r->ntargets; i++)
-		n += r->targets[i].alive;
-	return n;
+	return r->live;
 }
 
 void recorder__stats(const struct recorder *r, struct recorder_stats *out)

@@ -1,0 +1,291 @@
+"""probing record on native workloads with known ground truth (tests/workloads/native/).
+
+The workloads are built -O2 without frame pointers, so every complete chain proves DWARF
+unwinding from the copied stack.
+"""
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+
+import harness as h
+
+
+def record(args, *cmd, freq=999, timeout=60):
+    out = h.tmp("rec.db")
+    p = h.probing("record", "-F", freq, "-o", out, *args, *(("--",) + cmd if cmd else ()),
+                  timeout=timeout)
+    assert p.returncode == 0, f"record failed ({p.returncode}): {p.stderr}"
+    return out
+
+
+def leaf_counts(con):
+    counts = {}
+    for n, chain, _ in h.stacks(con):
+        if chain:
+            counts[chain[-1]] = counts.get(chain[-1], 0) + n
+    return counts
+
+
+def test_split_60_40():
+    db = record([], h.workload("split"), "4")
+    con = h.db(db)
+    c = leaf_counts(con)
+    a, b = c.get("leaf_a", 0), c.get("leaf_b", 0)
+    assert a + b > 3000, f"too few samples in the leaves: {c}"
+    share = 100.0 * a / (a + b)
+    assert abs(share - 60) <= 3, f"leaf_a share {share:.1f}% (want 60 +- 3): {c}"
+    # Both leaves are called from main, in the workload's own binary.
+    for n, chain, _ in h.stacks(con):
+        if chain and chain[-1] in ("leaf_a", "leaf_b"):
+            assert chain[-2] == "main", chain
+
+
+def test_deep_recursion_complete_chains():
+    db = record([], h.workload("deep"), "3")
+    con = h.db(db)
+    total = complete = 0
+    for n, chain, _ in h.stacks(con):
+        if not chain or chain[-1] != "deep_leaf":
+            continue
+        total += n
+        # root first: _start, libc start frames, main, 48 x recurse, deep_leaf
+        i = chain.index("main") if "main" in chain else -1
+        if (chain[0] == "_start" and i >= 0 and chain[i + 1:-1] == ["recurse"] * 48):
+            complete += n
+    assert total > 2000, f"only {total} samples in deep_leaf"
+    assert complete >= 0.995 * total, f"{complete}/{total} samples carry the whole chain"
+
+
+def test_shared_library_function():
+    db = record([], h.workload("shared"), "2")
+    con = h.db(db)
+    rows = con.execute(
+        "SELECT module, SUM(count) FROM samples JOIN frames USING(stack_id) "
+        "WHERE depth = 0 AND func = 'shared_leaf' GROUP BY module").fetchall()
+    assert len(rows) == 1, rows
+    module, n = rows[0]
+    assert module.endswith("/libwlshared.so"), module
+    total = h.total_samples(con)
+    assert n >= 0.95 * total, f"{n}/{total} samples in shared_leaf"
+    # Caller is main of the executable.
+    callers = con.execute(
+        "SELECT f1.func, f1.module FROM samples s JOIN frames f0 ON f0.stack_id = s.stack_id "
+        "AND f0.depth = 0 JOIN frames f1 ON f1.stack_id = s.stack_id AND f1.depth = 1 "
+        "WHERE f0.func = 'shared_leaf' GROUP BY 1, 2").fetchall()
+    assert [c[0] for c in callers] == ["main"], callers
+    assert callers[0][1].endswith("/workloads/shared"), callers
+
+
+def test_inlined_function_is_its_own_frame():
+    db = record([], h.workload("inlined"), "2")
+    con = h.db(db)
+    src = os.path.join(h.ROOT, "tests/workloads/native/inlined.c")
+    hot_line = [i + 1 for i, l in enumerate(open(src)) if "HOT_INLINE_LINE" in l][0]
+    total = hot = 0
+    for n, chain, sid in h.stacks(con):
+        total += n
+        if chain[-3:] == ["main", "outer_work", "hot_inline"]:
+            hot += n
+    assert hot >= 0.9 * total, f"{hot}/{total} samples in hot_inline <- outer_work <- main"
+    lines = dict(con.execute(
+        "SELECT lineno, SUM(count) FROM samples JOIN frames USING(stack_id) "
+        "WHERE depth = 0 AND func = 'hot_inline' GROUP BY lineno").fetchall())
+    # The loop body and its header share the samples; the body line must be among them.
+    assert hot_line in lines, f"line {hot_line} not in {lines}"
+    files = {r[0] for r in con.execute(
+        "SELECT DISTINCT file FROM frames WHERE func IN ('hot_inline', 'outer_work')")}
+    assert files == {src} or all(f.endswith("inlined.c") for f in files), files
+
+
+def test_cpp_template_demangled():
+    db = record([], h.workload("templ"), "2")
+    con = h.db(db)
+    c = leaf_counts(con)
+    wi = c.get("wl::Worker<int>::spin(int)", 0)
+    wd = c.get("wl::Worker<double>::spin(int)", 0)
+    assert wi > 100 and wd > 100, c
+    assert wi + wd >= 0.95 * sum(c.values()), c
+
+
+def test_threads_attributed_per_thread():
+    out = h.tmp("rec.db")
+    target = h.spawn([h.workload("threads"), "3"], stdout=subprocess.PIPE, text=True)
+    names = {}
+    for _ in range(3):
+        tid, name = target.stdout.readline().split()
+        names[int(tid)] = name
+    p = h.probing("record", "-F", 999, "-d", 2, "-p", target.pid, "-o", out)
+    assert p.returncode == 0, p.stderr
+    con = h.db(out)
+    want = {"wl-alpha": "alpha_work", "wl-beta": "beta_work", "wl-gamma": "gamma_work"}
+    seen = {}
+    for tid, thread, n, leaf in con.execute(
+            "SELECT s.tid, s.thread, s.count, "
+            "(SELECT group_concat(func, ';') FROM frames f WHERE f.stack_id = s.stack_id) "
+            "FROM samples s"):
+        if tid not in names:
+            continue
+        assert thread == names[tid], f"tid {tid} named {thread!r}, expected {names[tid]!r}"
+        work = want[names[tid]]
+        funcs = leaf.split(";")
+        wrong = [w for w in want.values() if w != work and w in funcs]
+        assert not wrong, f"thread {names[tid]} has a sample in {wrong}: {funcs}"
+        if work in funcs:
+            seen[names[tid]] = seen.get(names[tid], 0) + n
+    assert set(seen) == set(want), f"threads with samples in their own work: {seen}"
+    assert all(v > 500 for v in seen.values()), seen
+
+
+def test_dlopen_mid_run():
+    plugin = h.workload("libwlplugin.so")
+    db = record([], h.workload("dlopen"), plugin, "1", "2")
+    con = h.db(db)
+    rows = con.execute(
+        "SELECT module, SUM(count) FROM samples JOIN frames USING(stack_id) "
+        "WHERE func = 'plugin_work' GROUP BY module").fetchall()
+    assert rows and rows[0][0] == plugin, rows
+    assert rows[0][1] > 1500, f"only {rows[0][1]} samples in plugin_work"
+    unknown = con.execute(
+        "SELECT SUM(count) FROM samples JOIN frames USING(stack_id) "
+        "WHERE depth = 0 AND func LIKE '[%'").fetchone()[0] or 0
+    assert unknown <= 0.01 * h.total_samples(con), f"{unknown} samples with an unknown leaf"
+
+
+def test_kernel_stacks():
+    db = record(["--kernel"], "/bin/dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=3000")
+    con = h.db(db)
+    kinds = dict(con.execute(
+        "SELECT kind, COUNT(*) FROM frames GROUP BY kind").fetchall())
+    assert kinds.get("kernel", 0) > 0, kinds
+    # Kernel frames sit below (leafward of) the user frames: depth 0 is kernel when present.
+    bad = con.execute(
+        "SELECT COUNT(*) FROM frames k JOIN frames u ON u.stack_id = k.stack_id "
+        "WHERE k.kind = 'kernel' AND u.kind = 'native' AND u.depth < k.depth").fetchone()[0]
+    assert bad == 0, f"{bad} native frames leafward of kernel frames"
+
+
+def test_target_exits_mid_recording():
+    target = h.spawn([h.workload("split"), "1.5"])
+    time.sleep(0.2)
+    out = h.tmp("rec.db")
+    t0 = time.monotonic()
+    p = h.probing("record", "-F", 499, "-d", 30, "-p", target.pid, "-o", out)
+    took = time.monotonic() - t0
+    assert p.returncode == 0, p.stderr
+    assert took < 6, f"record kept going {took:.1f}s after the target exited"
+    con = h.db(out)
+    assert h.total_samples(con) > 300
+    end = con.execute("SELECT end_time FROM processes WHERE pid = ?", (target.pid,)).fetchone()
+    assert end and end[0], "the process's end time was not recorded"
+    assert "recorded" in p.stderr, p.stderr
+
+
+def test_sigkill_of_recorder_leaves_readable_file():
+    target = h.spawn([h.workload("split"), "30"])
+    out = h.tmp("rec.db")
+    rec = h.spawn([h.PROBING, "record", "-F", "999", "-p", str(target.pid), "-o", out])
+    time.sleep(3.5)
+    rec.send_signal(signal.SIGKILL)
+    rec.wait()
+    con = sqlite3.connect(f"file:{out}?mode=ro", uri=True)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    n = con.execute("SELECT SUM(count) FROM samples").fetchone()[0] or 0
+    # At most one second of samples may be missing (flushed every second).
+    assert n >= 1500, f"only {n} samples survived"
+    frames = con.execute("SELECT COUNT(*) FROM frames").fetchone()[0]
+    assert frames > 0
+
+
+def test_sigint_saves_everything():
+    target = h.spawn([h.workload("split"), "30"])
+    out = h.tmp("rec.db")
+    rec = h.spawn([h.PROBING, "record", "-F", "999", "-p", str(target.pid), "-o", out],
+                  stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    rec.send_signal(signal.SIGINT)
+    _, err = rec.communicate(timeout=20)
+    assert rec.returncode == 0, err
+    assert not os.path.exists(out + "-wal") or os.path.getsize(out + "-wal") == 0
+    con = h.db(out)
+    n = h.total_samples(con)
+    meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    assert int(meta["samples"]) == n, (meta["samples"], n)
+    assert n >= 1800, n
+    assert target.poll() is None, "the target must keep running after recording"
+
+
+# ---- bad input ------------------------------------------------------------------------------
+def bad(*args, code=1, want=()):
+    p = h.probing("record", *args)
+    assert p.returncode == code, f"exit {p.returncode}, want {code}: {p.stderr}"
+    assert p.stdout == "", f"stdout must stay empty: {p.stdout!r}"
+    for w in want:
+        assert w in p.stderr, f"{w!r} not in: {p.stderr}"
+    assert "Traceback" not in p.stderr and "Assertion" not in p.stderr
+    return p
+
+
+def test_bad_pid_does_not_exist():
+    bad("-p", "999999", "-o", h.tmp("x.db"), want=("no such process: 999999",))
+    assert not os.path.exists(h.tmp("x.db"))
+
+
+def test_bad_pid_zombie_or_exiting():
+    # A child that exited but was not reaped is a zombie: nothing to record.
+    z = subprocess.Popen(["/bin/true"])
+    h.wait_for(lambda: open(f"/proc/{z.pid}/stat").read().split(")")[-1].split()[0] == "Z",
+               what="zombie")
+    bad("-p", z.pid, "-o", h.tmp("x.db"), want=("exited",))
+    z.wait()
+    # A process that exits while the recorder starts: a clear message, or an empty recording.
+    for _ in range(3):
+        t = subprocess.Popen(["/bin/sleep", "0.05"])
+        p = h.probing("record", "-p", t.pid, "-o", h.tmp("y.db"), "-d", 5)
+        t.wait()
+        assert p.returncode in (0, 1), p.stderr
+        if p.returncode == 1:
+            assert "exited" in p.stderr or "no such process" in p.stderr, p.stderr
+        else:
+            assert "recorded" in p.stderr
+
+
+def test_bad_not_root():
+    p = h.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+               h.PROBING, "record", "-p", "1", "-o", "/tmp/never.db"])
+    assert p.returncode == 1, p.stderr
+    for cap in ("CAP_BPF", "CAP_PERFMON", "sudo"):
+        assert cap in p.stderr, p.stderr
+
+
+def test_bad_flags_and_values():
+    bad("--bogus", code=2, want=("unknown option '--bogus'", "--help"))
+    bad("-F", "0", "-p", "1", code=2, want=("frequency",))
+    bad("-F", "1000000", "-p", "1", code=2, want=("frequency",))
+    bad("-F", "abc", "-p", "1", code=2, want=("frequency",))
+    bad("-d", "-3", "-p", "1", code=2, want=("duration",))
+    bad("--stack-size", "1K", "-p", "1", code=2, want=("stack size",))
+    bad("--stack-size", "1M", "-p", "1", code=2, want=("stack size",))
+    bad("-p", "12abc", code=2, want=("not a PID",))
+    bad(code=2, want=("say what to record",))
+    bad("-p", code=2, want=("needs a value",))
+
+
+def test_bad_output_path():
+    target = h.spawn([h.workload("split"), "10"])
+    bad("-p", target.pid, "-o", "/nonexistent/dir/x.db", want=("/nonexistent/dir/x.db",))
+    bad("-p", target.pid, "-o", h.tmp(), want=("directory",))
+    assert target.poll() is None
+
+
+def test_bad_command():
+    bad("-o", h.tmp("x.db"), "--", "/no/such/program", want=("cannot run", "/no/such/program"))
+    assert not os.path.exists(h.tmp("x.db"))
+
+
+def test_help():
+    p = h.probing("record", "--help")
+    assert p.returncode == 0 and "Usage: probing record" in p.stdout
+    for opt in ("-p", "-F", "-d", "-o", "--stack-size", "--kernel", "--children"):
+        assert opt in p.stdout

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Ground truth: 60 % of the CPU time in leaf_a, 40 % in leaf_b (by wall-clock slices of
+ * 6 ms and 4 ms), for argv[1] seconds (default 3).
+ */
+#include <stdlib.h>
+
+#include "wl.h"
+
+volatile unsigned long wl_sink;
+
+__attribute__((noinline)) void leaf_a(void)
+{
+	for (int i = 0; i < 2000; i++)
+		wl_sink += i * 7;
+}
+
+__attribute__((noinline)) void leaf_b(void)
+{
+	for (int i = 0; i < 2000; i++)
+		wl_sink ^= i * 13;
+}
+
+int main(int argc, char **argv)
+{
+	double secs = argc > 1 ? atof(argv[1]) : 3, t0 = wl_now(), s;
+
+	while (wl_now() - t0 < secs) {
+		for (s = wl_now(); wl_now() - s < 0.006;)
+			leaf_a();
+		for (s = wl_now(); wl_now() - s < 0.004;)
+			leaf_b();
+	}
+	return 0;
+}
