@@ -49,7 +49,9 @@ struct recorder {
 	/* Scratch for one sample. */
 	struct dwproc_frame nat[MAX_NATIVE];
 	struct frame frames[MAX_FRAMES];
+	const struct frame *stable[MAX_FRAMES]; /* the cached frame each came from, or NULL */
 	uint64_t ids[MAX_FRAMES];
+	struct bmap *frame_ids; /* address of a cached (stable) frame -> frame id */
 };
 
 struct recorder *recorder__new(struct store *st, struct sampling *s,
@@ -65,7 +67,8 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 	r->sym = symbolizer__new();
 	r->target_idx = bmap__new();
 	r->thread_idx = bmap__new();
-	if (!r->sym || !r->target_idx || !r->thread_idx)
+	r->frame_ids = bmap__new();
+	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids)
 		goto nomem;
 	if (opts->kernel) {
 		r->ks = kallsyms__load();
@@ -95,6 +98,7 @@ void recorder__free(struct recorder *r)
 	free(r->threads);
 	bmap__free(r->target_idx);
 	bmap__free(r->thread_idx);
+	bmap__free(r->frame_ids);
 	symbolizer__free(r->sym);
 	kallsyms__free(r->ks);
 	free(r);
@@ -268,9 +272,36 @@ static void add_native_frames(struct recorder *r, struct target *t, const struct
 			mod = dwproc__module(dp, r->nat[i].pc);
 		if (symbolizer__lookup(r->sym, mod, r->nat[i].pc, r->nat[i].activation, &fr, &cnt))
 			continue;
-		for (j = 0; j < cnt && *n < MAX_FRAMES; j++)
+		for (j = 0; j < cnt && *n < MAX_FRAMES; j++) {
+			r->stable[*n] = &fr[j];
 			r->frames[(*n)++] = fr[j];
+		}
 	}
+}
+
+/*
+ * The id of r->frames[i] into r->ids[i]. Frames that come from a cache (symbolizer, Python
+ * code cache) have a stable address: look that up first instead of hashing the content.
+ */
+static int frame_id(struct recorder *r, int i)
+{
+	uintptr_t key = (uintptr_t)r->stable[i];
+	uint64_t *slot;
+	int inserted, err;
+
+	if (!key)
+		return store__frame_id(r->st, &r->frames[i], &r->ids[i]);
+	slot = bmap__upsert(r->frame_ids, &key, sizeof(key), 0, &inserted);
+	if (!slot)
+		return -ENOMEM;
+	if (!inserted && *slot) {
+		r->ids[i] = *slot;
+		return 0;
+	}
+	err = store__frame_id(r->st, &r->frames[i], &r->ids[i]);
+	if (!err)
+		*slot = r->ids[i];
+	return err;
 }
 
 static int handle_sample(struct recorder *r, const struct sample_event *e, size_t len)
@@ -306,6 +337,7 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	if (th)
 		th->active = true;
 
+	memset(r->stable, 0, sizeof(r->stable));
 	for (i = 0; i < e->kstack_len && n < MAX_FRAMES; i++)
 		r->frames[n++] = kallsyms__frame(r->ks, kst[i]);
 	if (!(e->flags & SAMPLE_F_NO_USER_REGS))
@@ -314,7 +346,7 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 		r->frames[n++] = (struct frame){.kind = FRAME_NATIVE, .func = "[unknown]"};
 
 	for (i = 0; i < n; i++) {
-		err = store__frame_id(r->st, &r->frames[i], &r->ids[i]);
+		err = frame_id(r, i);
 		if (err)
 			return err;
 	}

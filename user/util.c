@@ -190,12 +190,21 @@ uint64_t now_real_ns(void)
 uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 {
 	const unsigned char *c = p;
+	uint64_t w;
 
+	/* A word at a time (multiply-xorshift), then the tail a byte at a time. */
+	for (; n >= 8; n -= 8, c += 8) {
+		memcpy(&w, c, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+		h ^= h >> 29;
+	}
 	while (n--) {
 		h ^= *c++;
 		h *= 0x100000001b3ULL;
 	}
-	return h;
+	h ^= h >> 32;
+	h *= 0xd6e8feb86659fd93ULL;
+	return h ^ (h >> 32);
 }
 
 int write_all(int fd, const void *buf, size_t n)

@@ -50,7 +50,7 @@ char *read_file(const char *path, size_t limit, size_t *len);
 uint64_t now_mono_ns(void);
 uint64_t now_real_ns(void);
 
-/* 64-bit FNV-1a over @n bytes, continuing from @h (start with HASH_SEED). */
+/* A 64-bit hash of @n bytes, continuing from @h (start with HASH_SEED); not cryptographic. */
 #define HASH_SEED 0xcbf29ce484222325ULL
 uint64_t hash_bytes(uint64_t h, const void *p, size_t n);
 

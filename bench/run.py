@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""probing benchmarks: ratios measured side by side in one run (run as root: make bench).
+
+Native sampling (issue: record):
+  - target slowdown while recorded at 99 and 999 Hz, probing vs `perf record --call-graph
+    dwarf` at the same frequency, as medians of interleaved runs of a fixed-work program
+    (bench/work.c, -O2, no frame pointers);
+  - recorder CPU time per second of recording and per sample;
+  - bytes stored per sample (recording file vs perf.data);
+  - share of samples whose stack reaches _start (complete) for both;
+  - post-processing: end of recording to flame graph (probing flamegraph vs perf script).
+
+    bench/run.py [--rounds N] [--seconds S] [--only native|...]
+Other sections (Python, injection, torch) live in their own scripts under bench/ and are
+called from here when present.
+"""
+import argparse
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+PROBING = os.path.join(ROOT, "build", "probing")
+WORK = os.path.join(ROOT, "build", "bench", "work")
+
+
+def run_measured(cmd, env=None):
+    """Run cmd; return (stdout, rusage of it and its reaped children, wall seconds)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed ({p.returncode}): {p.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return p.stdout, p.stderr, cpu, wall
+
+
+def work_times(stdout):
+    line = [l for l in stdout.splitlines() if re.match(r"^\d+\.\d+ \d+\.\d+$", l)][-1]
+    wall, cpu = map(float, line.split())
+    return wall, cpu
+
+
+def calibrate(seconds):
+    out, _, _, _ = run_measured([WORK, "2000"])
+    wall, _ = work_times(out)
+    return max(1000, int(2000 * seconds / wall))
+
+
+def perf_available():
+    if not shutil.which("perf"):
+        return False
+    p = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-o", "/dev/null", "true"],
+                       capture_output=True)
+    return p.returncode == 0
+
+
+def probing_samples(db):
+    import sqlite3
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    total = con.execute("SELECT SUM(count) FROM samples").fetchone()[0] or 0
+    complete = con.execute(
+        "SELECT SUM(s.count) FROM samples s JOIN frames f ON f.stack_id = s.stack_id "
+        "WHERE f.depth = (SELECT MAX(depth) FROM frames g WHERE g.stack_id = s.stack_id) "
+        "AND f.func = '_start'").fetchone()[0] or 0
+    return total, complete
+
+
+def perf_samples(data):
+    """(samples, samples whose callchain ends in _start, seconds perf script took)."""
+    t0 = time.monotonic()
+    p = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym"],
+                       capture_output=True, text=True)
+    took = time.monotonic() - t0
+    total = complete = 0
+    last = None
+    for line in p.stdout.splitlines() + [""]:
+        if not line.strip():
+            if last is not None:
+                total += 1
+                complete += last == "_start"
+            last = None
+            continue
+        if line.startswith((" ", "\t")):
+            last = line.split()[-1]
+        else:
+            last = ""
+    return total, complete, took
+
+
+def section_native(args):
+    iters = calibrate(args.seconds)
+    tmp = tempfile.mkdtemp(prefix="probing-bench-")
+    have_perf = perf_available()
+    configs = [("baseline", None)]
+    for hz in (99, 999):
+        configs.append((f"probing {hz} Hz", hz))
+        if have_perf:
+            configs.append((f"perf dwarf {hz} Hz", hz))
+    res = {name: {"wall": [], "rec_cpu": [], "bytes": [], "samples": [], "complete": [],
+                  "post": [], "rec_wall": []} for name, _ in configs}
+    print(f"native: bench/work {iters} iterations (~{args.seconds:.0f} s), "
+          f"{args.rounds} interleaved rounds, 2 CPUs", flush=True)
+    for r in range(args.rounds):
+        for name, hz in configs:
+            r_ = res[name]
+            if name == "baseline":
+                out, _, cpu, wall = run_measured([WORK, str(iters)])
+                w, c = work_times(out)
+                r_["wall"].append(w)
+                continue
+            if name.startswith("probing"):
+                db = os.path.join(tmp, "p.db")
+                out, err, cpu, wall = run_measured(
+                    [PROBING, "record", "-F", str(hz), "-o", db, "--", WORK, str(iters)])
+                w, c = work_times(out)
+                r_["wall"].append(w)
+                r_["rec_cpu"].append(cpu - c)
+                r_["rec_wall"].append(w)
+                total, complete = probing_samples(db)
+                r_["samples"].append(total)
+                r_["complete"].append(complete)
+                r_["bytes"].append(os.path.getsize(db))
+                t0 = time.monotonic()
+                subprocess.run([PROBING, "flamegraph", "-i", db, "-o",
+                                os.path.join(tmp, "p.svg")], capture_output=True)
+                r_["post"].append(time.monotonic() - t0)
+            else:
+                data = os.path.join(tmp, "perf.data")
+                out, err, cpu, wall = run_measured(
+                    ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), "--call-graph",
+                     "dwarf", "-o", data, "--", WORK, str(iters)])
+                w, c = work_times(out)
+                r_["wall"].append(w)
+                r_["rec_cpu"].append(cpu - c)
+                r_["rec_wall"].append(w)
+                total, complete, took = perf_samples(data)
+                r_["samples"].append(total)
+                r_["complete"].append(complete)
+                r_["bytes"].append(os.path.getsize(data))
+                r_["post"].append(took)
+        print(f"  round {r + 1}/{args.rounds} done", flush=True)
+    base = statistics.median(res["baseline"]["wall"])
+    print()
+    print(f"{'configuration':<20} {'slowdown':>9} {'recorder CPU':>13} {'CPU/sample':>11} "
+          f"{'bytes/sample':>13} {'complete':>9} {'to flamegraph':>14}")
+    for name, hz in configs:
+        r_ = res[name]
+        med = statistics.median(r_["wall"])
+        slow = 100.0 * (med - base) / base
+        if name == "baseline":
+            print(f"{name:<20} {'(' + format(base, '.3f') + ' s)':>9}")
+            continue
+        samples = statistics.median(r_["samples"]) or 1
+        cpu = statistics.median(r_["rec_cpu"])
+        secs = statistics.median(r_["rec_wall"])
+        print(f"{name:<20} {slow:>8.2f}% {100 * cpu / secs:>12.2f}% "
+              f"{1e6 * cpu / samples:>9.1f}us {statistics.median(r_['bytes']) / samples:>13.1f} "
+              f"{100.0 * sum(r_['complete']) / max(1, sum(r_['samples'])):>8.1f}% "
+              f"{statistics.median(r_['post']):>13.3f}s")
+    if have_perf:
+        print()
+        for hz in (99, 999):
+            p_, f_ = res[f"probing {hz} Hz"], res[f"perf dwarf {hz} Hz"]
+            bp = statistics.median(p_["bytes"]) / (statistics.median(p_["samples"]) or 1)
+            bf = statistics.median(f_["bytes"]) / (statistics.median(f_["samples"]) or 1)
+            print(f"{hz} Hz: probing stores {100 * bp / bf:.2f}% of perf's bytes per sample; "
+                  f"recorder CPU {statistics.median(p_['rec_cpu']):.3f}s vs perf "
+                  f"{statistics.median(f_['rec_cpu']):.3f}s")
+    else:
+        print("(perf not available: install linux-perf for the side-by-side columns)")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("bench/run.py needs root (it records with BPF and perf)")
+    sections = [("native", section_native)]
+    for name, fn in sections:
+        if args.only and args.only != name:
+            continue
+        fn(args)
+    # Other benchmark scripts (bench/bench_*.py) report their own sections.
+    for script in sorted(os.listdir(os.path.dirname(os.path.abspath(__file__)))):
+        if script.startswith("bench_") and script.endswith(".py"):
+            name = script[6:-3]
+            if args.only and args.only != name:
+                continue
+            print(f"\n== {name} ==", flush=True)
+            subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), script)])
+
+
+if __name__ == "__main__":
+    main()
