@@ -139,7 +139,7 @@ test:
 
 demo:
 	$(Q)scripts/install-deps.sh --if-missing
-	$(Q)$(MAKE) --no-print-directory all demo-workloads
+	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/demo.sh
 
 # ---- install, vmlinux, hygiene --------------------------------------------------------------
