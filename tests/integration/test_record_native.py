@@ -289,3 +289,32 @@ def test_help():
     assert p.returncode == 0 and "Usage: probing record" in p.stdout
     for opt in ("-p", "-F", "-d", "-o", "--stack-size", "--kernel", "--children"):
         assert opt in p.stdout
+
+
+def test_children_followed():
+    # The shell starts two workloads after recording began; --children records them too.
+    split, deep = h.workload("split"), h.workload("deep")
+    db = record(["--children"], "/bin/sh", "-c", f"sleep 0.3; {split} 1.5 & {deep} 1.5; wait")
+    con = h.db(db)
+    cmds = {r[0] for r in con.execute("SELECT command FROM processes")}
+    assert any(c.startswith(split) for c in cmds) and any(c.startswith(deep) for c in cmds), cmds
+    leaves = leaf_counts(con)
+    assert leaves.get("deep_leaf", 0) > 500 and leaves.get("leaf_a", 0) > 300, leaves
+    # Without --children only the shell itself is recorded.
+    db = record([], "/bin/sh", "-c", f"{split} 0.5; true")
+    leaves = leaf_counts(h.db(db))
+    assert "leaf_a" not in leaves, leaves
+    procs = h.db(db).execute("SELECT COUNT(*) FROM processes").fetchone()[0]
+    assert procs == 1, procs
+
+
+def test_several_pids():
+    a = h.spawn([h.workload("split"), "5"])
+    b = h.spawn([h.workload("deep"), "5"])
+    out = h.tmp("rec.db")
+    p = h.probing("record", "-F", 499, "-d", 1.5, "-p", f"{a.pid},{b.pid}", "-o", out)
+    assert p.returncode == 0, p.stderr
+    con = h.db(out)
+    per_pid = dict(con.execute("SELECT pid, SUM(count) FROM samples GROUP BY pid").fetchall())
+    assert set(per_pid) == {a.pid, b.pid}, per_pid
+    assert all(n > 300 for n in per_pid.values()), per_pid
