@@ -42,7 +42,6 @@ enum {
 	LINE_LINE = 2,
 	FUNCTION_ID = 1,
 	FUNCTION_NAME = 2,
-	FUNCTION_SYSTEM_NAME = 3,
 	FUNCTION_FILENAME = 4,
 };
 
@@ -89,21 +88,22 @@ static int value_type(struct enc *e, uint32_t field, const char *type, const cha
 	return err;
 }
 
-/* The Function id of frame @f, adding the Function message on first use. */
+/*
+ * The Function id of frame @f, adding the Function message on first use. No system_name:
+ * frames are symbolized and demangled already, and pprof rewrites a name equal to its
+ * system name as if it were C++ ("<module>" would lose everything between '<' and '>').
+ */
 static int function_id(struct enc *e, const struct frame *f, uint64_t *id)
 {
 	const char *name = f->kind == FRAME_PYTHON && f->qualname ? f->qualname : f->func;
-	uint64_t n, sys, file, *slot;
+	uint64_t key[2], *slot;
 	int inserted, err;
 
-	err = str_id(e, name, &n);
+	err = str_id(e, name, &key[0]);
 	if (!err)
-		err = str_id(e, f->func, &sys);
-	if (!err)
-		err = str_id(e, f->file, &file);
+		err = str_id(e, f->file, &key[1]);
 	if (err)
 		return err;
-	uint64_t key[3] = {n, sys, file};
 	slot = bmap__upsert(e->function_ids, key, sizeof(key), bmap__size(e->function_ids) + 1,
 			    &inserted);
 	if (!slot)
@@ -114,11 +114,9 @@ static int function_id(struct enc *e, const struct frame *f, uint64_t *id)
 	sb_reset(&e->msg);
 	err = pb_uint(&e->msg, FUNCTION_ID, *id);
 	if (!err)
-		err = pb_uint(&e->msg, FUNCTION_NAME, n);
+		err = pb_uint(&e->msg, FUNCTION_NAME, key[0]);
 	if (!err)
-		err = pb_uint(&e->msg, FUNCTION_SYSTEM_NAME, sys);
-	if (!err)
-		err = pb_uint(&e->msg, FUNCTION_FILENAME, file);
+		err = pb_uint(&e->msg, FUNCTION_FILENAME, key[1]);
 	if (!err)
 		err = pb_bytes(&e->out, PROFILE_FUNCTION, e->msg.buf, e->msg.len);
 	return err;

@@ -8,8 +8,9 @@
  *   samples         one per (pid, tid, stack), locations leaf first, labels pid and tid
  *                   (numbers) and thread (its name)
  *   locations       one per frame of the recording, one line each (function, line)
- *   functions       one per (name, system name, file): Python frames are named by their
- *                   qualname, with co_name as system name
+ *   functions       one per (name, file), Python ones named by their qualname; no
+ *                   system names (frames are demangled already, and pprof would
+ *                   "simplify" a name equal to its system name like a C++ symbol)
  *   mappings        one per native/kernel module (file name only: there are no addresses)
  */
 #ifndef PROBING_PPROF_H

@@ -13,6 +13,8 @@
 
 static const char record_hint[] = "Make one with 'sudo probing record -p PID -o %s' or "
 				  "'sudo probing record -o %s -- COMMAND ARGS...'.";
+static const char wrong_file_hint[] = "Check the path: recordings are the files 'probing record -o "
+				      "FILE' writes (probing.db by default).";
 
 /* How many of the public views (DESIGN.md §4) the database has; -1 if it cannot be read. */
 static int count_views(sqlite3 *db)
@@ -55,7 +57,7 @@ int recording__open(const char *path, sqlite3 **out)
 	if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
 		/* SQLite would take an empty file for an empty database. */
 		pr_warn("%s is not a probing recording: the file is empty", path);
-		pr_warn(record_hint, path, path);
+		pr_warn("%s", wrong_file_hint);
 		return -EINVAL;
 	}
 	if (access(path, R_OK)) {
@@ -90,7 +92,7 @@ int recording__open(const char *path, sqlite3 **out)
 		rc = sqlite3_errcode(db);
 		if (rc == SQLITE_NOTADB) {
 			pr_warn("%s is not a probing recording: it is not a SQLite database", path);
-			pr_warn(record_hint, path, path);
+			pr_warn("%s", wrong_file_hint);
 			err = -EINVAL;
 		} else {
 			pr_warn("cannot read the recording %s: %s", path, sqlite3_errmsg(db));
@@ -102,7 +104,7 @@ int recording__open(const char *path, sqlite3 **out)
 		pr_warn("%s is a SQLite database but not a probing recording (it has no 'samples' "
 			"and 'frames' views)",
 			path);
-		pr_warn(record_hint, path, path);
+		pr_warn("%s", wrong_file_hint);
 		err = -EPROTO;
 		goto cleanup;
 	}
