@@ -821,31 +821,50 @@ static int append_escaped(struct strbuf *sb, const char *s)
 	return xml_escape(sb, s, strlen(s));
 }
 
+static const struct {
+	enum frame_kind kind;
+	const char *label, *colour;
+} legend[] = {
+	{FRAME_PYTHON, "Python", "rgb(104,176,214)"},
+	{FRAME_NATIVE, "native", "rgb(238,128,58)"},
+	{FRAME_KERNEL, "kernel", "rgb(176,152,206)"},
+};
+
+/* Width of a legend item: the swatch, a gap, the label (about 7.2 px a character). */
+static int legend_item_width(size_t i)
+{
+	return (int)(strlen(legend[i].label) * 7.2) + 14;
+}
+
+/* Width of the whole legend, items 14 px apart. */
+static int legend_width(const struct fg *g)
+{
+	size_t i;
+	int w = 0;
+
+	for (i = 0; i < ARRAY_SIZE(legend); i++)
+		if (g->kinds[legend[i].kind])
+			w += legend_item_width(i) + (w ? 14 : 0);
+	return w;
+}
+
 /* The legend: one swatch per kind of frame present, right-aligned on the subtitle's row. */
 static int append_legend(struct strbuf *sb, const struct fg *g, int width, int y)
 {
-	static const struct {
-		enum frame_kind kind;
-		const char *label, *colour;
-	} items[] = {
-		{FRAME_PYTHON, "Python", "rgb(104,176,214)"},
-		{FRAME_NATIVE, "native", "rgb(238,128,58)"},
-		{FRAME_KERNEL, "kernel", "rgb(176,152,206)"},
-	};
 	int x = width - PAD, i, err = 0;
 
 	err = sb_puts(sb, "<g id=\"legend\">\n");
 	/* Right to left, so the last item ends at the margin. */
-	for (i = ARRAY_SIZE(items) - 1; i >= 0 && !err; i--) {
-		if (!g->kinds[items[i].kind])
+	for (i = ARRAY_SIZE(legend) - 1; i >= 0 && !err; i--) {
+		if (!g->kinds[legend[i].kind])
 			continue;
 		err = sb_printf(sb,
 				"<text class=\"end\" x=\"%d\" y=\"%d\">%s</text>"
 				"<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" rx=\"2\" "
 				"fill=\"%s\"/>\n",
-				x, y, items[i].label, x - (int)(strlen(items[i].label) * 7.2) - 14,
-				y - 9, items[i].colour);
-		x -= (int)(strlen(items[i].label) * 7.2) + 28;
+				x, y, legend[i].label, x - legend_item_width(i), y - 9,
+				legend[i].colour);
+		x -= legend_item_width(i) + 14;
 	}
 	if (!err)
 		err = sb_puts(sb, "</g>\n");
@@ -937,9 +956,10 @@ int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
 		err = sb_puts(out, "</text>\n");
 	if (!err && o->subtitle && *o->subtitle) {
 		err = sb_printf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">", width / 2);
-		/* Keep clear of the legend on the right (and the same room on the left). */
+		/* Centred, clear of the legend on the right (so as much room on the left). */
 		if (!err)
-			err = append_cut(out, o->subtitle, (width - 2 * 240) / (FONT * CHAR_W));
+			err = append_cut(out, o->subtitle,
+					 (width - 2 * (PAD + legend_width(g) + 16)) / (FONT * CHAR_W));
 		if (!err)
 			err = sb_puts(out, "</text>\n");
 	}

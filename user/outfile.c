@@ -13,15 +13,27 @@
 
 struct outfile {
 	FILE *fp;
-	char *path; /* NULL for stdout */
-	char *tmp;
+	char *name; /* as the user gave it, for messages */
+	char *path; /* the file to replace; NULL for stdout and special files */
+	char *tmp;  /* the temporary file; NULL for stdout and special files */
 };
+
+/* Devices, FIFOs, sockets (/dev/stdout, /dev/null, a pipe): written in place, never replaced. */
+static int open_special(struct outfile *of, const char *path)
+{
+	of->fp = fopen(path, "w");
+	if (!of->fp) {
+		pr_warn("cannot write %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
 
 int outfile__open(const char *path, struct outfile **out)
 {
 	struct outfile *of;
 	struct stat st;
-	char *copy = NULL, *slash;
+	char *dest = NULL, *slash;
 	mode_t mask;
 	int fd = -1, err;
 
@@ -33,26 +45,46 @@ int outfile__open(const char *path, struct outfile **out)
 		*out = of;
 		return 0;
 	}
-	if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
-		pr_warn("cannot write %s: it is a directory; give a file name", path);
-		err = -EISDIR;
+	of->name = strdup(path);
+	if (!of->name) {
+		err = -ENOMEM;
 		goto cleanup;
 	}
-	of->path = strdup(path);
-	copy = strdup(path);
-	if (!of->path || !copy) {
+	if (!stat(path, &st)) {
+		if (S_ISDIR(st.st_mode)) {
+			pr_warn("cannot write %s: it is a directory; give a file name", path);
+			err = -EISDIR;
+			goto cleanup;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			err = open_special(of, path);
+			if (err)
+				goto cleanup;
+			*out = of;
+			return 0;
+		}
+		/* Replace what a symbolic link points to, not the link. */
+		dest = realpath(path, NULL);
+	} else {
+		dest = strdup(path);
+	}
+	if (!dest) {
+		err = -errno;
+		pr_warn("cannot write %s: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	of->path = dest;
+	dest = strdup(dest);
+	if (!dest) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
 	/* In the same directory, so the final rename cannot cross file systems. */
-	slash = strrchr(copy, '/');
+	slash = strrchr(dest, '/');
 	if (slash)
 		*slash = '\0';
-	if (asprintf(&of->tmp, "%s/.%s.XXXXXX",
-		     !slash	     ? "."
-		     : slash == copy ? ""
-				     : copy,
-		     slash ? slash + 1 : copy) < 0) {
+	if (asprintf(&of->tmp, "%s/.%s.XXXXXX", !slash ? "." : slash == dest ? "" : dest,
+		     slash ? slash + 1 : dest) < 0) {
 		of->tmp = NULL;
 		err = -ENOMEM;
 		goto cleanup;
@@ -68,24 +100,28 @@ int outfile__open(const char *path, struct outfile **out)
 	/* mkstemp makes the file 0600; give it the mode open(path, O_CREAT, 0666) would. */
 	mask = umask(0);
 	umask(mask);
-	fchmod(fd, 0666 & ~mask);
+	if (fchmod(fd, 0666 & ~mask))
+		pr_debug("%s: cannot set the mode: %s", of->tmp, strerror(errno));
 	of->fp = fdopen(fd, "w");
 	if (!of->fp) {
 		err = -errno;
 		pr_warn("cannot write %s: %s", path, strerror(errno));
 		goto cleanup;
 	}
-	free(copy);
+	free(dest);
 	*out = of;
 	return 0;
 cleanup:
-	if (fd >= 0)
+	if (of->fp)
+		fclose(of->fp);
+	else if (fd >= 0)
 		close(fd);
 	if (of->tmp)
 		unlink(of->tmp);
-	free(copy);
+	free(dest);
 	free(of->tmp);
 	free(of->path);
+	free(of->name);
 	free(of);
 	return err;
 }
@@ -110,21 +146,22 @@ int outfile__commit(struct outfile *of)
 	}
 	if (fflush(of->fp) || ferror(of->fp)) {
 		err = errno ? -errno : -EIO;
-		pr_warn("cannot write %s: %s", of->path, strerror(-err));
+		pr_warn("cannot write %s: %s", of->name, strerror(-err));
 	}
 	if (fclose(of->fp) && !err) {
 		err = -errno;
-		pr_warn("cannot write %s: %s", of->path, strerror(errno));
+		pr_warn("cannot write %s: %s", of->name, strerror(errno));
 	}
 	of->fp = NULL;
-	if (!err && rename(of->tmp, of->path)) {
+	if (!err && of->tmp && rename(of->tmp, of->path)) {
 		err = -errno;
-		pr_warn("cannot write %s: %s", of->path, strerror(errno));
+		pr_warn("cannot write %s: %s", of->name, strerror(errno));
 	}
-	if (err)
+	if (err && of->tmp)
 		unlink(of->tmp);
 	free(of->tmp);
 	free(of->path);
+	free(of->name);
 	free(of);
 	return err;
 }
@@ -139,5 +176,6 @@ void outfile__abort(struct outfile *of)
 		unlink(of->tmp);
 	free(of->tmp);
 	free(of->path);
+	free(of->name);
 	free(of);
 }

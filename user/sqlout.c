@@ -490,8 +490,12 @@ int sqlout__run(sqlite3 *db, const char *sql, const struct sqlout_options *o, FI
 		if (!st) /* only white space or a comment was left */
 			break;
 		if (sqlite3_column_count(st)) {
+			/* Results apart: a blank line (CRLF in CSV); JSON arrays need none. */
 			if (results++)
-				fputs(o->format == SQLOUT_JSON ? "" : "\n", out);
+				fputs(o->format == SQLOUT_JSON	? ""
+				      : o->format == SQLOUT_CSV ? "\r\n"
+								: "\n",
+				      out);
 			rc = o->format == SQLOUT_TABLE ? print_table(st, o, out)
 						       : print_stream(st, o, out);
 		} else {

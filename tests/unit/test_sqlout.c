@@ -90,7 +90,7 @@ TEST(statements_run_in_order)
 	CHECK_STR(run("CREATE TEMP TABLE t(a); INSERT INTO t VALUES (1), (2);"
 		      " SELECT a FROM t; SELECT count(*) AS c FROM t; -- the end",
 		      SQLOUT_CSV, false, &ret),
-		  "a\r\n1\r\n2\r\n\nc\r\n2\r\n");
+		  "a\r\n1\r\n2\r\n\r\nc\r\n2\r\n");
 	CHECK_EQ(ret, 0);
 	CHECK_STR(run("SELECT 1 AS a; SELECT 2 AS b", SQLOUT_JSON, false, &ret),
 		  "[\n{\"a\":1}\n]\n[\n{\"b\":2}\n]\n");
