@@ -959,7 +959,8 @@ int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
 		/* Centred, clear of the legend on the right (so as much room on the left). */
 		if (!err)
 			err = append_cut(out, o->subtitle,
-					 (width - 2 * (PAD + legend_width(g) + 16)) / (FONT * CHAR_W));
+					 (width - 2 * (PAD + legend_width(g) + 16)) /
+						 (FONT * CHAR_W));
 		if (!err)
 			err = sb_puts(out, "</text>\n");
 	}

@@ -83,7 +83,10 @@ int outfile__open(const char *path, struct outfile **out)
 	slash = strrchr(dest, '/');
 	if (slash)
 		*slash = '\0';
-	if (asprintf(&of->tmp, "%s/.%s.XXXXXX", !slash ? "." : slash == dest ? "" : dest,
+	if (asprintf(&of->tmp, "%s/.%s.XXXXXX",
+		     !slash	     ? "."
+		     : slash == dest ? ""
+				     : dest,
 		     slash ? slash + 1 : dest) < 0) {
 		of->tmp = NULL;
 		err = -ENOMEM;
