@@ -909,13 +909,15 @@ static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_b
 	return err;
 }
 
-/* Append @s cut to @maxc code points with "..", escaped. */
-static int append_cut(struct strbuf *sb, const char *s, size_t maxc)
+/* Append @s cut to @maxc code points with "..", escaped; nothing when @maxc < 3. */
+static int append_cut(struct strbuf *sb, const char *s, long maxc)
 {
 	size_t len = strlen(s);
 	int err;
 
-	if (cp_count(s, len) <= maxc)
+	if (maxc < 3)
+		return 0;
+	if (cp_count(s, len) <= (size_t)maxc)
 		return xml_escape(sb, s, len);
 	err = xml_escape(sb, s, cp_prefix(s, len, maxc - 2));
 	return err ? err : sb_puts(sb, "..");
@@ -959,8 +961,8 @@ int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
 		/* Centred, clear of the legend on the right (so as much room on the left). */
 		if (!err)
 			err = append_cut(out, o->subtitle,
-					 (width - 2 * (PAD + legend_width(g) + 16)) /
-						 (FONT * CHAR_W));
+					 (long)((width - 2 * (PAD + legend_width(g) + 16)) /
+						(FONT * CHAR_W)));
 		if (!err)
 			err = sb_puts(out, "</text>\n");
 	}

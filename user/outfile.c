@@ -34,6 +34,7 @@ int outfile__open(const char *path, struct outfile **out)
 	struct outfile *of;
 	struct stat st;
 	char *dest = NULL, *slash;
+	const char *dir;
 	mode_t mask;
 	int fd = -1, err;
 
@@ -83,11 +84,8 @@ int outfile__open(const char *path, struct outfile **out)
 	slash = strrchr(dest, '/');
 	if (slash)
 		*slash = '\0';
-	if (asprintf(&of->tmp, "%s/.%s.XXXXXX",
-		     !slash	     ? "."
-		     : slash == dest ? ""
-				     : dest,
-		     slash ? slash + 1 : dest) < 0) {
+	dir = !slash ? "." : slash == dest ? "" : dest; /* "" + "/" = the root */
+	if (asprintf(&of->tmp, "%s/.%s.XXXXXX", dir, slash ? slash + 1 : dest) < 0) {
 		of->tmp = NULL;
 		err = -ENOMEM;
 		goto cleanup;
