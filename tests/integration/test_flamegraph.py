@@ -415,3 +415,29 @@ def test_browser_screenshot_of_a_realistic_profile():
     os.makedirs(os.path.dirname(keep), exist_ok=True)
     with open(png, "rb") as src, open(keep, "wb") as dst:
         dst.write(src.read())
+
+
+BUSY_WRITER = r"""
+import sqlite3, sys, time
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("PRAGMA journal_mode = WAL")
+con.execute("BEGIN IMMEDIATE")  # a flush in progress: the write lock is held
+sid = con.execute("SELECT max(stack_id) FROM stacks").fetchone()[0]
+con.execute("INSERT INTO sample_counts VALUES (1700000005, 1, 1, ?, 500)", (sid,))
+open(sys.argv[2], "w").close()
+time.sleep(60)
+"""
+
+
+@harness.timeout(60)
+def test_reading_while_the_recorder_writes():
+    db = recordings.make_db("main;work 10\n")
+    ready = harness.tmp("ready")
+    harness.spawn([sys.executable, "-c", BUSY_WRITER, db, ready])
+    harness.wait_for(lambda: os.path.exists(ready), timeout=20, what="the writer")
+    # Readers do not wait for the writer (WAL) and see the last committed state.
+    p = probing("flamegraph", "-i", db, "--folded", timeout=10, check=True)
+    assert folded_lines(p.stdout) == ["main;work 10"]
+    p = probing("query", "-i", db, "-f", "csv", "--no-header", "SELECT SUM(count) FROM samples",
+                timeout=10, check=True)
+    assert p.stdout.strip() == "10"
