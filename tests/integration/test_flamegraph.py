@@ -441,3 +441,19 @@ def test_reading_while_the_recorder_writes():
     p = probing("query", "-i", db, "-f", "csv", "--no-header", "SELECT SUM(count) FROM samples",
                 timeout=10, check=True)
     assert p.stdout.strip() == "10"
+
+
+@harness.timeout(180)
+def test_browser_inverted_zoom():
+    svg = svg_of("main;a;x 30\nmain;a;y 10\nmain;b 60\n", "--inverted")
+    r = browser.run_in_svg(svg, r"""
+        R.before = T.all();
+        T.click(T.byName('a')[0]);
+        R.zoomed = T.all();
+    """)
+    before = {f["name"]: f for f in r["before"]}
+    assert before["all"]["y"] < before["main"]["y"] < before["a"]["y"] < before["x"]["y"]
+    z = {f["name"]: f for f in r["zoomed"]}
+    assert z["a"]["w"] == INNER and z["a"]["y"] == before["a"]["y"]
+    assert abs(z["x"]["w"] - 0.75 * INNER) < 0.01 and abs(z["y"]["w"] - 0.25 * INNER) < 0.01
+    assert not z["b"]["visible"] and z["main"]["visible"] and z["main"]["w"] == INNER
