@@ -69,9 +69,9 @@ int recording__open(const char *path, sqlite3 **out)
 	/*
 	 * No URI parsing (a path may contain '?' or '#'). READONLY: every write, including a
 	 * user's DELETE in 'probing query', fails with SQLITE_READONLY, and attached databases
-	 * inherit the flag.
+	 * inherit the flag. NOMUTEX: one thread uses the connection; no locking per call.
 	 */
-	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		pr_warn("cannot open the recording %s: %s", path,
 			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
