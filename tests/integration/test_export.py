@@ -1,0 +1,238 @@
+"""probing export: pprof (decoded here with a small protobuf reader), folded, speedscope."""
+import gzip
+import json
+import os
+
+import harness
+import recordings
+from harness import probing
+
+
+# ---- a minimal protobuf reader: just the wire format -----------------------------------------
+def varint(buf, i):
+    shift = value = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
+def fields(buf):
+    """{field number: [values]}: ints for varints, bytes for length-delimited fields."""
+    out = {}
+    i = 0
+    while i < len(buf):
+        key, i = varint(buf, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = varint(buf, i)
+        elif wire == 2:
+            n, i = varint(buf, i)
+            value = bytes(buf[i:i + n])
+            i += n
+        elif wire == 1:
+            value = int.from_bytes(buf[i:i + 8], "little")
+            i += 8
+        elif wire == 5:
+            value = int.from_bytes(buf[i:i + 4], "little")
+            i += 4
+        else:
+            raise AssertionError(f"wire type {wire}")
+        out.setdefault(field, []).append(value)
+    return out
+
+
+def packed(values):
+    """A repeated varint field: packed (bytes) or not (ints)."""
+    out = []
+    for v in values:
+        if isinstance(v, bytes):
+            i = 0
+            while i < len(v):
+                x, i = varint(v, i)
+                out.append(x)
+        else:
+            out.append(v)
+    return out
+
+
+def one(f, n, default=0):
+    return f.get(n, [default])[-1]
+
+
+def signed(v):
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def decode_profile(data):
+    p = fields(data)
+    strings = [s.decode() for s in p[6]]
+    assert strings[0] == ""
+
+    def vt(b):
+        f = fields(b)
+        return strings[one(f, 1)], strings[one(f, 2)]
+
+    functions = {}
+    for b in p.get(5, []):
+        f = fields(b)
+        functions[one(f, 1)] = {"name": strings[one(f, 2)], "file": strings[one(f, 4)]}
+    mappings = {}
+    for b in p.get(3, []):
+        f = fields(b)
+        mappings[one(f, 1)] = strings[one(f, 5)]
+    locations = {}
+    for b in p[4]:
+        f = fields(b)
+        lines = [fields(x) for x in f.get(4, [])]
+        assert len(lines) == 1
+        locations[one(f, 1)] = {"function": functions[one(lines[0], 1)],
+                                "line": one(lines[0], 2), "mapping": one(f, 2)}
+    samples = []
+    for b in p[2]:
+        f = fields(b)
+        labels = {}
+        for lb in f.get(3, []):
+            lf = fields(lb)
+            key = strings[one(lf, 1)]
+            labels[key] = strings[one(lf, 2)] if 2 in lf else signed(one(lf, 3))
+        samples.append({"locations": [locations[x] for x in packed(f.get(1, []))],
+                        "values": [signed(v) for v in packed(f[2])], "labels": labels})
+    return {"sample_type": [vt(b) for b in p[1]], "samples": samples,
+            "period_type": vt(one(p, 11, b"")), "period": one(p, 12),
+            "time_nanos": one(p, 9), "duration_nanos": one(p, 10),
+            "mappings": mappings, "comments": [strings[i] for i in packed(p.get(13, []))]}
+
+
+def frame_label(loc):
+    fn = loc["function"]
+    if fn["file"] and loc["line"]:
+        return f"{fn['name']} ({fn['file']}:{loc['line']})"
+    return fn["name"]
+
+
+# ---- pprof ----------------------------------------------------------------------------------
+def test_pprof_decodes_with_the_right_totals():
+    db = recordings.make_db(recordings.FOLDED.replace("@meta frequency 99", "@meta frequency 250"))
+    out = harness.tmp("prof.pb.gz")
+    p = probing("export", "-i", db, "--format", "pprof", "-o", out, check=True)
+    assert p.stdout == "" and p.stderr == ""
+    with open(out, "rb") as f:
+        assert f.read(2) == b"\x1f\x8b", "gzip magic"
+    prof = decode_profile(gzip.open(out).read())
+    assert prof["sample_type"] == [("samples", "count"), ("cpu", "nanoseconds")]
+    assert prof["period_type"] == ("cpu", "nanoseconds")
+    assert prof["period"] == 4000000  # 1e9 / 250 Hz
+    assert prof["time_nanos"] == 1700000000 * 10**9 and prof["duration_nanos"] == 10**9
+    total = recordings.total(recordings.STACKS)
+    assert sum(s["values"][0] for s in prof["samples"]) == total
+    for s in prof["samples"]:
+        assert s["values"][1] == s["values"][0] * 4000000
+    # Stacks: leaf first in pprof; root first as folded text they equal the input.
+    stacks = {}
+    for s in prof["samples"]:
+        names = [frame_label(loc) for loc in reversed(s["locations"])]
+        kernel = {"entry_SYSCALL_64", "ksys_read"}
+        key = ";".join(n + "_[k]" if n in kernel else n for n in names)
+        stacks[key] = stacks.get(key, 0) + s["values"][0]
+    assert sorted(f"{k} {v}" for k, v in stacks.items()) == sorted(recordings.STACKS)
+    # Labels: pid and tid numbers, thread names where the recording has them.
+    by_tid = {}
+    for s in prof["samples"]:
+        by_tid.setdefault((s["labels"]["pid"], s["labels"]["tid"]), set()).add(
+            s["labels"].get("thread"))
+    assert by_tid == {(100, 100): {"MainThread"}, (100, 101): {"loader"}, (200, 200): {None}}
+    # Python functions are named by their qualname.
+    names = {loc["function"]["name"] for s in prof["samples"] for loc in s["locations"]}
+    assert {"Trainer.step", "<module>", "std::vector<int>::push_back"} <= names
+    assert prof["comments"] == ["recorded by probing"]
+
+
+def test_pprof_filters_and_stdout():
+    db = recordings.make_db()
+    p = recordings.probing_raw("export", "-i", db, "-f", "pprof", "--tid", "101", "-o", "-")
+    assert p.returncode == 0
+    prof = decode_profile(gzip.decompress(p.stdout))
+    assert sum(s["values"][0] for s in prof["samples"]) == recordings.total(recordings.THREAD_101)
+
+
+# ---- folded ---------------------------------------------------------------------------------
+def test_folded_export_equals_flamegraph_folded():
+    db = recordings.make_db()
+    out = harness.tmp("out.folded")
+    probing("export", "-i", db, "--format", "folded", "-o", out, check=True)
+    fg = probing("flamegraph", "-i", db, "--folded", check=True).stdout
+    assert open(out).read() == fg
+    assert fg.splitlines() == recordings.byte_sorted(recordings.STACKS)
+
+
+# ---- speedscope -----------------------------------------------------------------------------
+def test_speedscope():
+    folded = recordings.FOLDED
+    db = recordings.make_db(folded, seconds=3)  # each stack's count spread over 3 seconds
+    out = harness.tmp("prof.speedscope.json")
+    probing("export", "-i", db, "--format", "speedscope", "-o", out, check=True)
+    doc = json.load(open(out))
+    assert doc["$schema"] == "https://www.speedscope.app/file-format-schema.json"
+    frames = doc["shared"]["frames"]
+    profiles = {p["name"]: p for p in doc["profiles"]}
+    assert set(profiles) == {"MainThread (pid 100, tid 100)", "loader (pid 100, tid 101)",
+                             "thread (pid 200, tid 200)"}
+    assert doc["profiles"][doc["activeProfileIndex"]]["name"] == "MainThread (pid 100, tid 100)"
+    expect = {"MainThread (pid 100, tid 100)": recordings.PROCESS_100,
+              "loader (pid 100, tid 101)": recordings.THREAD_101,
+              "thread (pid 200, tid 200)": recordings.PROCESS_200}
+    for name, prof in profiles.items():
+        assert prof["type"] == "sampled" and prof["unit"] == "none"
+        assert len(prof["samples"]) == len(prof["weights"])
+        assert prof["startValue"] == 0 and prof["endValue"] == sum(prof["weights"])
+        assert sum(prof["weights"]) == recordings.total(expect[name])
+        # Root-first stacks of frame names; summed they are the input.
+        got = {}
+        for stack, w in zip(prof["samples"], prof["weights"]):
+            names = []
+            for i in stack:
+                n = frames[i]["name"]
+                names.append(n + "_[k]" if n in ("entry_SYSCALL_64", "ksys_read") else n)
+            key = ";".join(names)
+            got[key] = got.get(key, 0) + w
+        assert sorted(f"{k} {v}" for k, v in got.items()) == sorted(expect[name])
+    # Time order: one entry per (second, stack); files and lines kept for Python frames.
+    main = profiles["MainThread (pid 100, tid 100)"]
+    assert len(main["samples"]) == 3 * len(recordings.PROCESS_100)
+    step = [f for f in frames if f["name"] == "Trainer.step (/app/train.py:12)"][0]
+    assert step["file"] == "/app/train.py" and step["line"] == 12
+
+
+# ---- errors ---------------------------------------------------------------------------------
+def test_export_errors():
+    db = recordings.make_db()
+    for args, what in ((["-o", "x"], "--format"), (["-f", "pprof"], "-o"),
+                       (["-f", "chrome", "-o", "x"], "chrome"),
+                       (["-f", "folded", "-o", "x", "--pid", "x"], "--pid"),
+                       (["-f", "folded", "-o", "x", "--nope"], "--nope")):
+        p = probing("export", "-i", db, *args)
+        assert p.returncode == 2, args
+        assert what in p.stderr, (args, p.stderr)
+    p = probing("export", "-i", harness.tmp("missing.db"), "-f", "pprof", "-o",
+                harness.tmp("x.pb.gz"))
+    assert p.returncode == 1 and "no such file" in p.stderr
+    assert not os.path.exists(harness.tmp("x.pb.gz"))
+    p = probing("export", "-i", db, "-f", "speedscope", "-o", "/nonexistent/x.json")
+    assert p.returncode == 1 and "cannot write" in p.stderr
+    p = probing("export", "-i", db, "-f", "folded", "-o", "/dev/full")
+    assert p.returncode == 1 and "No space left" in p.stderr
+    p = probing("export", "-i", db, "-f", "pprof", "--pid", "999", "-o", harness.tmp("y"))
+    assert p.returncode == 1 and "no samples of process 999" in p.stderr
+    assert not os.path.exists(harness.tmp("y"))
+
+
+def test_help_lists_only_what_works():
+    p = probing("export", "--help", check=True)
+    for word in ("pprof", "folded", "speedscope", "--pid", "-o"):
+        assert word in p.stdout
+    assert "chrome" not in p.stdout
+    assert " -p " not in p.stdout

@@ -1,0 +1,178 @@
+"""probing query: SQL on recordings in table, CSV and JSON form; errors; read-only."""
+import csv
+import io
+import json
+import os
+import re
+import sqlite3
+
+import harness
+import recordings
+from harness import probing
+
+TRICKY = ("SELECT 1 AS i, 2.5 AS r, NULL AS n, 'a,b' AS comma, 'say \"hi\"' AS quote,"
+          " 'l1' || char(10) || 'l2' AS nl, 'caf\u00e9' AS u, 3.0 AS whole, -7 AS neg,"
+          " 9007199254740993 AS big")
+
+
+def expected_rows(db, sql):
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    cur = con.execute(sql)
+    cols = [d[0] for d in cur.description]
+    return cols, cur.fetchall()
+
+
+def test_table_is_aligned():
+    db = recordings.make_db()
+    p = probing("query", "-i", db,
+                "SELECT thread, SUM(count) AS n FROM samples GROUP BY thread ORDER BY n DESC",
+                check=True)
+    lines = p.stdout.splitlines()
+    assert lines[0].split("|")[0].strip() == "thread"
+    assert set(lines[1]) <= {"-", "+"}
+    # Every row as wide as the header, the rule under it; numbers right-aligned.
+    assert len({len(line) for line in [lines[0]] + lines[2:-1]}) == 1, lines
+    assert lines[1] == "------------+-----"
+    assert lines[2] == " MainThread | 873"
+    assert lines[3] == " loader     | 125"
+    assert lines[4] == " NULL       |  42"  # pid 200's thread has no name
+    assert lines[-1] == "(3 rows)"
+
+
+def test_csv_round_trips():
+    db = recordings.make_db()
+    for sql in (TRICKY, "SELECT * FROM frames ORDER BY stack_id, depth",
+                "SELECT * FROM samples ORDER BY pid, tid, stack_id"):
+        p = recordings.probing_raw("query", "-i", db, "--format", "csv", sql)
+        assert p.returncode == 0
+        out = p.stdout.decode()
+        # RFC 4180: every record ends in CRLF (a LF inside a quoted field stays a LF).
+        assert out.endswith("\r\n") and out.count("\r\n") == len(expected_rows(db, sql)[1]) + 1
+        rows = list(csv.reader(io.StringIO(out, newline="")))
+        cols, want = expected_rows(db, sql)
+        assert rows[0] == cols
+        # CSV is text: compare with SQLite's values as CSV writes them (NULL = empty).
+        def text(v):
+            if v is None:
+                return ""
+            if isinstance(v, float):
+                return repr(v)
+            return str(v)
+        assert rows[1:] == [[text(v) for v in row] for row in want], sql
+    p = recordings.probing_raw("query", "-i", db, "--format", "csv", "--no-header",
+                               "SELECT 1 AS x")
+    assert p.stdout == b"1\r\n"
+
+
+def test_json_keeps_types():
+    db = recordings.make_db()
+    for sql in (TRICKY, "SELECT * FROM frames ORDER BY stack_id, depth",
+                "SELECT * FROM meta ORDER BY key"):
+        p = probing("query", "-i", db, "-f", "json", sql, check=True)
+        got = json.loads(p.stdout)
+        cols, want = expected_rows(db, sql)
+        assert got == [dict(zip(cols, row)) for row in want], sql
+        # Types, not just values: 3.0 stays a float, ints stay ints, NULL is None.
+        for obj, row in zip(got, want):
+            assert [type(v) for v in obj.values()] == [type(v) for v in row]
+    p = probing("query", "-i", db, "-f", "json", "SELECT 1 AS a WHERE 0", check=True)
+    assert json.loads(p.stdout) == []
+
+
+def test_several_statements_run_in_order():
+    db = recordings.make_db()
+    sql = ("CREATE TEMP VIEW hot AS SELECT stack_id, SUM(count) AS n FROM samples"
+           " GROUP BY stack_id;"
+           " SELECT MAX(n) AS top FROM hot; SELECT COUNT(*) AS stacks FROM hot")
+    p = recordings.probing_raw("query", "-i", db, "-f", "csv", sql)
+    assert p.stdout == b"top\r\n500\r\n\r\nstacks\r\n9\r\n"
+    p = probing("query", "-i", db, "-f", "json", sql, check=True)
+    parts = p.stdout.replace("]\n[", "]\x00[").split("\x00")
+    assert [json.loads(x) for x in parts] == [[{"top": 500}], [{"stacks": 9}]]
+
+
+def test_sql_from_stdin():
+    db = recordings.make_db()
+    p = recordings.probing_raw("query", "-i", db, "-f", "csv", "-",
+                               input="SELECT COUNT(*) AS n\nFROM samples;\n")
+    assert p.stdout == b"n\r\n9\r\n"
+
+
+def test_views_documented_in_help_examples_work():
+    """The example of --help runs and finds the hottest leaf function."""
+    db = recordings.make_db()
+    sql = ("SELECT f.func, SUM(s.count) AS n,"
+           " round(100.0 * SUM(s.count) / (SELECT SUM(count) FROM samples), 1) AS pct"
+           " FROM samples s JOIN frames f ON f.stack_id = s.stack_id AND f.depth = 0"
+           " GROUP BY f.func ORDER BY n DESC LIMIT 10")
+    p = probing("query", "-i", db, "-f", "json", sql, check=True)
+    top = json.loads(p.stdout)[0]
+    assert top == {"func": "at::matmul", "n": 500, "pct": 48.1}
+    assert "SUM(s.count)" in probing("query", "--help", check=True).stdout
+
+
+def test_syntax_error():
+    db = recordings.make_db()
+    p = probing("query", "-i", db, "SELECT *\nFROM samples\nWHERE count >> > 3")
+    assert p.returncode == 1
+    assert "syntax error" in p.stderr
+    assert "line 3" in p.stderr
+    lines = p.stderr.splitlines()
+    caret = [i for i, line in enumerate(lines) if line.strip() == "^"]
+    assert caret and "WHERE count >> > 3" in lines[caret[0] - 1]
+    assert p.stdout == ""
+
+
+def test_unknown_table_lists_what_there_is():
+    db = recordings.make_db()
+    p = probing("query", "-i", db, "SELECT * FROM sample")
+    assert p.returncode == 1
+    assert "no such table: sample" in p.stderr
+    for name in ("samples", "frames", "sample_times", "meta", "processes", "threads"):
+        assert name in p.stderr, name
+
+
+def test_queries_cannot_modify_the_recording():
+    db = recordings.make_db()
+    before = recordings.sha256(db)
+    for sql in ("DELETE FROM sample_counts", "DROP VIEW samples",
+                "UPDATE meta SET value = 1", "CREATE TABLE x(a)", "PRAGMA journal_mode = WAL",
+                "VACUUM", f"ATTACH '{db}' AS again; DELETE FROM again.meta"):
+        p = probing("query", "-i", db, sql)
+        assert p.returncode == 1, sql
+        assert p.stderr, sql
+    assert recordings.sha256(db) == before
+    assert not os.path.exists(db + "-wal") and not os.path.exists(db + "-journal")
+    p = probing("query", "-i", db, "DELETE FROM meta")
+    assert "read-only" in p.stderr
+
+
+def test_bad_inputs():
+    db = recordings.make_db()
+    p = probing("query", "-i", harness.tmp("none.db"), "SELECT 1")
+    assert p.returncode == 1 and "no such file" in p.stderr and "probing record" in p.stderr
+    junk = harness.tmp("junk")
+    with open(junk, "wb") as f:
+        f.write(os.urandom(4096))
+    p = probing("query", "-i", junk, "SELECT 1")
+    assert p.returncode == 1 and "not a SQLite database" in p.stderr
+    other = harness.tmp("other.db")
+    sqlite3.connect(other).execute("CREATE TABLE t(x)").connection.commit()
+    p = probing("query", "-i", other, "SELECT * FROM t")
+    assert p.returncode == 1 and "not a probing recording" in p.stderr
+    for args, what in ((["--format", "xml", "SELECT 1"], "xml"),
+                       (["--bogus", "SELECT 1"], "--bogus"), ([], "no SQL"),
+                       (["SELECT", "1"], "one argument"), (["   "], "empty"),
+                       (["-f"], "-f")):
+        p = probing("query", "-i", db, *args)
+        assert p.returncode == 2, args
+        assert what in p.stderr, (args, p.stderr)
+
+
+def test_help():
+    p = probing("query", "--help", check=True)
+    for word in ("--format", "table", "csv", "json", "--no-header", "-i", "Examples"):
+        assert word in p.stdout
+    # Live sources are not finished: not advertised.
+    assert not re.search(r"(^|\s)-p\b", p.stdout)
+    assert "PID" not in p.stdout

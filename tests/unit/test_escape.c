@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests: XML / JSON / CSV escaping, number formatting, UTF-8 decoding and widths. */
+#include "test.h"
+
+#include "escape.h"
+
+static const char *xml(const char *s, size_t n)
+{
+	static struct strbuf sb;
+
+	sb_reset(&sb);
+	CHECK_EQ(xml_escape(&sb, s, n), 0);
+	return sb_str(&sb);
+}
+
+static const char *json(const char *s, size_t n)
+{
+	static struct strbuf sb;
+
+	sb_reset(&sb);
+	CHECK_EQ(json_string(&sb, s, n), 0);
+	return sb_str(&sb);
+}
+
+static const char *csv(const char *s)
+{
+	static struct strbuf sb;
+
+	sb_reset(&sb);
+	CHECK_EQ(csv_field(&sb, s, strlen(s)), 0);
+	return sb_str(&sb);
+}
+
+static const char *dbl(double v)
+{
+	static struct strbuf sb;
+
+	sb_reset(&sb);
+	CHECK_EQ(fmt_double(&sb, v, "null"), 0);
+	return sb_str(&sb);
+}
+
+#define S(lit) lit, sizeof(lit) - 1
+
+TEST(xml_escapes_markup)
+{
+	CHECK_STR(xml(S("std::vector<int>")), "std::vector&lt;int&gt;");
+	CHECK_STR(xml(S("<module>")), "&lt;module&gt;");
+	CHECK_STR(xml(S("a & b \"c\" 'd'")), "a &amp; b &quot;c&quot; &#39;d&#39;");
+	CHECK_STR(xml(S("plain_name")), "plain_name");
+	CHECK_STR(xml(S("")), "");
+}
+
+TEST(xml_keeps_utf8_and_replaces_what_xml_forbids)
+{
+	/* Non-ASCII passes through as UTF-8. */
+	CHECK_STR(xml(S("caf\xc3\xa9 \xe6\xbc\xa2 \xf0\x9f\x94\xa5")),
+		  "caf\xc3\xa9 \xe6\xbc\xa2 \xf0\x9f\x94\xa5");
+	/* Invalid UTF-8 (a lone continuation byte, a truncated sequence) -> U+FFFD each. */
+	CHECK_STR(xml(S("a\x80z")), "a\xef\xbf\xbdz");
+	CHECK_STR(xml(S("a\xe6\xbc")), "a\xef\xbf\xbd\xef\xbf\xbd");
+	/* Control characters are not XML 1.0 characters at all; tab and newline are. */
+	CHECK_STR(xml(S("a\x01\x1f"
+			"b\tc\n")),
+		  "a\xef\xbf\xbd\xef\xbf\xbd"
+		  "b\tc\n");
+	/* An embedded NUL is replaced too (n counts it). */
+	CHECK_STR(xml("a\0b", 3), "a\xef\xbf\xbd"
+				  "b");
+}
+
+TEST(json_strings)
+{
+	CHECK_STR(json(S("plain")), "\"plain\"");
+	CHECK_STR(json(S("q\"b\\s/")), "\"q\\\"b\\\\s/\"");
+	CHECK_STR(json(S("l1\nl2\r\t")), "\"l1\\nl2\\r\\t\"");
+	CHECK_STR(json(S("\x01\x1f")), "\"\\u0001\\u001f\"");
+	CHECK_STR(json(S("caf\xc3\xa9")), "\"caf\xc3\xa9\"");
+	CHECK_STR(json(S("bad\xff")), "\"bad\\ufffd\"");
+	CHECK_STR(json(NULL, 0), "null");
+	CHECK_STR(json(S("")), "\"\"");
+}
+
+TEST(csv_fields_rfc4180)
+{
+	CHECK_STR(csv("plain"), "plain");
+	CHECK_STR(csv(""), "");
+	CHECK_STR(csv("a,b"), "\"a,b\"");
+	CHECK_STR(csv("say \"hi\""), "\"say \"\"hi\"\"\"");
+	CHECK_STR(csv("\""), "\"\"\"\"");
+	CHECK_STR(csv("l1\nl2"), "\"l1\nl2\"");
+	CHECK_STR(csv("cr\r"), "\"cr\r\"");
+	CHECK_STR(csv(" padded"), "\" padded\"");
+	CHECK_STR(csv("std::vector<int>"), "std::vector<int>");
+}
+
+TEST(doubles_read_back_and_stay_reals)
+{
+	CHECK_STR(dbl(1.0), "1.0");
+	CHECK_STR(dbl(0.1), "0.1");
+	CHECK_STR(dbl(-2.5), "-2.5");
+	CHECK_STR(dbl(1e300), "1e+300");
+	CHECK_STR(dbl(0.30000000000000004), "0.30000000000000004");
+	CHECK_STR(dbl(1.0 / 0.0), "null");
+	CHECK_STR(dbl(0.0 / 0.0), "null");
+	CHECK_STR(dbl(123456789.0), "123456789.0");
+}
+
+TEST(utf8_decode_rejects_invalid_forms)
+{
+	uint32_t cp = 0;
+
+	CHECK_EQ(utf8_decode("A", 1, &cp), 1);
+	CHECK_EQ(cp, 'A');
+	CHECK_EQ(utf8_decode("\xc3\xa9", 2, &cp), 2);
+	CHECK_EQ(cp, 0xe9);
+	CHECK_EQ(utf8_decode("\xf0\x9f\x94\xa5", 4, &cp), 4);
+	CHECK_EQ(cp, 0x1f525);
+	CHECK_EQ(utf8_decode("\xc0\x80", 2, &cp), 0);	      /* overlong NUL */
+	CHECK_EQ(utf8_decode("\xed\xa0\x80", 3, &cp), 0);     /* a UTF-16 surrogate */
+	CHECK_EQ(utf8_decode("\xf4\x90\x80\x80", 4, &cp), 0); /* above U+10FFFF */
+	CHECK_EQ(utf8_decode("\xe6\xbc", 2, &cp), 0);	      /* truncated */
+	CHECK_EQ(utf8_decode("\x80", 1, &cp), 0);	      /* lone continuation byte */
+}
+
+TEST(utf8_width_counts_columns)
+{
+	CHECK_EQ(utf8_width(S("abc")), 3);
+	CHECK_EQ(utf8_width(S("caf\xc3\xa9")), 4);
+	CHECK_EQ(utf8_width(S("\xe6\xbc\xa2\xe5\xad\x97")), 4); /* two CJK ideographs */
+	CHECK_EQ(utf8_width(S("e\xcc\x81")), 1);		/* e + combining acute */
+	CHECK_EQ(utf8_width(S("a\xff")), 2);			/* an invalid byte: one column */
+}
+
+TEST_MAIN()

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: MIT
+/* probing export: a recording in the interchange formats other profiling tools read. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "flamegraph.h"
+#include "log.h"
+#include "outfile.h"
+#include "pprof.h"
+#include "profile.h"
+#include "recording.h"
+#include "speedscope.h"
+#include "util.h"
+
+#define DEFAULT_HZ 99 /* probing record's default -F */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: probing export [-i FILE] --format pprof|folded|speedscope -o OUT\n"
+		"                      [--pid N] [--tid N]\n"
+		"\n"
+		"Write a recording in a format other tools read:\n"
+		"  pprof       gzipped profile.proto, for 'go tool pprof', Pyroscope, Parca: "
+		"sample\n"
+		"              types samples/count and cpu/nanoseconds, functions, locations with\n"
+		"              lines, labels pid, tid and thread\n"
+		"  folded      folded stacks, \"root;...;leaf COUNT\" (flamegraph.pl, inferno); "
+		"the\n"
+		"              same as 'probing flamegraph --folded'\n"
+		"  speedscope  speedscope's JSON (https://www.speedscope.app): one profile per\n"
+		"              thread, samples in time order (one-second resolution)\n"
+		"\n"
+		"Options:\n"
+		"  -i, --input FILE      the recording to read (default: probing.db)\n"
+		"  -f, --format FORMAT   pprof, folded or speedscope\n"
+		"  -o, --output FILE     where to write; '-' = stdout. The file is replaced only\n"
+		"                        once complete\n"
+		"      --pid N           only the samples of process N\n"
+		"      --tid N           only the samples of thread N\n"
+		"  -h, --help            show this help\n"
+		"\n"
+		"Examples:\n"
+		"  probing export -i app.db --format pprof -o app.pb.gz && go tool pprof -top "
+		"app.pb.gz\n"
+		"  probing export -i app.db --format speedscope -o app.speedscope.json\n"
+		"  probing export -i app.db --format folded -o - | flamegraph.pl > app.svg\n");
+}
+
+enum format {
+	FMT_NONE,
+	FMT_PPROF,
+	FMT_FOLDED,
+	FMT_SPEEDSCOPE,
+};
+
+enum {
+	OPT_PID = 256,
+	OPT_TID,
+};
+
+static const struct option options[] = {
+	{"input", required_argument, NULL, 'i'},
+	{"format", required_argument, NULL, 'f'},
+	{"output", required_argument, NULL, 'o'},
+	{"pid", required_argument, NULL, OPT_PID},
+	{"tid", required_argument, NULL, OPT_TID},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+static int write_pprof(const struct profile *p, const char *input, FILE *f)
+{
+	struct strbuf pb = {0};
+	double hz = p->frequency;
+	int err;
+
+	if (hz <= 0) {
+		pr_warn("%s does not say its sampling frequency; computing CPU time at %d Hz",
+			input, DEFAULT_HZ);
+		hz = DEFAULT_HZ;
+	}
+	err = pprof__encode(p, hz, &pb);
+	if (!err)
+		err = pprof__gzip(f, pb.buf, pb.len);
+	sb_free(&pb);
+	return err;
+}
+
+static int write_folded(const struct profile *p, FILE *f)
+{
+	struct strbuf text = {0};
+	struct fg *g = fg__new();
+	int err = g ? 0 : -ENOMEM;
+
+	if (!err)
+		err = fg__add_profile(g, p);
+	if (!err)
+		err = fg__folded(g, &text);
+	if (!err && text.len && fwrite(text.buf, 1, text.len, f) != text.len)
+		err = -EIO;
+	sb_free(&text);
+	fg__free(g);
+	return err;
+}
+
+static int parse_id(const char *opt, const char *arg, pid_t *out)
+{
+	long v;
+
+	if (parse_long(arg, 1, INT_MAX, &v))
+		return cli_usage_error("export", "invalid %s '%s': expected a positive integer",
+				       opt, arg);
+	*out = v;
+	return 0;
+}
+
+int cmd_export(int argc, char **argv)
+{
+	const char *input = "probing.db", *output = NULL;
+	struct profile_filter flt = {0};
+	enum format fmt = FMT_NONE;
+	struct outfile *of = NULL;
+	struct profile *prof = NULL;
+	sqlite3 *db = NULL;
+	int c, err, ret = EXIT_FAIL;
+
+	cli_getopt_reset();
+	while ((c = getopt_long(argc, argv, ":i:f:o:h", options, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			input = optarg;
+			break;
+		case 'o':
+			output = optarg;
+			break;
+		case 'f':
+			if (!strcmp(optarg, "pprof"))
+				fmt = FMT_PPROF;
+			else if (!strcmp(optarg, "folded"))
+				fmt = FMT_FOLDED;
+			else if (!strcmp(optarg, "speedscope"))
+				fmt = FMT_SPEEDSCOPE;
+			else
+				return cli_usage_error(
+					"export",
+					"unknown --format '%s': use pprof, folded or "
+					"speedscope",
+					optarg);
+			break;
+		case OPT_PID:
+			if (parse_id("--pid", optarg, &flt.pid))
+				return EXIT_USAGE;
+			break;
+		case OPT_TID:
+			if (parse_id("--tid", optarg, &flt.tid))
+				return EXIT_USAGE;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			return cli_bad_option("export", c, argv);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("export", "unexpected argument '%s'", argv[optind]);
+	if (fmt == FMT_NONE)
+		return cli_usage_error("export", "say which format: --format pprof, folded or "
+						 "speedscope");
+	if (!output)
+		return cli_usage_error("export", "say where to write: -o FILE ('-o -' for stdout)");
+	if (fmt == FMT_PPROF && !strcmp(output, "-") && stdout_is_tty())
+		return cli_usage_error("export", "pprof is binary: write it to a file (-o FILE), "
+						 "or redirect stdout");
+
+	if (recording__open(input, &db))
+		goto cleanup;
+	if (fmt == FMT_SPEEDSCOPE)
+		flt.flags |= PROFILE_BY_TIME;
+	err = profile__load(db, &flt, &prof);
+	if (err) {
+		if (err == -ENOMEM)
+			pr_warn("out of memory reading %s", input);
+		goto cleanup;
+	}
+	if (!prof->total) {
+		profile__explain_empty(db, input, &flt);
+		goto cleanup;
+	}
+	if (outfile__open(output, &of))
+		goto cleanup;
+	switch (fmt) {
+	case FMT_PPROF:
+		err = write_pprof(prof, input, outfile__fp(of));
+		break;
+	case FMT_FOLDED:
+		err = write_folded(prof, outfile__fp(of));
+		break;
+	default:
+		err = speedscope__write(prof, input, outfile__fp(of));
+		break;
+	}
+	if (err) {
+		pr_warn("cannot write %s: %s", output,
+			err == -ENOMEM ? "out of memory" : strerror(errno ? errno : EIO));
+		outfile__abort(of);
+		goto cleanup;
+	}
+	if (outfile__commit(of))
+		goto cleanup;
+	ret = EXIT_OK;
+cleanup:
+	profile__free(prof);
+	recording__close(db);
+	return ret;
+}
+
+COMMAND(export, cmd_export, "write a recording as pprof, folded stacks or speedscope JSON", 40);

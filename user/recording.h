@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * recording: open a recording (the SQLite file `probing record` writes, see store.h and
+ * docs/sql.md) for analysis, read-only. Works on a finished recording, on one being written
+ * (WAL mode: readers see every committed flush) and on one whose recorder was killed (the
+ * -wal file left next to it is read, never checkpointed into the file).
+ */
+#ifndef PROBING_RECORDING_H
+#define PROBING_RECORDING_H
+
+#include <sqlite3.h>
+
+/*
+ * Open @path read-only and check that it is a probing recording (it has the public views
+ * `samples` and `frames`). On success store the connection in *@out (close it with
+ * recording__close) and return 0. Nothing done through it can change the file: it is opened
+ * with SQLITE_OPEN_READONLY and never checkpoints a WAL left by a killed recorder.
+ *
+ * On failure print what failed, why and what to do (on stderr), and return
+ *   -ENOENT      no such file (the message says how to make one: probing record)
+ *   -EISDIR      @path is a directory
+ *   -EACCES      no permission to read it
+ *   -EINVAL      not a SQLite database
+ *   -EPROTO      a SQLite database but not a probing recording
+ *   -EIO         any other SQLite failure
+ */
+int recording__open(const char *path, sqlite3 **out);
+
+/* Close a connection from recording__open. NULL is a no-op. */
+void recording__close(sqlite3 *db);
+
+#endif
