@@ -214,13 +214,10 @@ static void write_meta(struct store *st, unsigned int freq, unsigned int stack_s
 	store__meta_int(st, "stack_size", stack_size);
 	store__meta_text(st, "clock", "cpu-clock");
 	store__meta_text(st, "probing_version", "0.1.0");
-	store__meta_int(st, "start_time", (int64_t)start);
+	store__meta_real(st, "start", start);
 	if (end > 0) {
-		char buf[32];
-
-		snprintf(buf, sizeof(buf), "%.3f", end - start);
-		store__meta_text(st, "duration", buf);
-		store__meta_int(st, "end_time", (int64_t)end);
+		store__meta_real(st, "end", end);
+		store__meta_real(st, "duration", end - start);
 	}
 }
 
@@ -445,7 +442,7 @@ int cmd_record(int argc, char **argv)
 	write_meta(st, sopts.freq, sopts.stack_size, start_real, start_real + (end - start), argc,
 		   argv);
 	store__meta_int(st, "samples", rs.samples);
-	store__meta_int(st, "lost_samples", lost + dropped);
+	store__meta_int(st, "lost", lost + dropped);
 	store__meta_int(st, "complete_native_stacks", rs.complete);
 	ret = EXIT_OK;
 	if (stop_signal)

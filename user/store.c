@@ -175,6 +175,11 @@ int store__meta_int(struct store *st, const char *key, int64_t value)
 			      (long long)value);
 }
 
+int store__meta_real(struct store *st, const char *key, double value)
+{
+	return pending_append(st, "INSERT OR REPLACE INTO meta VALUES(%Q, %.6f)", key, value);
+}
+
 static void int_or_null(char *buf, size_t n, long v)
 {
 	if (v < 0)

@@ -32,9 +32,10 @@ int store__create(const char *path, struct store **out);
  */
 int store__close(struct store *st);
 
-/* Set meta(key, value); text or integer. Written at the next flush. */
+/* Set meta(key, value); text, integer or real. Written at the next flush. */
 int store__meta_text(struct store *st, const char *key, const char *value);
 int store__meta_int(struct store *st, const char *key, int64_t value);
+int store__meta_real(struct store *st, const char *key, double value);
 
 /* A process row; strings are copied. Fields may be NULL / -1 when unknown. */
 struct store_process {
