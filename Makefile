@@ -32,7 +32,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+override CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	    -Wshadow -Wformat=2 -fno-strict-aliasing -D_GNU_SOURCE -MMD -MP
 INCLUDES := -I$(BUILD) -Iuser -Ibpf -Ipyoffsets -Iinjector
 LDLIBS   := -lbpf -lelf -ldw -lz -lsqlite3 -ledit -lpthread -ldl -lstdc++
