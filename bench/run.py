@@ -180,6 +180,12 @@ def section_native(args):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def section_flamegraph(args):
+    """End of recording to flame graph for 1 M samples (bench/flamegraph_1m.sh)."""
+    print("flamegraph: 1 M samples, 20k distinct stacks (synthetic recording)", flush=True)
+    subprocess.run(["bash", os.path.join(ROOT, "bench", "flamegraph_1m.sh")])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -189,10 +195,11 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench/run.py needs root (it records with BPF and perf)")
-    sections = [("native", section_native)]
+    sections = [("native", section_native), ("flamegraph", section_flamegraph)]
     for name, fn in sections:
         if args.only and args.only != name:
             continue
+        print(f"\n== {name} ==", flush=True)
         fn(args)
     # Other benchmark scripts (bench/bench_*.py) report their own sections.
     for script in sorted(os.listdir(os.path.dirname(os.path.abspath(__file__)))):
