@@ -32,7 +32,6 @@ struct kallsyms *kallsyms__parse(const char *text)
 	struct kallsyms *ks = calloc(1, sizeof(*ks));
 	size_t cap = 0;
 	char *line, *save = NULL, *p, *name, *mod;
-	struct ksym *tmp;
 	uint64_t addr;
 	char type;
 
@@ -55,15 +54,10 @@ struct kallsyms *kallsyms__parse(const char *text)
 			*mod++ = '\0';
 			/* "[nfs]" */
 		}
-		if (ks->nr == cap) {
-			cap = cap ? cap * 2 : 4096;
-			tmp = realloc(ks->syms, cap * sizeof(*tmp));
-			if (!tmp) {
-				kallsyms__free(ks);
-				errno = ENOMEM;
-				return NULL;
-			}
-			ks->syms = tmp;
+		if (grow_array(&ks->syms, &cap, ks->nr + 1, sizeof(*ks->syms))) {
+			kallsyms__free(ks);
+			errno = ENOMEM;
+			return NULL;
 		}
 		ks->syms[ks->nr++] = (struct ksym){addr, name, mod ? mod : "[kernel]"};
 	}

