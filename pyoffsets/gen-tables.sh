@@ -13,6 +13,7 @@ cat <<'HDR'
  */
 #include "pyoffsets.h"
 
+/* clang-format off */
 HDR
 for minor in 8 9 10 11 12 13; do
 	prefix=$(pyenv prefix "3.$minor" 2>/dev/null) || {
@@ -30,4 +31,5 @@ const struct py_offsets *const py_offsets_tables[] = {
 	&py_offsets_3_11, &py_offsets_3_12, &py_offsets_3_13,
 };
 const size_t py_offsets_ntables = sizeof(py_offsets_tables) / sizeof(py_offsets_tables[0]);
+/* clang-format on */
 FTR

@@ -6,6 +6,7 @@
  */
 #include "pyoffsets.h"
 
+/* clang-format off */
 /* BEGIN 3.8 */
 static const struct py_offsets py_offsets_3_8 = {
 	.version = 0x0308,
@@ -497,3 +498,4 @@ const struct py_offsets *const py_offsets_tables[] = {
 	&py_offsets_3_11, &py_offsets_3_12, &py_offsets_3_13,
 };
 const size_t py_offsets_ntables = sizeof(py_offsets_tables) / sizeof(py_offsets_tables[0]);
+/* clang-format on */
