@@ -1081,13 +1081,14 @@ int pyproc__walk(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, u
 
 			memcpy(&fl, fb + cfg.off.frame_lasti, 4);
 			/* f_lasti counts bytes in 3.8/3.9 (bpo-27129 made it instructions). */
-			lasti = pp->version <= 0x0309 && fl >= 0 ? fl / 2 : fl;
+			lasti = pp->version <= 0x0309 && fl > 0 ? fl >> 1 : fl;
 			meta = PYF_ENTRY; /* one PyFrameObject per C-level eval call */
 		} else {
 			uint64_t instr = get64(fb, cfg.off.frame_instr);
 			int64_t d = (int64_t)(instr - (code + cfg.off.code_adaptive));
 
-			lasti = d < -2 || d > (1ll << 31) ? -1 : (int32_t)(d / 2);
+			/* Exactly as the BPF walker computes it. */
+			lasti = d < 0 || d > 0x7ffffffe ? -1 : (int32_t)(d >> 1);
 			if (cfg.off.frame_is_entry != PY_OFF_NONE && fb[cfg.off.frame_is_entry])
 				meta = PYF_ENTRY; /* 3.11 */
 		}
