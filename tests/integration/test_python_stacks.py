@@ -1,0 +1,155 @@
+"""Python stacks read from outside (pyproc, through the pystacks test tool) against every
+interpreter on the machine, compared with what the workload's interpreter says about itself
+(sys._current_frames) and with the '# @marker' lines of the workload's source."""
+import os
+import shutil
+import subprocess
+
+import harness as h
+import pystack_common as pc
+
+PYTHONS = h.pythons()
+
+
+def _strip(frames):
+    return [(f["func"], f["file"], f["line"]) for f in frames]
+
+
+def _check_thread(ours, truth_t, version):
+    exp = truth_t["frames"]
+    assert _strip(ours["frames"]) == [(f["func"], f["file"], f["line"]) for f in exp], (
+        f"thread {truth_t['name']}: read from outside\n  {_strip(ours['frames'])}\n"
+        f"interpreter says\n  {[(f['func'], f['file'], f['line']) for f in exp]}")
+    if version >= (3, 11):
+        assert [f["qualname"] for f in ours["frames"]] == [f["qualname"] for f in exp]
+    else:
+        assert all(f["qualname"] is None for f in ours["frames"])
+    assert not ours["truncated"]
+    # The outermost frame was entered from C; before 3.11 every frame was.
+    assert ours["frames"][-1]["entry"], f"thread {truth_t['name']}: root frame not an entry"
+    if version < (3, 11):
+        assert all(f["entry"] for f in ours["frames"])
+
+
+@h.timeout(120)
+@h.params([p for _, p in PYTHONS], ids=[label for label, _ in PYTHONS])
+def test_stacks_match_interpreter(exe):
+    p, out, truth = pc.start_workload(exe)
+    version = tuple(truth["version"])
+    m = pc.markers(pc.WORKLOAD)
+    um = pc.markers(os.path.join(out, "mödülé_ü.py"))
+    threads = pc.pystacks(p.pid)
+    by_name = {t["name"]: (tid, t) for tid, t in threads.items()}
+    # Every Python thread, with its threading name (non-ASCII included) and OS tid.
+    assert sorted(by_name) == sorted(t["name"] for t in truth["threads"]), by_name.keys()
+    for t in truth["threads"]:
+        tid, ours = by_name[t["name"]]
+        assert tid == pc.native_tid(t), f"{t['name']}: tid {tid} != {t['native_id']}"
+        assert ours["tss_bound"], f"{t['name']}: thread state not found through the TSS key"
+        if t["name"] != "MainThread":
+            _check_thread(ours, t, version)
+    # The ground truth dump itself, against the source markers.
+    wl = pc.WORKLOAD
+    main = by_name["MainThread"][1]["frames"]
+    assert _strip(main) == [("idle", wl, m["main_leaf"]), ("main", wl, m["main_call"]),
+                            ("<module>", wl, m["module_call"])], _strip(main)
+    sl = by_name["sleeper-Ω"][1]["frames"]
+    assert _strip(sl[:2]) == [("<lambda>", wl, m["sleeper_leaf"]),
+                              ("run_forever", wl, m["sleeper_leaf"])]
+    if version >= (3, 11):
+        assert sl[0]["qualname"] == "Sleeper.run_forever.<locals>.<lambda>"
+        assert sl[1]["qualname"] == "Sleeper.run_forever"
+    g = by_name["generator"][1]["frames"]
+    assert _strip(g[:3]) == [("block_in_gen", wl, m["gen_leaf"]),
+                             ("produce", wl, m["gen_produce"]),
+                             ("gen_consumer", wl, m["gen_consumer"])]
+    a = by_name["asyncio"][1]["frames"]
+    assert _strip(a[:3]) == [("block_in_coro", wl, m["coro_leaf"]),
+                             ("acoro", wl, m["coro_acoro"]), ("amain", wl, m["coro_amain"])]
+    assert [f["func"] for f in a[-4:]] == ["run_async", "run", "_bootstrap_inner", "_bootstrap"]
+    u = by_name["unicode"][1]["frames"]
+    uf = os.path.join(out, "mödülé_ü.py")
+    assert _strip(u[:3]) == [("méthode", uf, um["unicode_leaf"]),
+                             ("fünc_ñ", uf, um["unicode_call"]),
+                             ("call_unicode", wl, m["unicode_outer"])]
+    if version >= (3, 11):
+        assert u[0]["qualname"] == "Ünï.méthode"
+    d = by_name["deep"][1]["frames"]
+    assert len(d) == 501 + 3, len(d)
+    assert _strip(d[:2]) == [("recurse", wl, m["deep_leaf"]), ("recurse", wl, m["deep_call"])]
+    assert {(f["func"], f["line"]) for f in d[1:501]} == {("recurse", m["deep_call"])}
+
+
+@h.timeout(120)
+@h.params([p for _, p in PYTHONS], ids=[label for label, _ in PYTHONS])
+def test_deep_stack_truncated_at_limit(exe):
+    p, out, truth = pc.start_workload(exe)
+    m = pc.markers(pc.WORKLOAD)
+    deep = pc.native_tid(pc.truth_thread(truth, "deep"))
+    full = pc.pystacks(p.pid)[deep]
+    cut = pc.pystacks(p.pid, "--depth", 100)[deep]
+    assert cut["truncated"] and len(cut["frames"]) == 100
+    # The leaf-most 100 frames, exactly those of the full walk.
+    assert _strip(cut["frames"]) == _strip(full["frames"][:100])
+    assert cut["frames"][0]["line"] == m["deep_leaf"]
+    # Other threads are short: not truncated.
+    for tid, t in pc.pystacks(p.pid, "--depth", 100).items():
+        if tid != deep:
+            assert not t["truncated"], t["name"]
+
+
+@h.timeout(60)
+def test_not_a_python_process():
+    p = h.spawn(["sleep", "100"])
+    h.wait_for(lambda: os.path.exists(f"/proc/{p.pid}/maps"))
+    r = h.run([pc.tool(pc.PYSTACKS), str(p.pid)])
+    assert r.returncode == 1 and "no CPython 3.8+ interpreter" in r.stderr, r.stderr
+    r = h.run([pc.tool(pc.PYSTACKS), "999999"])
+    assert r.returncode == 1 and "No such process" in r.stderr, r.stderr
+
+
+@h.timeout(60)
+def test_unsupported_versions_say_so():
+    """pyenv's 3.7/3.6 have _PyRuntime (3.7) or not (3.6, 2.7): a clear message either way."""
+    root = os.path.expanduser("~/.pyenv/versions")
+    found = 0
+    for d in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        minor = d.split(".")[:2]
+        if len(minor) < 2 or (minor[0], minor[1]) not in (("3", "7"), ("3", "6"), ("2", "7")):
+            continue
+        exe = os.path.join(root, d, "bin", f"python{minor[0]}.{minor[1]}")
+        if not os.path.exists(exe):
+            continue
+        p = h.spawn([exe, "-c", "import time; time.sleep(100)"])
+        h.wait_for(lambda: "libpython" in open(f"/proc/{p.pid}/maps").read() or
+                   "python" in open(f"/proc/{p.pid}/maps").read())
+        import time
+        time.sleep(0.3)
+        r = h.run([pc.tool(pc.PYSTACKS), str(p.pid)])
+        assert r.returncode == 1, r.stdout
+        if (minor[0], minor[1]) == ("3", "7"):
+            assert "Python 3.7" in r.stderr and "not supported" in r.stderr, r.stderr
+        else:
+            assert "no CPython 3.8+ interpreter" in r.stderr, r.stderr
+        found += 1
+    h.log(f"checked {found} unsupported interpreters")
+
+
+@h.timeout(120)
+@h.params(["linked", "dlopen"])
+def test_embedded_interpreter(kind):
+    """A C program that embeds CPython (linked against libpython, or dlopen'ing it) running
+    the same workload: the interpreter is found in a library of a non-Python executable."""
+    exe = os.path.join(h.WORKLOADS, f"py_embed_{kind}")
+    assert os.path.exists(exe), f"{exe} not built (run 'make test')"
+    with open(exe + ".libpython") as f:
+        libpython = f.read().strip()
+    prefix = [exe, libpython] if kind == "dlopen" else [exe]
+    p, out, truth = pc.start_workload(None, argv_prefix=prefix)
+    threads = pc.pystacks(p.pid)
+    by_name = {t["name"]: t for t in threads.values()}
+    version = tuple(truth["version"])
+    for name in ("sleeper-Ω", "generator", "unicode"):
+        _check_thread(by_name[name], pc.truth_thread(truth, name), version)
+    r = h.run([pc.tool(pc.PYSTACKS), str(p.pid)])
+    assert libpython in r.stdout.splitlines()[0], r.stdout[:300]
