@@ -141,6 +141,14 @@ static long py_walk_step(__u32 idx, void *arg)
 		lasti = d < 0 || d > 0x7ffffffe ? -1 : (__s32)(d >> 1);
 		if (ver == 0x030b && py_ld8(s->frame, cfg->off.frame_is_entry))
 			meta = PYF_ENTRY;
+		/* 3.13: an incomplete frame (instr_ptr before _co_firsttraceable) below another
+		 * frame is the _Py_InitCleanup shim of CALL_ALLOC_AND_ENTER_INIT: CPython hides
+		 * it, so do we. A leaf in its prologue stays (the function being entered). */
+		if (ver >= 0x030d && c->n > 0 &&
+		    lasti < (__s32)py_ld32(s->code, cfg->off.code_firsttraceable)) {
+			c->frame = prev;
+			return 0;
+		}
 	}
 	rec = &c->out[c->n & (SAMPLER_MAX_PYDEPTH - 1)];
 	rec->code = code;

@@ -95,11 +95,13 @@ struct py_bpf_offsets {
 	__u16 tss_key;           /* Py_tss_t._key (pthread_key_t); _is_initialized is at 0 */
 	__u16 frame_size;        /* bytes of a frame read at once: covers every frame field */
 	__u16 code_size;         /* bytes of a code object read at once: ob_type, co_* above */
+	__u16 code_firsttraceable; /* 3.13+: PyCodeObject._co_firsttraceable (int) */
+	__u16 _pad16;
 };
 
 #define PY_OFF_NONE 0xffff
 #define PY_FRAME_OWNED_BY_CSTACK 3 /* 3.12+ entry shim frames (Include/internal/pycore_frame.h) */
-#define PY_HDR_MAX 128             /* largest frame_size / code_size */
+#define PY_HDR_MAX 256             /* largest frame_size / code_size */
 
 /* Per target process (map py_procs, key: tgid). */
 struct py_proc_cfg {

@@ -97,6 +97,7 @@ static const struct spec specs[] = {
 	{"co_lnotab", 8, 9, K_OFF, "PyCodeObject", "co_lnotab"},
 	{"co_linetable", 10, 13, K_OFF, "PyCodeObject", "co_linetable"},
 	{"co_code_adaptive", 11, 13, K_OFF, "PyCodeObject", "co_code_adaptive"},
+	{"co_firsttraceable", 11, 13, K_OFF, "PyCodeObject", "_co_firsttraceable"},
 
 	{"unicode_length", ALL, K_OFF, "PyASCIIObject", "length"},
 	{"unicode_state", ALL, K_OFF, "PyASCIIObject", "state"},
@@ -177,6 +178,7 @@ static const char *const fields[] = {
 	"co_lnotab",
 	"co_linetable",
 	"co_code_adaptive",
+	"co_firsttraceable",
 	"unicode_length",
 	"unicode_state",
 	"unicode_kind_bit",

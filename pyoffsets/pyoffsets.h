@@ -115,15 +115,16 @@ struct py_offsets {
 	uint32_t if_is_entry; /* bool (3.11 only) */
 
 	/* PyCodeObject */
-	uint32_t co_flags;	   /* int */
-	uint32_t co_firstlineno;   /* int */
-	uint32_t co_code;	   /* <= 3.10: bytes */
-	uint32_t co_filename;	   /* str */
-	uint32_t co_name;	   /* str */
-	uint32_t co_qualname;	   /* 3.11+: str */
-	uint32_t co_lnotab;	   /* 3.8, 3.9: bytes */
-	uint32_t co_linetable;	   /* 3.10+: bytes */
-	uint32_t co_code_adaptive; /* 3.11+: inline code units */
+	uint32_t co_flags;	    /* int */
+	uint32_t co_firstlineno;    /* int */
+	uint32_t co_code;	    /* <= 3.10: bytes */
+	uint32_t co_filename;	    /* str */
+	uint32_t co_name;	    /* str */
+	uint32_t co_qualname;	    /* 3.11+: str */
+	uint32_t co_lnotab;	    /* 3.8, 3.9: bytes */
+	uint32_t co_linetable;	    /* 3.10+: bytes */
+	uint32_t co_code_adaptive;  /* 3.11+: inline code units */
+	uint32_t co_firsttraceable; /* 3.11+: int, first instruction after the prologue */
 
 	/* str: PyASCIIObject / PyCompactUnicodeObject / PyUnicodeObject */
 	uint32_t unicode_length;      /* Py_ssize_t, in code points */

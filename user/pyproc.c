@@ -973,6 +973,15 @@ int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 	cfg->off.ob_type = off16(o->ob_type);
 	cfg->off.code_filename = off16(o->co_filename);
 	cfg->off.tss_key = off16(o->tss_key);
+	/* 3.13 pushes a shim frame running the static code object _Py_InitCleanup under an
+	 * __init__ called by CALL_ALLOC_AND_ENTER_INIT (gh-91095); like every "incomplete" frame
+	 * (_PyFrame_IsIncomplete: instr_ptr before _co_firsttraceable) CPython hides it. */
+	if (pp->version >= 0x030d) {
+		cfg->off.code_firsttraceable = off16(o->co_firsttraceable);
+		cover(&csize, o->co_firsttraceable, 4);
+	} else {
+		cfg->off.code_firsttraceable = PY_OFF_NONE;
+	}
 	cover(&csize, o->ob_type, 8);
 	cover(&csize, o->co_firstlineno, 4);
 	cover(&csize, o->co_name, 8);
@@ -1091,6 +1100,18 @@ int pyproc__walk(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, u
 			lasti = d < 0 || d > 0x7ffffffe ? -1 : (int32_t)(d >> 1);
 			if (cfg.off.frame_is_entry != PY_OFF_NONE && fb[cfg.off.frame_is_entry])
 				meta = PYF_ENTRY; /* 3.11 */
+			/* An incomplete frame below another one is a 3.13 _Py_InitCleanup shim
+			 * (the only frames that call before their prologue ends): skip it. A leaf
+			 * in its prologue stays: it is the function being entered. */
+			if (cfg.off.code_firsttraceable != PY_OFF_NONE && n > 0) {
+				int32_t ft;
+
+				memcpy(&ft, cb + cfg.off.code_firsttraceable, 4);
+				if (lasti < ft) {
+					frame = prev;
+					continue;
+				}
+			}
 		}
 		out[n].code = code;
 		out[n].lasti = lasti;

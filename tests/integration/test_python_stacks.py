@@ -74,6 +74,9 @@ def test_stacks_match_interpreter(exe):
                              ("call_unicode", wl, m["unicode_outer"])]
     if version >= (3, 11):
         assert u[0]["qualname"] == "Ünï.méthode"
+    c = by_name["ctor"][1]["frames"]
+    assert _strip(c[:2]) == [("__init__", wl, m["ctor_leaf"]),
+                             ("make_objects", wl, m["ctor_call"])], _strip(c[:3])
     d = by_name["deep"][1]["frames"]
     assert len(d) == 501 + 3, len(d)
     assert _strip(d[:2]) == [("recurse", wl, m["deep_leaf"]), ("recurse", wl, m["deep_call"])]

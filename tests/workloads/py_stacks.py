@@ -14,11 +14,13 @@ Threads (all but MainThread are daemons):
   asyncio         run_async -> ... -> amain -> acoro -> block_in_coro   sleeps in a coroutine
   unicode         call_unicode -> fünc_ñ -> Ünï.méthode         sleeps, in a file named mödülé_ü.py
   deep            recurse x 501                                 sleeps 500 calls deep
+  ctor            make_objects -> Ctor.__init__                 sleeps in __init__, after the
+                  call was specialised (3.13 pushes a hidden _Py_InitCleanup shim frame)
 With --busy (for the BPF sampler; these run on CPU):
   busy-gil        spin                                          pure-Python loop, holds the GIL
   busy-nogil      hash_loop                                     hashlib with the GIL released
   sleep-loop      sleep_loop                                    time.sleep(0.0002) in a loop
-  and "deep" spins at the bottom of its recursion instead of sleeping.
+  and "deep" and "ctor" spin at their leaf instead of sleeping.
 """
 import asyncio
 import hashlib
@@ -116,6 +118,23 @@ def recurse(n, ev):
     recurse(n - 1, ev)  # @deep_call
 
 
+class Ctor:
+    def __init__(self, ev):
+        if ev is None:
+            return
+        ev.set()
+        x = 0
+        while BUSY:  # @ctor_spin_while
+            x += 1  # @ctor_spin_body
+        time.sleep(3600)  # @ctor_leaf
+
+
+def make_objects(ev):
+    for _ in range(2000):
+        Ctor(None)  # warm up: the call gets specialised
+    Ctor(ev)  # @ctor_call
+
+
 def spin(ev):
     ev.set()
     x = 0
@@ -179,6 +198,7 @@ def main():
     start("asyncio", run_async)
     start("unicode", call_unicode)
     start("deep", recurse, DEPTH)
+    start("ctor", make_objects)
     if BUSY:
         start("busy-gil", spin)
         start("busy-nogil", hash_loop)
