@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* pyelf: symbol lookups in the ELF files a target process maps (libelf). */
+#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "pyelf.h"
+#include "util.h"
 
 struct pyelf {
 	int fd;
@@ -256,4 +258,80 @@ int pyelf__build_id(struct pyelf *e, char *buf, size_t size)
 		}
 	}
 	return -ENOENT;
+}
+
+struct fde_hits {
+	uint64_t start, end;
+	uint64_t last_target;
+	unsigned int distinct; /* distinct targets inside (not at) the FDE start */
+};
+
+int pyelf__cold_part(struct pyelf *e, uint64_t start, uint64_t size, uint64_t *cstart,
+		     uint64_t *cend)
+{
+	struct fde_hits hits[16];
+	unsigned int nh = 0, i, best = 0;
+	uint8_t *code = NULL;
+	Dwarf_CFI *cfi;
+	size_t k;
+	int err = -ENOENT;
+
+	if (!size || size > (16 << 20))
+		return -EINVAL;
+	cfi = dwarf_getcfi_elf(e->elf);
+	if (!cfi)
+		return -ENOENT;
+	code = malloc(size);
+	if (!code)
+		return -ENOMEM;
+	if (pyelf__read(e, start, code, size))
+		goto cleanup;
+	/* x86-64 rel32 jumps: E9 (jmp) and 0F 80..8F (jcc). Scanning bytes also matches inside
+	 * other instructions; such false targets are rare and scattered, real ones cluster. */
+	for (k = 0; k + 5 <= size; k++) {
+		size_t len;
+		int32_t rel;
+		uint64_t target;
+		Dwarf_Frame *frame = NULL;
+		Dwarf_Addr fs, fe;
+
+		if (code[k] == 0xe9)
+			len = 5;
+		else if (code[k] == 0x0f && k + 6 <= size && (code[k + 1] & 0xf0) == 0x80)
+			len = 6;
+		else
+			continue;
+		memcpy(&rel, code + k + len - 4, 4);
+		target = start + k + len + (int64_t)rel;
+		if (target >= start && target < start + size)
+			continue;
+		if (dwarf_cfi_addrframe(cfi, target, &frame) != 0)
+			continue;
+		if (dwarf_frame_info(frame, &fs, &fe, NULL) < 0 || target == fs) {
+			free(frame);
+			continue;
+		}
+		free(frame);
+		for (i = 0; i < nh && hits[i].start != fs; i++)
+			;
+		if (i == nh) {
+			if (nh == ARRAY_SIZE(hits))
+				continue;
+			hits[nh++] = (struct fde_hits){fs, fe, 0, 0};
+		}
+		if (hits[i].last_target != target)
+			hits[i].distinct++;
+		hits[i].last_target = target;
+	}
+	for (i = 1; i < nh; i++)
+		if (hits[i].distinct > hits[best].distinct)
+			best = i;
+	if (nh && hits[best].distinct >= 8) {
+		*cstart = hits[best].start;
+		*cend = hits[best].end;
+		err = 0;
+	}
+cleanup:
+	free(code);
+	return err;
 }

@@ -59,6 +59,16 @@ int pyelf__read(struct pyelf *e, uint64_t addr, void *buf, size_t len);
 /* The GNU build ID as lowercase hex into @buf (>= 41 bytes). 0 or -ENOENT. */
 int pyelf__build_id(struct pyelf *e, char *buf, size_t size);
 
+/*
+ * The compiler-split out-of-line part (GCC's "function.cold") of the function at file address
+ * @start (@size bytes), in a file without .symtab to name it: the .eh_frame FDE that direct
+ * jumps (jmp/jcc rel32) leaving the function land inside of, at many different addresses (a
+ * tail call lands on a function's first byte; jumps into the cold part land all over it).
+ * Return 0 with [*@cstart, *@cend) or -ENOENT.
+ */
+int pyelf__cold_part(struct pyelf *e, uint64_t start, uint64_t size, uint64_t *cstart,
+		     uint64_t *cend);
+
 /* How the file was opened: "/proc/PID/root/usr/lib/...", or the map_files path. */
 const char *pyelf__opened_path(const struct pyelf *e);
 

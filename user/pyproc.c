@@ -187,6 +187,13 @@ static int setup_from_elf(struct pyproc *pp, struct pyelf *e, const uint64_t *va
 		}
 		pyelf__free(d);
 	}
+	if (pp->neval == 1 && !pyelf__has_symtab(e)) {
+		/* No name for the cold part anywhere: find it from the jumps into it. */
+		uint64_t cs, ce;
+
+		if (!pyelf__cold_part(e, vals[SYM_EVAL], sizes[SYM_EVAL], &cs, &ce))
+			add_eval_range(pp, pp->bias + cs, ce - cs);
+	}
 	return 0;
 }
 

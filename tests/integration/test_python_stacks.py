@@ -2,8 +2,7 @@
 interpreter on the machine, compared with what the workload's interpreter says about itself
 (sys._current_frames) and with the '# @marker' lines of the workload's source."""
 import os
-import shutil
-import subprocess
+import re
 
 import harness as h
 import pystack_common as pc
@@ -156,3 +155,62 @@ def test_embedded_interpreter(kind):
         _check_thread(by_name[name], pc.truth_thread(truth, name), version)
     r = h.run([pc.tool(pc.PYSTACKS), str(p.pid)])
     assert libpython in r.stdout.splitlines()[0], r.stdout[:300]
+
+
+def _readelf_syms(path):
+    """{name: (value, size)} of FUNC symbols from .dynsym and .symtab."""
+    out = {}
+    r = h.run(["readelf", "-W", "--syms", "--dyn-syms", path], check=True)
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[3] == "FUNC" and f[6] != "UND":
+            out.setdefault(f[7].split("@")[0], (int(f[1], 16), int(f[2], 0)))
+    return out
+
+
+@h.timeout(60)
+@h.params([p for _, p in PYTHONS], ids=[label for label, _ in PYTHONS])
+def test_eval_function_ranges(exe):
+    """_PyEval_EvalFrameDefault's address ranges in the target (for merging native and
+    Python frames): the function, and its .cold part where the ELF names it."""
+    p = h.spawn([exe, "-c", "import time; time.sleep(100)"])
+    import time
+    time.sleep(0.4)
+    r = h.run([pc.tool(pc.PYSTACKS), "--info", str(p.pid)], check=True)
+    info = [line.split("\t") for line in r.stdout.splitlines()]
+    elf = dict(i[:2] for i in info)["elf"]
+    got = sorted((int(i[1], 16), int(i[2], 16)) for i in info if i[0] == "eval")
+    # Load bias: the mapping of file offset 0 minus the first PT_LOAD's address.
+    with open(f"/proc/{p.pid}/maps") as f:
+        start = min(int(line.split("-")[0], 16) for line in f
+                    if line.rstrip().endswith(elf) and line.split()[2] == "00000000")
+    loads = [line.split() for line in h.run(["readelf", "-lW", elf], check=True).stdout
+             .splitlines() if line.strip().startswith("LOAD")]
+    bias = start - (int(loads[0][2], 16) & ~0xfff)
+    syms = _readelf_syms(elf)
+    want = [(bias + v, bias + v + s) for name, (v, s) in syms.items()
+            if name in ("_PyEval_EvalFrameDefault", "_PyEval_EvalFrameDefault.cold")]
+    stripped = ".symtab" not in h.run(["readelf", "-SW", elf], check=True).stdout
+    if stripped:
+        # Stripped (Debian): the cold part has no name. Independent check with objdump: the
+        # .eh_frame FDE where the function's out-of-range jumps land.
+        lo, size = syms["_PyEval_EvalFrameDefault"]
+        dis = h.run(["objdump", "-d", "--no-show-raw-insn", f"--start-address={lo:#x}",
+                     f"--stop-address={lo + size:#x}", elf], check=True).stdout
+        targets = [int(t, 16) for t in re.findall(r"\bj[a-z]{1,3} +([0-9a-f]+) <", dis)]
+        targets = [t for t in targets if not lo <= t < lo + size]
+        fdes = [tuple(int(x, 16) for x in m) for m in re.findall(
+            r"FDE cie=\w+ pc=([0-9a-f]+)\.\.([0-9a-f]+)",
+            h.run(["readelf", "-W", "--debug-dump=frames", elf]).stdout)]
+        counts = {}
+        for t in targets:
+            for a, b in fdes:
+                if a < t < b:
+                    counts[(a, b)] = counts.get((a, b), 0) + 1
+        a, b = max(counts, key=counts.get)
+        assert counts[(a, b)] >= 0.9 * len(targets), counts
+        want.append((bias + a, bias + b))
+    assert got == sorted(want), f"{[hex(a) for r in got for a in r]} != " \
+                                f"{[hex(a) for r in sorted(want) for a in r]}"
+    # 3.11+ builds (GCC 12 here) split a .cold part off; 3.8-3.10 have none.
+    assert len(got) == (2 if "_PyEval_EvalFrameDefault.cold" in syms or stripped else 1)

@@ -4,6 +4,7 @@
  * pyproc (no ptrace, no agent). A test tool; `probing backtrace` builds on the same calls.
  *
  *   pystacks [-v] [--raw] [--depth N] PID
+ *   pystacks --info PID
  *
  * Default output, per thread:
  *   Thread 1234 "MainThread"
@@ -12,6 +13,9 @@
  * --raw prints one tab-separated line per frame for scripts:
  *   tid, thread name, depth (0 = leaf), func, qualname (or -), file, line, entry (0/1)
  * and "T<TAB>tid<TAB>name<TAB>frames<TAB>truncated<TAB>tss_bound" before each thread's frames.
+ * --info prints what was found about the interpreter, "key<TAB>value..." per line: version,
+ * elf, runtime, eval (start end, once per range of _PyEval_EvalFrameDefault code),
+ * pthread_specific.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -26,6 +30,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: pystacks [-v] [--raw] [--depth N] PID\n"
+		   "       pystacks --info PID\n"
 		   "Print the Python stack of every thread of PID, read from outside.\n");
 }
 
@@ -33,23 +38,27 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {{"raw", no_argument, NULL, 'r'},
 					     {"depth", required_argument, NULL, 'd'},
+					     {"info", no_argument, NULL, 'i'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
 	struct py_frame_rec *recs = NULL;
 	struct pyproc *pp = NULL;
 	const struct pythread *th;
 	long pid, depth = SAMPLER_MAX_PYDEPTH;
-	bool raw = false;
+	bool raw = false, info = false;
 	size_t nth, i;
 	int c, n, ret = 1;
 
-	while ((c = getopt_long(argc, argv, "vrd:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "vrd:ih", opts, NULL)) != -1) {
 		switch (c) {
 		case 'v':
 			log_verbosity++;
 			break;
 		case 'r':
 			raw = true;
+			break;
+		case 'i':
+			info = true;
 			break;
 		case 'd':
 			if (parse_long(optarg, 1, 1000000, &depth)) {
@@ -74,6 +83,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pystacks: pid %ld: %s\n", pid,
 			errno == ENOENT ? "no CPython 3.8+ interpreter found" : strerror(errno));
 		return 1;
+	}
+	if (info) {
+		const struct pyproc_range *r;
+		size_t nr;
+
+		printf("version\t%s\nelf\t%s\nruntime\t%#llx\n", pyproc__version_str(pp),
+		       pyproc__elf_path(pp), (unsigned long long)pyproc__runtime_addr(pp));
+		r = pyproc__eval_ranges(pp, &nr);
+		for (i = 0; i < nr; i++)
+			printf("eval\t%#llx\t%#llx\n", (unsigned long long)r[i].start,
+			       (unsigned long long)r[i].end);
+		printf("pthread_specific\t%d\n", pyproc__pthread_specific(pp));
+		ret = 0;
+		goto cleanup;
 	}
 	recs = calloc(depth, sizeof(*recs));
 	if (!recs)
