@@ -214,3 +214,37 @@ def test_eval_function_ranges(exe):
                                 f"{[hex(a) for r in sorted(want) for a in r]}"
     # 3.11+ builds (GCC 12 here) split a .cold part off; 3.8-3.10 have none.
     assert len(got) == (2 if "_PyEval_EvalFrameDefault.cold" in syms or stripped else 1)
+
+
+@h.timeout(90)
+@h.params(["mount-namespace", "deleted"])
+def test_interpreter_file_only_visible_to_target(kind):
+    """libpython mapped from a file we cannot open by its path: one mounted in the target's
+    own mount namespace (read through /proc/PID/root), or deleted since it was mapped (read
+    through /proc/PID/map_files)."""
+    label, exe = next((lb, e) for lb, e in PYTHONS if lb == "3.12")
+    lib = os.path.join(os.path.dirname(os.path.dirname(exe)), "lib", "libpython3.12.so.1.0")
+    libdir = h.tmp("libdir")
+    os.makedirs(libdir)
+    wrapper = h.tmp("wrapper.sh")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nset -e\n")
+        if kind == "mount-namespace":
+            f.write(f"mount -t tmpfs probing-test {libdir}\n")
+        f.write(f"cp {lib} {libdir}/\nLD_LIBRARY_PATH={libdir} exec {exe} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    prefix = ["unshare", "-m", "--propagation", "private", wrapper] \
+        if kind == "mount-namespace" else [wrapper]
+    p, out, truth = pc.start_workload(None, argv_prefix=prefix)
+    copy = os.path.join(libdir, "libpython3.12.so.1.0")
+    if kind == "deleted":
+        os.unlink(copy)
+        with open(f"/proc/{p.pid}/maps") as f:
+            assert f"{copy} (deleted)" in f.read()
+    else:
+        assert not os.path.exists(copy), "the tmpfs should be private to the target"
+    info = h.run([pc.tool(pc.PYSTACKS), "--info", str(p.pid)], check=True).stdout
+    assert f"elf\t{copy}\n" in info, info
+    by_name = {t["name"]: t for t in pc.pystacks(p.pid).values()}
+    for name in ("sleeper-Ω", "generator", "deep"):
+        _check_thread(by_name[name], pc.truth_thread(truth, name), tuple(truth["version"]))
