@@ -633,6 +633,39 @@ static int tss_value(struct pyproc *pp, const uint8_t *buf, ssize_t n, int off, 
 	return 0;
 }
 
+/* The same, reading only the slot (what the BPF walker does). */
+static int thread_tss_value(struct pyproc *pp, uint64_t pthread, int off, uint32_t key,
+			    uint64_t *value)
+{
+	uint64_t slot[2], l2, base = pthread + (uint64_t)off;
+	int err;
+
+	if (!pthread)
+		return -EFAULT;
+	if (key < PTHREAD_KEY_2NDLEVEL_SIZE) {
+		err = pp_read(pp, base + key * PTHREAD_KEY_DATA_SIZE, slot, sizeof(slot));
+	} else if (key < PTHREAD_KEY_2NDLEVEL_SIZE * PTHREAD_KEY_1STLEVEL_SIZE) {
+		err = pp_ptr(pp,
+			     base + PTHREAD_KEY_2NDLEVEL_SIZE * PTHREAD_KEY_DATA_SIZE +
+				     (key / PTHREAD_KEY_2NDLEVEL_SIZE) * 8,
+			     &l2);
+		if (!err)
+			err = l2 ? pp_read(pp,
+					   l2 + (key % PTHREAD_KEY_2NDLEVEL_SIZE) *
+							   PTHREAD_KEY_DATA_SIZE,
+					   slot, sizeof(slot))
+				 : -ENOENT;
+	} else {
+		err = -EINVAL;
+	}
+	if (err)
+		return err;
+	if (!(slot[0] & 1))
+		return -ENOENT;
+	*value = slot[1];
+	return 0;
+}
+
 /* Find offsetof(struct pthread, specific_1stblock) from the threads bound to the TSS key. */
 static int calibrate_specific(struct pyproc *pp)
 {
@@ -694,6 +727,15 @@ int pyproc__pthread_specific(struct pyproc *pp)
 		pp->pthread_specific = calibrate_specific(pp);
 	}
 	return pp->pthread_specific;
+}
+
+int pyproc__tss_key(struct pyproc *pp)
+{
+	struct tss tss;
+
+	if (read_tss(pp, &tss) || !tss.initialized || tss.key > 0x7fffffff)
+		return -1;
+	return (int)tss.key;
 }
 
 /* ---- threads ------------------------------------------------------------------------------ */
@@ -835,13 +877,11 @@ int pyproc__refresh_threads(struct pyproc *pp)
 		pp->pthread_specific = calibrate_specific(pp);
 	if (pp->pthread_specific >= 0 && !read_tss(pp, &tss) && tss.initialized) {
 		for (i = 0; i < pp->nthreads; i++) {
-			uint8_t buf[PTHREAD_SCAN_SIZE];
-			ssize_t n = read_pthread(pp, pp->threads[i].pthread, buf);
 			uint64_t v;
 
 			pp->threads[i].tss_bound =
-				n > 0 &&
-				!tss_value(pp, buf, n, pp->pthread_specific, tss.key, &v) &&
+				!thread_tss_value(pp, pp->threads[i].pthread, pp->pthread_specific,
+						  tss.key, &v) &&
 				v == pp->threads[i].tstate;
 		}
 	}

@@ -100,6 +100,9 @@ int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid);
  */
 int pyproc__pthread_specific(struct pyproc *pp);
 
+/* The interpreter's thread-state TSS key (pthread_key_t), or -1 if not created yet. */
+int pyproc__tss_key(struct pyproc *pp);
+
 /* ---- stacks ------------------------------------------------------------------------------- */
 
 /*

@@ -113,3 +113,27 @@ def test_bpf_native_thread_has_no_tstate():
     m = pc.markers(pc.WORKLOAD)
     for name, tid, exp in _threads(truth, m)[:2]:
         _check(per_tid, tid, exp, name, 50)
+
+
+@h.timeout(120)
+def test_bpf_tss_key_in_second_level_block():
+    """The interpreter's TSS key >= 32 (the embedding program created 40 pthread keys first):
+    glibc keeps it in a second-level block; both the outside reader and the BPF walker (TSS
+    path only, no map) must follow it."""
+    import os
+    exe = os.path.join(h.WORKLOADS, "py_embed_dlopen")
+    assert os.path.exists(exe), f"{exe} not built (run 'make test')"
+    with open(exe + ".libpython") as f:
+        libpython = f.read().strip()
+    p, out, truth = pc.start_workload(None, busy=True, argv_prefix=[exe, libpython],
+                                      env={"PROBING_EMBED_KEYS": "40"})
+    info = dict(line.split("\t", 1) for line in
+                h.run([pc.tool(pc.PYSTACKS), "--info", str(p.pid)], check=True)
+                .stdout.splitlines())
+    assert int(info["tss_key"]) >= 32, info
+    threads = pc.pystacks(p.pid)
+    assert all(t["tss_bound"] for t in threads.values()), \
+        [(t["name"], t["tss_bound"]) for t in threads.values()]
+    per_tid, _ = pc.pystack_bpf(p.pid, 2, "--no-map")
+    for name, tid, exp in _threads(truth, pc.markers(pc.WORKLOAD))[:2]:
+        _check(per_tid, tid, exp, name, 50)

@@ -15,7 +15,7 @@
  * and "T<TAB>tid<TAB>name<TAB>frames<TAB>truncated<TAB>tss_bound" before each thread's frames.
  * --info prints what was found about the interpreter, "key<TAB>value..." per line: version,
  * elf, runtime, eval (start end, once per range of _PyEval_EvalFrameDefault code),
- * pthread_specific.
+ * pthread_specific, tss_key.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -95,6 +95,7 @@ int main(int argc, char **argv)
 			printf("eval\t%#llx\t%#llx\n", (unsigned long long)r[i].start,
 			       (unsigned long long)r[i].end);
 		printf("pthread_specific\t%d\n", pyproc__pthread_specific(pp));
+		printf("tss_key\t%d\n", pyproc__tss_key(pp));
 		ret = 0;
 		goto cleanup;
 	}

@@ -8,7 +8,9 @@
  *
  * Runs SCRIPT as __main__ (runpy) with sys.argv = [SCRIPT, ARGS...]. With
  * PROBING_EMBED_SPIN=1 in the environment it also starts a native thread named "native-spin"
- * that spins in C and never touches Python (a thread without a thread state).
+ * that spins in C and never touches Python (a thread without a thread state). With
+ * PROBING_EMBED_KEYS=N it creates N pthread keys before initialising Python, so the
+ * interpreter's TSS key lands in glibc's second-level key blocks (key >= 32).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -85,6 +87,14 @@ int main(int argc, char **argv)
 
 		if (pthread_create(&t, NULL, spin, NULL) == 0)
 			pthread_setname_np(t, "native-spin");
+	}
+	if (getenv("PROBING_EMBED_KEYS")) {
+		int nkeys = atoi(getenv("PROBING_EMBED_KEYS"));
+		pthread_key_t key;
+
+		for (i = 0; i < nkeys; i++)
+			if (pthread_key_create(&key, NULL))
+				break;
 	}
 	init(0);
 	rc = run(code);
