@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internals shared by pyproc.c (discovery, threads, walking), pycode.c (code objects,
- * strings) and pyobj.c (dicts, ints, instance attributes). Not a public interface.
+ * Internals shared by pyproc.c (discovery, BPF config, walking), pythreads.c (threads, tids,
+ * names, pthread calibration), pycode.c (code objects, strings) and pyobj.c (dicts, ints,
+ * instance attributes). Not a public interface.
  */
 #ifndef PROBING_PYPROC_INT_H
 #define PROBING_PYPROC_INT_H
