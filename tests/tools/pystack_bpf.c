@@ -12,6 +12,8 @@
  *   S  tid  count  status  truncated  nframes  stack
  * with stack root-first as "func:line;func:line" (co_name; "[unknown]" if unresolved), then
  *   SUMMARY  samples  lost  walk_avg_ns  walk_p99_ns  walk_max_ns
+ * and per thread the cost of py_walk by stack depth:
+ *   W  tid  samples  avg_frames  walk_avg_ns  walk_max_ns
  */
 #include <errno.h>
 #include <getopt.h>
@@ -32,9 +34,16 @@
 #include "pystack_test.skel.h"
 #include "util.h"
 
+struct tid_cost {
+	uint64_t samples, frames, ns, max_ns;
+};
+
 struct state {
 	struct pyproc *pp;
 	struct bmap *stacks;
+	struct bmap *costs; /* tid -> index + 1 into cost[] */
+	struct tid_cost cost[4096];
+	size_t ncost;
 	uint64_t *walk_ns;
 	size_t nwalk, capwalk;
 	struct strbuf sb;
@@ -59,6 +68,18 @@ static int on_event(void *ctx, void *data, size_t size)
 		st->capwalk = ncap;
 	}
 	st->walk_ns[st->nwalk++] = ev->walk_ns;
+	slot = bmap__upsert(st->costs, &ev->tid, sizeof(ev->tid), 0, NULL);
+	if (slot && !*slot && st->ncost < 4096)
+		*slot = ++st->ncost;
+	if (slot && *slot) {
+		struct tid_cost *c = &st->cost[*slot - 1];
+
+		c->samples++;
+		c->frames += ev->n;
+		c->ns += ev->walk_ns;
+		if (ev->walk_ns > c->max_ns)
+			c->max_ns = ev->walk_ns;
+	}
 	sb_reset(&st->sb);
 	sb_printf(&st->sb, "%u\t%d\t%d\t%u\t", ev->tid, ev->status,
 		  !!(ev->flags & SAMPLE_F_PY_TRUNCATED), ev->n);
@@ -82,6 +103,19 @@ static int print_stack(const void *key, size_t len, uint64_t *value, void *ctx)
 	/* key: tid \t status \t trunc \t n \t stack -> S tid count status trunc n stack */
 	printf("S\t%.*s\t%llu\t%.*s\n", (int)(tab - k), k, (unsigned long long)*value,
 	       (int)(len - (tab - k) - 1), tab + 1);
+	return 0;
+}
+
+static int print_cost(const void *key, size_t len, uint64_t *value, void *ctx)
+{
+	const struct state *st = ctx;
+	const struct tid_cost *c = &st->cost[*value - 1];
+	__u32 tid;
+
+	memcpy(&tid, key, sizeof(tid));
+	printf("W\t%u\t%llu\t%.1f\t%llu\t%llu\n", tid, (unsigned long long)c->samples,
+	       (double)c->frames / c->samples, (unsigned long long)(c->ns / c->samples),
+	       (unsigned long long)c->max_ns);
 	return 0;
 }
 
@@ -155,8 +189,9 @@ int main(int argc, char **argv)
 		goto bad;
 	log_setup_libbpf();
 	st.stacks = bmap__new();
+	st.costs = bmap__new();
 	st.pp = pyproc__open((pid_t)pid);
-	if (!st.pp || !st.stacks) {
+	if (!st.pp || !st.stacks || !st.costs) {
 		fprintf(stderr, "pystack-bpf: pid %ld: %s\n", pid, strerror(errno));
 		goto cleanup;
 	}
@@ -235,6 +270,7 @@ int main(int argc, char **argv)
 		free(vals);
 	}
 	bmap__for_each(st.stacks, print_stack, NULL);
+	bmap__for_each(st.costs, print_cost, &st);
 	qsort(st.walk_ns, st.nwalk, sizeof(*st.walk_ns), cmp_u64);
 	for (size_t j = 0; j < st.nwalk; j++)
 		sum += st.walk_ns[j];
@@ -252,6 +288,7 @@ cleanup:
 	pystack_test_bpf__destroy(skel);
 	pyproc__free(st.pp);
 	bmap__free(st.stacks);
+	bmap__free(st.costs);
 	free(st.walk_ns);
 	sb_free(&st.sb);
 	return ret;
