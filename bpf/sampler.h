@@ -75,41 +75,41 @@ struct sample_event {
  * this version. Filled by userspace (pyproc__bpf_cfg) from pyoffsets/ for the target's version.
  */
 struct py_bpf_offsets {
-	__u16 ts_thread_id;      /* PyThreadState.thread_id (pthread_self()) */
-	__u16 ts_native_tid;     /* PyThreadState.native_thread_id (3.11+) */
-	__u16 ts_frame;          /* <= 3.10: PyThreadState.frame (PyFrameObject *) */
-	__u16 ts_cframe;         /* 3.11, 3.12: PyThreadState.cframe */
-	__u16 cframe_current;    /* 3.11, 3.12: _PyCFrame.current_frame */
-	__u16 ts_current_frame;  /* 3.13: PyThreadState.current_frame */
-	__u16 frame_back;        /* <= 3.10 PyFrameObject.f_back; 3.11+ _PyInterpreterFrame.previous */
-	__u16 frame_code;        /* f_code (<= 3.12) or f_executable (3.13) */
-	__u16 frame_lasti;       /* <= 3.10 PyFrameObject.f_lasti (int) */
-	__u16 frame_instr;       /* 3.11/3.12 prev_instr, 3.13 instr_ptr (_Py_CODEUNIT *) */
-	__u16 frame_owner;       /* 3.12+ _PyInterpreterFrame.owner (char) */
-	__u16 frame_is_entry;    /* 3.11 _PyInterpreterFrame.is_entry (bool) */
-	__u16 code_firstlineno;  /* PyCodeObject.co_firstlineno (int) */
-	__u16 code_name;         /* PyCodeObject.co_name */
-	__u16 code_adaptive;     /* 3.11+ offsetof(PyCodeObject, co_code_adaptive) */
-	__u16 ob_type;           /* PyObject.ob_type */
-	__u16 code_filename;     /* PyCodeObject.co_filename (part of the checksum) */
-	__u16 tss_key;           /* Py_tss_t._key (pthread_key_t); _is_initialized is at 0 */
-	__u16 frame_size;        /* bytes of a frame read at once: covers every frame field */
-	__u16 code_size;         /* bytes of a code object read at once: ob_type, co_* above */
+	__u16 ts_thread_id;	/* PyThreadState.thread_id (pthread_self()) */
+	__u16 ts_native_tid;	/* PyThreadState.native_thread_id (3.11+) */
+	__u16 ts_frame;		/* <= 3.10: PyThreadState.frame (PyFrameObject *) */
+	__u16 ts_cframe;	/* 3.11, 3.12: PyThreadState.cframe */
+	__u16 cframe_current;	/* 3.11, 3.12: _PyCFrame.current_frame */
+	__u16 ts_current_frame; /* 3.13: PyThreadState.current_frame */
+	__u16 frame_back;     /* <= 3.10 PyFrameObject.f_back; 3.11+ _PyInterpreterFrame.previous */
+	__u16 frame_code;     /* f_code (<= 3.12) or f_executable (3.13) */
+	__u16 frame_lasti;    /* <= 3.10 PyFrameObject.f_lasti (int) */
+	__u16 frame_instr;    /* 3.11/3.12 prev_instr, 3.13 instr_ptr (_Py_CODEUNIT *) */
+	__u16 frame_owner;    /* 3.12+ _PyInterpreterFrame.owner (char) */
+	__u16 frame_is_entry; /* 3.11 _PyInterpreterFrame.is_entry (bool) */
+	__u16 code_firstlineno;	   /* PyCodeObject.co_firstlineno (int) */
+	__u16 code_name;	   /* PyCodeObject.co_name */
+	__u16 code_adaptive;	   /* 3.11+ offsetof(PyCodeObject, co_code_adaptive) */
+	__u16 ob_type;		   /* PyObject.ob_type */
+	__u16 code_filename;	   /* PyCodeObject.co_filename (part of the checksum) */
+	__u16 tss_key;		   /* Py_tss_t._key (pthread_key_t); _is_initialized is at 0 */
+	__u16 frame_size;	   /* bytes of a frame read at once: covers every frame field */
+	__u16 code_size;	   /* bytes of a code object read at once: ob_type, co_* above */
 	__u16 code_firsttraceable; /* 3.13+: PyCodeObject._co_firsttraceable (int) */
 	__u16 _pad16;
 };
 
-#define PY_OFF_NONE 0xffff
-#define PY_FRAME_OWNED_BY_CSTACK 3 /* 3.12+ entry shim frames (Include/internal/pycore_frame.h) */
-#define PY_HDR_MAX 256             /* largest frame_size / code_size */
+#define PY_OFF_NONE		 0xffff
+#define PY_FRAME_OWNED_BY_CSTACK 3   /* 3.12+ entry shim frames (Include/internal/pycore_frame.h) */
+#define PY_HDR_MAX		 256 /* largest frame_size / code_size */
 
 /* Per target process (map py_procs, key: tgid). */
 struct py_proc_cfg {
-	__u32 version;            /* 0x030b for 3.11 */
-	__u32 max_depth;          /* frames to walk, <= SAMPLER_MAX_PYDEPTH */
-	__u64 tss_key_addr;       /* address of the Py_tss_t holding the thread-state TSS key */
-	__u64 code_type_addr;     /* &PyCode_Type, to validate code objects; 0 = skip check */
-	__s32 pthread_specific;   /* offsetof(struct pthread, specific_1stblock); -1 unknown */
+	__u32 version;		/* 0x030b for 3.11 */
+	__u32 max_depth;	/* frames to walk, <= SAMPLER_MAX_PYDEPTH */
+	__u64 tss_key_addr;	/* address of the Py_tss_t holding the thread-state TSS key */
+	__u64 code_type_addr;	/* &PyCode_Type, to validate code objects; 0 = skip check */
+	__s32 pthread_specific; /* offsetof(struct pthread, specific_1stblock); -1 unknown */
 	__u32 _pad;
 	struct py_bpf_offsets off;
 };
@@ -121,7 +121,7 @@ struct py_proc_cfg {
  * because a forked child has the same pthread_t (fs base) values as its parent.
  */
 struct py_tstate_key {
-	__u32 pid;     /* tgid, as the kernel sees it (bpf_get_current_pid_tgid() >> 32) */
+	__u32 pid; /* tgid, as the kernel sees it (bpf_get_current_pid_tgid() >> 32) */
 	__u32 _pad;
 	__u64 pthread; /* pthread_self() == the thread's fs base on x86_64 glibc */
 };
