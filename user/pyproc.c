@@ -420,7 +420,8 @@ static void cover(uint32_t *size, uint32_t off, uint32_t len)
 		*size = off + len;
 }
 
-int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cfg *cfg)
+/* Everything but the TSS lookup (which needs the live threads to calibrate). */
+static int walk_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cfg *cfg)
 {
 	const struct py_offsets *o = &pp->off;
 	uint32_t fsize = 0, csize = 0;
@@ -428,11 +429,8 @@ int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->version = pp->version;
 	cfg->max_depth = max_depth > SAMPLER_MAX_PYDEPTH ? SAMPLER_MAX_PYDEPTH : max_depth;
-	cfg->tss_key_addr = pp->runtime + o->rt_tss;
 	cfg->code_type_addr = pp->code_type;
-	cfg->pthread_specific = pyproc__pthread_specific(pp);
-	if (cfg->pthread_specific < 0)
-		cfg->tss_key_addr = 0;
+	cfg->pthread_specific = -1;
 	cfg->off.ts_thread_id = off16(o->ts_thread_id);
 	cfg->off.ts_native_tid = off16(o->ts_native_thread_id);
 	cfg->off.ts_frame = off16(o->ts_frame);
@@ -490,6 +488,18 @@ int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 	return 0;
 }
 
+int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cfg *cfg)
+{
+	int err = walk_cfg(pp, max_depth, cfg);
+
+	if (err)
+		return err;
+	cfg->pthread_specific = pyproc__pthread_specific(pp);
+	if (cfg->pthread_specific >= 0)
+		cfg->tss_key_addr = pp->runtime + pp->off.rt_tss;
+	return 0;
+}
+
 /* ---- walking from outside ----------------------------------------------------------------- */
 
 static int first_frame(struct pyproc *pp, uint64_t tstate, uint64_t *frame)
@@ -534,7 +544,7 @@ int pyproc__walk(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, u
 	if (n_partial)
 		*n_partial = 0;
 	/* The same read sizes and fields as the BPF walker. */
-	err = pyproc__bpf_cfg(pp, max, &cfg);
+	err = walk_cfg(pp, max, &cfg);
 	if (err)
 		return err;
 	err = first_frame(pp, tstate, &frame);
