@@ -7,11 +7,12 @@ name, ident (pthread_t), native id and its stack as the interpreter itself sees 
 (sys._current_frames), leaf first. Lines marked "# @NAME" below are the ground-truth lines the
 tests look up by NAME in this file, independently of that dump.
 
-Threads (all but MainThread are daemons):
+Threads (all but MainThread are daemons; the names cover every str kind: ASCII, latin-1,
+UCS-2 and UCS-4):
   MainThread      <module> -> main -> idle                     sleeps
   sleeper-Ω       Sleeper.run_forever -> <lambda>              sleeps (lambda, method)
-  generator       gen_consumer -> produce -> block_in_gen      sleeps inside a generator
-  asyncio         run_async -> ... -> amain -> acoro -> block_in_coro   sleeps in a coroutine
+  gen-café        gen_consumer -> produce -> block_in_gen      sleeps inside a generator
+  asyncio-🐍      run_async -> ... -> amain -> acoro -> block_in_coro   sleeps in a coroutine
   unicode         call_unicode -> fünc_ñ -> Ünï.méthode         sleeps, in a file named mödülé_ü.py
   deep            recurse x 501                                 sleeps 500 calls deep
   ctor            make_objects -> Ctor.__init__                 sleeps in __init__, after the
@@ -194,8 +195,8 @@ def main():
     with open(os.path.join(OUT, "mödülé_ü.py"), "w", encoding="utf-8") as f:
         f.write(UNICODE_MODULE)
     start("sleeper-Ω", Sleeper().run_forever)
-    start("generator", gen_consumer)
-    start("asyncio", run_async)
+    start("gen-café", gen_consumer)
+    start("asyncio-🐍", run_async)
     start("unicode", call_unicode)
     start("deep", recurse, DEPTH)
     start("ctor", make_objects)
