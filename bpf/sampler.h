@@ -117,7 +117,7 @@ enum sampler_stat {
 
 /*
  * CPython layout facts the BPF walker needs. Offsets in bytes; 0xffff = not present in
- * this version. Filled by userspace from pyoffsets/ for the target's version.
+ * this version. Filled by userspace (pyproc__bpf_cfg) from pyoffsets/ for the target's version.
  */
 struct py_bpf_offsets {
 	__u16 ts_thread_id;	/* PyThreadState.thread_id (pthread_self()) */
@@ -132,14 +132,21 @@ struct py_bpf_offsets {
 	__u16 frame_instr;    /* 3.11/3.12 prev_instr, 3.13 instr_ptr (_Py_CODEUNIT *) */
 	__u16 frame_owner;    /* 3.12+ _PyInterpreterFrame.owner (char) */
 	__u16 frame_is_entry; /* 3.11 _PyInterpreterFrame.is_entry (bool) */
-	__u16 code_firstlineno; /* PyCodeObject.co_firstlineno (int) */
-	__u16 code_name;	/* PyCodeObject.co_name */
-	__u16 code_adaptive;	/* 3.11+ offsetof(PyCodeObject, co_code_adaptive) */
-	__u16 ob_type;		/* PyObject.ob_type */
+	__u16 code_firstlineno;	   /* PyCodeObject.co_firstlineno (int) */
+	__u16 code_name;	   /* PyCodeObject.co_name */
+	__u16 code_adaptive;	   /* 3.11+ offsetof(PyCodeObject, co_code_adaptive) */
+	__u16 ob_type;		   /* PyObject.ob_type */
+	__u16 code_filename;	   /* PyCodeObject.co_filename (part of the checksum) */
+	__u16 tss_key;		   /* Py_tss_t._key (pthread_key_t); _is_initialized is at 0 */
+	__u16 frame_size;	   /* bytes of a frame read at once: covers every frame field */
+	__u16 code_size;	   /* bytes of a code object read at once: ob_type, co_* above */
+	__u16 code_firsttraceable; /* 3.13+: PyCodeObject._co_firsttraceable (int) */
+	__u16 _pad16;
 };
 
 #define PY_OFF_NONE		 0xffff
-#define PY_FRAME_OWNED_BY_CSTACK 3 /* 3.12+ entry shim frames (Include/internal/pycore_frame.h) */
+#define PY_FRAME_OWNED_BY_CSTACK 3   /* 3.12+ entry shim frames (Include/internal/pycore_frame.h) */
+#define PY_HDR_MAX		 256 /* largest frame_size / code_size */
 
 /* Per target process (map py_procs, key: tgid). */
 struct py_proc_cfg {
@@ -151,5 +158,36 @@ struct py_proc_cfg {
 	__u32 _pad;
 	struct py_bpf_offsets off;
 };
+
+/*
+ * Map py_tstates: the fallback when the TSS lookup finds no valid thread state (a thread
+ * whose state is not bound to the TSS key, unknown pthread layout). Userspace fills it
+ * (pyproc__fill_tstates) from the interpreters' thread lists. The pid is part of the key
+ * because a forked child has the same pthread_t (fs base) values as its parent.
+ */
+struct py_tstate_key {
+	__u32 pid; /* tgid, as the kernel sees it (bpf_get_current_pid_tgid() >> 32) */
+	__u32 _pad;
+	__u64 pthread; /* pthread_self() == the thread's fs base on x86_64 glibc */
+};
+
+/*
+ * The checksum in py_frame_rec.meta (bits 1..31): a mix of a code object's co_name and
+ * co_filename (object addresses) and co_firstlineno. BPF computes it from the code object it
+ * read at sample time, userspace from the object it reads when resolving; a mismatch means the
+ * address was freed and reused by another code object, so the frame is not resolved to the
+ * wrong name. Used by both sides: keep it free of anything but fixed-width arithmetic.
+ */
+static inline __attribute__((always_inline)) __u32 py_code_checksum(__u64 name, __u64 filename,
+								    __u32 firstlineno)
+{
+	__u64 h = name ^ (filename << 1) ^ ((__u64)firstlineno << 40);
+
+	h *= 0x9e3779b97f4a7c15ULL;
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	h ^= h >> 32;
+	return (__u32)h & 0x7fffffffu;
+}
 
 #endif

@@ -11,8 +11,10 @@
 #define PROBING_VERSION "0.1.0"
 #endif
 
-/* The commands registered with COMMAND() (cli.h), in link order. */
-extern const struct command __start_probing_commands[], __stop_probing_commands[];
+/* The commands registered with COMMAND() (cli.h), in link order. Weak: the linker defines
+ * them only when the section exists, i.e. when at least one command is linked in. */
+extern const struct command __start_probing_commands[] __attribute__((weak));
+extern const struct command __stop_probing_commands[] __attribute__((weak));
 #define commands    __start_probing_commands
 #define nr_commands ((size_t)(__stop_probing_commands - __start_probing_commands))
 

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: (GPL-2.0 OR MIT)
+/*
+ * Test program for the Python stack walker (pystack.bpf.h): a perf-event program on
+ * cpu-clock that, for samples of one process, calls py_walk and sends the frames through a
+ * ring buffer. Loaded by tests/tools/pystack_bpf.c; not part of probing itself.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+#include "sampler.h"
+#include "pystack.bpf.h"
+#include "pystack_test.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+const volatile __u32 target_tgid = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, __u32);
+	__type(value, struct py_proc_cfg);
+} test_py_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} test_events SEC(".maps");
+
+/* [0] samples of the target, [1] lost (ring buffer full) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} test_stats SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *v = bpf_map_lookup_elem(&test_stats, &which);
+
+	if (v)
+		(*v)++;
+}
+
+SEC("perf_event")
+int pystack_test(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), t0;
+	__u32 tgid = id >> 32;
+	struct pystack_test_event *ev;
+	const struct py_proc_cfg *cfg;
+	struct task_struct *task;
+
+	if (tgid != target_tgid)
+		return 0;
+	cfg = bpf_map_lookup_elem(&test_py_procs, &tgid);
+	if (!cfg)
+		return 0;
+	count(0);
+	ev = bpf_ringbuf_reserve(&test_events, sizeof(*ev), 0);
+	if (!ev) {
+		count(1);
+		return 0;
+	}
+	task = bpf_get_current_task_btf();
+	ev->pid = tgid;
+	ev->tid = (__u32)id;
+	ev->fsbase = BPF_CORE_READ(task, thread.fsbase);
+	ev->status = 0;
+	ev->flags = 0;
+	ev->user_mode = ctx->regs.ip < 0x800000000000ULL; /* the sample hit user code */
+	t0 = bpf_ktime_get_ns();
+	ev->n = py_walk(cfg, ev->fsbase, ev->frames, &ev->status, &ev->flags);
+	ev->walk_ns = bpf_ktime_get_ns() - t0;
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}

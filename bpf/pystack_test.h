@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/* What the test program pystack_test.bpf.c sends for each sample (tests/tools/pystack_bpf.c). */
+#ifndef PROBING_PYSTACK_TEST_H
+#define PROBING_PYSTACK_TEST_H
+
+#include "sampler.h"
+
+struct pystack_test_event {
+	__u32 pid, tid;
+	__u64 fsbase;
+	__u64 walk_ns; /* time py_walk took */
+	__s32 status;  /* enum py_status */
+	__u32 flags;   /* SAMPLE_F_PY_TRUNCATED */
+	__u32 n;       /* frames[] used */
+	__u32 user_mode;
+	struct py_frame_rec frames[SAMPLER_MAX_PYDEPTH];
+};
+
+#endif

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+/* pyoffsets: table lookup and the 3.13+ _Py_DebugOffsets reader. */
+#include <errno.h>
+#include <string.h>
+
+#include "pyoffsets.h"
+
+/* tables.c (generated) */
+extern const struct py_offsets *const py_offsets_tables[];
+extern const size_t py_offsets_ntables;
+
+const struct py_offsets *py_offsets_for(unsigned int version)
+{
+	size_t i;
+
+	for (i = 0; i < py_offsets_ntables; i++)
+		if (py_offsets_tables[i]->version == version)
+			return py_offsets_tables[i];
+	errno = ENOTSUP;
+	return NULL;
+}
+
+const struct py_offsets *const *py_offsets_all(size_t *nr)
+{
+	*nr = py_offsets_ntables;
+	return py_offsets_tables;
+}
+
+#define DBG_MEMBER_(name, path) offsetof(struct py_offsets, name),
+static const size_t dbg_member[PY_DBG_NR] = {PY_DEBUG_FIELDS(DBG_MEMBER_)};
+#undef DBG_MEMBER_
+#define DBG_NAME_(name, path) #name,
+static const char *const dbg_name[PY_DBG_NR] = {PY_DEBUG_FIELDS(DBG_NAME_)};
+#undef DBG_NAME_
+#define DBG_PATH_(name, path) path,
+static const char *const dbg_path[PY_DBG_NR] = {PY_DEBUG_FIELDS(DBG_PATH_)};
+#undef DBG_PATH_
+
+const char *py_dbg_field_name(unsigned int i)
+{
+	return i < PY_DBG_NR ? dbg_name[i] : NULL;
+}
+
+const char *py_dbg_field_path(unsigned int i)
+{
+	return i < PY_DBG_NR ? dbg_path[i] : NULL;
+}
+
+static int get_u64(const void *buf, size_t len, uint32_t off, uint64_t *v)
+{
+	if (off == PYO_NONE || off > len || len - off < sizeof(*v))
+		return -EINVAL;
+	memcpy(v, (const char *)buf + off, sizeof(*v));
+	return 0;
+}
+
+int py_offsets_apply_debug(const struct py_offsets *table, const void *buf, size_t len,
+			   struct py_offsets *out, uint64_t *hexversion)
+{
+	struct py_offsets o = *table;
+	uint64_t ver, ft, v;
+	unsigned int i;
+
+	*out = *table;
+	if (table->dbg_size == PYO_NONE || len < table->dbg_size ||
+	    memcmp(buf, PY_DEBUG_COOKIE, 8) != 0)
+		return -EINVAL;
+	if (get_u64(buf, len, table->dbg_version, &ver))
+		return -EINVAL;
+	if (hexversion)
+		*hexversion = ver;
+	/* PY_VERSION_HEX: 0xMMmmppLS; the table is for one (major, minor). */
+	if (((ver >> 16) & 0xffff) != table->version)
+		return -ERANGE;
+	/* Free-threaded builds (3.13t) have another object header: no table describes them. */
+	if (table->dbg_free_threaded != PYO_NONE &&
+	    (get_u64(buf, len, table->dbg_free_threaded, &ft) || ft))
+		return -ENOTSUP;
+	for (i = 0; i < PY_DBG_NR; i++) {
+		if (table->dbg[i] == PYO_NONE)
+			continue;
+		if (get_u64(buf, len, table->dbg[i], &v) || v >= PYO_NONE)
+			return -EINVAL;
+		memcpy((char *)&o + dbg_member[i], &(uint32_t){(uint32_t)v}, sizeof(uint32_t));
+	}
+	*out = o;
+	return 0;
+}

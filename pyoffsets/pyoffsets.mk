@@ -1,0 +1,16 @@
+# pyoffsets: the table generator and `make pyoffsets` (regenerate pyoffsets/tables.c from the
+# DWARF of every `pyenv prefix 3.X`, 3.8-3.13; fails if one is missing, leaving tables.c as is).
+PYOFFSETS_GEN := $(BUILD)/pyoffsets-gen
+
+$(PYOFFSETS_GEN): pyoffsets/gen_offsets.c pyoffsets/pyoffsets.h
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(INCLUDES) -o $@ $< -ldw -lelf
+
+TEST_TARGETS += $(PYOFFSETS_GEN)
+
+.PHONY: pyoffsets
+pyoffsets: $(PYOFFSETS_GEN)
+	$(Q)pyoffsets/gen-tables.sh $(PYOFFSETS_GEN) > pyoffsets/tables.c.tmp
+	$(Q)mv pyoffsets/tables.c.tmp pyoffsets/tables.c
+	$(Q)echo "  GEN      pyoffsets/tables.c"

@@ -1,0 +1,139 @@
+"""The BPF Python walker (bpf/pystack.bpf.h, through bpf/pystack_test.bpf.c and the
+pystack-bpf tool) against every interpreter: for threads running on CPU with known stacks,
+>= 99% of the samples must give exactly the known chain (function names, the call-site lines
+of every caller, the leaf line among the lines the leaf loop can be on). Includes a thread
+that runs native code with the GIL released (hashlib) and one that sleeps in a loop, so the
+walker must find the *sampled* thread's state, not the GIL holder's."""
+import harness as h
+import pystack_common as pc
+
+PYTHONS = h.pythons()
+SECONDS = 3
+
+
+def _expected(truth_t, leaf_lines):
+    """Root-first [(func, {lines})] from the interpreter's own dump, the leaf line free among
+    @leaf_lines (the thread was busy when it dumped)."""
+    frames = list(reversed(truth_t["frames"]))
+    exp = [(f["func"], {f["line"]}) for f in frames[:-1]]
+    exp.append((frames[-1]["func"], set(leaf_lines)))
+    return exp
+
+
+def _matches(stack, exp):
+    return len(stack) == len(exp) and all(
+        func == ef and line in el for (func, line), (ef, el) in zip(stack, exp))
+
+
+def _ratio(per_tid, tid, exp, want_truncated=False, want_n=None):
+    rows = per_tid.get(tid, [])
+    total = sum(r[0] for r in rows)
+    good = sum(r[0] for r in rows
+               if r[1] == 1 and r[2] == want_truncated and (want_n is None or r[3] == want_n)
+               and _matches(r[4], exp))
+    bad = sorted((r for r in rows if not (r[1] == 1 and _matches(r[4], exp))),
+                 key=lambda r: -r[0])[:3]
+    return total, good, bad
+
+
+def _check(per_tid, tid, exp, name, min_samples, **kw):
+    total, good, bad = _ratio(per_tid, tid, exp, **kw)
+    assert total >= min_samples, f"{name}: only {total} samples of tid {tid}"
+    assert good >= 0.99 * total, (
+        f"{name}: {good}/{total} samples match\n  expected {exp[-4:]}\n  most common "
+        f"mismatches (count, status, truncated, n, leaf end): "
+        f"{[(b[0], b[1], b[2], b[3], b[4][-4:]) for b in bad]}")
+
+
+def _threads(truth, markers):
+    """(name, tid, expected stack) for the busy threads of the workload."""
+    m = markers
+    out = []
+    for name, leaf in (("busy-gil", ("spin_while", "spin_body")),
+                       ("busy-nogil", ("hash_while", "hash_call")),
+                       ("sleep-loop", ("sleep_loop_while", "sleep_loop_call")),
+                       ("ctor", ("ctor_spin_while", "ctor_spin_body"))):
+        t = pc.truth_thread(truth, name)
+        out.append((name, pc.native_tid(t), _expected(t, [m[x] for x in leaf])))
+    return out
+
+
+@h.timeout(240)
+@h.params([p for _, p in PYTHONS], ids=[label for label, _ in PYTHONS])
+def test_bpf_walk_matches_known_stacks(exe):
+    p, out, truth = pc.start_workload(exe, busy=True)
+    m = pc.markers(pc.WORKLOAD)
+    threads = _threads(truth, m)
+    deep_t = pc.truth_thread(truth, "deep")
+    deep = pc.native_tid(deep_t)
+    # deep: 3 bootstrap frames, 501 recurse, spin_bottom (busy at the bottom)
+    deep_exp = [(f["func"], {f["line"]}) for f in reversed(deep_t["frames"][1:])]
+    deep_exp.append(("spin_bottom", {m["deep_spin_while"], m["deep_spin_body"]}))
+
+    per_tid, summary = pc.pystack_bpf(p.pid, SECONDS)
+    h.log(f"summary: {summary}")
+    assert summary["lost"] == 0
+    for name, tid, exp in threads:
+        # The sleeping thread is on CPU only between sleeps: few samples, all must be right.
+        _check(per_tid, tid, exp, name, 5 if name == "sleep-loop" else 150)
+    _check(per_tid, deep, deep_exp, "deep", 200, want_n=len(deep_exp))
+
+    # Truncation at the limit: the leaf-most 64 frames, flagged truncated, never wrong.
+    per_tid, _ = pc.pystack_bpf(p.pid, 1.5, "--depth", 64)
+    _check(per_tid, deep, deep_exp[-64:], "deep (64)", 100, want_truncated=True, want_n=64)
+    for name, tid, exp in threads:
+        _check(per_tid, tid, exp, name + " (64)", 1)
+
+    # Each lookup path on its own: the TSS slot only, then the py_tstates map only.
+    for opt in ("--no-map", "--no-tss"):
+        per_tid, _ = pc.pystack_bpf(p.pid, 1.5, opt)
+        for name, tid, exp in threads:
+            _check(per_tid, tid, exp, f"{name} ({opt})", 1 if name == "sleep-loop" else 100)
+
+
+@h.timeout(120)
+def test_bpf_native_thread_has_no_tstate():
+    """A thread of a Python process that never ran Python (a C thread spinning in an
+    embedding program) is reported PY_NO_TSTATE with no frames, never with another thread's
+    stack; the Python threads of the same process still walk."""
+    import os
+    exe = os.path.join(h.WORKLOADS, "py_embed_dlopen")
+    assert os.path.exists(exe), f"{exe} not built (run 'make test')"
+    with open(exe + ".libpython") as f:
+        libpython = f.read().strip()
+    p, out, truth = pc.start_workload(None, busy=True, argv_prefix=[exe, libpython],
+                                      env={"PROBING_EMBED_SPIN": "1"})
+    spin = [int(t) for t in os.listdir(f"/proc/{p.pid}/task")
+            if open(f"/proc/{p.pid}/task/{t}/comm").read().strip() == "native-spin"]
+    assert len(spin) == 1, spin
+    per_tid, _ = pc.pystack_bpf(p.pid, 2)
+    rows = per_tid.get(spin[0], [])
+    assert sum(r[0] for r in rows) >= 100, rows
+    assert all(r[1] == 2 and r[3] == 0 for r in rows), rows  # PY_NO_TSTATE
+    m = pc.markers(pc.WORKLOAD)
+    for name, tid, exp in _threads(truth, m)[:2]:
+        _check(per_tid, tid, exp, name, 50)
+
+
+@h.timeout(120)
+def test_bpf_tss_key_in_second_level_block():
+    """The interpreter's TSS key >= 32 (the embedding program created 40 pthread keys first):
+    glibc keeps it in a second-level block; both the outside reader and the BPF walker (TSS
+    path only, no map) must follow it."""
+    import os
+    exe = os.path.join(h.WORKLOADS, "py_embed_dlopen")
+    assert os.path.exists(exe), f"{exe} not built (run 'make test')"
+    with open(exe + ".libpython") as f:
+        libpython = f.read().strip()
+    p, out, truth = pc.start_workload(None, busy=True, argv_prefix=[exe, libpython],
+                                      env={"PROBING_EMBED_KEYS": "40"})
+    info = dict(line.split("\t", 1) for line in
+                h.run([pc.tool(pc.PYSTACKS), "--info", str(p.pid)], check=True)
+                .stdout.splitlines())
+    assert int(info["tss_key"]) >= 32, info
+    threads = pc.pystacks(p.pid)
+    assert all(t["tss_bound"] for t in threads.values()), \
+        [(t["name"], t["tss_bound"]) for t in threads.values()]
+    per_tid, _ = pc.pystack_bpf(p.pid, 2, "--no-map")
+    for name, tid, exp in _threads(truth, pc.markers(pc.WORKLOAD))[:2]:
+        _check(per_tid, tid, exp, name, 50)

@@ -1,0 +1,88 @@
+"""The committed CPython offset tables (pyoffsets/tables.c) against the interpreters on the
+machine: every table is re-extracted from the DWARF of the pyenv libpython of its version and
+must be identical; 3.13's table must also agree with the _Py_DebugOffsets the interpreter
+publishes about itself."""
+import glob
+import os
+import re
+
+import harness as h
+
+GEN = os.path.join(h.BUILD, "pyoffsets-gen")
+TABLES = os.path.join(h.ROOT, "pyoffsets", "tables.c")
+MINORS = range(8, 14)
+
+
+def _pyenv(minor):
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    dirs = sorted(glob.glob(os.path.join(root, "versions", f"3.{minor}.*")))
+    dirs = [d for d in dirs if re.match(rf"3\.{minor}\.\d+$", os.path.basename(d))]
+    return dirs[-1] if dirs else None
+
+
+def _block(text, minor):
+    m = re.search(rf"/\* BEGIN 3\.{minor} \*/\n.*?/\* END 3\.{minor} \*/\n", text, re.S)
+    return m.group(0) if m else None
+
+
+def _fields(block):
+    """{field: int or None} of one table block (dbg[] as dbg.0, dbg.1...)."""
+    out = {}
+    for name, val in re.findall(r"\.(\w+) = (\w+),", block):
+        out[name] = None if val == "PYO_NONE" else int(val, 0)
+    dbg = re.search(r"\.dbg = \{(.*?)\}", block, re.S).group(1)
+    for i, v in enumerate(x.strip() for x in dbg.split(",") if x.strip()):
+        out[f"dbg.{i}"] = None if v == "PYO_NONE" else int(v)
+    return out
+
+
+def test_tables_match_dwarf():
+    assert os.path.exists(GEN), "pyoffsets-gen not built (run 'make test')"
+    with open(TABLES) as f:
+        text = f.read()
+    for minor in MINORS:
+        committed = _block(text, minor)
+        assert committed, f"pyoffsets/tables.c has no table for 3.{minor}"
+        prefix = _pyenv(minor)
+        assert prefix, f"no pyenv CPython 3.{minor} on this machine to verify its table against"
+        lib = os.path.join(prefix, "lib", f"libpython3.{minor}.so.1.0")
+        r = h.run([GEN, "--version", f"3.{minor}", lib], check=True)
+        assert r.stdout == committed, (
+            f"3.{minor}: the table extracted from {lib} differs from pyoffsets/tables.c "
+            f"(run 'make pyoffsets'):\n{r.stdout}")
+
+
+def test_generator_rejects_bad_input():
+    r = h.run([GEN, "/bin/true"])
+    assert r.returncode == 1 and "version" in r.stderr, r.stderr
+    r = h.run([GEN, "--version", "3.12", "/bin/true"])
+    assert r.returncode == 1 and "DWARF" in r.stderr, r.stderr
+    r = h.run([GEN, "/nonexistent"])
+    assert r.returncode == 1 and "No such file" in r.stderr, r.stderr
+    r = h.run([GEN])
+    assert r.returncode == 2
+
+
+def test_313_table_agrees_with_py_debug_offsets():
+    """What CPython 3.13 says about its own layout (_Py_DebugOffsets at the start of
+    _PyRuntime, read in-process with ctypes) equals our DWARF-derived table."""
+    prefix = _pyenv(13)
+    assert prefix, "no pyenv CPython 3.13"
+    with open(TABLES) as f:
+        fields = _fields(_block(f.read(), 13))
+    with open(os.path.join(h.ROOT, "pyoffsets", "pyoffsets.h")) as f:
+        names = re.findall(r"^\s*X\((\w+), \"([\w.]+)\"\)", f.read(), re.M)
+    assert len(names) > 20
+    code = ("import ctypes, sys\n"
+            "a = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, '_PyRuntime'))\n"
+            f"sys.stdout.write(ctypes.string_at(a, {fields['dbg_size']}).hex())\n")
+    r = h.run([os.path.join(prefix, "bin", "python3.13"), "-c", code], check=True)
+    raw = bytes.fromhex(r.stdout)
+    assert raw[:8] == b"xdebugpy"
+    u64 = lambda off: int.from_bytes(raw[off:off + 8], "little")
+    assert (u64(fields["dbg_version"]) >> 16) & 0xffff == 0x030d
+    assert u64(fields["dbg_free_threaded"]) == 0
+    for i, (name, path) in enumerate(names):
+        assert u64(fields[f"dbg.{i}"]) == fields[name], (
+            f"_Py_DebugOffsets.{path} = {u64(fields[f'dbg.{i}'])}, table .{name} = "
+            f"{fields[name]}")

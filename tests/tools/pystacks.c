@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pystacks: print every thread's Python stack of a running process, read from outside with
+ * pyproc (no ptrace, no agent). A test tool; `probing backtrace` builds on the same calls.
+ *
+ *   pystacks [-v] [--raw] [--depth N] PID
+ *   pystacks --info PID
+ *
+ * Default output, per thread:
+ *   Thread 1234 "MainThread"
+ *       leaf (file.py:12)
+ *       caller (file.py:40)
+ * --raw prints one tab-separated line per frame for scripts:
+ *   tid, thread name, depth (0 = leaf), func, qualname (or -), file, line, entry (0/1)
+ * and "T<TAB>tid<TAB>name<TAB>frames<TAB>truncated<TAB>tss_bound" before each thread's frames.
+ * --info prints what was found about the interpreter, "key<TAB>value..." per line: version,
+ * elf, runtime, eval (start end, once per range of _PyEval_EvalFrameDefault code),
+ * pthread_specific, tss_key.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "pyproc.h"
+#include "util.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: pystacks [-v] [--raw] [--depth N] PID\n"
+		   "       pystacks --info PID\n"
+		   "Print the Python stack of every thread of PID, read from outside.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {{"raw", no_argument, NULL, 'r'},
+					     {"depth", required_argument, NULL, 'd'},
+					     {"info", no_argument, NULL, 'i'},
+					     {"help", no_argument, NULL, 'h'},
+					     {NULL, 0, NULL, 0}};
+	struct py_frame_rec *recs = NULL;
+	struct pyproc *pp = NULL;
+	const struct pythread *th;
+	long pid, depth = SAMPLER_MAX_PYDEPTH;
+	bool raw = false, info = false;
+	size_t nth, i;
+	int c, n, ret = 1;
+
+	while ((c = getopt_long(argc, argv, "vrd:ih", opts, NULL)) != -1) {
+		switch (c) {
+		case 'v':
+			log_verbosity++;
+			break;
+		case 'r':
+			raw = true;
+			break;
+		case 'i':
+			info = true;
+			break;
+		case 'd':
+			if (parse_long(optarg, 1, 1000000, &depth)) {
+				usage(stderr);
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind + 1 != argc || parse_long(argv[optind], 1, 0x7fffffff, &pid)) {
+		usage(stderr);
+		return 2;
+	}
+	pp = pyproc__open((pid_t)pid);
+	if (!pp) {
+		fprintf(stderr, "pystacks: pid %ld: %s\n", pid,
+			errno == ENOENT ? "no CPython 3.8+ interpreter found" : strerror(errno));
+		return 1;
+	}
+	if (info) {
+		const struct pyproc_range *r;
+		size_t nr;
+
+		printf("version\t%s\nelf\t%s\nruntime\t%#llx\n", pyproc__version_str(pp),
+		       pyproc__elf_path(pp), (unsigned long long)pyproc__runtime_addr(pp));
+		r = pyproc__eval_ranges(pp, &nr);
+		for (i = 0; i < nr; i++)
+			printf("eval\t%#llx\t%#llx\n", (unsigned long long)r[i].start,
+			       (unsigned long long)r[i].end);
+		printf("pthread_specific\t%d\n", pyproc__pthread_specific(pp));
+		printf("tss_key\t%d\n", pyproc__tss_key(pp));
+		ret = 0;
+		goto cleanup;
+	}
+	recs = calloc(depth, sizeof(*recs));
+	if (!recs)
+		goto cleanup;
+	n = pyproc__refresh_threads(pp);
+	if (n < 0) {
+		fprintf(stderr, "pystacks: pid %ld: reading threads: %s\n", pid, strerror(-n));
+		goto cleanup;
+	}
+	if (!raw)
+		printf("Python %s (%s)\n", pyproc__version_str(pp), pyproc__elf_path(pp));
+	th = pyproc__threads(pp, &nth);
+	for (i = 0; i < nth; i++) {
+		bool trunc;
+		unsigned int partial = 0;
+		int k;
+
+		n = pyproc__walk(pp, th[i].tstate, recs, (unsigned int)depth, &trunc, &partial);
+		if (n < 0) {
+			fprintf(stderr, "pystacks: thread %d: stack read failed part-way (%s)\n",
+				(int)th[i].tid, strerror(-n));
+			n = (int)partial;
+		}
+		if (raw)
+			printf("T\t%d\t%s\t%d\t%d\t%d\n", (int)th[i].tid, th[i].name, n, trunc,
+			       th[i].tss_bound);
+		else
+			printf("\nThread %d \"%s\"%s\n", (int)th[i].tid, th[i].name,
+			       n ? "" : " (no Python frames)");
+		for (k = 0; k < n; k++) {
+			struct frame f;
+
+			pyproc__resolve(pp, &recs[k], &f);
+			if (raw)
+				printf("F\t%d\t%s\t%d\t%s\t%s\t%s\t%d\t%d\n", (int)th[i].tid,
+				       th[i].name, k, f.func, f.qualname ? f.qualname : "-",
+				       f.file ? f.file : "-", f.line, !!(recs[k].meta & PYF_ENTRY));
+			else
+				printf("    %s (%s:%d)\n", f.qualname ? f.qualname : f.func,
+				       f.file ? f.file : "?", f.line);
+		}
+		if (trunc && !raw)
+			printf("    ... (deeper than %ld frames)\n", depth);
+	}
+	ret = 0;
+cleanup:
+	free(recs);
+	pyproc__free(pp);
+	return ret;
+}

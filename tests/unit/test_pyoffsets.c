@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: MIT
+/* pyoffsets: table lookup and the _Py_DebugOffsets reader (synthetic buffers; the tables
+ * themselves are verified against real interpreters by test_python_offsets). */
+#include <errno.h>
+#include <string.h>
+
+#include "pyoffsets.h"
+#include "test.h"
+
+TEST(one_table_per_minor_version)
+{
+	const struct py_offsets *const *all;
+	size_t nr, i;
+
+	all = py_offsets_all(&nr);
+	CHECK_EQ(nr, 6);
+	for (i = 0; i < nr; i++) {
+		CHECK_EQ(all[i]->version, 0x0308 + i);
+		CHECK(py_offsets_for(0x0308 + i) == all[i]);
+	}
+	errno = 0;
+	CHECK(py_offsets_for(0x0307) == NULL);
+	CHECK_EQ(errno, ENOTSUP);
+	CHECK(py_offsets_for(0x030e) == NULL);
+}
+
+TEST(fields_present_where_cpython_has_them)
+{
+	const struct py_offsets *o8 = py_offsets_for(0x0308), *o11 = py_offsets_for(0x030b);
+	const struct py_offsets *o12 = py_offsets_for(0x030c), *o13 = py_offsets_for(0x030d);
+
+	REQUIRE(o8 && o11 && o12 && o13);
+	CHECK(o8->ts_frame != PYO_NONE && o8->ts_cframe == PYO_NONE);
+	CHECK(o8->co_lnotab != PYO_NONE && o8->co_linetable == PYO_NONE);
+	CHECK(o8->ts_native_thread_id == PYO_NONE && o8->co_qualname == PYO_NONE);
+	CHECK(o11->ts_cframe != PYO_NONE && o11->if_is_entry != PYO_NONE);
+	CHECK(o12->if_is_entry == PYO_NONE && o12->if_owner != PYO_NONE);
+	CHECK(o12->long_lv_tag != PYO_NONE && o11->long_lv_tag == PYO_NONE);
+	CHECK(o13->ts_current_frame != PYO_NONE && o13->ts_cframe == PYO_NONE);
+	CHECK(o13->dbg_size != PYO_NONE && o12->dbg_size == PYO_NONE);
+	/* PyObject header: ob_type right after ob_refcnt in every default build. */
+	CHECK_EQ(o8->ob_type, 8);
+	CHECK_EQ(o13->ob_type, 8);
+}
+
+/* A _Py_DebugOffsets image that says exactly what the 3.13 table says. */
+static void make_debug(const struct py_offsets *t, uint8_t *buf, size_t len, uint64_t version)
+{
+	unsigned int i;
+
+	memset(buf, 0, len);
+	memcpy(buf, PY_DEBUG_COOKIE, 8);
+	memcpy(buf + t->dbg_version, &version, 8);
+	for (i = 0; i < PY_DBG_NR; i++) {
+		uint32_t v;
+		uint64_t v64;
+		size_t at;
+
+		/* the table value of field i, by name through the X-macro order */
+#define GET_(name, path)                          \
+	if (!strcmp(py_dbg_field_name(i), #name)) \
+		v = t->name;
+		v = 0;
+		PY_DEBUG_FIELDS(GET_)
+#undef GET_
+		v64 = v;
+		at = t->dbg[i];
+		memcpy(buf + at, &v64, 8);
+	}
+}
+
+TEST(debug_offsets_override_the_table)
+{
+	const struct py_offsets *t = py_offsets_for(0x030d);
+	struct py_offsets out;
+	uint8_t buf[4096];
+	uint64_t hex = 0, v = 4242;
+	unsigned int i;
+
+	REQUIRE(t && t->dbg_size <= sizeof(buf));
+	make_debug(t, buf, sizeof(buf), 0x030d00f0);
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, &out, &hex), 0);
+	CHECK_EQ(hex, 0x030d00f0);
+	CHECK(!memcmp(&out, t, sizeof(out)));
+	for (i = 0; i < PY_DBG_NR; i++)
+		if (!strcmp(py_dbg_field_name(i), "ts_current_frame"))
+			memcpy(buf + t->dbg[i], &v, 8);
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, &out, NULL), 0);
+	CHECK_EQ(out.ts_current_frame, 4242);
+	CHECK_EQ(out.ts_thread_id, t->ts_thread_id);
+}
+
+TEST(debug_offsets_rejected)
+{
+	const struct py_offsets *t = py_offsets_for(0x030d), *t12 = py_offsets_for(0x030c);
+	struct py_offsets out;
+	uint8_t buf[4096];
+	uint64_t one = 1;
+
+	REQUIRE(t && t12);
+	make_debug(t, buf, sizeof(buf), 0x030e00a1); /* 3.14 */
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, &out, NULL), -ERANGE);
+	CHECK(!memcmp(&out, t, sizeof(out)));
+	make_debug(t, buf, sizeof(buf), 0x030d00f0);
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size - 1, &out, NULL), -EINVAL);
+	memcpy(buf + t->dbg_free_threaded, &one, 8);
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, &out, NULL), -ENOTSUP);
+	make_debug(t, buf, sizeof(buf), 0x030d00f0);
+	buf[0] = 'X';
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, &out, NULL), -EINVAL);
+	/* No _Py_DebugOffsets before 3.13. */
+	CHECK_EQ(py_offsets_apply_debug(t12, buf, sizeof(buf), &out, NULL), -EINVAL);
+}
+
+TEST_MAIN()

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pylines: CPython line-number tables, decoded without the interpreter. Pure functions over
+ * the raw bytes of a code object's table, so they can be tested against the interpreter's own
+ * answers (PyCode_Addr2Line) and used on tables copied out of another process.
+ *
+ * Every decoder takes @addr, a *byte* offset into the code (2 * the instruction index in
+ * 16-bit code units, what PyCode_Addr2Line takes), and returns the line number, or -1 where
+ * the table says the instruction has no line (3.10+). A negative @addr means "before the
+ * first instruction" and yields @firstlineno, as in CPython.
+ */
+#ifndef PROBING_PYLINES_H
+#define PROBING_PYLINES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 3.8, 3.9: co_lnotab, (byte increment, signed line increment) pairs. */
+int pylines_lnotab(const uint8_t *tab, size_t len, int firstlineno, int addr);
+
+/* 3.10: co_linetable, (byte length, signed line delta; -128 = no line) pairs (PEP 626). */
+int pylines_linetable310(const uint8_t *tab, size_t len, int firstlineno, int addr);
+
+/* 3.11+: the location table (Objects/locations.md): variable-length entries, each covering
+ * 1-8 code units, with a line delta in one of five encodings. */
+int pylines_locations(const uint8_t *tab, size_t len, int firstlineno, int addr);
+
+/*
+ * Dispatch on the minor version (0x0308 ...): the line of instruction index @lasti (code
+ * units; -1 before the first instruction). @tab is co_lnotab (3.8, 3.9) or co_linetable.
+ */
+int pylines_line(unsigned int version, const uint8_t *tab, size_t len, int firstlineno, int lasti);
+
+#endif

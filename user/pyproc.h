@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pyproc: the CPython interpreter of one target process, read from outside (no ptrace, no
+ * stop: process_vm_readv only). Supports CPython 3.8-3.13 on x86_64 (glibc).
+ *
+ * Per target process:
+ *   pp = pyproc__open(pid)                  find the interpreter, its version and layout
+ *   pyproc__bpf_cfg(pp, depth, &cfg)        struct py_proc_cfg for the BPF walker (py_procs map)
+ *   pyproc__fill_tstates(pp, map_fd)        the BPF fallback map (also refreshes the threads)
+ *   pyproc__refresh_threads(pp)             re-read threads, tids and thread names
+ *   pyproc__resolve(pp, &rec, &frame)       (code, lasti, checksum) from BPF -> names, line
+ *   pyproc__free(pp)
+ * Reading stacks without BPF: pyproc__refresh_threads() then pyproc__walk() per thread.
+ *
+ * Not thread-safe: one pyproc is used by one thread at a time.
+ */
+#ifndef PROBING_PYPROC_H
+#define PROBING_PYPROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <linux/types.h>
+
+#include "frame.h"
+#include "sampler.h"
+
+struct pyproc;
+
+/*
+ * Find the CPython interpreter in process @pid: the ELF that defines _PyRuntime among its
+ * mappings (a python executable, a shared libpython, an embedding program, a dlopen'ed
+ * libpython), its version and struct layout. Returns the object, or NULL with errno:
+ *   ENOENT   no CPython interpreter in the process (not Python, or Python 2 / < 3.8 without
+ *            _PyRuntime)
+ *   ENOTSUP  a CPython we cannot read (version outside 3.8-3.13, unknown version,
+ *            free-threaded build); a warning saying which was printed
+ *   ESRCH    no such process;  EACCES/EPERM  not allowed to read it
+ * The caller can still record native stacks in the ENOTSUP/ENOENT cases.
+ */
+struct pyproc *pyproc__open(pid_t pid);
+
+/* Release everything; every string handed out becomes invalid. NULL is a no-op. */
+void pyproc__free(struct pyproc *pp);
+
+pid_t pyproc__pid(const struct pyproc *pp);
+/* Minor version as 0x030b; and a printable version, "3.11.7" (or "3.9" when only the minor
+ * version is known). */
+unsigned int pyproc__version(const struct pyproc *pp);
+const char *pyproc__version_str(const struct pyproc *pp);
+/* The ELF holding the interpreter (path as /proc/PID/maps lists it) and &_PyRuntime. */
+const char *pyproc__elf_path(const struct pyproc *pp);
+uint64_t pyproc__runtime_addr(const struct pyproc *pp);
+
+/*
+ * Fill @cfg for the BPF walker (bpf/pystack.bpf.h) with @max_depth frames (clamped to
+ * SAMPLER_MAX_PYDEPTH). Calibrates the pthread TSS layout from the live threads the first
+ * time (see pyproc__pthread_specific). Return 0 or -errno.
+ */
+int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cfg *cfg);
+
+/* ---- threads ------------------------------------------------------------------------------ */
+
+struct pythread {
+	uint64_t tstate;  /* PyThreadState * */
+	uint64_t interp;  /* PyInterpreterState * */
+	uint64_t pthread; /* tstate->thread_id == pthread_self() == fs base */
+	pid_t tid;	  /* OS thread id (in the target's pid namespace), 0 if unknown */
+	const char *name; /* threading name ("MainThread"), else /proc comm, else "" */
+	bool tss_bound;	  /* the TSS key of this thread points at this tstate */
+};
+
+/*
+ * Re-read every interpreter's thread list, the OS tids and the thread names. Return the
+ * number of threads or -errno (-ESRCH: the process is gone). Thread names are interned:
+ * they stay valid until pyproc__free.
+ */
+int pyproc__refresh_threads(struct pyproc *pp);
+
+/* The threads found by the last refresh (valid until the next refresh). */
+const struct pythread *pyproc__threads(const struct pyproc *pp, size_t *nr);
+
+/* The thread with OS tid @tid (target namespace) or pthread_t @pthread, or NULL. */
+const struct pythread *pyproc__thread_by_tid(const struct pyproc *pp, pid_t tid);
+const struct pythread *pyproc__thread_by_pthread(const struct pyproc *pp, uint64_t pthread);
+
+/*
+ * Put every thread's (pid, pthread_t) -> tstate into the BPF hash map @map_fd (key struct
+ * py_tstate_key with pid = @kernel_pid, the tgid as BPF sees it; value __u64), after a
+ * refresh; stale entries of this pid are deleted. Return the number of entries or -errno.
+ */
+int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid);
+
+/*
+ * offsetof(struct pthread, specific_1stblock) in the target's glibc, calibrated from the
+ * threads whose TSS slot holds their thread state, or the glibc 2.36 x86_64 default when no
+ * thread could confirm it; -1 if the process has no usable TSS key.
+ */
+int pyproc__pthread_specific(struct pyproc *pp);
+
+/* The interpreter's thread-state TSS key (pthread_key_t), or -1 if not created yet. */
+int pyproc__tss_key(struct pyproc *pp);
+
+/* ---- stacks ------------------------------------------------------------------------------- */
+
+/*
+ * Walk the Python frames of the thread whose PyThreadState is at @tstate, with the same
+ * semantics as the BPF walker: leaf first, code object address, lasti in code units (-1
+ * before the first instruction), PYF_ENTRY and the checksum in meta, shim frames skipped.
+ * Writes at most @max records; *@truncated says more frames followed. Return the number of
+ * records, or -errno (-EFAULT: a frame could not be read; the records so far are kept in
+ * @out and their count is in *@n_partial if not NULL).
+ */
+int pyproc__walk(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, unsigned int max,
+		 bool *truncated, unsigned int *n_partial);
+
+/*
+ * Resolve one frame record to names and a line: func = co_name, qualname = co_qualname
+ * (3.11+; NULL before), file = co_filename, line for rec->lasti, module = the file. Code
+ * objects are cached per (address, checksum); a record whose checksum does not match the
+ * object now at that address (freed and reused) is not resolved: -ESTALE. Return 0,
+ * -ESTALE, -EFAULT (unreadable) or -errno; on failure @out->func is "[unknown]".
+ * Strings are owned by @pp and valid until pyproc__free.
+ */
+int pyproc__resolve(struct pyproc *pp, const struct py_frame_rec *rec, struct frame *out);
+
+/* ---- native merge -------------------------------------------------------------------------- */
+
+struct pyproc_range {
+	uint64_t start, end; /* [start, end) in the target's address space */
+};
+
+/*
+ * Where _PyEval_EvalFrameDefault's code lives in the target: the function itself and, where
+ * the ELF (or its debug file found by build ID under /usr/lib/debug) has a .symtab, its
+ * compiler-split ".cold" part. A native frame whose pc is inside one of these ran the Python
+ * frames up to the next PYF_ENTRY (3.11+) or exactly one Python frame (<= 3.10).
+ */
+const struct pyproc_range *pyproc__eval_ranges(const struct pyproc *pp, size_t *nr);
+bool pyproc__in_eval(const struct pyproc *pp, uint64_t pc);
+
+#endif
