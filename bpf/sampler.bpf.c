@@ -84,9 +84,7 @@ static __always_inline void stat_inc(__u32 which)
 		*v += 1;
 }
 
-#ifdef PROBING_WITH_PYTHON
 #include "pystack.bpf.h"
-#endif
 
 /* Copy pt_regs into the DWARF-ordered array libdw wants. */
 static __always_inline void copy_regs(__u64 *r, const struct pt_regs *p)
@@ -186,7 +184,6 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	}
 	copy_regs(e->regs, &uregs);
 
-#ifdef PROBING_WITH_PYTHON
 	if (want_python) {
 		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &tgid);
 
@@ -200,7 +197,6 @@ int on_sample(struct bpf_perf_event_data *ctx)
 			pyb = n * sizeof(struct py_frame_rec);
 		}
 	}
-#endif
 
 	if (want_kernel && (e->flags & SAMPLE_F_KERNEL_MODE)) {
 		long r = bpf_get_stack(ctx, s->data + (pyb & (PY_AREA / 2 - 1)),

@@ -26,10 +26,12 @@ static const char usage_text[] =
 	"Usage: probing record [OPTIONS] -p PID[,PID...]\n"
 	"       probing record [OPTIONS] -- COMMAND [ARGS...]\n"
 	"\n"
-	"Sample the native (and Python) stacks of every thread of running processes, or of a\n"
-	"command it starts, into a recording file (SQLite). Recording ends after -d seconds,\n"
-	"on Ctrl-C or SIGTERM, or when every target has exited; the data is saved in every\n"
-	"case. Needs root (or the capabilities CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).\n"
+	"Sample the native and Python stacks of every thread of running processes, or of a\n"
+	"command it starts, into a recording file (SQLite). Python frames (CPython 3.8-3.13)\n"
+	"are merged with the native frames: C extensions and libraries appear under the Python\n"
+	"function that called them. Recording ends after -d seconds, on Ctrl-C or SIGTERM, or\n"
+	"when every target has exited; the data is saved in every case.\n"
+	"Needs root (or the capabilities CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).\n"
 	"\n"
 	"Options:\n"
 	"  -p, --pid PID[,PID...]  processes to record (all their threads)\n"
@@ -39,6 +41,9 @@ static const char usage_text[] =
 	"      --stack-size SIZE   bytes of user stack copied per sample, 8K-64K (default 16K);\n"
 	"                          more lets deeper native stacks unwind completely\n"
 	"      --kernel            also record kernel stacks\n"
+	"      --no-python         do not read Python stacks (native frames only)\n"
+	"      --py-depth N        Python frames read per sample, 1-1024 (default 128); deeper\n"
+	"                          stacks keep their innermost N frames and are marked truncated\n"
 	"      --no-native         do not unwind native stacks (keep only the function that was\n"
 	"                          running)\n"
 	"      --children          also record child processes the targets start\n"
@@ -67,6 +72,8 @@ static const struct option long_opts[] = {
 	{"stack-size", required_argument, NULL, OPT_STACK_SIZE},
 	{"kernel", no_argument, NULL, OPT_KERNEL},
 	{"no-native", no_argument, NULL, OPT_NO_NATIVE},
+	{"no-python", no_argument, NULL, OPT_NO_PYTHON},
+	{"py-depth", required_argument, NULL, OPT_PY_DEPTH},
 	{"children", no_argument, NULL, OPT_CHILDREN},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
@@ -291,6 +298,15 @@ int cmd_record(int argc, char **argv)
 			break;
 		case OPT_NO_NATIVE:
 			ropts.native = false;
+			break;
+		case OPT_NO_PYTHON:
+			sopts.python = ropts.python = false;
+			break;
+		case OPT_PY_DEPTH:
+			if (parse_long(optarg, 1, SAMPLER_MAX_PYDEPTH, &v))
+				return cli_usage_error(CMD, "Python depth '%s' must be from 1 to %d",
+						       optarg, SAMPLER_MAX_PYDEPTH);
+			ropts.py_depth = v;
 			break;
 		case OPT_CHILDREN:
 			sopts.children = true;

@@ -9,6 +9,8 @@
 #include "kallsyms.h"
 #include "log.h"
 #include "procinfo.h"
+#include "pymerge.h"
+#include "pyproc.h"
 #include "recorder.h"
 #include "symbolize.h"
 #include "util.h"
@@ -19,8 +21,11 @@
 struct target {
 	pid_t pid, ppid;
 	struct dwproc *dp; /* NULL until needed, or if the maps could not be read */
+	struct pyproc *py; /* its CPython interpreter, or NULL */
 	bool alive;
-	bool dp_failed; /* maps unreadable: do not retry on every sample */
+	bool dp_failed;     /* maps unreadable: do not retry on every sample */
+	bool py_unsupported; /* a CPython we cannot read (already said): do not retry */
+	size_t py_maps_seen; /* mappings when we last looked for an interpreter */
 	uint64_t samples;
 };
 
@@ -46,8 +51,12 @@ struct recorder {
 	int64_t mono_to_real_ns;
 	struct recorder_stats stats;
 	int live; /* targets not yet seen to exit */
+	char python_versions[256]; /* "3.11.7 3.12.1": for meta */
 	/* Scratch for one sample. */
 	struct dwproc_frame nat[MAX_NATIVE];
+	struct pym_frame nframes[MAX_FRAMES]; /* native frames, classified */
+	struct pym_frame pframes[SAMPLER_MAX_PYDEPTH];
+	struct pym_frame merged[MAX_FRAMES];
 	struct frame frames[MAX_FRAMES];
 	const struct frame *stable[MAX_FRAMES]; /* the cached frame each came from, or NULL */
 	uint64_t ids[MAX_FRAMES];
@@ -92,8 +101,10 @@ void recorder__free(struct recorder *r)
 
 	if (!r)
 		return;
-	for (i = 0; i < r->ntargets; i++)
+	for (i = 0; i < r->ntargets; i++) {
 		dwproc__free(r->targets[i].dp);
+		pyproc__free(r->targets[i].py);
+	}
 	free(r->targets);
 	free(r->threads);
 	bmap__free(r->target_idx);
@@ -137,6 +148,7 @@ static void describe_process(struct recorder *r, struct target *t, double now)
 	p.rank = rank && !parse_long(rank, 0, 1 << 30, &v) ? v : -1;
 	p.local_rank = lrank && !parse_long(lrank, 0, 1 << 30, &v) ? v : -1;
 	p.world_size = ws && !parse_long(ws, 0, 1 << 30, &v) ? v : -1;
+	p.python_version = t->py ? pyproc__version_str(t->py) : NULL;
 	store__process(r->st, &p);
 	free(cmd);
 	free(exe);
@@ -157,6 +169,82 @@ static struct dwproc *target_dwproc(struct target *t)
 		}
 	}
 	return t->dp;
+}
+
+/* Remember a Python version for meta.python_versions. */
+static void note_python_version(struct recorder *r, const char *v)
+{
+	size_t len = strlen(r->python_versions), vl = strlen(v);
+	const char *p;
+
+	for (p = strstr(r->python_versions, v); p; p = strstr(p + 1, v))
+		if ((p == r->python_versions || p[-1] == ' ') && (p[vl] == ' ' || !p[vl]))
+			return;
+	if (len + vl + 2 < sizeof(r->python_versions))
+		snprintf(r->python_versions + len, sizeof(r->python_versions) - len, "%s%s",
+			 len ? " " : "", v);
+	store__meta_text(r->st, "python_versions", r->python_versions);
+}
+
+/* Number of mappings of @pid now (a cheap "did it load something" signal), 0 if gone. */
+static size_t count_maps(pid_t pid)
+{
+	struct procmaps pm;
+	size_t n;
+
+	if (procmaps__read(pid, &pm))
+		return 0;
+	n = pm.nr;
+	procmaps__release(&pm);
+	return n;
+}
+
+/*
+ * Find the target's CPython interpreter and hand its layout to BPF. Called when the target
+ * is added and again (on ticks) while it has none and its mappings change: after exec the
+ * loader maps libpython only later, and embedding programs may load it at any time.
+ */
+static void target_python(struct recorder *r, struct target *t)
+{
+	struct py_proc_cfg cfg;
+	int err, fd;
+
+	if (!r->opts.python || t->py || t->py_unsupported || !t->alive)
+		return;
+	t->py_maps_seen = count_maps(t->pid);
+	t->py = pyproc__open(t->pid);
+	if (!t->py) {
+		if (errno == ENOTSUP)
+			t->py_unsupported = true; /* pyproc said why */
+		return;
+	}
+	err = pyproc__bpf_cfg(t->py, r->opts.py_depth, &cfg);
+	if (!err)
+		err = sampling__set_python(r->s, t->pid, &cfg);
+	if (err) {
+		pr_warn("pid %d: cannot set up Python stack sampling: %s", t->pid, strerror(-err));
+		pyproc__free(t->py);
+		t->py = NULL;
+		t->py_unsupported = true;
+		return;
+	}
+	fd = sampling__map_fd(r->s, "py_tstates");
+	if (fd >= 0)
+		pyproc__fill_tstates(t->py, fd, t->pid);
+	pr_info("pid %d: CPython %s in %s", t->pid, pyproc__version_str(t->py),
+		pyproc__elf_path(t->py));
+	note_python_version(r, pyproc__version_str(t->py));
+}
+
+/* Forget the target's interpreter (exec replaced the program). */
+static void drop_python(struct recorder *r, struct target *t)
+{
+	if (t->py)
+		sampling__set_python(r->s, t->pid, NULL);
+	pyproc__free(t->py);
+	t->py = NULL;
+	t->py_unsupported = false;
+	t->py_maps_seen = 0;
 }
 
 int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
@@ -188,6 +276,7 @@ int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
 		target_dwproc(t);
 	if (!t->dp && !procinfo_alive(pid))
 		return -ESRCH;
+	target_python(r, t);
 	describe_process(r, t, unix_seconds(r, now_mono_ns()));
 	err = sampling__add_target(r->s, pid);
 	if (err)
@@ -195,8 +284,28 @@ int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
 	return 0;
 }
 
-static struct thread *get_thread(struct recorder *r, pid_t pid, pid_t tid, double ts)
+/*
+ * The thread's name: Python's (threading) where the interpreter has one for it, else the
+ * OS name. @refresh: re-read the interpreter's threads if the tid is unknown to it.
+ */
+static void thread_name(struct target *t, struct thread *th, bool refresh)
 {
+	const struct pythread *pt = NULL;
+
+	if (t && t->py) {
+		pt = pyproc__thread_by_tid(t->py, th->tid);
+		if (!pt && refresh && pyproc__refresh_threads(t->py) > 0)
+			pt = pyproc__thread_by_tid(t->py, th->tid);
+	}
+	if (pt && pt->name && pt->name[0])
+		snprintf(th->name, sizeof(th->name), "%s", pt->name);
+	else
+		procinfo_thread_name(th->pid, th->tid, th->name, sizeof(th->name));
+}
+
+static struct thread *get_thread(struct recorder *r, struct target *t, pid_t tid, double ts)
+{
+	pid_t pid = t->pid;
 	uint64_t key = (uint64_t)pid << 32 | (uint32_t)tid, *slot;
 	struct thread *th;
 	int inserted;
@@ -214,27 +323,32 @@ static struct thread *get_thread(struct recorder *r, pid_t pid, pid_t tid, doubl
 	th->tid = tid;
 	*slot = ++r->nthreads;
 	/* Read the name now: a short-lived thread may be gone by the next tick. */
-	procinfo_thread_name(pid, tid, th->name, sizeof(th->name));
+	thread_name(t, th, true);
 	store__thread(r->st, pid, tid, th->name[0] ? th->name : NULL, ts);
 	r->stats.threads++;
 	return th;
 }
 
-/* Append the native frames of the sample to r->frames from index *n. */
-static void add_native_frames(struct recorder *r, struct target *t, const struct sample_event *e,
-			      const void *stack, int *n, unsigned int *trunc)
+/*
+ * Unwind and symbolize the sample's native stack into r->nframes (leaf first), each frame
+ * classified for the Python merge. Return the number of frames.
+ */
+static int native_frames(struct recorder *r, struct target *t, const struct sample_event *e,
+			 const void *stack, unsigned int *trunc)
 {
 	struct dwproc *dp = target_dwproc(t);
+	const char *interp = t->py ? pyproc__elf_path(t->py) : NULL;
 	const struct frame *fr;
+	struct pym_frame *pf;
 	Dwfl_Module *mod;
-	bool complete = false;
-	int nn, i, j, cnt;
+	bool complete = false, in_eval;
+	int nn, i, j, cnt, n = 0;
 
 	if (!dp) {
 		r->stats.unresolved++;
-		r->frames[(*n)++] =
-			(struct frame){.kind = FRAME_NATIVE, .func = "[unknown: process exited]"};
-		return;
+		r->nframes[0] = (struct pym_frame){
+			.f = {.kind = FRAME_NATIVE, .func = "[unknown: process exited]"}};
+		return 1;
 	}
 	if (r->opts.native) {
 		nn = dwproc__unwind(dp, e->tid, (const uint64_t *)e->regs, stack, e->stack_len,
@@ -251,18 +365,46 @@ static void add_native_frames(struct recorder *r, struct target *t, const struct
 		r->stats.complete++;
 	else
 		*trunc |= STACK_TRUNC_NATIVE;
-	for (i = 0; i < nn && *n < MAX_FRAMES; i++) {
+	for (i = 0; i < nn && n < MAX_FRAMES; i++) {
 		mod = dwproc__module(dp, r->nat[i].pc);
 		/* An address in no known module: a library may have been loaded since. */
 		if (!mod && r->nat[i].pc > 4096 && dwproc__refresh(dp, 100) > 0)
 			mod = dwproc__module(dp, r->nat[i].pc);
 		if (symbolizer__lookup(r->sym, mod, r->nat[i].pc, r->nat[i].activation, &fr, &cnt))
 			continue;
-		for (j = 0; j < cnt && *n < MAX_FRAMES; j++) {
-			r->stable[*n] = &fr[j];
-			r->frames[(*n)++] = fr[j];
+		/* The eval loop by address: also its unnamed .cold part in stripped builds. */
+		in_eval = t->py && pyproc__in_eval(t->py, r->nat[i].activation ? r->nat[i].pc
+									     : r->nat[i].pc - 1);
+		for (j = 0; j < cnt && n < MAX_FRAMES; j++) {
+			pf = &r->nframes[n++];
+			pf->f = fr[j];
+			pf->stable = &fr[j];
+			pf->flags = pymerge_classify(&fr[j], interp);
+			if (in_eval) /* only the outermost frame of an inline chain is the call */
+				pf->flags = j == cnt - 1 ? PYM_EVAL | PYM_PLUMBING : PYM_PLUMBING;
 		}
 	}
+	return n;
+}
+
+/* Resolve the sample's Python frames into r->pframes. Return their number. */
+static int python_frames(struct recorder *r, struct target *t, const struct sample_event *e,
+			 const struct py_frame_rec *py, unsigned int *trunc)
+{
+	int i;
+
+	if (!t->py || !e->py_len)
+		return 0;
+	if (e->flags & SAMPLE_F_PY_TRUNCATED)
+		*trunc |= STACK_TRUNC_PYTHON;
+	for (i = 0; i < e->py_len && i < SAMPLER_MAX_PYDEPTH; i++) {
+		/* On failure the frame is still there, named "[unknown]". */
+		pyproc__resolve(t->py, &py[i], &r->pframes[i].f);
+		r->pframes[i].stable = NULL;
+		r->pframes[i].flags = py[i].meta & PYF_ENTRY;
+	}
+	r->stats.python_samples++;
+	return i;
 }
 
 /*
@@ -300,7 +442,7 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	struct thread *th;
 	uint64_t stack_id;
 	double ts;
-	int n = 0, i, err;
+	int n = 0, i, err, nn, np, nm;
 
 	if (len < sizeof(*e) ||
 	    len < sizeof(*e) + e->py_len * sizeof(*py) + e->kstack_len * 8ul + e->stack_len)
@@ -319,17 +461,25 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	}
 	if (!t->samples++)
 		r->stats.processes++;
-	th = get_thread(r, e->pid, e->tid, ts);
+	th = get_thread(r, t, e->tid, ts);
 	if (th)
 		th->active = true;
 
-	memset(r->stable, 0, sizeof(r->stable));
-	for (i = 0; i < e->kstack_len && n < MAX_FRAMES; i++)
-		r->frames[n++] = kallsyms__frame(r->ks, kst[i]);
-	if (!(e->flags & SAMPLE_F_NO_USER_REGS))
-		add_native_frames(r, t, e, stack, &n, &trunc);
-	if (!n)
-		r->frames[n++] = (struct frame){.kind = FRAME_NATIVE, .func = "[unknown]"};
+	for (i = 0; i < e->kstack_len && n < MAX_FRAMES; i++) {
+		r->frames[n] = kallsyms__frame(r->ks, kst[i]);
+		r->stable[n++] = NULL;
+	}
+	nn = e->flags & SAMPLE_F_NO_USER_REGS ? 0 : native_frames(r, t, e, stack, &trunc);
+	np = python_frames(r, t, e, py, &trunc);
+	nm = pymerge(r->nframes, nn, r->pframes, np, r->merged, MAX_FRAMES - n);
+	for (i = 0; i < nm; i++) {
+		r->frames[n] = r->merged[i].f;
+		r->stable[n++] = r->merged[i].stable;
+	}
+	if (!n) {
+		r->frames[n] = (struct frame){.kind = FRAME_NATIVE, .func = "[unknown]"};
+		r->stable[n++] = NULL;
+	}
 
 	for (i = 0; i < n; i++) {
 		err = frame_id(r, i);
@@ -374,6 +524,8 @@ static int handle_proc(struct recorder *r, const struct proc_change_event *ev)
 			dwproc__free(t->dp);
 			t->dp = NULL;
 			t->dp_failed = false; /* re-read lazily: the loader is still mapping */
+			drop_python(r, t);
+			target_python(r, t);
 			describe_process(r, t, ts);
 		}
 		return 0;
@@ -401,16 +553,33 @@ int recorder__handle(struct recorder *r, const void *rec, size_t len)
 int recorder__tick(struct recorder *r)
 {
 	double now = unix_seconds(r, now_mono_ns());
+	struct target *t;
 	struct thread *th;
 	size_t i;
+	int fd = sampling__map_fd(r->s, "py_tstates");
 
+	for (i = 0; i < r->ntargets; i++) {
+		t = &r->targets[i];
+		if (!t->alive)
+			continue;
+		if (t->py) {
+			/* New threads, names; the BPF fallback map. */
+			if (fd >= 0)
+				pyproc__fill_tstates(t->py, fd, t->pid);
+		} else if (r->opts.python && !t->py_unsupported &&
+			   count_maps(t->pid) != t->py_maps_seen) {
+			target_python(r, t);
+			if (t->py)
+				describe_process(r, t, now);
+		}
+	}
 	/* Names change (pthread_setname_np, threading): refresh those that ran. */
 	for (i = 0; i < r->nthreads; i++) {
 		th = &r->threads[i];
 		if (!th->active)
 			continue;
 		th->active = false;
-		procinfo_thread_name(th->pid, th->tid, th->name, sizeof(th->name));
+		thread_name(find_target(r, th->pid), th, false);
 		store__thread(r->st, th->pid, th->tid, th->name[0] ? th->name : NULL, now);
 	}
 	/* Exit events can be lost when the ring buffer is full: check. */
