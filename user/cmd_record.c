@@ -415,7 +415,8 @@ int cmd_record(int argc, char **argv)
 	live = recorder__live_targets(rec);
 
 	while (!stop_signal && live > 0) {
-		len = evqueue__pop(q, 50, &data);
+		recorder__poll(rec);
+		len = evqueue__pop(q, 5, &data);
 		if (len > 0) {
 			err = recorder__handle(rec, data, len);
 			free(data);
@@ -476,6 +477,15 @@ int cmd_record(int argc, char **argv)
 			"probing: %llu samples were lost because the recorder could not "
 			"keep up; try a lower -F or a smaller --stack-size\n",
 			(unsigned long long)(lost + dropped));
+	if (rs.py_status[PY_OK] + rs.py_status[PY_NO_TSTATE] + rs.py_status[PY_READ_ERROR] +
+	    rs.py_status[PY_BAD_TSTATE])
+		pr_info("Python walk: %llu ok, %llu without a thread state, %llu read errors, "
+			"%llu invalid thread states, %llu not configured yet",
+			(unsigned long long)rs.py_status[PY_OK],
+			(unsigned long long)rs.py_status[PY_NO_TSTATE],
+			(unsigned long long)rs.py_status[PY_READ_ERROR],
+			(unsigned long long)rs.py_status[PY_BAD_TSTATE],
+			(unsigned long long)rs.py_status[PY_NONE]);
 	if (rs.unresolved)
 		fprintf(stderr,
 			"probing: %llu samples of processes that exited before their "

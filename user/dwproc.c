@@ -16,15 +16,25 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "bmap.h"
 #include "dwproc.h"
 #include "log.h"
 #include "sampler.h"
 #include "util.h"
 
+/* A reported module's address range, for our own lookups. */
+struct modrange {
+	uint64_t start, end;
+	Dwfl_Module *mod;
+};
+
 struct dwproc {
 	pid_t pid;
 	Dwfl *dwfl;
 	struct procmaps maps;
+	struct bmap *reported; /* (dev, inode, start of its first executable mapping) */
+	struct modrange *ranges; /* sorted by start, non-overlapping */
+	size_t nranges, capranges;
 	uint64_t last_refresh_ns;
 	bool attached;
 	/* The sample being unwound (dwfl callbacks read these). */
@@ -127,30 +137,56 @@ cleanup:
 	return err;
 }
 
+/* Key of a reported file: the same file mapped at another address is another module. */
+struct report_key {
+	uint64_t inode, start;
+	uint32_t dev_major, dev_minor;
+};
+
+/* Insert @mod's range into the sorted table (ranges do not overlap: they are mappings). */
+static int add_range(struct dwproc *dp, Dwfl_Module *mod)
+{
+	Dwarf_Addr lo, hi;
+	size_t i;
+
+	dwfl_module_info(mod, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+	if (grow_array(&dp->ranges, &dp->capranges, dp->nranges + 1, sizeof(*dp->ranges)))
+		return -ENOMEM;
+	for (i = dp->nranges; i > 0 && dp->ranges[i - 1].start > lo; i--)
+		dp->ranges[i] = dp->ranges[i - 1];
+	dp->ranges[i] = (struct modrange){lo, hi, mod};
+	dp->nranges++;
+	return 0;
+}
+
 /*
- * Report every file with an executable mapping that no module covers yet. Modules are
- * never removed (libdwfl would free state the unwinder still points to, and queued samples
- * may still need a library that was unloaded since).
+ * Report every file with an executable mapping not reported yet. Modules are never removed
+ * (libdwfl would free state the unwinder still points to, and queued samples may still need
+ * a library that was unloaded since). We track what was reported ourselves: libdwfl's
+ * address lookup is not reliable for addresses outside every module.
  */
 static int report_modules(struct dwproc *dp)
 {
 	const struct procmap *m;
+	struct report_key key;
+	Dwfl_Module *mod;
 	uint64_t bias;
-	size_t i, j;
-	int fd;
+	size_t i;
+	int fd, inserted;
 
 	for (i = 0; i < dp->maps.nr; i++) {
 		m = &dp->maps.maps[i];
 		if (!m->x || !m->path[0] || (m->path[0] == '[' && strcmp(m->path, "[vdso]")))
 			continue;
-		if (dwfl_addrmodule(dp->dwfl, m->start))
-			continue;
-		/* Skip if an earlier executable mapping of the same file was reported. */
-		for (j = 0; j < i; j++)
-			if (dp->maps.maps[j].x && dp->maps.maps[j].inode == m->inode &&
-			    !strcmp(dp->maps.maps[j].path, m->path))
-				break;
-		if (j < i)
+		memset(&key, 0, sizeof(key));
+		key.inode = m->inode;
+		key.dev_major = m->dev_major;
+		key.dev_minor = m->dev_minor;
+		/* The file's first mapping: a shared object maps its header just before. */
+		key.start = m->start - m->offset;
+		if (!bmap__upsert(dp->reported, &key, sizeof(key), 0, &inserted))
+			return -ENOMEM;
+		if (!inserted)
 			continue;
 		fd = open_mapped_file(dp->pid, m);
 		if (fd < 0) {
@@ -162,10 +198,14 @@ static int report_modules(struct dwproc *dp)
 			continue;
 		}
 		/* The fd is consumed by libdwfl on success. */
-		if (!dwfl_report_elf(dp->dwfl, m->path, m->path, fd, bias, true)) {
+		mod = dwfl_report_elf(dp->dwfl, m->path, m->path, fd, bias, true);
+		if (!mod) {
 			pr_debug("pid %d: cannot report %s: %s", dp->pid, m->path, dwfl_errmsg(-1));
 			close(fd);
+			continue;
 		}
+		if (add_range(dp, mod))
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -261,6 +301,11 @@ struct dwproc *dwproc__new(pid_t pid)
 		return NULL;
 	}
 	dp->pid = pid;
+	dp->reported = bmap__new();
+	if (!dp->reported) {
+		err = -ENOMEM;
+		goto fail;
+	}
 	err = procmaps__read(pid, &dp->maps);
 	if (err)
 		goto fail;
@@ -287,6 +332,8 @@ void dwproc__free(struct dwproc *dp)
 	if (dp->dwfl)
 		dwfl_end(dp->dwfl);
 	procmaps__release(&dp->maps);
+	bmap__free(dp->reported);
+	free(dp->ranges);
 	free(dp);
 }
 
@@ -365,7 +412,19 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
 
 Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc)
 {
-	return dwfl_addrmodule(dp->dwfl, pc);
+	size_t lo = 0, hi = dp->nranges;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (pc < dp->ranges[mid].start)
+			hi = mid;
+		else if (pc >= dp->ranges[mid].end)
+			lo = mid + 1;
+		else
+			return dp->ranges[mid].mod;
+	}
+	return NULL;
 }
 
 const struct procmaps *dwproc__maps(const struct dwproc *dp)

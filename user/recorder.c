@@ -26,6 +26,8 @@ struct target {
 	bool dp_failed;     /* maps unreadable: do not retry on every sample */
 	bool py_unsupported; /* a CPython we cannot read (already said): do not retry */
 	size_t py_maps_seen; /* mappings when we last looked for an interpreter */
+	uint64_t py_tried_ns; /* when we last looked (monotonic) */
+	uint64_t started_ns;  /* when it became a target or exec'd (monotonic) */
 	uint64_t samples;
 };
 
@@ -211,9 +213,11 @@ static void target_python(struct recorder *r, struct target *t)
 
 	if (!r->opts.python || t->py || t->py_unsupported || !t->alive)
 		return;
+	t->py_tried_ns = now_mono_ns();
 	t->py_maps_seen = count_maps(t->pid);
 	t->py = pyproc__open(t->pid);
 	if (!t->py) {
+		pr_debug("pid %d: no CPython interpreter yet (%s)", t->pid, strerror(errno));
 		if (errno == ENOTSUP)
 			t->py_unsupported = true; /* pyproc said why */
 		return;
@@ -234,6 +238,29 @@ static void target_python(struct recorder *r, struct target *t)
 	pr_info("pid %d: CPython %s in %s", t->pid, pyproc__version_str(t->py),
 		pyproc__elf_path(t->py));
 	note_python_version(r, pyproc__version_str(t->py));
+}
+
+/*
+ * A target without an interpreter yet: look again if its mappings changed. Right after it
+ * started or exec'd the loader is still mapping libpython and the program may start Python
+ * threads within milliseconds, so look every 5 ms for 2 s (recorder__poll, independent of how
+ * far behind sample processing is); after that, once a second (an embedding program may
+ * load libpython at any time).
+ */
+static void retry_python(struct recorder *r, struct target *t, double ts)
+{
+	uint64_t now = now_mono_ns();
+	uint64_t every = now - t->started_ns < 2000000000ULL ? 5000000ULL : 1000000000ULL;
+
+	if (t->py || !r->opts.python || t->py_unsupported || !t->alive ||
+	    now - t->py_tried_ns < every)
+		return;
+	t->py_tried_ns = now;
+	if (count_maps(t->pid) == t->py_maps_seen)
+		return;
+	target_python(r, t);
+	if (t->py)
+		describe_process(r, t, ts);
 }
 
 /* Forget the target's interpreter (exec replaced the program). */
@@ -268,6 +295,7 @@ int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
 		*slot = ++r->ntargets;
 	}
 	t->ppid = ppid;
+	t->started_ns = now_mono_ns();
 	if (!t->alive)
 		r->live++;
 	t->alive = true;
@@ -393,7 +421,12 @@ static int python_frames(struct recorder *r, struct target *t, const struct samp
 {
 	int i;
 
-	if (!t->py || !e->py_len)
+	if (!t->py)
+		return 0;
+	if (e->py_status >= 0 && e->py_status < 8)
+		r->stats.py_status[e->py_status]++;
+
+	if (!e->py_len)
 		return 0;
 	if (e->flags & SAMPLE_F_PY_TRUNCATED)
 		*trunc |= STACK_TRUNC_PYTHON;
@@ -461,6 +494,7 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	}
 	if (!t->samples++)
 		r->stats.processes++;
+	retry_python(r, t, ts);
 	th = get_thread(r, t, e->tid, ts);
 	if (th)
 		th->active = true;
@@ -525,6 +559,7 @@ static int handle_proc(struct recorder *r, const struct proc_change_event *ev)
 			t->dp = NULL;
 			t->dp_failed = false; /* re-read lazily: the loader is still mapping */
 			drop_python(r, t);
+			t->started_ns = now_mono_ns();
 			target_python(r, t);
 			describe_process(r, t, ts);
 		}
@@ -566,11 +601,8 @@ int recorder__tick(struct recorder *r)
 			/* New threads, names; the BPF fallback map. */
 			if (fd >= 0)
 				pyproc__fill_tstates(t->py, fd, t->pid);
-		} else if (r->opts.python && !t->py_unsupported &&
-			   count_maps(t->pid) != t->py_maps_seen) {
-			target_python(r, t);
-			if (t->py)
-				describe_process(r, t, now);
+		} else {
+			retry_python(r, t, now);
 		}
 	}
 	/* Names change (pthread_setname_np, threading): refresh those that ran. */
@@ -587,6 +619,15 @@ int recorder__tick(struct recorder *r)
 		if (r->targets[i].alive && !procinfo_alive(r->targets[i].pid))
 			target_exited(r, &r->targets[i], now);
 	return store__flush(r->st) ?: recorder__live_targets(r);
+}
+
+void recorder__poll(struct recorder *r)
+{
+	double now = unix_seconds(r, now_mono_ns());
+	size_t i;
+
+	for (i = 0; i < r->ntargets; i++)
+		retry_python(r, &r->targets[i], now);
 }
 
 int recorder__live_targets(const struct recorder *r)

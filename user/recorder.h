@@ -31,6 +31,7 @@ struct recorder_stats {
 	uint64_t processes;	 /* processes that produced samples */
 	uint64_t threads;	 /* threads that produced samples */
 	uint64_t python_samples; /* samples with Python frames */
+	uint64_t py_status[8];   /* samples of Python processes by enum py_status */
 };
 
 /* New recorder writing to @st, configuring BPF state through @s. NULL with errno on error. */
@@ -55,6 +56,12 @@ int recorder__handle(struct recorder *r, const void *rec, size_t len);
  * exited, flush the store. Return the number of live targets, or -errno.
  */
 int recorder__tick(struct recorder *r);
+
+/*
+ * Frequent, cheap work independent of the sample backlog (call it every few milliseconds):
+ * look for the interpreter of targets that just started or exec'd.
+ */
+void recorder__poll(struct recorder *r);
 
 /* Live targets (not yet seen to exit). */
 int recorder__live_targets(const struct recorder *r);
