@@ -31,7 +31,7 @@
 
 #define STOP_TIMEOUT_MS 2000  /* for a thread to reach its interrupt stop */
 #define CALL_TIMEOUT_MS 15000 /* for dlopen + constructors to return */
-#define ROUNDS		3     /* passes over the candidate threads */
+#define ROUNDS		25    /* passes over the candidate threads (~0.3 s in all) */
 #define MAX_CANDIDATES	16    /* threads tried per pass */
 #define MIN_STACK_ROOM	(64 * 1024)
 #define RED_ZONE	128
@@ -1074,9 +1074,11 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 			session_end(&s);
 			goto done;
 		}
-		/* Nobody was at a safe point: give the threads a moment to leave. */
+		/* Nobody was at a safe point: give the threads a moment to leave. The pause
+		 * varies so that a thread allocating in a loop is not caught at the same phase
+		 * every time. */
 		if (round + 1 < ROUNDS) {
-			struct timespec ts = { 0, 5000000 * (round + 1) };
+			struct timespec ts = { 0, 1000000 + (now_mono_ns() % 20000000) };
 
 			nanosleep(&ts, NULL);
 		}

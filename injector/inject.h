@@ -14,7 +14,7 @@
  *     ones, last those in calls that return EINTR when interrupted (epoll_wait...). It is
  *     stopped with PTRACE_SEIZE + PTRACE_INTERRUPT (no signal is sent, other threads keep
  *     running), and its stack is unwound (safepoint.h): inside the loader, the allocator,
- *     fork... it is let go, and the next candidate is tried (three rounds).
+ *     fork... it is let go, and the next candidate is tried (up to 25 rounds, about 0.3 s).
  *  5. Registers, the extended FP/vector state (XSAVE) and the signal mask are saved; signals
  *     other than synchronous faults are blocked for the call; orig_rax = -1 so that the
  *     kernel does not try to restart the interrupted system call into our code; the call
@@ -57,7 +57,7 @@ struct inject_info {
  * (@info->ret is the handle), or -errno with @info->error set:
  *   -ESRCH  no such process, or it exited during the injection
  *   -EPERM  ptrace refused (why: owner, Yama, capabilities, another tracer...)
- *   -EBUSY  another tracer is attached, or no thread was at a safe point in three rounds
+ *   -EBUSY  another tracer is attached, or no thread was at a safe point for 25 rounds
  *   -ENOEXEC  no dlopen in the target (static executable, unknown libc)
  *   -EIO    dlopen failed in the target (dlerror's text in @info->error)
  *   -ETIMEDOUT, -EFAULT  the call hung or crashed; the thread was restored

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+/* probing list: the processes in which an agent is running. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent.h"
+#include "agent_client.h"
+#include "cli.h"
+#include "jsonq.h"
+#include "log.h"
+#include "util.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: probing list [--no-header]\n"
+		"\n"
+		"List the processes in which the probing agent is running: every listening\n"
+		"abstract socket @probing-PID of this network namespace (/proc/net/unix) whose agent\n"
+		"answers. Columns: PID, since when the agent runs, Python version, TCP address if\n"
+		"it serves one, command line. An agent that does not answer within a second (busy\n"
+		"with a long request, or waiting for a GIL that never comes) is listed as such.\n"
+		"\n"
+		"Options:\n"
+		"      --no-header   no header line\n"
+		"  -h, --help        this help\n"
+		"\n"
+		"Examples:\n"
+		"  probing list\n"
+		"  probing list --no-header | awk '{print $1}'\n");
+}
+
+static int pid_cmp(const void *a, const void *b)
+{
+	return *(const pid_t *)a - *(const pid_t *)b;
+}
+
+/* pids N of listening sockets named @probing-N. */
+static int agent_pids(pid_t **out, int *nr)
+{
+	char *buf, *line, *save = NULL;
+	pid_t *pids = NULL, *tmp;
+	int n = 0, cap = 0;
+
+	buf = read_file("/proc/net/unix", 0, NULL);
+	if (!buf)
+		return -errno;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long flags = 0, type = 0, st = 0;
+		char path[256] = "";
+		long v;
+
+		/* Num RefCount Protocol Flags Type St Inode Path */
+		if (sscanf(line, "%*s %*s %*s %lx %lx %lx %*s %255s", &flags, &type, &st, path) < 4)
+			continue;
+		/* __SO_ACCEPTCON (0x10000): a listening socket. */
+		if (!(flags & 0x10000) || path[0] != '@' ||
+		    strncmp(path + 1, AGENT_SOCK_PREFIX, strlen(AGENT_SOCK_PREFIX)))
+			continue;
+		if (parse_long(path + 1 + strlen(AGENT_SOCK_PREFIX), 1, 0x7fffffff, &v))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			tmp = realloc(pids, cap * sizeof(*pids));
+			if (!tmp) {
+				free(pids);
+				free(buf);
+				return -ENOMEM;
+			}
+			pids = tmp;
+		}
+		pids[n++] = v;
+	}
+	free(buf);
+	if (n)
+		qsort(pids, n, sizeof(*pids), pid_cmp);
+	*out = pids;
+	*nr = n;
+	return 0;
+}
+
+static char *cmdline(pid_t pid)
+{
+	char fn[64], *s;
+	size_t len = 0, i;
+
+	snprintf(fn, sizeof(fn), "/proc/%d/cmdline", pid);
+	s = read_file(fn, 4096, &len);
+	if (!s)
+		return NULL;
+	for (i = 0; i + 1 < len; i++)
+		if (!s[i])
+			s[i] = ' ';
+	return s;
+}
+
+static int cmd_list(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "no-header", no_argument, NULL, 'H' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	pid_t *pids = NULL;
+	bool header = true;
+	int ch, n = 0, i, shown = 0, err;
+
+	cli_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'H':
+			header = false;
+			break;
+		case 'v':
+			log_verbosity++;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			return cli_bad_option("list", ch, argv);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("list", "unexpected argument '%s'", argv[optind]);
+	err = agent_pids(&pids, &n);
+	if (err) {
+		fprintf(stderr, "probing list: cannot read /proc/net/unix: %s\n", strerror(-err));
+		return EXIT_FAIL;
+	}
+	for (i = 0; i < n; i++) {
+		struct agent_client *c = NULL;
+		struct agent_reply r = { 0 };
+		char since[32] = "-", *ver = NULL, *tcp = NULL, *cmd;
+		double t = 0;
+		long long rpid = 0;
+		time_t s;
+		struct tm tm;
+
+		if (i && pids[i] == pids[i - 1])
+			continue;
+		cmd = cmdline(pids[i]);
+		if (!cmd)
+			continue; /* the socket of a process in another pid namespace */
+		if (!agent_client__connect_pid(pids[i], 1000, &c) &&
+		    !agent_client__request(c, "hello", "", 1000, 1000, NULL, &r) &&
+		    r.type == FRAME_RESULT && !jq_int(r.data, "$.pid", &rpid)) {
+			ver = jq_text(r.data, "$.python");
+			tcp = jq_text(r.data, "$.tcp");
+			if (!jq_double(r.data, "$.since", &t)) {
+				s = (time_t)t;
+				if (localtime_r(&s, &tm))
+					strftime(since, sizeof(since), "%Y-%m-%d %H:%M:%S", &tm);
+			}
+			if (ver)
+				ver[strcspn(ver, " ")] = '\0';
+		} else {
+			ver = strdup("(busy?)");
+		}
+		agent_reply__free(&r);
+		agent_client__free(c);
+		if (header && !shown++)
+			printf("%-8s %-19s %-9s %-21s %s\n", "PID", "SINCE", "PYTHON", "TCP",
+			       "COMMAND");
+		else if (!header)
+			shown++;
+		printf("%-8d %-19s %-9s %-21s %s\n", pids[i], since, ver ? ver : "-",
+		       tcp ? tcp : "-", cmd);
+		free(ver);
+		free(tcp);
+		free(cmd);
+	}
+	free(pids);
+	if (!shown)
+		fprintf(stderr, "probing list: no process with a running agent "
+				"(load one with 'probing inject -p PID')\n");
+	return EXIT_OK;
+}
+
+COMMAND(list, cmd_list, "processes in which the agent is running", 100);
