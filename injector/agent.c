@@ -94,6 +94,8 @@ static struct {
 struct client {
 	int fd;
 	bool tcp, authed;
+	bool denied;	     /* told "permission denied": drained until it hangs up */
+	double deadline;     /* when a denied client is closed anyway */
 	unsigned char *buf;
 	size_t len, cap;
 };
@@ -150,6 +152,14 @@ static double wall_time(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double mono_time(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -699,8 +709,15 @@ static bool handle_frame(int i, char type, char *p, size_t n)
 static bool client_input(int i)
 {
 	struct client *c = &ag.clients[i];
+	char sink[4096];
 	ssize_t r;
 
+	if (c->denied) {
+		/* Read and drop what it sent: closing with unread data would reset the
+		 * connection before it could read why it was refused. */
+		r = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
+		return r > 0 || (r < 0 && (errno == EINTR || errno == EAGAIN));
+	}
 	if (c->cap - c->len < 65536) {
 		size_t cap = c->cap ? c->cap * 2 : 65536;
 		unsigned char *tmp = realloc(c->buf, cap);
@@ -759,7 +776,13 @@ static void accept_client(int lfd, bool tcp)
 		send_text(fd, FRAME_ERROR,
 			  "permission denied: only the owner of process %d or root may use its agent",
 			  (int)getpid());
-		close(fd);
+		shutdown(fd, SHUT_WR);
+		if (ag.nclients == MAX_CLIENTS) {
+			close(fd);
+			return;
+		}
+		ag.clients[ag.nclients++] = (struct client){ .fd = fd, .denied = true,
+							     .deadline = mono_time() + 1.0 };
 		return;
 	}
 	if (ag.nclients == MAX_CLIENTS) {
@@ -886,13 +909,28 @@ static void *agent_main(void *arg)
 	}
 
 	while (!ag.stop) {
+		int timeout = -1;
+		double now = mono_time();
+
+		/* Denied clients get a second to hang up, then are closed. */
+		for (i = ag.nclients - 1; i >= 0; i--) {
+			if (!ag.clients[i].denied)
+				continue;
+			if (ag.clients[i].deadline <= now) {
+				drop_client(i);
+				continue;
+			}
+			n = (int)((ag.clients[i].deadline - now) * 1000) + 1;
+			if (timeout < 0 || n < timeout)
+				timeout = n;
+		}
 		n = 0;
 		p[n++] = (struct pollfd){ ag.wake[0], POLLIN, 0 };
 		p[n++] = (struct pollfd){ ag.listen_fd, POLLIN, 0 };
 		p[n++] = (struct pollfd){ ag.tcp_fd, POLLIN, 0 }; /* -1 is ignored by poll */
 		for (i = 0; i < ag.nclients; i++)
 			p[n++] = (struct pollfd){ ag.clients[i].fd, POLLIN, 0 };
-		if (poll(p, n, -1) < 0) {
+		if (poll(p, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;

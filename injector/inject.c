@@ -997,7 +997,22 @@ struct op {
 	void *ctx;
 };
 
-static volatile sig_atomic_t stop_requested;
+/*
+ * $PROBING_INJECT_DELAY_MS keeps the chosen thread stopped that long before the call: the
+ * tests use it to deliver signals to probing inside the critical section for certain.
+ */
+static void hold_for_tests(void)
+{
+	const char *d = getenv("PROBING_INJECT_DELAY_MS");
+	long ms;
+
+	if (d && !parse_long(d, 1, 10000, &ms)) {
+		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
+}
 
 static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info *info)
 {
@@ -1070,6 +1085,7 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 			}
 			/* A safe thread: run the operation, then put everything back. */
 			info->tid = s.tid;
+			hold_for_tests();
 			err = op->fn(&s, op->ctx);
 			session_end(&s);
 			goto done;
@@ -1100,7 +1116,6 @@ done:
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	free(c);
 	safepoint__free(spt);
-	(void)stop_requested;
 	return err;
 }
 
