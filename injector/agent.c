@@ -3,23 +3,28 @@
  * libprobing-agent.so: the in-process side of live diagnosis (DESIGN.md §7, docs/live.md).
  *
  * The constructor only starts one thread (no Python call, no allocation beyond what
- * pthread_create does) and returns. That thread serves the abstract Unix socket
- * "@probing-<pid>" with a poll() loop and runs each request that needs Python under
- * PyGILState_Ensure. The CPython C API is resolved with dlsym at run time (RTLD_DEFAULT,
- * then the libpython found with dl_iterate_phdr), so one build serves CPython 3.8-3.13 with
- * a static or a shared libpython. The C side stays small: it loads the embedded Python
- * helpers (injector/py/NAME.py) on the first Python request and hands every request to
+ * pthread_create does) and returns. That thread ("probing-agent") serves the abstract Unix
+ * socket "@probing-<pid>" (and TCP when asked) with a poll() loop and never touches the GIL,
+ * so it always answers "hello" and "list", even when the target never lets the GIL go.
+ * Requests that need Python are queued to a worker thread ("probing-python", started on
+ * the first such request), which runs them one at a time under PyGILState_Ensure. The
+ * CPython C API is resolved with dlsym at run time (RTLD_DEFAULT, then the libpython found
+ * with dl_iterate_phdr), so one build serves CPython 3.8-3.13 with a static or a shared
+ * libpython. The C side stays small: the worker loads the embedded Python helpers
+ * (injector/py/NAME.py) on its first request and hands every request to
  * probing_agent.handle(kind, body).
  *
  * Rules that keep the target safe:
  *  - the agent's threads block every signal (the target's handlers never run on them);
  *  - Python is never called before Py_IsInitialized() nor once finalization began (an atexit
- *    callback registered by the helper tells us), and never with our own lock held;
- *  - after fork() the child has no agent thread: an atfork handler closes the inherited
+ *    callback registered by the helper tells us), and never with one of our locks held
+ *    while waiting for the GIL;
+ *  - after fork() the child has no agent threads: an atfork handler closes the inherited
  *    sockets and marks the agent stopped (probing_agent_start() starts it again there);
- *  - a request whose client went away before the GIL came is dropped, not run;
- *  - a request whose client disconnects or sends 'C' gets KeyboardInterrupt raised in it
- *    (PyThreadState_SetAsyncExc) by a small watchdog thread started on first use.
+ *  - a request whose client went away (or cancelled) before the GIL came is dropped;
+ *  - a running request whose client disconnects or sends 'C' gets KeyboardInterrupt raised
+ *    in it (PyThreadState_SetAsyncExc) by a small watchdog thread ("probing-watch", started
+ *    on first use), which waits for the GIL on its own so that nobody else blocks.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -92,10 +97,13 @@ static struct {
 /* ---- state -------------------------------------------------------------------------- */
 
 struct client {
+	bool used;
 	int fd;
 	bool tcp, authed;
-	bool denied;	     /* told "permission denied": drained until it hangs up */
-	double deadline;     /* when a denied client is closed anyway */
+	bool denied;	 /* told "permission denied": drained until it hangs up */
+	double deadline; /* when a denied client is closed anyway */
+	bool inflight;	 /* its Python request is queued or running (guarded by wk.lock) */
+	bool hup;	 /* it hung up while inflight: closed once the request is done */
 	unsigned char *buf;
 	size_t len, cap;
 };
@@ -113,12 +121,10 @@ static struct {
 	char tcp_addr[96];
 	char token[33];
 	struct client clients[MAX_CLIENTS];
-	int nclients;
-	/* Python side */
+	/* Python side (worker thread only) */
 	bool py_loaded, py_load_failed;
 	PyObject *handle;
 	char py_error[512];
-	unsigned long ident; /* the agent thread's PyThread ident (pthread_self) */
 } ag = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.listen_fd = -1,
@@ -126,18 +132,34 @@ static struct {
 	.wake = { -1, -1 },
 };
 
-/* The watchdog that cancels a running request whose client left or sent 'C'. */
+/* A queued Python request. */
+struct pyreq {
+	struct pyreq *next;
+	int slot;    /* ag.clients index */
+	uint64_t id;
+	char *kind;
+	char *body;
+	size_t blen;
+};
+
+/* The worker, its queue, and the watchdog's orders; all guarded by wk.lock. */
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool started, armed;
-	int fd;
-	uint64_t gen, fired;
-	int pipe[2];
-} wd = {
+	pthread_cond_t work;   /* the worker waits for requests */
+	pthread_cond_t cancel; /* the watchdog waits for cancels */
+	bool worker_started, watchdog_started;
+	struct pyreq *head, *tail;
+	uint64_t next_id;
+	uint64_t running;    /* id of the request the worker runs (0: none) */
+	bool running_py;     /* ...and it is inside Python (between Ensure and Release) */
+	uint64_t cancel_id;  /* the running request to interrupt */
+	uint64_t delivered;  /* the last id the watchdog interrupted */
+	unsigned long ident; /* the worker's thread ident, for PyThreadState_SetAsyncExc */
+} wk = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.cond = PTHREAD_COND_INITIALIZER,
-	.pipe = { -1, -1 },
+	.work = PTHREAD_COND_INITIALIZER,
+	.cancel = PTHREAD_COND_INITIALIZER,
+	.next_id = 1,
 };
 
 /* The embedded helpers: { "agent", probing_py_agent }, ... { NULL, NULL } (agent.mk). */
@@ -446,161 +468,136 @@ static int send_text(int fd, char type, const char *fmt, ...)
 	return send_frame(fd, type, buf, strlen(buf));
 }
 
-/* ---- the watchdog ------------------------------------------------------------------- */
-
-static void *watchdog_main(void *arg)
+static void wake_io(void)
 {
-	struct pollfd p[2];
-	uint64_t gen;
-	int fd, st;
-	char drain[64];
+	char c = 'w';
 
-	pthread_mutex_lock(&wd.lock);
-	for (;;) {
-		while (!ag.stop && (!wd.armed || wd.fired == wd.gen))
-			pthread_cond_wait(&wd.cond, &wd.lock);
-		if (ag.stop)
-			break;
-		fd = wd.fd;
-		gen = wd.gen;
-		pthread_mutex_unlock(&wd.lock);
-
-		p[0] = (struct pollfd){ fd, POLLIN | POLLRDHUP, 0 };
-		p[1] = (struct pollfd){ wd.pipe[0], POLLIN, 0 };
-		poll(p, 2, -1);
-		if (p[1].revents & POLLIN) {
-			ssize_t r = read(wd.pipe[0], drain, sizeof(drain));
-			(void)r;
-		}
-		pthread_mutex_lock(&wd.lock);
-		if (!wd.armed || wd.gen != gen || !(p[0].revents & (POLLIN | POLLRDHUP | POLLHUP)))
-			continue;
-		wd.fired = gen;
-		pthread_mutex_unlock(&wd.lock);
-		/* The client left or asked to cancel: interrupt the request. Taking the GIL works
-		 * whenever the running code lets it go (every switch interval for Python code).
-		 * Never hold wd.lock while waiting for the GIL: the agent thread takes wd.lock. */
-		if (ag.py_gone) {
-			pthread_mutex_lock(&wd.lock);
-			continue;
-		}
-		st = py.GILState_Ensure();
-		pthread_mutex_lock(&wd.lock);
-		if (wd.armed && wd.gen == gen)
-			py.SetAsyncExc(ag.ident, *py.ExcKeyboardInterrupt);
-		pthread_mutex_unlock(&wd.lock);
-		py.GILState_Release(st);
-		pthread_mutex_lock(&wd.lock);
+	if (ag.wake[1] >= 0) {
+		ssize_t r = write(ag.wake[1], &c, 1);
+		(void)r;
 	}
-	pthread_mutex_unlock(&wd.lock);
-	return NULL;
 }
 
-static void watchdog_arm(int fd)
+static bool start_thread(void *(*fn)(void *), const char *name)
 {
 	pthread_t t;
 
-	pthread_mutex_lock(&wd.lock);
-	if (!wd.started) {
-		/* Started on first use, with every signal blocked (inherited from this thread). */
-		if (wd.pipe[0] < 0 && pipe2(wd.pipe, O_CLOEXEC | O_NONBLOCK))
-			goto out;
-		if (pthread_create(&t, NULL, watchdog_main, NULL))
-			goto out;
-		pthread_detach(t);
-		pthread_setname_np(t, "probing-watch");
-		wd.started = true;
+	/* Every signal stays blocked: this thread inherits the agent thread's mask. */
+	if (pthread_create(&t, NULL, fn, NULL))
+		return false;
+	pthread_setname_np(t, name);
+	pthread_detach(t);
+	return true;
+}
+
+/* ---- the watchdog: interrupts a running request -------------------------------------- */
+
+static void *watchdog_main(void *arg)
+{
+	uint64_t id;
+	int st;
+
+	pthread_mutex_lock(&wk.lock);
+	for (;;) {
+		while (!ag.stop && (!wk.cancel_id || wk.cancel_id == wk.delivered))
+			pthread_cond_wait(&wk.cancel, &wk.lock);
+		if (ag.stop || ag.py_gone)
+			break;
+		id = wk.cancel_id;
+		wk.delivered = id;
+		pthread_mutex_unlock(&wk.lock);
+		/* Taking the GIL works whenever the running code lets it go (every switch
+		 * interval for Python code). wk.lock is not held meanwhile: the others take it. */
+		st = py.GILState_Ensure();
+		pthread_mutex_lock(&wk.lock);
+		if (wk.running == id && wk.running_py)
+			py.SetAsyncExc(wk.ident, *py.ExcKeyboardInterrupt);
+		pthread_mutex_unlock(&wk.lock);
+		py.GILState_Release(st);
+		pthread_mutex_lock(&wk.lock);
 	}
-	wd.fd = fd;
-	wd.gen++;
-	wd.armed = true;
-	pthread_cond_signal(&wd.cond);
-out:
-	pthread_mutex_unlock(&wd.lock);
+	wk.watchdog_started = false;
+	pthread_mutex_unlock(&wk.lock);
+	return NULL;
 }
 
-static void watchdog_disarm(void)
+/* Interrupt or drop the Python request of client @slot (called by the I/O thread). Return
+ * true if it was still queued (and is now dropped: nobody will answer it). */
+static bool cancel_request(int slot)
 {
-	char c = 'd';
+	struct pyreq **pp, *r;
+	bool dropped = false;
 
-	pthread_mutex_lock(&wd.lock);
-	wd.armed = false;
-	if (wd.pipe[1] >= 0) {
-		ssize_t r = write(wd.pipe[1], &c, 1);
-		(void)r;
+	pthread_mutex_lock(&wk.lock);
+	for (pp = &wk.head; *pp; pp = &(*pp)->next) {
+		if ((*pp)->slot != slot)
+			continue;
+		r = *pp;
+		*pp = r->next;
+		if (wk.tail == r) {
+			wk.tail = NULL;
+			for (struct pyreq *q = wk.head; q; q = q->next)
+				wk.tail = q;
+		}
+		free(r->kind);
+		free(r->body);
+		free(r);
+		ag.clients[slot].inflight = false;
+		dropped = true;
+		break;
 	}
-	pthread_mutex_unlock(&wd.lock);
+	if (!dropped && wk.running && ag.clients[slot].inflight) {
+		wk.cancel_id = wk.running;
+		if (!wk.watchdog_started)
+			wk.watchdog_started = start_thread(watchdog_main, "probing-watch");
+		pthread_cond_signal(&wk.cancel);
+	}
+	pthread_mutex_unlock(&wk.lock);
+	return dropped;
 }
 
-/* ---- requests ----------------------------------------------------------------------- */
+/* ---- the worker: runs Python requests one at a time ------------------------------------ */
 
-static void drop_client(int i)
-{
-	close_fd(&ag.clients[i].fd);
-	free(ag.clients[i].buf);
-	ag.clients[i] = ag.clients[--ag.nclients];
-	ag.clients[ag.nclients].buf = NULL;
-	ag.clients[ag.nclients].fd = -1;
-}
+static void hello(int fd);
 
-static bool client_gone(int fd)
-{
-	struct pollfd p = { fd, POLLRDHUP, 0 };
-
-	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
-static void hello(int fd)
-{
-	char buf[1536], ver[400] = "null", sock[96], tcp[128] = "null", err[600] = "null";
-	bool ready = py_resolve() && !ag.py_gone && py.IsInitialized();
-
-	if (ready)
-		json_str(ver, sizeof(ver), py.GetVersion());
-	json_str(sock, sizeof(sock), ag.sockname);
-	if (ag.tcp_addr[0])
-		json_str(tcp, sizeof(tcp), ag.tcp_addr);
-	if (ag.py_error[0])
-		json_str(err, sizeof(err), ag.py_error);
-	snprintf(buf, sizeof(buf),
-		 "{\"pid\": %d, \"since\": %.6f, \"agent\": \"%s\", \"socket\": %s, \"tcp\": %s, "
-		 "\"python\": %s, \"python_ready\": %s, \"helpers_loaded\": %s, \"error\": %s}",
-		 (int)getpid(), ag.since, AGENT_VERSION, sock, tcp, ver, ready ? "true" : "false",
-		 ag.py_loaded ? "true" : "false", err);
-	send_frame(fd, FRAME_RESULT, buf, strlen(buf));
-}
-
-static int start_tcp(const char *spec, char *err, size_t errlen);
-
-static void python_request(struct client *c, const char *kind, const char *body, size_t blen)
+static void python_request(int fd, struct pyreq *req)
 {
 	PyObject *k = NULL, *b = NULL, *r = NULL;
 	char *out = NULL, *data;
 	Py_ssize_t n = 0;
 	char type = FRAME_ERROR;
+	bool skip;
 	int st;
 
 	if (ag.py_gone) {
-		send_text(c->fd, FRAME_ERROR, "the Python interpreter of process %d is shutting down",
+		send_text(fd, FRAME_ERROR, "the Python interpreter of process %d is shutting down",
 			  (int)getpid());
 		return;
 	}
 	if (!py_resolve()) {
-		send_text(c->fd, FRAME_ERROR, "process %d has no Python interpreter", (int)getpid());
+		send_text(fd, FRAME_ERROR, "process %d has no Python interpreter", (int)getpid());
 		return;
 	}
 	if (!py.IsInitialized()) {
-		send_text(c->fd, FRAME_ERROR,
+		send_text(fd, FRAME_ERROR,
 			  "the Python interpreter of process %d is not initialized (yet)",
 			  (int)getpid());
 		return;
 	}
-	watchdog_arm(c->fd);
 	st = py.GILState_Ensure();
-	ag.ident = (unsigned long)pthread_self();
-	/* Tell the client the GIL came (it times out on this, not on the work itself). A
-	 * client that left while we waited gets nothing run on its behalf. */
-	if (send_frame(c->fd, FRAME_GIL, NULL, 0) || client_gone(c->fd) || ag.py_gone)
+	pthread_mutex_lock(&wk.lock);
+	wk.ident = (unsigned long)pthread_self();
+	/* Cancelled, or its client left, while we waited for the GIL: do not run it late. */
+	skip = wk.cancel_id == req->id || ag.clients[req->slot].hup || ag.py_gone;
+	wk.running_py = !skip;
+	pthread_mutex_unlock(&wk.lock);
+	if (skip) {
+		py.GILState_Release(st);
+		send_text(fd, FRAME_ERROR, "the request was cancelled before it started");
+		return;
+	}
+	/* Tell the client the GIL came (it times out on this, not on the work itself). */
+	if (send_frame(fd, FRAME_GIL, NULL, 0))
 		goto release;
 	if (py_load()) {
 		out = strdup(ag.py_error);
@@ -608,8 +605,8 @@ static void python_request(struct client *c, const char *kind, const char *body,
 		type = FRAME_ERROR;
 		goto release;
 	}
-	k = py.BytesFromStringAndSize(kind, strlen(kind));
-	b = py.BytesFromStringAndSize(body, blen);
+	k = py.BytesFromStringAndSize(req->kind, strlen(req->kind));
+	b = py.BytesFromStringAndSize(req->body, req->blen);
 	if (k && b)
 		r = py.CallFunctionObjArgs(ag.handle, k, b, NULL);
 	if (r && !py.BytesAsStringAndSize(r, &data, &n) && n >= 1) {
@@ -635,13 +632,138 @@ release:
 		py.DecRef(b);
 	if (r)
 		py.DecRef(r);
+	pthread_mutex_lock(&wk.lock);
+	wk.running_py = false;
+	pthread_mutex_unlock(&wk.lock);
 	py.GILState_Release(st);
-	watchdog_disarm();
 	if (out) {
-		send_frame(c->fd, type, out, n);
+		send_frame(fd, type, out, n);
 		free(out);
 	}
 }
+
+static void *worker_main(void *arg)
+{
+	struct pyreq *req;
+	int fd;
+
+	pthread_mutex_lock(&wk.lock);
+	for (;;) {
+		while (!ag.stop && !wk.head)
+			pthread_cond_wait(&wk.work, &wk.lock);
+		if (ag.stop)
+			break;
+		req = wk.head;
+		wk.head = req->next;
+		if (!wk.head)
+			wk.tail = NULL;
+		wk.running = req->id;
+		/* The I/O thread never closes the socket of a client with a request in flight. */
+		fd = ag.clients[req->slot].fd;
+		pthread_mutex_unlock(&wk.lock);
+
+		python_request(fd, req);
+
+		pthread_mutex_lock(&wk.lock);
+		wk.running = 0;
+		ag.clients[req->slot].inflight = false;
+		free(req->kind);
+		free(req->body);
+		free(req);
+		wake_io(); /* it may now read that client's next request, or close it */
+	}
+	wk.worker_started = false;
+	pthread_mutex_unlock(&wk.lock);
+	return NULL;
+}
+
+/* Queue a Python request of client @slot. False: out of memory or no worker. */
+static bool queue_request(int slot, const char *kind, const char *body, size_t blen)
+{
+	struct pyreq *r = calloc(1, sizeof(*r));
+	bool ok = false;
+
+	if (!r)
+		return false;
+	r->slot = slot;
+	r->kind = strdup(kind);
+	r->body = malloc(blen + 1);
+	if (!r->kind || !r->body)
+		goto fail;
+	memcpy(r->body, body, blen);
+	r->body[blen] = '\0';
+	r->blen = blen;
+	pthread_mutex_lock(&wk.lock);
+	if (!wk.worker_started)
+		wk.worker_started = start_thread(worker_main, "probing-python");
+	if (wk.worker_started) {
+		r->id = wk.next_id++;
+		if (wk.tail)
+			wk.tail->next = r;
+		else
+			wk.head = r;
+		wk.tail = r;
+		ag.clients[slot].inflight = true;
+		pthread_cond_signal(&wk.work);
+		ok = true;
+	}
+	pthread_mutex_unlock(&wk.lock);
+	if (ok)
+		return true;
+fail:
+	free(r->kind);
+	free(r->body);
+	free(r);
+	return false;
+}
+
+/* ---- clients (I/O thread) --------------------------------------------------------------- */
+
+static bool is_inflight(int slot)
+{
+	bool v;
+
+	pthread_mutex_lock(&wk.lock);
+	v = ag.clients[slot].inflight;
+	pthread_mutex_unlock(&wk.lock);
+	return v;
+}
+
+static void drop_client(int i)
+{
+	struct client *c = &ag.clients[i];
+
+	close_fd(&c->fd);
+	free(c->buf);
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+}
+
+static void hello(int fd)
+{
+	char buf[1536], ver[400] = "null", sock[96], tcp[128] = "null", err[600] = "null";
+	bool ready = py_resolve() && !ag.py_gone && py.IsInitialized(), busy;
+
+	pthread_mutex_lock(&wk.lock);
+	busy = wk.running != 0;
+	pthread_mutex_unlock(&wk.lock);
+	if (ready)
+		json_str(ver, sizeof(ver), py.GetVersion());
+	json_str(sock, sizeof(sock), ag.sockname);
+	if (ag.tcp_addr[0])
+		json_str(tcp, sizeof(tcp), ag.tcp_addr);
+	if (ag.py_error[0])
+		json_str(err, sizeof(err), ag.py_error);
+	snprintf(buf, sizeof(buf),
+		 "{\"pid\": %d, \"since\": %.6f, \"agent\": \"%s\", \"socket\": %s, \"tcp\": %s, "
+		 "\"python\": %s, \"python_ready\": %s, \"helpers_loaded\": %s, \"busy\": %s, "
+		 "\"error\": %s}",
+		 (int)getpid(), ag.since, AGENT_VERSION, sock, tcp, ver, ready ? "true" : "false",
+		 ag.py_loaded ? "true" : "false", busy ? "true" : "false", err);
+	send_frame(fd, FRAME_RESULT, buf, strlen(buf));
+}
+
+static int start_tcp(const char *spec, char *err, size_t errlen);
 
 static bool token_ok(const char *given)
 {
@@ -661,8 +783,12 @@ static bool handle_frame(int i, char type, char *p, size_t n)
 	char *kind, *body, err[256];
 	size_t klen;
 
-	if (type == FRAME_CANCEL)
-		return true; /* a cancel that arrived after its request ended */
+	if (type == FRAME_CANCEL) {
+		/* Cancel the request in flight; one that already ended needs nothing. */
+		if (is_inflight(i) && cancel_request(i))
+			send_text(c->fd, FRAME_ERROR, "the request was cancelled before it started");
+		return true;
+	}
 	if (type != FRAME_REQUEST) {
 		send_text(c->fd, FRAME_ERROR, "bad frame type 0x%02x", (unsigned char)type);
 		return false;
@@ -699,13 +825,43 @@ static bool handle_frame(int i, char type, char *p, size_t n)
 			send_text(c->fd, FRAME_RESULT, "{\"listen\": %s, \"token\": \"%s\"}", a,
 				  ag.token);
 		}
-	} else {
-		python_request(c, kind, body, n - klen - 1);
+	} else if (!queue_request(i, kind, body, n - klen - 1)) {
+		send_text(c->fd, FRAME_ERROR, "out of memory in the agent");
 	}
 	return true;
 }
 
-/* Read what client @i sent; run complete frames. Return false to drop it. */
+/*
+ * Run the complete frames buffered for client @i. While a request of it is in flight only
+ * cancel frames are taken; the rest waits for the answer. Return false to drop the client.
+ */
+static bool client_process(int i)
+{
+	struct client *c = &ag.clients[i];
+
+	while (c->len >= 5) {
+		uint32_t l = c->buf[0] | c->buf[1] << 8 | c->buf[2] << 16 | (uint32_t)c->buf[3] << 24;
+		unsigned char saved;
+
+		if (!l || l > AGENT_MAX_FRAME)
+			return false;
+		if (c->len < 4 + (size_t)l)
+			break;
+		if (c->buf[4] != FRAME_CANCEL && is_inflight(i))
+			break;
+		saved = c->buf[4 + l]; /* the next frame's first byte, or the spare byte */
+		c->buf[4 + l] = '\0';
+		if (!handle_frame(i, c->buf[4], (char *)c->buf + 5, l - 1))
+			return false;
+		c = &ag.clients[i];
+		c->buf[4 + l] = saved;
+		memmove(c->buf, c->buf + 4 + l, c->len - 4 - l);
+		c->len -= 4 + l;
+	}
+	return true;
+}
+
+/* Read what client @i sent and run what is complete. Return false to drop it. */
 static bool client_input(int i)
 {
 	struct client *c = &ag.clients[i];
@@ -731,26 +887,18 @@ static bool client_input(int i)
 	r = recv(c->fd, c->buf + c->len, c->cap - c->len - 1, MSG_DONTWAIT);
 	if (r < 0 && (errno == EINTR || errno == EAGAIN))
 		return true;
-	if (r <= 0)
+	if (r <= 0) {
+		if (is_inflight(i)) {
+			/* Gone while its request waits or runs: drop or interrupt it, and close
+			 * the socket once the worker is done with it. */
+			c->hup = true;
+			cancel_request(i);
+			return true;
+		}
 		return false;
-	c->len += r;
-	while (c->len >= 5) {
-		uint32_t l = c->buf[0] | c->buf[1] << 8 | c->buf[2] << 16 | (uint32_t)c->buf[3] << 24;
-		unsigned char saved;
-
-		if (!l || l > AGENT_MAX_FRAME)
-			return false;
-		if (c->len < 4 + (size_t)l)
-			break;
-		saved = c->buf[4 + l]; /* the next frame's first byte, or the spare byte */
-		c->buf[4 + l] = '\0';
-		if (!handle_frame(i, c->buf[4], (char *)c->buf + 5, l - 1))
-			return false;
-		c->buf[4 + l] = saved;
-		memmove(c->buf, c->buf + 4 + l, c->len - 4 - l);
-		c->len -= 4 + l;
 	}
-	return true;
+	c->len += r;
+	return client_process(i);
 }
 
 /* Only the target's own user or root may talk to it over the Unix socket. */
@@ -767,8 +915,11 @@ static bool peer_allowed(int fd)
 static void accept_client(int lfd, bool tcp)
 {
 	struct timeval tv = { 10, 0 };
-	int fd, one = 1;
+	int fd, one = 1, slot = -1, i;
 
+	for (i = 0; i < MAX_CLIENTS && slot < 0; i++)
+		if (!ag.clients[i].used)
+			slot = i;
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -777,15 +928,15 @@ static void accept_client(int lfd, bool tcp)
 			  "permission denied: only the owner of process %d or root may use its agent",
 			  (int)getpid());
 		shutdown(fd, SHUT_WR);
-		if (ag.nclients == MAX_CLIENTS) {
+		if (slot < 0) {
 			close(fd);
 			return;
 		}
-		ag.clients[ag.nclients++] = (struct client){ .fd = fd, .denied = true,
-							     .deadline = mono_time() + 1.0 };
+		ag.clients[slot] = (struct client){ .used = true, .fd = fd, .denied = true,
+						    .deadline = mono_time() + 1.0 };
 		return;
 	}
-	if (ag.nclients == MAX_CLIENTS) {
+	if (slot < 0) {
 		send_text(fd, FRAME_ERROR, "too many clients");
 		close(fd);
 		return;
@@ -794,7 +945,7 @@ static void accept_client(int lfd, bool tcp)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (tcp)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	ag.clients[ag.nclients++] = (struct client){ .fd = fd, .tcp = tcp };
+	ag.clients[slot] = (struct client){ .used = true, .fd = fd, .tcp = tcp };
 }
 
 static int start_tcp(const char *spec, char *err, size_t errlen)
@@ -909,27 +1060,38 @@ static void *agent_main(void *arg)
 	}
 
 	while (!ag.stop) {
-		int timeout = -1;
+		int timeout = -1, slot_of[MAX_CLIENTS + 3];
 		double now = mono_time();
 
-		/* Denied clients get a second to hang up, then are closed. */
-		for (i = ag.nclients - 1; i >= 0; i--) {
-			if (!ag.clients[i].denied)
+		for (i = 0; i < MAX_CLIENTS; i++) {
+			struct client *c = &ag.clients[i];
+
+			if (!c->used)
 				continue;
-			if (ag.clients[i].deadline <= now) {
+			/* Denied clients get a second to hang up, then are closed. */
+			if (c->denied && c->deadline <= now) {
 				drop_client(i);
-				continue;
+			} else if (c->denied) {
+				n = (int)((c->deadline - now) * 1000) + 1;
+				if (timeout < 0 || n < timeout)
+					timeout = n;
+			} else if (!is_inflight(i)) {
+				/* A request just ended: close a client that left, or run what it
+				 * sent meanwhile. */
+				if (c->hup || !client_process(i))
+					drop_client(i);
 			}
-			n = (int)((ag.clients[i].deadline - now) * 1000) + 1;
-			if (timeout < 0 || n < timeout)
-				timeout = n;
 		}
 		n = 0;
 		p[n++] = (struct pollfd){ ag.wake[0], POLLIN, 0 };
 		p[n++] = (struct pollfd){ ag.listen_fd, POLLIN, 0 };
 		p[n++] = (struct pollfd){ ag.tcp_fd, POLLIN, 0 }; /* -1 is ignored by poll */
-		for (i = 0; i < ag.nclients; i++)
+		for (i = 0; i < MAX_CLIENTS; i++) {
+			if (!ag.clients[i].used || ag.clients[i].hup)
+				continue;
+			slot_of[n] = i;
 			p[n++] = (struct pollfd){ ag.clients[i].fd, POLLIN, 0 };
+		}
 		if (poll(p, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -942,12 +1104,11 @@ static void *agent_main(void *arg)
 		}
 		if (ag.stop)
 			break;
-		/* Clients first (their indexes match p[3...]), from the end: drops reorder. */
-		for (i = ag.nclients - 1; i >= 0; i--) {
-			if (!p[3 + i].revents)
+		for (i = 3; i < n; i++) {
+			if (!p[i].revents)
 				continue;
-			if (!client_input(i))
-				drop_client(i);
+			if (!client_input(slot_of[i]))
+				drop_client(slot_of[i]);
 			if (ag.stop)
 				break;
 		}
@@ -957,8 +1118,14 @@ static void *agent_main(void *arg)
 			accept_client(ag.tcp_fd, true);
 	}
 out:
-	while (ag.nclients)
-		drop_client(ag.nclients - 1);
+	/* Leave the sockets of requests in flight to the worker (the process is exiting). */
+	for (i = 0; i < MAX_CLIENTS; i++)
+		if (ag.clients[i].used && !is_inflight(i))
+			drop_client(i);
+	pthread_mutex_lock(&wk.lock);
+	pthread_cond_broadcast(&wk.work);
+	pthread_cond_broadcast(&wk.cancel);
+	pthread_mutex_unlock(&wk.lock);
 	close_fd(&ag.listen_fd);
 	close_fd(&ag.tcp_fd);
 	pthread_mutex_lock(&ag.lock);
@@ -1012,24 +1179,32 @@ static void atfork_child(void)
 {
 	int i;
 
+	/* Only this thread exists in the child: no agent, worker or watchdog. Reset the locks
+	 * (another thread may have held them at fork time) and forget the parent's sockets
+	 * and queue (leaked on purpose: no free() of state other threads were using). */
 	pthread_mutex_init(&ag.lock, NULL);
-	pthread_mutex_init(&wd.lock, NULL);
-	pthread_cond_init(&wd.cond, NULL);
-	for (i = 0; i < ag.nclients; i++)
-		close_fd(&ag.clients[i].fd);
-	ag.nclients = 0; /* their buffers are leaked on purpose: no free() in a fork child */
+	pthread_mutex_init(&wk.lock, NULL);
+	pthread_cond_init(&wk.work, NULL);
+	pthread_cond_init(&wk.cancel, NULL);
+	for (i = 0; i < MAX_CLIENTS; i++) {
+		if (ag.clients[i].used)
+			close_fd(&ag.clients[i].fd);
+		memset(&ag.clients[i], 0, sizeof(ag.clients[i]));
+		ag.clients[i].fd = -1;
+	}
 	close_fd(&ag.listen_fd);
 	close_fd(&ag.tcp_fd);
 	close_fd(&ag.wake[0]);
 	close_fd(&ag.wake[1]);
-	close_fd(&wd.pipe[0]);
-	close_fd(&wd.pipe[1]);
 	ag.running = false;
 	ag.stop = false;
 	ag.tcp_addr[0] = '\0';
 	ag.token[0] = '\0';
-	wd.started = false;
-	wd.armed = false;
+	wk.worker_started = wk.watchdog_started = false;
+	wk.head = wk.tail = NULL;
+	wk.running = 0;
+	wk.running_py = false;
+	wk.cancel_id = wk.delivered = 0;
 }
 
 __attribute__((constructor)) static void agent_init(void)
