@@ -27,7 +27,8 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -p, --pid PID        the process\n"
 		"  -t, --target PID     the same\n"
-		"  -n, --top N          rows per table (default 15)\n"
+		"  -n, --top N          rows per table (default 15 mappings, and the agent's\n"
+		"                       memory_top setting for object types: 25)\n"
 		"      --inject         load the agent if it is not running (for the Python part)\n"
 		"      --no-python      skip the Python part even when the agent runs\n"
 		"      --timeout SEC    how long to wait for the GIL (default 5)\n"
@@ -176,7 +177,11 @@ static int python_part(const struct live_target *t, bool inject, int top, int gi
 		if (rc)
 			return rc;
 	}
-	snprintf(body, sizeof(body), "{\"top\": %d}", top);
+	/* Without -n the agent's own memory_top setting decides. */
+	if (top > 0)
+		snprintf(body, sizeof(body), "{\"top\": %d}", top);
+	else
+		snprintf(body, sizeof(body), "{}");
 	rc = live__request("memory", t, c, "memory", body, gil_ms, 600000, NULL, &json);
 	agent_client__free(c);
 	if (rc)
@@ -218,7 +223,7 @@ static int cmd_memory(int argc, char **argv)
 	struct region *reg = NULL;
 	char fn[64], *status = NULL, *rollup = NULL, a[32], b[32], c[32], d[32];
 	bool inject = false, python = true;
-	int ch, rc, i, nreg = 0, top = 15, gil_ms = LIVE_GIL_TIMEOUT_MS;
+	int ch, rc, i, nreg = 0, top = 0, gil_ms = LIVE_GIL_TIMEOUT_MS;
 	long v;
 
 	cli_getopt_reset();
@@ -310,7 +315,7 @@ static int cmd_memory(int argc, char **argv)
 	if (!smaps_regions(t.pid, &reg, &nreg) && nreg) {
 		printf("\nLargest mappings (by RSS, grouped by file):\n");
 		printf("  %-12s %-12s %-12s %-12s %s\n", "RSS", "PSS", "SWAP", "SIZE", "MAPPING");
-		for (i = 0; i < nreg && i < top; i++) {
+		for (i = 0; i < nreg && i < (top ? top : 15); i++) {
 			human(a, sizeof(a), reg[i].rss);
 			human(b, sizeof(b), reg[i].pss);
 			human(c, sizeof(c), reg[i].swap);

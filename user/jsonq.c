@@ -120,7 +120,7 @@ int jq_each(const char *json, const char *array_path, const char *const *paths, 
 		goto cleanup;
 	}
 	for (i = 0; i < n; i++)
-		if (sb_printf(&sql, "%sjson_extract(value, ?%d)", i ? ", " : "", i + 3)) {
+		if (sb_printf(&sql, "%sjson_extract(json_quote(value), ?%d)", i ? ", " : "", i + 3)) {
 			err = -ENOMEM;
 			goto cleanup;
 		}

@@ -219,8 +219,13 @@ int repl__run(const char *cmd, const struct live_target *t, struct agent_client 
 			break;
 		}
 		n = strlen(line);
-		if (tty && n > 1)
-			history(hist, &ev, H_ENTER, line);
+		if (tty && n > 1) {
+			char *entry = strndup(line, line[n - 1] == '\n' ? n - 1 : n);
+
+			if (entry)
+				history(hist, &ev, H_ENTER, entry);
+			free(entry);
+		}
 		if (src.len && sb_puts(&src, "\n"))
 			break;
 		if (sb_append(&src, line, n && line[n - 1] == '\n' ? n - 1 : n))
