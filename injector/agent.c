@@ -1040,14 +1040,33 @@ static void *agent_main(void *arg)
 	pthread_setname_np(pthread_self(), "probing-agent");
 	ag.pid = getpid();
 	ag.since = wall_time();
-	snprintf(ag.sockname, sizeof(ag.sockname), "@%s%d", AGENT_SOCK_PREFIX, (int)ag.pid);
 	/* Abstract socket: no file to clean up, gone with the process. */
-	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s%d", AGENT_SOCK_PREFIX, (int)ag.pid);
-	sl = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sa.sun_path + 1);
 	ag.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (ag.listen_fd < 0 || bind(ag.listen_fd, (struct sockaddr *)&sa, sl) ||
-	    listen(ag.listen_fd, 16))
-		goto out; /* EADDRINUSE: another copy of the agent already serves this process */
+	if (ag.listen_fd < 0)
+		goto out;
+	for (i = 0; i < 2; i++) {
+		unsigned int rnd = 0;
+
+		/* The name is taken when another process with the same pid (in another pid
+		 * namespace) shares our network namespace: then add a random part. Clients
+		 * find the name through our file descriptors and check the peer's pid. */
+		if (i && getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+			rnd = (unsigned int)(mono_time() * 1e9);
+		if (i)
+			snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s%d-%08x",
+				 AGENT_SOCK_PREFIX, (int)ag.pid, rnd);
+		else
+			snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s%d", AGENT_SOCK_PREFIX,
+				 (int)ag.pid);
+		sl = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sa.sun_path + 1);
+		if (!bind(ag.listen_fd, (struct sockaddr *)&sa, sl))
+			break;
+		if (errno != EADDRINUSE || i)
+			goto out;
+	}
+	snprintf(ag.sockname, sizeof(ag.sockname), "@%s", sa.sun_path + 1);
+	if (listen(ag.listen_fd, 16))
+		goto out;
 	if (pipe2(ag.wake, O_CLOEXEC | O_NONBLOCK))
 		goto out;
 	/* 'probing run --listen': the address and token come through the environment. */

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -94,16 +95,71 @@ static bool same_netns(pid_t pid)
 	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
-int agent_client__connect_pid(pid_t pid, int timeout_ms, struct agent_client **out)
+/*
+ * The name of the agent's listening socket, found through the process's own file
+ * descriptors and its network namespace's /proc/PID/net/unix: for when the usual name is
+ * not the one (the agent added a random part because another process with the same pid, in
+ * another pid namespace, had taken it). 0 and @name, or -ENOENT.
+ */
+static int find_socket_name(pid_t pid, char *name, size_t len)
+{
+	char fn[64], link[64], *buf, *line, *save = NULL;
+	unsigned long long inodes[256], ino;
+	struct dirent *de;
+	int n = 0, i, err = -ENOENT;
+	DIR *d;
+
+	snprintf(fn, sizeof(fn), "/proc/%d/fd", pid);
+	d = opendir(fn);
+	if (!d)
+		return -ENOENT;
+	while ((de = readdir(d)) && n < 256) {
+		char p[300];
+		ssize_t l;
+
+		snprintf(p, sizeof(p), "/proc/%d/fd/%s", pid, de->d_name);
+		l = readlink(p, link, sizeof(link) - 1);
+		if (l <= 0)
+			continue;
+		link[l] = '\0';
+		if (sscanf(link, "socket:[%llu]", &ino) == 1)
+			inodes[n++] = ino;
+	}
+	closedir(d);
+	snprintf(fn, sizeof(fn), "/proc/%d/net/unix", pid);
+	buf = read_file(fn, 0, NULL);
+	if (!buf)
+		return -ENOENT;
+	for (line = strtok_r(buf, "\n", &save); line && err; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long flags = 0;
+		char path[128] = "";
+
+		if (sscanf(line, "%*s %*s %*s %lx %*s %*s %llu %127s", &flags, &ino, path) < 3)
+			continue;
+		if (!(flags & 0x10000) || path[0] != '@' ||
+		    strncmp(path + 1, AGENT_SOCK_PREFIX, strlen(AGENT_SOCK_PREFIX)))
+			continue;
+		for (i = 0; i < n; i++)
+			if (inodes[i] == ino) {
+				snprintf(name, len, "%s", path + 1);
+				err = 0;
+				break;
+			}
+	}
+	free(buf);
+	return err;
+}
+
+/* Connect to the abstract socket @name (in the target's network namespace) and check that
+ * the process listening on it is @pid. Return the fd or -errno. */
+static int connect_name(pid_t pid, const char *name, int timeout_ms)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct agent_client *c = NULL;
+	struct ucred cr;
+	socklen_t sl, crl = sizeof(cr);
 	char fn[64];
 	int fd = -1, self_ns = -1, target_ns = -1, err = 0;
-	socklen_t sl;
 
-	if (kill(pid, 0) && errno == ESRCH)
-		return -ESRCH;
 	/* Abstract sockets belong to a network namespace: a containerized target's socket is
 	 * only reachable from inside its namespace. Enter it for the connect (root only). */
 	if (!same_netns(pid)) {
@@ -122,28 +178,55 @@ int agent_client__connect_pid(pid_t pid, int timeout_ms, struct agent_client **o
 		err = -errno;
 		goto cleanup;
 	}
-	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s%d", AGENT_SOCK_PREFIX,
-		 (int)agent_client__ns_pid(pid));
+	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s", name);
 	sl = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sa.sun_path + 1);
 	err = connect_timeout(fd, (struct sockaddr *)&sa, sl, timeout_ms);
 	if (err)
 		goto cleanup;
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		err = -ENOMEM;
+	/* The kernel tells who listens (its pid in our namespace): never talk to the agent of
+	 * another process that happens to have the same pid in its own namespace. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.pid != pid) {
+		pr_debug("@%s is served by process %d, not %d", name, (int)cr.pid, (int)pid);
+		err = -ESTALE;
 		goto cleanup;
 	}
-	c->fd = fd;
-	fd = -1;
-	*out = c;
 cleanup:
-	if (fd >= 0)
+	if (err && fd >= 0)
 		close(fd);
 	if (self_ns >= 0)
 		close(self_ns);
 	if (target_ns >= 0)
 		close(target_ns);
-	return err;
+	return err ? err : fd;
+}
+
+int agent_client__connect_pid(pid_t pid, int timeout_ms, struct agent_client **out)
+{
+	struct agent_client *c;
+	char name[128];
+	int fd, err;
+
+	if (kill(pid, 0) && errno == ESRCH)
+		return -ESRCH;
+	snprintf(name, sizeof(name), "%s%d", AGENT_SOCK_PREFIX, (int)agent_client__ns_pid(pid));
+	fd = connect_name(pid, name, timeout_ms);
+	if (fd == -ECONNREFUSED || fd == -ENOENT || fd == -ESTALE) {
+		err = find_socket_name(pid, name, sizeof(name));
+		if (!err)
+			fd = connect_name(pid, name, timeout_ms);
+		else if (fd == -ESTALE)
+			fd = -ECONNREFUSED; /* that name is someone else's; ours does not exist */
+	}
+	if (fd < 0)
+		return fd;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->fd = fd;
+	*out = c;
+	return 0;
 }
 
 int agent_client__connect_tcp(const char *hostport, const char *token, int timeout_ms,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* probing list: the processes in which an agent is running. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +19,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: probing list [--no-header]\n"
 		"\n"
-		"List the processes in which the probing agent is running: every listening\n"
-		"abstract socket @probing-PID of this network namespace (/proc/net/unix) whose agent\n"
-		"answers. Columns: PID, since when the agent runs, Python version, TCP address if\n"
+		"List the processes in which the probing agent is running: the owners of the\n"
+		"listening abstract sockets @probing-... of this network namespace (/proc/net/unix),\n"
+		"among the processes you may inspect. Columns: PID, since when the agent runs, Python version, TCP address if\n"
 		"it serves one, command line. An agent that does not answer within a second (busy\n"
 		"with a long request, or waiting for a GIL that never comes) is listed as such.\n"
 		"\n"
@@ -38,48 +39,136 @@ static int pid_cmp(const void *a, const void *b)
 	return *(const pid_t *)a - *(const pid_t *)b;
 }
 
-/* pids N of listening sockets named @probing-N. */
+struct sock {
+	unsigned long long ino;
+	pid_t pid;
+};
+
+static int sock_cmp(const void *a, const void *b)
+{
+	const struct sock *x = a, *y = b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static int pid_of_sock(const struct sock *s, int n, unsigned long long ino)
+{
+	int lo = 0, hi = n - 1;
+
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2;
+
+		if (s[mid].ino == ino)
+			return mid;
+		if (s[mid].ino < ino)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+/*
+ * The processes that listen on an abstract socket named @probing-... in this network
+ * namespace. The number in the name is the pid in the process's own pid namespace, so the
+ * owner is found by the socket's inode among the file descriptors of every process we may
+ * read.
+ */
 static int agent_pids(pid_t **out, int *nr)
 {
 	char *buf, *line, *save = NULL;
+	struct sock *socks = NULL, *stmp;
 	pid_t *pids = NULL, *tmp;
-	int n = 0, cap = 0;
+	int n = 0, cap = 0, ns = 0, scap = 0, i;
+	struct dirent *pe, *fe;
+	DIR *proc, *fds;
 
 	buf = read_file("/proc/net/unix", 0, NULL);
 	if (!buf)
 		return -errno;
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		unsigned long flags = 0, type = 0, st = 0;
+		unsigned long flags = 0;
+		unsigned long long ino;
 		char path[256] = "";
-		long v;
 
 		/* Num RefCount Protocol Flags Type St Inode Path */
-		if (sscanf(line, "%*s %*s %*s %lx %lx %lx %*s %255s", &flags, &type, &st, path) < 4)
+		if (sscanf(line, "%*s %*s %*s %lx %*s %*s %llu %255s", &flags, &ino, path) < 3)
 			continue;
 		/* __SO_ACCEPTCON (0x10000): a listening socket. */
 		if (!(flags & 0x10000) || path[0] != '@' ||
 		    strncmp(path + 1, AGENT_SOCK_PREFIX, strlen(AGENT_SOCK_PREFIX)))
 			continue;
-		if (parse_long(path + 1 + strlen(AGENT_SOCK_PREFIX), 1, 0x7fffffff, &v))
+		if (ns == scap) {
+			scap = scap ? scap * 2 : 16;
+			stmp = realloc(socks, scap * sizeof(*socks));
+			if (!stmp)
+				goto nomem;
+			socks = stmp;
+		}
+		socks[ns++] = (struct sock){ ino, 0 };
+	}
+	free(buf);
+	buf = NULL;
+	*out = NULL;
+	*nr = 0;
+	if (!ns)
+		return 0;
+	qsort(socks, ns, sizeof(*socks), sock_cmp);
+	proc = opendir("/proc");
+	if (!proc)
+		goto nomem;
+	while ((pe = readdir(proc))) {
+		char dir[300];
+		pid_t pid = atoi(pe->d_name);
+
+		if (pid <= 0)
+			continue;
+		snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
+		fds = opendir(dir);
+		if (!fds)
+			continue; /* not ours to read */
+		while ((fe = readdir(fds))) {
+			char fn[600], link[64];
+			unsigned long long ino;
+			ssize_t l;
+
+			snprintf(fn, sizeof(fn), "%s/%s", dir, fe->d_name);
+			l = readlink(fn, link, sizeof(link) - 1);
+			if (l <= 0)
+				continue;
+			link[l] = '\0';
+			if (sscanf(link, "socket:[%llu]", &ino) != 1)
+				continue;
+			i = pid_of_sock(socks, ns, ino);
+			if (i >= 0 && !socks[i].pid)
+				socks[i].pid = pid;
+		}
+		closedir(fds);
+	}
+	closedir(proc);
+	for (i = 0; i < ns; i++) {
+		if (!socks[i].pid)
 			continue;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 16;
 			tmp = realloc(pids, cap * sizeof(*pids));
-			if (!tmp) {
-				free(pids);
-				free(buf);
-				return -ENOMEM;
-			}
+			if (!tmp)
+				goto nomem;
 			pids = tmp;
 		}
-		pids[n++] = v;
+		pids[n++] = socks[i].pid;
 	}
-	free(buf);
+	free(socks);
 	if (n)
 		qsort(pids, n, sizeof(*pids), pid_cmp);
 	*out = pids;
 	*nr = n;
 	return 0;
+nomem:
+	free(buf);
+	free(socks);
+	free(pids);
+	return -ENOMEM;
 }
 
 static char *cmdline(pid_t pid)
@@ -92,8 +181,8 @@ static char *cmdline(pid_t pid)
 	if (!s)
 		return NULL;
 	for (i = 0; i + 1 < len; i++)
-		if (!s[i])
-			s[i] = ' ';
+		if ((unsigned char)s[i] < 0x20)
+			s[i] = ' '; /* NULs between arguments, and newlines of 'python -c' code */
 	return s;
 }
 
@@ -144,7 +233,7 @@ static int cmd_list(int argc, char **argv)
 			continue;
 		cmd = cmdline(pids[i]);
 		if (!cmd)
-			continue; /* the socket of a process in another pid namespace */
+			continue; /* exited meanwhile */
 		if (!agent_client__connect_pid(pids[i], 1000, &c) &&
 		    !agent_client__request(c, "hello", "", 1000, 1000, NULL, &r) &&
 		    r.type == FRAME_RESULT && !jq_int(r.data, "$.pid", &rpid)) {

@@ -126,7 +126,7 @@ int jq_each(const char *json, const char *array_path, const char *const *paths, 
 		}
 	if (!n && sb_puts(&sql, "1"))
 		goto cleanup;
-	if (sb_puts(&sql, " FROM json_each(?1, ?2) WHERE json_valid(?1)")) {
+	if (sb_puts(&sql, " FROM json_each(?1, ?2)")) {
 		err = -ENOMEM;
 		goto cleanup;
 	}

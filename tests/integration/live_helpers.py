@@ -38,9 +38,13 @@ class Target:
                 raise AssertionError("target %s exited early: %s %s" % (
                     self.mode, self.stdout(), self.stderr()))
             return None
-        # The pid printed is the Python process's (it differs from the Popen pid when a
-        # wrapper such as unshare or sh runs it).
-        self.pid = harness.wait_for(ready, timeout=timeout, what="target READY")
+        # The pid printed is the Python process's as it sees itself: with a wrapper (sh,
+        # unshare) it is another process, maybe in another pid namespace; find it by its
+        # command line among the wrapper's descendants.
+        printed = harness.wait_for(ready, timeout=timeout, what="target READY")
+        self.pid = printed
+        if self.proc.pid != printed:
+            self.pid = find_descendant(self.proc.pid, TARGET) or printed
         return self
 
     def stdout(self):
@@ -61,6 +65,23 @@ class Target:
         assert self.proc.returncode == 0, "target exit status %s" % self.proc.returncode
         assert "Traceback" not in err and "Warning" not in err, "target stderr: %s" % err
         return int(m.group(2)), m.group(3)
+
+
+def find_descendant(pid, needle):
+    """The first process under PID (depth first) whose command line contains NEEDLE."""
+    todo = [pid]
+    while todo:
+        p = todo.pop(0)
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as f:
+                cmd = f.read().decode(errors="replace")
+            if needle in cmd and p != pid:
+                return p
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                todo += [int(x) for x in f.read().split()]
+        except OSError:
+            continue
+    return None
 
 
 def expected_sum(mode, n):

@@ -203,6 +203,41 @@ def test_inject_mount_namespace():
     _check_done(t)
 
 
+def test_inject_pid_namespaces():
+    """Two targets that are both pid 1 in their own pid namespace, in our network namespace:
+    each gets its own agent (the second socket name gets a random part), and probing
+    always talks to the process it was given (the socket's peer pid is checked)."""
+    a = Target("sleep", seconds=3, token="first",
+               wrapper=["unshare", "-p", "-f", "--mount-proc"]).wait_ready()
+    b = Target("sleep", seconds=3, token="second",
+               wrapper=["unshare", "-p", "-f", "--mount-proc"]).wait_ready()
+    for t in (a, b):
+        assert re.search(r"NSpid:\s+%d\s+1$" % t.pid, open("/proc/%d/status" % t.pid).read(),
+                         re.M), "not pid 1 in its namespace"
+    for t in (a, b, a, b):
+        p = harness.probing("eval", "-p", t.pid, "TOKEN")
+        assert p.returncode == 0 and p.stdout.strip() == repr(t.token), p.stdout + p.stderr
+    p = harness.probing("list")
+    listed = [int(line.split()[0]) for line in p.stdout.splitlines()[1:]]
+    assert a.pid in listed and b.pid in listed and 1 not in listed, p.stdout
+    _check_done(a)
+    _check_done(b)
+
+
+def test_inject_network_namespace():
+    """A target with its own network namespace (a container): its abstract socket lives
+    there, and probing enters that namespace to reach it."""
+    t = Target("c_poll", seconds=2, token="netns", wrapper=["unshare", "-n"]).wait_ready()
+    assert os.readlink("/proc/%d/ns/net" % t.pid) != os.readlink("/proc/self/ns/net")
+    p = harness.probing("eval", "-p", t.pid, "TOKEN")
+    assert p.returncode == 0 and p.stdout.strip() == "'netns'", p.stdout + p.stderr
+    with open("/proc/net/unix") as f:
+        assert "@probing-%d" % t.pid not in f.read()  # not in our namespace
+    with open("/proc/%d/net/unix" % t.pid) as f:
+        assert "@probing-%d" % t.pid in f.read()
+    _check_done(t)
+
+
 @harness.timeout(240)
 def test_inject_process_exits_mid_inject():
     """Targets that exit at a random moment around the injection: probing reports it and
