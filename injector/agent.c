@@ -109,9 +109,9 @@ struct client {
 };
 
 static struct {
-	pthread_mutex_t lock; /* guards running/stopping across threads and fork */
-	bool running;	      /* the agent thread exists */
-	volatile bool stop;   /* asked to shut down */
+	pthread_mutex_t lock;  /* guards running/stopping across threads and fork */
+	bool running;	       /* the agent thread exists */
+	volatile bool stop;    /* asked to shut down */
 	volatile bool py_gone; /* Python finalization began: never call it again */
 	pthread_t thread;
 	pid_t pid;
@@ -129,13 +129,13 @@ static struct {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.listen_fd = -1,
 	.tcp_fd = -1,
-	.wake = { -1, -1 },
+	.wake = {-1, -1},
 };
 
 /* A queued Python request. */
 struct pyreq {
 	struct pyreq *next;
-	int slot;    /* ag.clients index */
+	int slot; /* ag.clients index */
 	uint64_t id;
 	char *kind;
 	char *body;
@@ -227,7 +227,7 @@ static void *sym(void *h, const char *name)
  */
 static bool py_resolve(void)
 {
-	struct find_libpython f = { "" };
+	struct find_libpython f = {""};
 	void *h = NULL;
 
 	if (py.resolved)
@@ -239,11 +239,11 @@ static bool py_resolve(void)
 		if (!h)
 			return false;
 	}
-#define R(field, name)                                                                             \
-	do {                                                                                       \
-		*(void **)&py.field = sym(h, name);                                                \
-		if (!py.field)                                                                     \
-			return false;                                                              \
+#define R(field, name)                              \
+	do {                                        \
+		*(void **)&py.field = sym(h, name); \
+		if (!py.field)                      \
+			return false;               \
 	} while (0)
 	R(IsInitialized, "Py_IsInitialized");
 	R(GILState_Ensure, "PyGILState_Ensure");
@@ -314,8 +314,8 @@ static PyObject *native_fn(PyObject *self, PyObject *args)
 	return py.BuildValue("");
 }
 
-static struct py_method_def native_def = { "probing_native", native_fn, METH_VARARGS,
-					   "probing agent: C-side operations" };
+static struct py_method_def native_def = {"probing_native", native_fn, METH_VARARGS,
+					  "probing agent: C-side operations"};
 
 static void json_str(char *out, size_t len, const char *s)
 {
@@ -390,13 +390,15 @@ static int py_load(void)
 			fn = py.CFunctionNewEx(&native_def, NULL, NULL);
 			json_str(esc, sizeof(esc), ag.sockname);
 			json_str(esc2, sizeof(esc2), ag.tcp_addr);
-			snprintf(infobuf, sizeof(infobuf),
-				 "{\"since\": %.6f, \"socket\": %s, \"tcp\": %s, \"agent\": \"%s\"}",
-				 ag.since, esc, ag.tcp_addr[0] ? esc2 : "null", AGENT_VERSION);
+			snprintf(
+				infobuf, sizeof(infobuf),
+				"{\"since\": %.6f, \"socket\": %s, \"tcp\": %s, \"agent\": \"%s\"}",
+				ag.since, esc, ag.tcp_addr[0] ? esc2 : "null", AGENT_VERSION);
 			info = py.BytesFromStringAndSize(infobuf, strlen(infobuf));
 			r = fn && info ? py.CallFunctionObjArgs(init, fn, info, NULL) : NULL;
 			if (!r) {
-				py_error_text("probing_agent._init", ag.py_error, sizeof(ag.py_error));
+				py_error_text("probing_agent._init", ag.py_error,
+					      sizeof(ag.py_error));
 				goto fail;
 			}
 			py.DecRef(r);
@@ -786,7 +788,8 @@ static bool handle_frame(int i, char type, char *p, size_t n)
 	if (type == FRAME_CANCEL) {
 		/* Cancel the request in flight; one that already ended needs nothing. */
 		if (is_inflight(i) && cancel_request(i))
-			send_text(c->fd, FRAME_ERROR, "the request was cancelled before it started");
+			send_text(c->fd, FRAME_ERROR,
+				  "the request was cancelled before it started");
 		return true;
 	}
 	if (type != FRAME_REQUEST) {
@@ -802,7 +805,8 @@ static bool handle_frame(int i, char type, char *p, size_t n)
 	body = p + klen + 1;
 	if (c->tcp && !c->authed) {
 		if (strcmp(kind, "auth") || !token_ok(body)) {
-			send_text(c->fd, FRAME_ERROR, "authentication failed: a valid token is required");
+			send_text(c->fd, FRAME_ERROR,
+				  "authentication failed: a valid token is required");
 			return false;
 		}
 		c->authed = true;
@@ -815,7 +819,8 @@ static bool handle_frame(int i, char type, char *p, size_t n)
 		send_text(c->fd, FRAME_RESULT, "{\"ok\": true}");
 	} else if (!strcmp(kind, "listen")) {
 		if (c->tcp) {
-			send_text(c->fd, FRAME_ERROR, "'listen' is only accepted on the Unix socket");
+			send_text(c->fd, FRAME_ERROR,
+				  "'listen' is only accepted on the Unix socket");
 		} else if (start_tcp(body, err, sizeof(err))) {
 			send_text(c->fd, FRAME_ERROR, "%s", err);
 		} else {
@@ -840,7 +845,8 @@ static bool client_process(int i)
 	struct client *c = &ag.clients[i];
 
 	while (c->len >= 5) {
-		uint32_t l = c->buf[0] | c->buf[1] << 8 | c->buf[2] << 16 | (uint32_t)c->buf[3] << 24;
+		uint32_t l =
+			c->buf[0] | c->buf[1] << 8 | c->buf[2] << 16 | (uint32_t)c->buf[3] << 24;
 		unsigned char saved;
 
 		if (!l || l > AGENT_MAX_FRAME)
@@ -914,7 +920,7 @@ static bool peer_allowed(int fd)
 
 static void accept_client(int lfd, bool tcp)
 {
-	struct timeval tv = { 10, 0 };
+	struct timeval tv = {10, 0};
 	int fd, one = 1, slot = -1, i;
 
 	for (i = 0; i < MAX_CLIENTS && slot < 0; i++)
@@ -924,16 +930,17 @@ static void accept_client(int lfd, bool tcp)
 	if (fd < 0)
 		return;
 	if (!tcp && !peer_allowed(fd)) {
-		send_text(fd, FRAME_ERROR,
-			  "permission denied: only the owner of process %d or root may use its agent",
-			  (int)getpid());
+		send_text(
+			fd, FRAME_ERROR,
+			"permission denied: only the owner of process %d or root may use its agent",
+			(int)getpid());
 		shutdown(fd, SHUT_WR);
 		if (slot < 0) {
 			close(fd);
 			return;
 		}
-		ag.clients[slot] = (struct client){ .used = true, .fd = fd, .denied = true,
-						    .deadline = mono_time() + 1.0 };
+		ag.clients[slot] = (struct client){
+			.used = true, .fd = fd, .denied = true, .deadline = mono_time() + 1.0};
 		return;
 	}
 	if (slot < 0) {
@@ -945,12 +952,12 @@ static void accept_client(int lfd, bool tcp)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (tcp)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	ag.clients[slot] = (struct client){ .used = true, .fd = fd, .tcp = tcp };
+	ag.clients[slot] = (struct client){.used = true, .fd = fd, .tcp = tcp};
 }
 
 static int start_tcp(const char *spec, char *err, size_t errlen)
 {
-	struct addrinfo hints = { 0 }, *res = NULL, *ai;
+	struct addrinfo hints = {0}, *res = NULL, *ai;
 	char host[128] = "127.0.0.1", port[16], *colon;
 	unsigned char rnd[16];
 	struct sockaddr_storage ss;
@@ -1030,7 +1037,7 @@ static int start_tcp(const char *spec, char *err, size_t errlen)
 
 static void *agent_main(void *arg)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct pollfd p[MAX_CLIENTS + 3];
 	const char *env_listen;
 	char err[256];
@@ -1056,8 +1063,8 @@ static void *agent_main(void *arg)
 			snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s%d-%08x",
 				 AGENT_SOCK_PREFIX, (int)ag.pid, rnd);
 		else
-			snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s%d", AGENT_SOCK_PREFIX,
-				 (int)ag.pid);
+			snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s%d",
+				 AGENT_SOCK_PREFIX, (int)ag.pid);
 		sl = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sa.sun_path + 1);
 		if (!bind(ag.listen_fd, (struct sockaddr *)&sa, sl))
 			break;
@@ -1102,14 +1109,14 @@ static void *agent_main(void *arg)
 			}
 		}
 		n = 0;
-		p[n++] = (struct pollfd){ ag.wake[0], POLLIN, 0 };
-		p[n++] = (struct pollfd){ ag.listen_fd, POLLIN, 0 };
-		p[n++] = (struct pollfd){ ag.tcp_fd, POLLIN, 0 }; /* -1 is ignored by poll */
+		p[n++] = (struct pollfd){ag.wake[0], POLLIN, 0};
+		p[n++] = (struct pollfd){ag.listen_fd, POLLIN, 0};
+		p[n++] = (struct pollfd){ag.tcp_fd, POLLIN, 0}; /* -1 is ignored by poll */
 		for (i = 0; i < MAX_CLIENTS; i++) {
 			if (!ag.clients[i].used || ag.clients[i].hup)
 				continue;
 			slot_of[n] = i;
-			p[n++] = (struct pollfd){ ag.clients[i].fd, POLLIN, 0 };
+			p[n++] = (struct pollfd){ag.clients[i].fd, POLLIN, 0};
 		}
 		if (poll(p, n, timeout) < 0) {
 			if (errno == EINTR)

@@ -24,7 +24,7 @@
 #define PROBING_AGENT_H
 
 #define AGENT_VERSION	  "0.1.0"
-#define AGENT_SOCK_PREFIX "probing-"  /* abstract name: "\0probing-<pid>" */
+#define AGENT_SOCK_PREFIX "probing-"	     /* abstract name: "\0probing-<pid>" */
 #define AGENT_LIB_PREFIX  "libprobing-agent" /* basename prefix of the agent (and its copies) */
 #define AGENT_START_SYM	  "probing_agent_start"
 #define AGENT_MAX_FRAME	  (64u << 20)

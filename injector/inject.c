@@ -164,7 +164,8 @@ int inject__check_permission(pid_t pid, char *msg, size_t len)
 
 	if (kill(pid, 0) && errno == ESRCH) {
 		snprintf(msg, len,
-			 "no such process: %d\nCheck the PID (e.g. with 'ps aux' or 'pgrep -f NAME').",
+			 "no such process: %d\nCheck the PID (e.g. with 'ps aux' or 'pgrep -f "
+			 "NAME').",
 			 pid);
 		return -ESRCH;
 	}
@@ -184,7 +185,8 @@ int inject__check_permission(pid_t pid, char *msg, size_t len)
 	sscanf(uids, "%lu %lu %lu", &ru, &eu, &su);
 	if (me != 0 && (ru != me || eu != me || su != me)) {
 		snprintf(msg, len,
-			 "permission denied: process %d (%s) belongs to uid %lu and you are uid %u.\n"
+			 "permission denied: process %d (%s) belongs to uid %lu and you are uid "
+			 "%u.\n"
 			 "Only the process's owner or root may attach to it: run probing as that "
 			 "user, or with sudo.",
 			 pid, comm, eu, me);
@@ -196,18 +198,20 @@ int inject__check_permission(pid_t pid, char *msg, size_t len)
 		comm_of(tracer, tcomm, sizeof(tcomm));
 		snprintf(msg, len,
 			 "process %d (%s) is already traced by process %ld (%s): a debugger or "
-			 "tracer (gdb, strace, py-spy --native...) is attached, and a process can have "
+			 "tracer (gdb, strace, py-spy --native...) is attached, and a process can "
+			 "have "
 			 "only one.\nDetach it first, then try again.",
 			 pid, comm, tracer, tcomm);
 		err = -EBUSY;
 		goto cleanup;
 	}
 	if (st == 'T' || st == 't') {
-		snprintf(msg, len,
-			 "process %d (%s) is stopped (SIGSTOP, Ctrl-Z, or a debugger).\n"
-			 "Resume it first ('kill -CONT %d'); probing must not run code in a stopped "
-			 "process.",
-			 pid, comm, pid);
+		snprintf(
+			msg, len,
+			"process %d (%s) is stopped (SIGSTOP, Ctrl-Z, or a debugger).\n"
+			"Resume it first ('kill -CONT %d'); probing must not run code in a stopped "
+			"process.",
+			pid, comm, pid);
 		err = -EAGAIN;
 		goto cleanup;
 	}
@@ -215,8 +219,10 @@ int inject__check_permission(pid_t pid, char *msg, size_t len)
 	if (me != 0 && scope >= 1 && !(scope < 3 && have_cap_sys_ptrace())) {
 		if (scope == 3)
 			snprintf(msg, len,
-				 "ptrace is disabled on this machine (kernel.yama.ptrace_scope = 3), "
-				 "so the agent cannot be injected.\nStart the program with the agent "
+				 "ptrace is disabled on this machine (kernel.yama.ptrace_scope = "
+				 "3), "
+				 "so the agent cannot be injected.\nStart the program with the "
+				 "agent "
 				 "preloaded instead: 'probing run -- CMD ARGS'.");
 		else
 			snprintf(msg, len,
@@ -304,7 +310,7 @@ static int resolve_in(pid_t pid, const struct procmaps *pm, const struct mapping
  */
 static int find_loader(pid_t pid, struct loader_fns *lf, struct inject_info *info)
 {
-	struct procmaps pm = { 0 };
+	struct procmaps pm = {0};
 	const struct mapping *libc = NULL, *libdl = NULL;
 	int i, err;
 
@@ -328,7 +334,8 @@ static int find_loader(pid_t pid, struct loader_fns *lf, struct inject_info *inf
 	if (!libc) {
 		seterr(info,
 		       "process %d has no C library mapped (a static executable?), so there is no "
-		       "dlopen to load the agent with.\nStart it with 'probing run -- CMD' instead.",
+		       "dlopen to load the agent with.\nStart it with 'probing run -- CMD' "
+		       "instead.",
 		       pid);
 		err = -ENOEXEC;
 		goto cleanup;
@@ -405,7 +412,7 @@ cleanup:
 static int reach_library(pid_t pid, const char *abs, bool force_copy, struct inject_info *info,
 			 char *host_copy, size_t hlen)
 {
-	static const char *const dirs[] = { "/dev/shm", "/tmp", "/var/tmp" };
+	static const char *const dirs[] = {"/dev/shm", "/tmp", "/var/tmp"};
 	char there[PATH_MAX + 64];
 	struct stat a, b;
 	struct statvfs vfs;
@@ -545,7 +552,7 @@ static int list_candidates(pid_t pid, struct cand **out, int *nr)
 			}
 			c = tmp;
 		}
-		c[n++] = (struct cand){ tid, score, nr_sc };
+		c[n++] = (struct cand){tid, score, nr_sc};
 	}
 	qsort(c, n, sizeof(*c), cand_cmp);
 cleanup:
@@ -563,11 +570,11 @@ cleanup:
 
 struct session {
 	pid_t pid, tid;
-	bool seized;   /* we are its tracer */
-	bool stopped;  /* it sits in a ptrace-stop */
-	bool dirty;    /* registers or mask changed: restore before letting go */
-	bool rewind;   /* restart an EINTR system call by hand on restore */
-	bool in_call;  /* the last stop was our call's return (a SIGSEGV stop) */
+	bool seized;  /* we are its tracer */
+	bool stopped; /* it sits in a ptrace-stop */
+	bool dirty;   /* registers or mask changed: restore before letting go */
+	bool rewind;  /* restart an EINTR system call by hand on restore */
+	bool in_call; /* the last stop was our call's return (a SIGSEGV stop) */
 	struct user_regs_struct regs;
 	unsigned char *xstate;
 	size_t xstate_len;
@@ -660,7 +667,8 @@ static int seize_stop(struct session *s)
 				/* Someone stopped the process (Ctrl-Z, SIGSTOP) just now. */
 				s->stopped = true;
 				s->t_stop = now_mono_ns();
-				seterr(s->info, "process %d was stopped (signal %d) during injection",
+				seterr(s->info,
+				       "process %d was stopped (signal %d) during injection",
 				       s->pid, sig);
 				return -EAGAIN;
 			}
@@ -716,7 +724,7 @@ static int save_state(struct session *s)
 
 static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
 {
-	struct iovec local = { (void *)buf, len }, remote = { (void *)addr, len };
+	struct iovec local = {(void *)buf, len}, remote = {(void *)addr, len};
 	size_t i;
 
 	if (process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)len)
@@ -741,7 +749,7 @@ static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
 
 static int read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
-	struct iovec local = { buf, len }, remote = { (void *)addr, len };
+	struct iovec local = {buf, len}, remote = {(void *)addr, len};
 	size_t i;
 
 	if (process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len)
@@ -780,8 +788,8 @@ static int restore_state(struct session *s)
 
 		iov.iov_base = s->xstate;
 		iov.iov_len = s->xstate_len & ~(1ULL << 62);
-		if (ptrace(PTRACE_SETREGSET, s->tid, (void *)(long)(legacy ? NT_PRFPREG : NT_X86_XSTATE),
-			   &iov))
+		if (ptrace(PTRACE_SETREGSET, s->tid,
+			   (void *)(long)(legacy ? NT_PRFPREG : NT_X86_XSTATE), &iov))
 			err = -errno;
 	}
 	if (s->rewind) {
@@ -792,7 +800,8 @@ static int restore_state(struct session *s)
 	}
 	if (ptrace(PTRACE_SETREGS, s->tid, 0, &r))
 		err = -errno;
-	if (s->have_mask && ptrace(PTRACE_SETSIGMASK, s->tid, (void *)sizeof(s->sigmask), &s->sigmask))
+	if (s->have_mask &&
+	    ptrace(PTRACE_SETSIGMASK, s->tid, (void *)sizeof(s->sigmask), &s->sigmask))
 		err = -errno;
 	if (!err) {
 		s->dirty = false;
@@ -843,7 +852,7 @@ out:
 /* Room left below the stack pointer in its mapping ([stack] can grow: always enough). */
 static bool stack_room_ok(pid_t pid, uint64_t rsp)
 {
-	struct procmaps pm = { 0 };
+	struct procmaps pm = {0};
 	const struct mapping *m;
 	bool ok = false;
 
@@ -1007,7 +1016,7 @@ static void hold_for_tests(void)
 	long ms;
 
 	if (d && !parse_long(d, 1, 10000, &ms)) {
-		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+		struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
 
 		while (nanosleep(&ts, &ts) && errno == EINTR)
 			;
@@ -1016,8 +1025,8 @@ static void hold_for_tests(void)
 
 static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info *info)
 {
-	static const int blocked_sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP,
-					    SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD };
+	static const int blocked_sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGTSTP,
+					   SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD};
 	struct safepoint *spt = NULL;
 	struct cand *c = NULL;
 	sigset_t block, old;
@@ -1055,7 +1064,7 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 			break;
 		}
 		for (i = 0; i < nc && i < MAX_CANDIDATES; i++) {
-			struct session s = { .pid = pid, .tid = c[i].tid, .info = info };
+			struct session s = {.pid = pid, .tid = c[i].tid, .info = info};
 
 			r = seize_stop(&s);
 			if (!r)
@@ -1094,7 +1103,7 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 		 * varies so that a thread allocating in a loop is not caught at the same phase
 		 * every time. */
 		if (round + 1 < ROUNDS) {
-			struct timespec ts = { 0, 1000000 + (now_mono_ns() % 20000000) };
+			struct timespec ts = {0, 1000000 + (now_mono_ns() % 20000000)};
 
 			nanosleep(&ts, NULL);
 		}
@@ -1102,13 +1111,14 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 	if (err == -EBUSY)
 		seterr(info,
 		       "no thread of process %d was at a point where loading a library is safe "
-		       "(%s).\nThe process is busy in the allocator or the dynamic loader; try again "
+		       "(%s).\nThe process is busy in the allocator or the dynamic loader; try "
+		       "again "
 		       "in a moment.",
 		       pid, lastwhy[0] ? lastwhy : "none could be stopped");
 done:
 	/* Reap nothing else: discard the SIGCHLDs our tracing queued, then restore the mask. */
 	{
-		struct timespec zero = { 0, 0 };
+		struct timespec zero = {0, 0};
 
 		while (sigtimedwait(&chld_set, NULL, &zero) > 0)
 			;
@@ -1135,7 +1145,8 @@ static int op_dlopen(struct session *s, void *ctx)
 
 	err = stage_stack(s, d->path, strlen(d->path) + 1, &str, &sp);
 	if (err) {
-		seterr(s->info, "cannot write to the stack of thread %d: %s", s->tid, strerror(-err));
+		seterr(s->info, "cannot write to the stack of thread %d: %s", s->tid,
+		       strerror(-err));
 		return err;
 	}
 	err = remote_call(s, d->lf->dlopen, str, (uint64_t)(unsigned int)d->lf->mode, sp, &handle);
@@ -1180,7 +1191,7 @@ int inject__dlopen(pid_t pid, const char *lib, struct inject_info *info)
 {
 	struct loader_fns lf;
 	struct dlopen_ctx ctx;
-	struct op op = { op_dlopen, &ctx };
+	struct op op = {op_dlopen, &ctx};
 	char abs[PATH_MAX], host_copy[PATH_MAX + 64] = "";
 	uint64_t t0 = now_mono_ns();
 	int err;
@@ -1225,9 +1236,9 @@ out:
 
 int inject__call(pid_t pid, const char *module, const char *symbol, struct inject_info *info)
 {
-	struct procmaps pm = { 0 };
-	struct call_ctx ctx = { 0 };
-	struct op op = { op_call, &ctx };
+	struct procmaps pm = {0};
+	struct call_ctx ctx = {0};
+	struct op op = {op_call, &ctx};
 	uint64_t t0 = now_mono_ns();
 	int i, err;
 
@@ -1258,7 +1269,7 @@ out:
 
 int inject__find_module(pid_t pid, const char *prefix, char *path, size_t len)
 {
-	struct procmaps pm = { 0 };
+	struct procmaps pm = {0};
 	int i, err;
 
 	err = procmaps__read(pid, &pm);

@@ -42,14 +42,14 @@
 
 /* What an injection did (for messages and benchmarks); filled on success and failure. */
 struct inject_info {
-	pid_t tid;		      /* the thread that ran the call (0 if none did) */
-	int threads_stopped;	      /* thread stops, including rejected ones */
-	uint64_t stopped_ns;	      /* the longest time one thread was held stopped */
-	uint64_t total_ns;	      /* the whole operation */
-	bool copied;		      /* the library was copied into the target's filesystem */
-	char target_path[PATH_MAX];   /* the path dlopen was given, as the target sees it */
-	uint64_t ret;		      /* what the call returned (dlopen: the handle) */
-	char error[1024];	      /* on failure: what failed and why (may span lines) */
+	pid_t tid;		    /* the thread that ran the call (0 if none did) */
+	int threads_stopped;	    /* thread stops, including rejected ones */
+	uint64_t stopped_ns;	    /* the longest time one thread was held stopped */
+	uint64_t total_ns;	    /* the whole operation */
+	bool copied;		    /* the library was copied into the target's filesystem */
+	char target_path[PATH_MAX]; /* the path dlopen was given, as the target sees it */
+	uint64_t ret;		    /* what the call returned (dlopen: the handle) */
+	char error[1024];	    /* on failure: what failed and why (may span lines) */
 };
 
 /*

@@ -36,8 +36,8 @@ static int parse_line(char *line, struct mapping *m)
 	char *path;
 
 	memset(m, 0, sizeof(*m));
-	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %llu %n", &m->start, &m->end,
-		   m->perms, &m->offset, &major, &minor, &ino, &pos) < 7 ||
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %llu %n", &m->start,
+		   &m->end, m->perms, &m->offset, &major, &minor, &ino, &pos) < 7 ||
 	    !pos)
 		return -EINVAL;
 	m->dev = makedev(major, minor);
@@ -124,7 +124,7 @@ const char *procmaps__basename(const struct mapping *m)
 static bool same_bytes(pid_t pid, int fd, const struct mapping *m)
 {
 	unsigned char a[4096], b[4096];
-	struct iovec local = { b, sizeof(b) }, remote;
+	struct iovec local = {b, sizeof(b)}, remote;
 	ssize_t n, r;
 
 	if (strchr(m->perms, 'w') || m->perms[0] != 'r')
@@ -150,7 +150,8 @@ int procmaps__open(pid_t pid, const struct mapping *m)
 	if (m->path[0] == '/' && !m->deleted) {
 		snprintf(fn, sizeof(fn), "/proc/%d/root%s", pid, m->path);
 		rootfd = open(fn, O_RDONLY | O_CLOEXEC);
-		if (rootfd >= 0 && !fstat(rootfd, &st) && st.st_ino == m->ino && st.st_dev == m->dev)
+		if (rootfd >= 0 && !fstat(rootfd, &st) && st.st_ino == m->ino &&
+		    st.st_dev == m->dev)
 			return rootfd;
 		/* Otherwise replaced since it was mapped (an upgrade), or overlayfs: check below. */
 	}

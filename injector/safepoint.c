@@ -48,23 +48,78 @@ struct safepoint {
  * dlclose also runs; the stdio list functions hold the global stdio lock).
  */
 static const char *const libc_unsafe[] = {
-	"malloc", "free", "calloc", "realloc", "reallocarray", "memalign", "posix_memalign",
-	"aligned_alloc", "valloc", "pvalloc", "malloc_trim", "malloc_usable_size", "mallinfo",
-	"mallinfo2", "malloc_info", "malloc_stats", "mallopt", "__libc_malloc", "__libc_free",
-	"__libc_calloc", "__libc_realloc", "__libc_memalign", "cfree",
-	"fork", "_Fork", "__libc_fork", "vfork", "pthread_create", "pthread_exit", "exit",
-	"_exit", "quick_exit", "__cxa_finalize", "__call_tls_dtors",
-	"dlopen", "dlmopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo",
-	"dlerror", "dl_iterate_phdr", "__libc_dlopen_mode", "__libc_dlsym", "__libc_dlclose",
-	"fflush", "fcloseall", "fopen", "fopen64", "fdopen", "freopen", "freopen64", "fclose",
-	"popen", "pclose", "open_memstream", "fmemopen", "_IO_flush_all", "_IO_list_lock",
-	"setenv", "unsetenv", "putenv", "clearenv",
+	"malloc",
+	"free",
+	"calloc",
+	"realloc",
+	"reallocarray",
+	"memalign",
+	"posix_memalign",
+	"aligned_alloc",
+	"valloc",
+	"pvalloc",
+	"malloc_trim",
+	"malloc_usable_size",
+	"mallinfo",
+	"mallinfo2",
+	"malloc_info",
+	"malloc_stats",
+	"mallopt",
+	"__libc_malloc",
+	"__libc_free",
+	"__libc_calloc",
+	"__libc_realloc",
+	"__libc_memalign",
+	"cfree",
+	"fork",
+	"_Fork",
+	"__libc_fork",
+	"vfork",
+	"pthread_create",
+	"pthread_exit",
+	"exit",
+	"_exit",
+	"quick_exit",
+	"__cxa_finalize",
+	"__call_tls_dtors",
+	"dlopen",
+	"dlmopen",
+	"dlclose",
+	"dlsym",
+	"dlvsym",
+	"dladdr",
+	"dladdr1",
+	"dlinfo",
+	"dlerror",
+	"dl_iterate_phdr",
+	"__libc_dlopen_mode",
+	"__libc_dlsym",
+	"__libc_dlclose",
+	"fflush",
+	"fcloseall",
+	"fopen",
+	"fopen64",
+	"fdopen",
+	"freopen",
+	"freopen64",
+	"fclose",
+	"popen",
+	"pclose",
+	"open_memstream",
+	"fmemopen",
+	"_IO_flush_all",
+	"_IO_list_lock",
+	"setenv",
+	"unsetenv",
+	"putenv",
+	"clearenv",
 };
 
 /* What a preloaded allocator library (jemalloc, tcmalloc, mimalloc) exports. */
 static const char *const alloc_unsafe[] = {
-	"malloc", "free", "calloc", "realloc", "memalign", "posix_memalign", "aligned_alloc",
-	"valloc", "pvalloc", "malloc_usable_size", "cfree",
+	"malloc",	  "free",	   "calloc", "realloc", "memalign",
+	"posix_memalign", "aligned_alloc", "valloc", "pvalloc", "malloc_usable_size",
+	"cfree",
 };
 
 static int add_range(struct safepoint *sp, uint64_t lo, uint64_t hi, const char *what)
@@ -80,7 +135,7 @@ static int add_range(struct safepoint *sp, uint64_t lo, uint64_t hi, const char 
 		sp->ranges = tmp;
 		sp->cap = cap;
 	}
-	sp->ranges[sp->nr++] = (struct range){ lo, hi, what };
+	sp->ranges[sp->nr++] = (struct range){lo, hi, what};
 	return 0;
 }
 
@@ -203,7 +258,7 @@ static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
 	struct safepoint *sp = arg;
-	struct iovec local = { result, sizeof(*result) }, remote = { (void *)addr, sizeof(*result) };
+	struct iovec local = {result, sizeof(*result)}, remote = {(void *)addr, sizeof(*result)};
 
 	if (addr >= sp->stack_lo && addr - sp->stack_lo + 8 <= sp->stack_len) {
 		memcpy(result, sp->stack + (addr - sp->stack_lo), 8);
@@ -217,8 +272,8 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
 	struct safepoint *sp = arg;
 	const struct user_regs_struct *r = sp->regs;
 	/* DWARF register numbers of x86-64: rax rdx rcx rbx rsi rdi rbp rsp r8-r15, 16 = rip. */
-	Dwarf_Word w[17] = { r->rax, r->rdx, r->rcx, r->rbx, r->rsi, r->rdi, r->rbp, r->rsp, r->r8,
-			     r->r9,  r->r10, r->r11, r->r12, r->r13, r->r14, r->r15, r->rip };
+	Dwarf_Word w[17] = {r->rax, r->rdx, r->rcx, r->rbx, r->rsi, r->rdi, r->rbp, r->rsp, r->r8,
+			    r->r9,  r->r10, r->r11, r->r12, r->r13, r->r14, r->r15, r->rip};
 
 	return dwfl_thread_state_registers(thread, 0, 17, w);
 }
@@ -230,8 +285,7 @@ static const Dwfl_Thread_Callbacks thread_cbs = {
 	.set_initial_registers = set_initial_registers,
 };
 
-static int prewarm(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
-		   void *arg)
+static int prewarm(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start, void *arg)
 {
 	const char *base = strrchr(name, '/');
 	Dwarf_Addr bias;
@@ -248,7 +302,7 @@ static int prewarm(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Ad
 struct safepoint *safepoint__new(pid_t pid)
 {
 	struct safepoint *sp;
-	struct procmaps pm = { 0 };
+	struct procmaps pm = {0};
 	uint64_t at_base;
 	const char *ldso = NULL;
 	int i, err;
@@ -363,8 +417,8 @@ int safepoint__check(struct safepoint *sp, pid_t tid, const struct user_regs_str
 			return -ENOMEM;
 	}
 	sp->stack_lo = regs->rsp;
-	local = (struct iovec){ sp->stack, STACK_CACHE };
-	remote = (struct iovec){ (void *)regs->rsp, STACK_CACHE };
+	local = (struct iovec){sp->stack, STACK_CACHE};
+	remote = (struct iovec){(void *)regs->rsp, STACK_CACHE};
 	n = process_vm_readv(sp->pid, &local, 1, &remote, 1, 0);
 	if (n < 0) {
 		/* The read stops at the end of the stack mapping only for partial reads: retry

@@ -52,7 +52,7 @@ pid_t agent_client__ns_pid(pid_t pid)
 /* Wait until @fd is ready for @events, up to @ms (-1 = for ever). 0, -ETIMEDOUT or -errno. */
 static int wait_fd(int fd, short events, int ms)
 {
-	struct pollfd p = { fd, events, 0 };
+	struct pollfd p = {fd, events, 0};
 	int r;
 
 	do
@@ -154,7 +154,7 @@ static int find_socket_name(pid_t pid, char *name, size_t len)
  * the process listening on it is @pid. Return the fd or -errno. */
 static int connect_name(pid_t pid, const char *name, int timeout_ms)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct ucred cr;
 	socklen_t sl, crl = sizeof(cr);
 	char fn[64];
@@ -232,9 +232,9 @@ int agent_client__connect_pid(pid_t pid, int timeout_ms, struct agent_client **o
 int agent_client__connect_tcp(const char *hostport, const char *token, int timeout_ms,
 			      struct agent_client **out)
 {
-	struct addrinfo hints = { 0 }, *res = NULL, *ai;
+	struct addrinfo hints = {0}, *res = NULL, *ai;
 	struct agent_client *c = NULL;
-	struct agent_reply r = { 0 };
+	struct agent_reply r = {0};
 	char host[256], *colon;
 	const char *port;
 	int fd = -1, err = -EINVAL, one = 1;
@@ -273,7 +273,8 @@ int agent_client__connect_tcp(const char *hostport, const char *token, int timeo
 		return -ENOMEM;
 	}
 	c->fd = fd;
-	err = agent_client__request(c, "auth", token ? token : "", timeout_ms, timeout_ms, NULL, &r);
+	err = agent_client__request(c, "auth", token ? token : "", timeout_ms, timeout_ms, NULL,
+				    &r);
 	if (!err && r.type != FRAME_RESULT)
 		err = -EACCES;
 	agent_reply__free(&r);

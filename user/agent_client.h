@@ -20,8 +20,8 @@
 struct agent_client;
 
 struct agent_reply {
-	char type;   /* 'R' result (JSON), 'X' dispatcher failure (JSON), 'E' agent error (text) */
-	char *data;  /* NUL-terminated; owned by the reply */
+	char type;  /* 'R' result (JSON), 'X' dispatcher failure (JSON), 'E' agent error (text) */
+	char *data; /* NUL-terminated; owned by the reply */
 	size_t len;
 };
 

@@ -22,7 +22,8 @@ static void usage(FILE *f)
 		"\n"
 		"Options:\n"
 		"  -p, --pid PID        the process\n"
-		"  -t, --target T       a PID, or HOST:PORT of an agent serving TCP ($PROBING_TOKEN)\n"
+		"  -t, --target T       a PID, or HOST:PORT of an agent serving TCP "
+		"($PROBING_TOKEN)\n"
 		"      --timeout SEC    how long to wait for the GIL (default 5)\n"
 		"  -h, --help           this help\n"
 		"\n"
@@ -48,18 +49,18 @@ static int print_error(char **v, int n, void *ctx)
 static int cmd_config(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "target", required_argument, NULL, 't' },
-		{ "timeout", required_argument, NULL, 'T' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"pid", required_argument, NULL, 'p'},
+		{"target", required_argument, NULL, 't'},
+		{"timeout", required_argument, NULL, 'T'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
-	static const char *const spaths[] = { "$.name", "$.value", "$.default", "$.doc" };
-	static const char *const epaths[] = { "$" };
+	static const char *const spaths[] = {"$.name", "$.value", "$.default", "$.doc"};
+	static const char *const epaths[] = {"$"};
 	const char *pid_arg = NULL, *t_arg = NULL;
 	struct live_target t;
 	struct agent_client *c = NULL;
-	struct strbuf body = { 0 };
+	struct strbuf body = {0};
 	char *json = NULL;
 	int ch, rc, i, errors = 0, gil_ms = LIVE_GIL_TIMEOUT_MS;
 

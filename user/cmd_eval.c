@@ -14,36 +14,40 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: probing eval -p PID [OPTIONS] CODE\n"
-		"       probing -t PID|HOST:PORT eval CODE\n"
-		"\n"
-		"Run Python CODE inside a running process, in its __main__ namespace (the script's\n"
-		"globals are visible), injecting the agent first if it is not loaded. An expression\n"
-		"prints its repr(); statements print what they write to stdout/stderr. An exception\n"
-		"prints its traceback on stderr and exits with status 1. CODE '-' is read from stdin.\n"
-		"The code runs on the agent's own thread, holding the GIL like any thread.\n"
-		"\n"
-		"Options:\n"
-		"  -p, --pid PID        the process\n"
-		"  -t, --target T       a PID, or HOST:PORT of an agent serving TCP (token in\n"
-		"                       $PROBING_TOKEN)\n"
-		"      --timeout SEC    how long to wait for the GIL before saying the target looks\n"
-		"                       hung (default 5)\n"
-		"      --no-inject      fail instead of loading the agent\n"
-		"  -v                   more diagnostics (repeat for more)\n"
-		"  -h, --help           this help\n"
-		"\n"
-		"Examples:\n"
-		"  probing eval -p 1234 'len(sys.modules)'\n"
-		"  probing eval -p 1234 'import threading; print(threading.enumerate())'\n"
-		"  probing eval -p 1234 'model.training'          # a global of the script\n"
-		"  probing eval -p 1234 - < snippet.py\n");
+	fprintf(f, "Usage: probing eval -p PID [OPTIONS] CODE\n"
+		   "       probing -t PID|HOST:PORT eval CODE\n"
+		   "\n"
+		   "Run Python CODE inside a running process, in its __main__ namespace (the "
+		   "script's\n"
+		   "globals are visible), injecting the agent first if it is not loaded. An "
+		   "expression\n"
+		   "prints its repr(); statements print what they write to stdout/stderr. An "
+		   "exception\n"
+		   "prints its traceback on stderr and exits with status 1. CODE '-' is read from "
+		   "stdin.\n"
+		   "The code runs on the agent's own thread, holding the GIL like any thread.\n"
+		   "\n"
+		   "Options:\n"
+		   "  -p, --pid PID        the process\n"
+		   "  -t, --target T       a PID, or HOST:PORT of an agent serving TCP (token in\n"
+		   "                       $PROBING_TOKEN)\n"
+		   "      --timeout SEC    how long to wait for the GIL before saying the target "
+		   "looks\n"
+		   "                       hung (default 5)\n"
+		   "      --no-inject      fail instead of loading the agent\n"
+		   "  -v                   more diagnostics (repeat for more)\n"
+		   "  -h, --help           this help\n"
+		   "\n"
+		   "Examples:\n"
+		   "  probing eval -p 1234 'len(sys.modules)'\n"
+		   "  probing eval -p 1234 'import threading; print(threading.enumerate())'\n"
+		   "  probing eval -p 1234 'model.training'          # a global of the script\n"
+		   "  probing eval -p 1234 - < snippet.py\n");
 }
 
 static char *read_stdin(void)
 {
-	struct strbuf sb = { 0 };
+	struct strbuf sb = {0};
 	char buf[65536];
 	ssize_t n;
 
@@ -61,17 +65,14 @@ static char *read_stdin(void)
 static int cmd_eval(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "target", required_argument, NULL, 't' },
-		{ "timeout", required_argument, NULL, 'T' },
-		{ "no-inject", no_argument, NULL, 'N' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"pid", required_argument, NULL, 'p'},	   {"target", required_argument, NULL, 't'},
+		{"timeout", required_argument, NULL, 'T'}, {"no-inject", no_argument, NULL, 'N'},
+		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 	};
 	const char *pid_arg = NULL, *t_arg = NULL;
 	struct live_target t;
 	struct agent_client *c = NULL;
-	struct strbuf body = { 0 };
+	struct strbuf body = {0};
 	char *code = NULL, *json = NULL, *v;
 	int ch, rc, gil_ms = LIVE_GIL_TIMEOUT_MS;
 	bool inject = true;

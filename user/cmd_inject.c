@@ -19,9 +19,12 @@ static void usage(FILE *f)
 		"Usage: probing inject -p PID [--listen ADDR] [--repl]\n"
 		"\n"
 		"Load the probing agent into a running CPython 3.8-3.13 process and print its\n"
-		"status. Nothing is loaded twice: if the agent already runs, its status is printed.\n"
-		"The agent is a small library loaded with dlopen() by one of the process's threads\n"
-		"(borrowed for about a millisecond through ptrace, then put back exactly as it was);\n"
+		"status. Nothing is loaded twice: if the agent already runs, its status is "
+		"printed.\n"
+		"The agent is a small library loaded with dlopen() by one of the process's "
+		"threads\n"
+		"(borrowed for about a millisecond through ptrace, then put back exactly as it "
+		"was);\n"
 		"it serves the abstract Unix socket @probing-PID to the process's owner and root.\n"
 		"Only the owner of the process or root may inject.\n"
 		"\n"
@@ -29,8 +32,10 @@ static void usage(FILE *f)
 		"  -p, --pid PID        the process\n"
 		"  -t, --target PID     the same\n"
 		"      --listen ADDR    also serve TCP on ADDR: PORT or HOST:PORT (host 127.0.0.1\n"
-		"                       unless given; 0.0.0.0 for every interface). Clients need the\n"
-		"                       printed token: PROBING_TOKEN=... probing -t HOST:PORT eval ...\n"
+		"                       unless given; 0.0.0.0 for every interface). Clients need "
+		"the\n"
+		"                       printed token: PROBING_TOKEN=... probing -t HOST:PORT eval "
+		"...\n"
 		"      --repl           then open an interactive prompt in the process\n"
 		"  -v                   more diagnostics: timings, the thread used (-vv: details)\n"
 		"  -h, --help           this help\n"
@@ -57,12 +62,9 @@ static void print_time(const char *label, double t)
 static int cmd_inject(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "target", required_argument, NULL, 't' },
-		{ "listen", required_argument, NULL, 'L' },
-		{ "repl", no_argument, NULL, 'R' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"pid", required_argument, NULL, 'p'},	  {"target", required_argument, NULL, 't'},
+		{"listen", required_argument, NULL, 'L'}, {"repl", no_argument, NULL, 'R'},
+		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
 	};
 	const char *pid_arg = NULL, *t_arg = NULL, *listen = NULL;
 	struct live_target t;

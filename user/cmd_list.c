@@ -20,8 +20,10 @@ static void usage(FILE *f)
 		"Usage: probing list [--no-header]\n"
 		"\n"
 		"List the processes in which the probing agent is running: the owners of the\n"
-		"listening abstract sockets @probing-... of this network namespace (/proc/net/unix),\n"
-		"among the processes you may inspect. Columns: PID, since when the agent runs, Python version, TCP address if\n"
+		"listening abstract sockets @probing-... of this network namespace "
+		"(/proc/net/unix),\n"
+		"among the processes you may inspect. Columns: PID, since when the agent runs, "
+		"Python version, TCP address if\n"
 		"it serves one, command line. An agent that does not answer within a second (busy\n"
 		"with a long request, or waiting for a GIL that never comes) is listed as such.\n"
 		"\n"
@@ -105,7 +107,7 @@ static int agent_pids(pid_t **out, int *nr)
 				goto nomem;
 			socks = stmp;
 		}
-		socks[ns++] = (struct sock){ ino, 0 };
+		socks[ns++] = (struct sock){ino, 0};
 	}
 	free(buf);
 	buf = NULL;
@@ -189,9 +191,9 @@ static char *cmdline(pid_t pid)
 static int cmd_list(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "no-header", no_argument, NULL, 'H' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"no-header", no_argument, NULL, 'H'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	pid_t *pids = NULL;
 	bool header = true;
@@ -222,7 +224,7 @@ static int cmd_list(int argc, char **argv)
 	}
 	for (i = 0; i < n; i++) {
 		struct agent_client *c = NULL;
-		struct agent_reply r = { 0 };
+		struct agent_reply r = {0};
 		char since[32] = "-", *ver = NULL, *tcp = NULL, *cmd;
 		double t = 0;
 		long long rpid = 0;

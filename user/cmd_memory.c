@@ -17,11 +17,14 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: probing memory -p PID [OPTIONS]\n"
 		"\n"
-		"Where the memory of a process goes. From /proc (no agent needed): resident (RSS),\n"
+		"Where the memory of a process goes. From /proc (no agent needed): resident "
+		"(RSS),\n"
 		"proportional (PSS: shared pages divided among their users), swap, peak, and the\n"
-		"mappings holding the most, grouped by file ([heap], [stack], [anon] for the rest).\n"
+		"mappings holding the most, grouped by file ([heap], [stack], [anon] for the "
+		"rest).\n"
 		"When the agent runs in the process: Python objects by type (count, total\n"
-		"sys.getsizeof; the GIL is held while counting) and, where PyTorch has initialized\n"
+		"sys.getsizeof; the GIL is held while counting) and, where PyTorch has "
+		"initialized\n"
 		"CUDA, allocated/reserved GPU memory per device.\n"
 		"\n"
 		"Options:\n"
@@ -41,7 +44,7 @@ static void usage(FILE *f)
 
 static void human(char *out, size_t len, double bytes)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
 	int u = 0;
 
 	while (bytes >= 1024 && u < 4) {
@@ -158,9 +161,9 @@ static int print_cuda(char **v, int n, void *ctx)
 
 static int python_part(const struct live_target *t, bool inject, int top, int gil_ms)
 {
-	static const char *const opaths[] = { "$[0]", "$[1]", "$[2]", "$[3]" };
-	static const char *const cpaths[] = { "$.device", "$.name", "$.allocated", "$.reserved",
-					      "$.max_allocated" };
+	static const char *const opaths[] = {"$[0]", "$[1]", "$[2]", "$[3]"};
+	static const char *const cpaths[] = {"$.device", "$.name", "$.allocated", "$.reserved",
+					     "$.max_allocated"};
 	struct agent_client *c = NULL;
 	char body[64], *json = NULL, *note, tot[32];
 	long long objs = 0, types = 0, size = 0;
@@ -168,7 +171,8 @@ static int python_part(const struct live_target *t, bool inject, int top, int gi
 
 	if (!inject && agent_client__connect_pid(t->pid, 1000, &c)) {
 		printf("\nPython: the agent is not running in this process; 'probing memory -p %d "
-		       "--inject' (or 'probing inject -p %d') adds Python objects and CUDA memory.\n",
+		       "--inject' (or 'probing inject -p %d') adds Python objects and CUDA "
+		       "memory.\n",
 		       t->pid, t->pid);
 		return EXIT_OK;
 	}
@@ -209,14 +213,10 @@ static int python_part(const struct live_target *t, bool inject, int top, int gi
 static int cmd_memory(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "target", required_argument, NULL, 't' },
-		{ "top", required_argument, NULL, 'n' },
-		{ "inject", no_argument, NULL, 'I' },
-		{ "no-python", no_argument, NULL, 'P' },
-		{ "timeout", required_argument, NULL, 'T' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"pid", required_argument, NULL, 'p'}, {"target", required_argument, NULL, 't'},
+		{"top", required_argument, NULL, 'n'}, {"inject", no_argument, NULL, 'I'},
+		{"no-python", no_argument, NULL, 'P'}, {"timeout", required_argument, NULL, 'T'},
+		{"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0},
 	};
 	const char *pid_arg = NULL, *t_arg = NULL;
 	struct live_target t;

@@ -14,7 +14,8 @@ static void usage(FILE *f)
 		"       probing -t PID|HOST:PORT repl\n"
 		"\n"
 		"An interactive Python prompt whose code runs inside a running process, in its\n"
-		"__main__ namespace, injecting the agent first if needed. Line editing and history\n"
+		"__main__ namespace, injecting the agent first if needed. Line editing and "
+		"history\n"
 		"(~/.probing_history); multi-line blocks end with an empty line, as in Python.\n"
 		"Ctrl-C discards the current input, or interrupts code running in the target\n"
 		"(KeyboardInterrupt in that code only). Ctrl-D leaves; the process and its agent\n"
@@ -22,8 +23,10 @@ static void usage(FILE *f)
 		"\n"
 		"Options:\n"
 		"  -p, --pid PID        the process\n"
-		"  -t, --target T       a PID, or HOST:PORT of an agent serving TCP ($PROBING_TOKEN)\n"
-		"      --timeout SEC    how long to wait for the GIL before saying the target looks\n"
+		"  -t, --target T       a PID, or HOST:PORT of an agent serving TCP "
+		"($PROBING_TOKEN)\n"
+		"      --timeout SEC    how long to wait for the GIL before saying the target "
+		"looks\n"
 		"                       hung (default 5)\n"
 		"      --no-inject      fail instead of loading the agent\n"
 		"  -h, --help           this help\n"
@@ -39,12 +42,9 @@ static void usage(FILE *f)
 static int cmd_repl(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "target", required_argument, NULL, 't' },
-		{ "timeout", required_argument, NULL, 'T' },
-		{ "no-inject", no_argument, NULL, 'N' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"pid", required_argument, NULL, 'p'},	   {"target", required_argument, NULL, 't'},
+		{"timeout", required_argument, NULL, 'T'}, {"no-inject", no_argument, NULL, 'N'},
+		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 	};
 	const char *pid_arg = NULL, *t_arg = NULL;
 	struct live_target t;

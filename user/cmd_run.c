@@ -18,15 +18,18 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: probing run [--listen ADDR] -- CMD [ARGS...]\n"
 		"\n"
-		"Run CMD with the probing agent preloaded (LD_PRELOAD, PROBING=1 in its environment),\n"
+		"Run CMD with the probing agent preloaded (LD_PRELOAD, PROBING=1 in its "
+		"environment),\n"
 		"for machines or containers where ptrace is not allowed. Every Python process CMD\n"
 		"starts (CMD itself, or the python a shell script runs) serves its agent from the\n"
-		"start: then use 'probing eval/repl/query -p PID' as with an injected agent. Other\n"
+		"start: then use 'probing eval/repl/query -p PID' as with an injected agent. "
+		"Other\n"
 		"programs ignore the library. probing replaces itself with CMD (same PID, exit\n"
 		"status and signals).\n"
 		"\n"
 		"Options:\n"
-		"      --listen ADDR    the agent also serves TCP on ADDR (PORT or HOST:PORT; host\n"
+		"      --listen ADDR    the agent also serves TCP on ADDR (PORT or HOST:PORT; "
+		"host\n"
 		"                       127.0.0.1 unless given); the token is printed on stderr\n"
 		"  -h, --help           this help\n"
 		"\n"
@@ -38,14 +41,14 @@ static void usage(FILE *f)
 static int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "listen", required_argument, NULL, 'L' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"listen", required_argument, NULL, 'L'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *listen = NULL, *lib, *old;
 	char abs[PATH_MAX], token[33];
 	unsigned char rnd[16];
-	struct strbuf pre = { 0 };
+	struct strbuf pre = {0};
 	int ch, i;
 
 	cli_getopt_reset();

@@ -109,7 +109,7 @@ bool jq_bool(const char *json, const char *path)
 int jq_each(const char *json, const char *array_path, const char *const *paths, int n,
 	    int (*fn)(char **vals, int n, void *ctx), void *ctx)
 {
-	struct strbuf sql = { 0 };
+	struct strbuf sql = {0};
 	sqlite3_stmt *st = NULL;
 	char **vals = NULL;
 	int i, rc, err = 0;
@@ -120,7 +120,8 @@ int jq_each(const char *json, const char *array_path, const char *const *paths, 
 		goto cleanup;
 	}
 	for (i = 0; i < n; i++)
-		if (sb_printf(&sql, "%sjson_extract(json_quote(value), ?%d)", i ? ", " : "", i + 3)) {
+		if (sb_printf(&sql, "%sjson_extract(json_quote(value), ?%d)", i ? ", " : "",
+			      i + 3)) {
 			err = -ENOMEM;
 			goto cleanup;
 		}
@@ -143,8 +144,7 @@ int jq_each(const char *json, const char *array_path, const char *const *paths, 
 		for (i = 0; i < n; i++) {
 			const unsigned char *t = sqlite3_column_text(st, i);
 
-			vals[i] = sqlite3_column_type(st, i) == SQLITE_NULL ? NULL
-									    : (char *)t;
+			vals[i] = sqlite3_column_type(st, i) == SQLITE_NULL ? NULL : (char *)t;
 		}
 		err = fn(vals, n, ctx);
 		if (err)

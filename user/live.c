@@ -120,7 +120,7 @@ const char *live__agent_path(const char *cmd)
 
 int live__is_python(pid_t pid)
 {
-	struct procmaps pm = { 0 };
+	struct procmaps pm = {0};
 	char exe[PATH_MAX] = "";
 	int i, err, fd, found = 0;
 
@@ -170,7 +170,7 @@ int live__is_python(pid_t pid)
 static int connect_wait(pid_t pid, int ms, struct agent_client **out)
 {
 	uint64_t end = now_mono_ns() + (uint64_t)ms * 1000000ULL;
-	struct timespec ts = { 0, 1000000 };
+	struct timespec ts = {0, 1000000};
 	int err;
 
 	for (;;) {
@@ -181,8 +181,7 @@ static int connect_wait(pid_t pid, int ms, struct agent_client **out)
 	}
 }
 
-static void print_inject_error(const char *cmd, pid_t pid, int err,
-			       const struct inject_info *info)
+static void print_inject_error(const char *cmd, pid_t pid, int err, const struct inject_info *info)
 {
 	if (err == -ESRCH || err == -EPERM || err == -EBUSY || err == -EAGAIN)
 		fprintf(stderr, "probing %s: %s\n", cmd, info->error);
@@ -251,15 +250,19 @@ int live__ensure_agent(const char *cmd, pid_t pid, enum live_agent_state *state,
 	}
 	pr_info("agent %s in process %d by thread %d in %.1f ms (thread stopped %.2f ms%s)",
 		*state == LIVE_INJECTED ? "loaded" : "started", pid, info->tid,
-		info->total_ns / 1e6, info->stopped_ns / 1e6, info->copied ? ", library copied" : "");
+		info->total_ns / 1e6, info->stopped_ns / 1e6,
+		info->copied ? ", library copied" : "");
 	err = connect_wait(pid, SOCKET_WAIT_MS, &c);
 	agent_client__free(c);
 	if (err) {
 		fprintf(stderr,
-			"probing %s: the agent was loaded into process %d but its socket @%s%d does "
-			"not answer (%s).\nIs the process in another network namespace that probing "
+			"probing %s: the agent was loaded into process %d but its socket @%s%d "
+			"does "
+			"not answer (%s).\nIs the process in another network namespace that "
+			"probing "
 			"cannot enter? Run probing as root.\n",
-			cmd, pid, AGENT_SOCK_PREFIX, (int)agent_client__ns_pid(pid), strerror(-err));
+			cmd, pid, AGENT_SOCK_PREFIX, (int)agent_client__ns_pid(pid),
+			strerror(-err));
 		return EXIT_FAIL;
 	}
 	return EXIT_OK;
@@ -278,7 +281,8 @@ int live__connect(const char *cmd, const struct live_target *t, bool inject,
 			return EXIT_OK;
 		if (err == -EACCES)
 			fprintf(stderr,
-				"probing %s: the agent at %s refused the token.\nSet $PROBING_TOKEN "
+				"probing %s: the agent at %s refused the token.\nSet "
+				"$PROBING_TOKEN "
 				"to the token 'probing inject --listen' printed.\n",
 				cmd, t->hostport);
 		else
@@ -298,7 +302,8 @@ int live__connect(const char *cmd, const struct live_target *t, bool inject,
 		fprintf(stderr, "probing %s: no such process: %d\n", cmd, t->pid);
 	else if (err == -ECONNREFUSED || err == -ENOENT)
 		fprintf(stderr,
-			"probing %s: the agent is not loaded in %s.\nLoad it with 'probing inject -p "
+			"probing %s: the agent is not loaded in %s.\nLoad it with 'probing inject "
+			"-p "
 			"%d'.\n",
 			cmd, live__describe(t, desc, sizeof(desc)), t->pid);
 	else
@@ -311,7 +316,7 @@ int live__request(const char *cmd, const struct live_target *t, struct agent_cli
 		  const char *kind, const char *body, int gil_ms, int run_ms,
 		  volatile sig_atomic_t *interrupt, char **json)
 {
-	struct agent_reply r = { 0 };
+	struct agent_reply r = {0};
 	char desc[128], *e;
 	int err;
 
@@ -321,11 +326,13 @@ int live__request(const char *cmd, const struct live_target *t, struct agent_cli
 		live__describe(t, desc, sizeof(desc));
 		fprintf(stderr,
 			"probing %s: the agent in %s did not get the GIL within %.1f s: the target "
-			"looks hung (a thread holds the GIL and does not release it, e.g. a long call "
+			"looks hung (a thread holds the GIL and does not release it, e.g. a long "
+			"call "
 			"into C code), or the agent is busy with another request.\n",
 			cmd, desc, gil_ms / 1000.0);
 		if (t->pid)
-			fprintf(stderr, "See what every thread is doing with 'probing backtrace -p %d'.\n",
+			fprintf(stderr,
+				"See what every thread is doing with 'probing backtrace -p %d'.\n",
 				t->pid);
 		return EXIT_FAIL;
 	}
@@ -333,7 +340,8 @@ int live__request(const char *cmd, const struct live_target *t, struct agent_cli
 		live__describe(t, desc, sizeof(desc));
 		if (err == -ECONNRESET || err == -EPIPE)
 			fprintf(stderr,
-				"probing %s: the agent in %s closed the connection (did the process "
+				"probing %s: the agent in %s closed the connection (did the "
+				"process "
 				"exit?)\n",
 				cmd, desc);
 		else if (err == -ETIMEDOUT)

@@ -19,9 +19,9 @@
 #define LIVE_GIL_TIMEOUT_MS 5000 /* default wait for the GIL: then the target "looks hung" */
 
 struct live_target {
-	pid_t pid;	     /* the process, or 0 for a TCP target */
-	char hostport[256];  /* "HOST:PORT" for a TCP target */
-	const char *token;   /* TCP token ($PROBING_TOKEN) */
+	pid_t pid;	    /* the process, or 0 for a TCP target */
+	char hostport[256]; /* "HOST:PORT" for a TCP target */
+	const char *token;  /* TCP token ($PROBING_TOKEN) */
 };
 
 /*

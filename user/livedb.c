@@ -24,13 +24,13 @@ struct known_table {
 };
 
 static const struct known_table known_python[] = {
-	{ "backtrace", "thread,tid,depth,func,file,lineno,kind", "the agent" },
-	{ "threads", "ident,tid,name,daemon,is_main,func,file,lineno", "the agent" },
-	{ "modules", "name,file,version", "the agent" },
-	{ "objects", "type,module,count,size", "the agent" },
-	{ "settings", "name,value,default,doc", "the agent" },
-	{ "torch_trace", "step,module,stage,duration,allocated,max_allocated,ts,rank",
-	  "the agent's PyTorch hooks" },
+	{"backtrace", "thread,tid,depth,func,file,lineno,kind", "the agent"},
+	{"threads", "ident,tid,name,daemon,is_main,func,file,lineno", "the agent"},
+	{"modules", "name,file,version", "the agent"},
+	{"objects", "type,module,count,size", "the agent"},
+	{"settings", "name,value,default,doc", "the agent"},
+	{"torch_trace", "step,module,stage,duration,allocated,max_allocated,ts,rank",
+	 "the agent's PyTorch hooks"},
 };
 
 static const char system_process_cols[] =
@@ -176,14 +176,16 @@ static int process_rows(pid_t pid, bool agent, struct strbuf *sb)
 	err = err ?: add_str(sb, exe[0] ? exe : NULL);
 	err = err ?: sb_puts(sb, ", ");
 	err = err ?: add_str(sb, cwd[0] ? cwd : NULL);
-	err = err ?: sb_printf(sb,
-			       ", %ld, %ld, %s, %lld, %s, %.2f, %.2f, %.3f, %s, %s, %s, %s]]}",
-			       uid ? strtol(uid, NULL, 10) : -1L, gid ? strtol(gid, NULL, 10) : -1L,
-			       f[19], strtoll(f[23], NULL, 10) * page, f[22],
-			       strtoull(f[13], NULL, 10) / clk_tck(),
-			       strtoull(f[14], NULL, 10) / clk_tck(),
-			       boot_time() + strtoull(f[21], NULL, 10) / clk_tck(), f[18], f[17],
-			       f[38], agent ? "1" : "0");
+	err = err
+		      ?: sb_printf(sb,
+				   ", %ld, %ld, %s, %lld, %s, %.2f, %.2f, %.3f, %s, %s, %s, %s]]}",
+				   uid ? strtol(uid, NULL, 10) : -1L,
+				   gid ? strtol(gid, NULL, 10) : -1L, f[19],
+				   strtoll(f[23], NULL, 10) * page, f[22],
+				   strtoull(f[13], NULL, 10) / clk_tck(),
+				   strtoull(f[14], NULL, 10) / clk_tck(),
+				   boot_time() + strtoull(f[21], NULL, 10) / clk_tck(), f[18],
+				   f[17], f[38], agent ? "1" : "0");
 cleanup:
 	free(stat);
 	free(status);
@@ -213,10 +215,12 @@ static int thread_row(pid_t pid, pid_t tid, double btime, struct strbuf *sb, boo
 	nv = status_value(status, "nonvoluntary_ctxt_switches");
 	err = sb_printf(sb, "%s[%d, %s, ", first ? "" : ", ", pid, f[0]);
 	err = err ?: add_str(sb, f[1]);
-	err = err ?: sb_printf(sb, ", \"%s\", %.2f, %.2f, %.3f, %s, %s, %s, ", f[2],
-			       strtoull(f[13], NULL, 10) / clk_tck(),
-			       strtoull(f[14], NULL, 10) / clk_tck(),
-			       btime + strtoull(f[21], NULL, 10) / clk_tck(), f[38], f[17], f[18]);
+	err = err
+		      ?: sb_printf(sb, ", \"%s\", %.2f, %.2f, %.3f, %s, %s, %s, ", f[2],
+				   strtoull(f[13], NULL, 10) / clk_tck(),
+				   strtoull(f[14], NULL, 10) / clk_tck(),
+				   btime + strtoull(f[21], NULL, 10) / clk_tck(), f[38], f[17],
+				   f[18]);
 	err = err ?: add_str(sb, wchan && wchan[0] && strcmp(wchan, "0") ? wchan : NULL);
 	err = err ?: sb_printf(sb, ", %s, %s]", v ? v : "null", nv ? nv : "null");
 	if (!err)
@@ -276,8 +280,8 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	struct livedb *l = sqlite3_user_data(ctx);
 	const char *schema = (const char *)sqlite3_value_text(argv[0]);
 	const char *name = (const char *)sqlite3_value_text(argv[1]);
-	struct strbuf sb = { 0 }, body = { 0 };
-	struct agent_reply r = { 0 };
+	struct strbuf sb = {0}, body = {0};
+	struct agent_reply r = {0};
 	char msg[512], *e;
 	int err;
 
@@ -307,11 +311,14 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	if (l->c && agent_serves(l, name)) {
 		err = sb_puts(&body, "{\"table\": ");
 		err = err ?: sb_printf(&body, "\"python.%s\"}", name);
-		err = err ?: agent_client__request(l->c, "rows", sb_str(&body), l->gil_ms, -1, NULL, &r);
+		err = err
+			      ?: agent_client__request(l->c, "rows", sb_str(&body), l->gil_ms, -1,
+						       NULL, &r);
 		sb_free(&body);
 		if (err == -ETIMEDOUT && agent_client__hung(l->c))
 			snprintf(msg, sizeof(msg),
-				 "python.%s: the agent did not get the GIL within %.1f s: the target "
+				 "python.%s: the agent did not get the GIL within %.1f s: the "
+				 "target "
 				 "looks hung; try 'probing backtrace -p %d'",
 				 name, l->gil_ms / 1000.0, l->t.pid);
 		else if (err)
@@ -387,7 +394,7 @@ static int sql_string(struct strbuf *sb, const char *s)
 /* CREATE VIEW schema.name(c1, c2...) AS SELECT value->>0 ... FROM json_each(...) */
 static int create_view(sqlite3 *db, const char *schema, const char *name, const char *cols)
 {
-	struct strbuf sb = { 0 };
+	struct strbuf sb = {0};
 	char *copy = strdup(cols), *c, *save = NULL;
 	int i = 0, err = copy ? 0 : -ENOMEM;
 
@@ -444,8 +451,8 @@ static int add_agent_table(char **vals, int n, void *arg)
 {
 	struct table_ctx *tc = arg;
 	const char *schema = vals[0], *name = vals[1], *cols_json = vals[2];
-	const char *paths[] = { "$[0]" };
-	struct strbuf cols = { 0 };
+	const char *paths[] = {"$[0]"};
+	struct strbuf cols = {0};
 	int err;
 
 	/* Names become SQL identifiers and strings: accept plain ones only. */
@@ -463,9 +470,9 @@ static int add_agent_table(char **vals, int n, void *arg)
 
 int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out)
 {
-	static const char *const tpaths[] = { "$.schema", "$.name", "$.columns" };
-	struct table_ctx tc = { 0 };
-	struct agent_reply r = { 0 };
+	static const char *const tpaths[] = {"$.schema", "$.name", "$.columns"};
+	struct table_ctx tc = {0};
+	struct agent_reply r = {0};
 	struct livedb *l = NULL;
 	sqlite3 *db = NULL;
 	size_t i;
@@ -510,7 +517,8 @@ int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out)
 	if (l->c) {
 		err = agent_client__request(l->c, "tables", "{}", gil_ms, -1, NULL, &r);
 		if (err || r.type != FRAME_RESULT) {
-			pr_warn("query: the agent in %s%d did not list its tables (%s); the python.* "
+			pr_warn("query: the agent in %s%d did not list its tables (%s); the "
+				"python.* "
 				"tables will fail",
 				t->pid ? "process " : "", t->pid,
 				err == -ETIMEDOUT ? "it did not get the GIL: the target looks hung"
@@ -551,7 +559,7 @@ fail:
 
 int livedb__open(pid_t pid, sqlite3 **out)
 {
-	struct live_target t = { .pid = pid };
+	struct live_target t = {.pid = pid};
 
 	return livedb__open_target(&t, LIVE_GIL_TIMEOUT_MS, out);
 }

@@ -42,7 +42,7 @@ static char *prompt(EditLine *el)
  */
 static int getc_fn(EditLine *el, wchar_t *wc)
 {
-	mbstate_t ps = { 0 };
+	mbstate_t ps = {0};
 	char buf[MB_LEN_MAX];
 	size_t n = 0, r;
 	ssize_t got;
@@ -86,7 +86,7 @@ static void history_path(char *out, size_t len)
 static int run_source(const char *cmd, const struct live_target *t, struct agent_client **c,
 		      const char *code, int gil_ms, bool *need_more)
 {
-	struct strbuf body = { 0 };
+	struct strbuf body = {0};
 	char *json = NULL, *v;
 	int rc;
 
@@ -129,7 +129,7 @@ static int run_source(const char *cmd, const struct live_target *t, struct agent
 
 static int banner(const char *cmd, const struct live_target *t, struct agent_client *c)
 {
-	struct agent_reply r = { 0 };
+	struct agent_reply r = {0};
 	char desc[128], *ver = NULL;
 
 	if (!agent_client__request(c, "hello", "", 2000, 2000, NULL, &r) && r.type == FRAME_RESULT)
@@ -148,8 +148,8 @@ static int banner(const char *cmd, const struct live_target *t, struct agent_cli
 
 int repl__run(const char *cmd, const struct live_target *t, struct agent_client *c, int gil_ms)
 {
-	struct sigaction sa = { 0 }, old_int, old_term, old_hup, old_winch;
-	struct strbuf src = { 0 };
+	struct sigaction sa = {0}, old_int, old_term, old_hup, old_winch;
+	struct strbuf src = {0};
 	char hist_file[PATH_MAX];
 	EditLine *el = NULL;
 	History *hist = NULL;

@@ -65,7 +65,7 @@ def test_inject_eval_200_rounds():
     each asked for its token and counter; every target must finish its own work exactly."""
     pythons = [exe for _, exe in harness.pythons()]
     rng = random.Random(1234)
-    rounds, batch = 200, 8
+    rounds, batch = 200, 10
     held = []
     done = 0
     while done < rounds:
@@ -74,7 +74,7 @@ def test_inject_eval_200_rounds():
             mode = MODES[(done + i) % len(MODES)]
             exe = pythons[(done + i) % len(pythons)]
             tok = "t%d-%08x" % (done + i, rng.getrandbits(32))
-            targets.append(Target(mode, seconds=0.8, token=tok, python=exe))
+            targets.append(Target(mode, seconds=2.5, token=tok, python=exe))
         for t in targets:
             t.wait_ready()
         for t in targets:

@@ -30,7 +30,7 @@ static int run_once(const struct live_target *t, int gil_ms, const char *sql, bo
 {
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
-	struct strbuf line = { 0 };
+	struct strbuf line = {0};
 	int rc, i, n, err = 0;
 
 	if (livedb__open_target(t, gil_ms, &db))
@@ -89,7 +89,8 @@ int main(int argc, char **argv)
 			if (live__parse_timeout("livesql", argv[++a], &gil_ms))
 				return 2;
 		} else {
-			fprintf(stderr, "usage: livesql [-n REPEAT] [--timeout SEC] PID|HOST:PORT SQL\n");
+			fprintf(stderr,
+				"usage: livesql [-n REPEAT] [--timeout SEC] PID|HOST:PORT SQL\n");
 			return 2;
 		}
 		a++;

@@ -29,12 +29,12 @@ static const struct mapping *self_libc(struct procmaps *pm)
 
 TEST(matches_the_loader_for_libc)
 {
-	struct procmaps pm = { 0 };
+	struct procmaps pm = {0};
 	const struct mapping *m = self_libc(&pm);
 	struct elfsym *e;
 	uint64_t bias, v, size;
-	static const char *const names[] = { "malloc", "free", "dlerror", "getpid", "pthread_create",
-					     "printf" };
+	static const char *const names[] = {"malloc", "free",		"dlerror",
+					    "getpid", "pthread_create", "printf"};
 	size_t i;
 
 	REQUIRE(m);
@@ -80,7 +80,7 @@ TEST(rejects_what_is_not_an_elf64)
 /* Copies of libc with bytes damaged must never crash the reader. */
 TEST(survives_damaged_files)
 {
-	struct procmaps pm = { 0 };
+	struct procmaps pm = {0};
 	const struct mapping *m = self_libc(&pm);
 	char tmpl[] = "/tmp/probing-elfsym-XXXXXX";
 	unsigned char *data;

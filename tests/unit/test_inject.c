@@ -96,7 +96,9 @@ static void hold_sse(struct regs *out, long n)
 			 "movdqu %%xmm15, 520(%[o])\n\t"
 			 : [n] "+r"(n)
 			 : [o] "r"(out), [p] "r"(pat)
-			 : "rax", "rbx", "r12", "r13", "r14", "r15", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
+			 : "rax", "rbx", "r12", "r13", "r14", "r15", "xmm0", "xmm1", "xmm2", "xmm3",
+			   "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+			   "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
 }
 
 __attribute__((target("avx"))) static void hold_avx(struct regs *out, long n)
@@ -149,10 +151,13 @@ __attribute__((target("avx"))) static void hold_avx(struct regs *out, long n)
 			 "vzeroupper\n\t"
 			 : [n] "+r"(n)
 			 : [o] "r"(out), [p] "r"(pat)
-			 : "rax", "rbx", "r12", "r13", "r14", "r15", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
+			 : "rax", "rbx", "r12", "r13", "r14", "r15", "xmm0", "xmm1", "xmm2", "xmm3",
+			   "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+			   "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void hold_avx512(struct regs *out, long n)
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void hold_avx512(struct regs *out,
+									     long n)
 {
 	__asm__ volatile("mov $0x1111111111111111, %%rbx\n\t"
 			 "mov $0x2222222222222222, %%r12\n\t"
@@ -266,7 +271,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void hold_avx512(str
 			 "vzeroupper\n\t"
 			 : [n] "+r"(n)
 			 : [o] "r"(out), [p] "r"(pat)
-			 : "rax", "rbx", "r12", "r13", "r14", "r15", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31", "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "memory", "cc");
+			 : "rax", "rbx", "r12", "r13", "r14", "r15", "xmm0", "xmm1", "xmm2", "xmm3",
+			   "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+			   "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19",
+			   "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27",
+			   "xmm28", "xmm29", "xmm30", "xmm31", "k0", "k1", "k2", "k3", "k4", "k5",
+			   "k6", "k7", "memory", "cc");
 }
 
 static int level(void)
@@ -308,7 +318,7 @@ static void child_main(int wfd, int mode, int rfd)
 				if (r.k[i] != 0x1111111111111111ULL * (i + 7))
 					snprintf(msg, sizeof(msg), "BAD mask register k%d", i);
 		} else if (mode == 1) {
-			struct timespec ts = { 0, 30000000 };
+			struct timespec ts = {0, 30000000};
 			uint64_t t0 = now_mono_ns();
 
 			if (nanosleep(&ts, NULL))
@@ -342,7 +352,7 @@ struct kid {
 static struct kid start_child(int mode)
 {
 	int rep[2], data[2];
-	struct kid k = { -1, -1, -1 };
+	struct kid k = {-1, -1, -1};
 
 	if (pipe(rep) || pipe(data))
 		return k;
@@ -367,7 +377,7 @@ static void finish(struct kid *k, char *msg, size_t len)
 
 	fcntl(k->rfd, F_SETFL, O_NONBLOCK);
 	for (;;) {
-		struct timespec ts = { 0, 5000000 };
+		struct timespec ts = {0, 5000000};
 		char c = 'a' + i % 26;
 
 		n = read(k->rfd, msg, len - 1);
@@ -387,9 +397,9 @@ static void finish(struct kid *k, char *msg, size_t len)
 static const char *some_library(void)
 {
 	/* Libraries this test binary does not link (it has libdw's libbz2, liblzma...). */
-	static const char *const libs[] = { "/lib/x86_64-linux-gnu/libexpat.so.1",
-					    "/lib/x86_64-linux-gnu/libuuid.so.1",
-					    "/lib/x86_64-linux-gnu/libffi.so.8" };
+	static const char *const libs[] = {"/lib/x86_64-linux-gnu/libexpat.so.1",
+					   "/lib/x86_64-linux-gnu/libuuid.so.1",
+					   "/lib/x86_64-linux-gnu/libffi.so.8"};
 	size_t i;
 
 	for (i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
@@ -400,7 +410,7 @@ static const char *some_library(void)
 
 static bool mapped(pid_t pid, const char *path)
 {
-	struct procmaps pm = { 0 };
+	struct procmaps pm = {0};
 	char real[4096];
 	bool found = false;
 	int i;
@@ -419,7 +429,7 @@ static void inject_into(int mode)
 	const char *lib = some_library();
 	struct inject_info info;
 	struct kid k = start_child(mode);
-	struct timespec ts = { 0, 100000000 };
+	struct timespec ts = {0, 100000000};
 	char msg[128], libc[4096] = "";
 	int err;
 
@@ -485,7 +495,7 @@ TEST(dlopen_failure_reports_dlerror)
 /* A callback that sleeps inside dl_iterate_phdr, i.e. with the loader's lock held. */
 static int sleepy_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	struct timespec ts = { 0, 600000000 };
+	struct timespec ts = {0, 600000000};
 
 	nanosleep(&ts, NULL);
 	return 1;
@@ -493,7 +503,7 @@ static int sleepy_cb(struct dl_phdr_info *info, size_t size, void *arg)
 
 static void *sleeper_thread(void *arg)
 {
-	struct timespec ts = { 2, 0 };
+	struct timespec ts = {2, 0};
 
 	nanosleep(&ts, NULL);
 	return NULL;
@@ -507,7 +517,7 @@ static pid_t start_locked_child(bool other)
 	pthread_t t;
 
 	if (pid == 0) {
-		struct timespec ts = { 1, 500000000 };
+		struct timespec ts = {1, 500000000};
 
 		if (other)
 			pthread_create(&t, NULL, sleeper_thread, NULL);
@@ -523,7 +533,7 @@ TEST(never_uses_a_thread_inside_the_loader)
 {
 	const char *lib = some_library();
 	struct inject_info info;
-	struct timespec ts = { 0, 100000000 };
+	struct timespec ts = {0, 100000000};
 	pid_t pid;
 	int err, st;
 

@@ -61,12 +61,13 @@ static int stop_at_two(char **v, int n, void *ctx)
 
 TEST(iterates_arrays)
 {
-	const char *j = "{\"rows\": [[1, \"x\", null], [2, \"y\", 3.5]], \"names\": [\"a\", \"b\"], "
-			"\"objs\": [{\"name\": \"p\", \"v\": 1}, {\"name\": \"q\"}]}";
-	static const char *const cols[] = { "$[0]", "$[1]", "$[2]" };
-	static const char *const one[] = { "$" };
-	static const char *const named[] = { "$.name", "$.v" };
-	struct acc a = { { 0 }, 0 };
+	const char *j =
+		"{\"rows\": [[1, \"x\", null], [2, \"y\", 3.5]], \"names\": [\"a\", \"b\"], "
+		"\"objs\": [{\"name\": \"p\", \"v\": 1}, {\"name\": \"q\"}]}";
+	static const char *const cols[] = {"$[0]", "$[1]", "$[2]"};
+	static const char *const one[] = {"$"};
+	static const char *const named[] = {"$.name", "$.v"};
+	struct acc a = {{0}, 0};
 	int k = 0;
 
 	CHECK_EQ(jq_each(j, "$.rows", cols, 3, collect, &a), 0);
@@ -85,7 +86,7 @@ TEST(iterates_arrays)
 TEST(quotes_round_trip)
 {
 	const char *nasty = "q\"b\\s\n\t\x01 \xe2\x82\xac end";
-	struct strbuf sb = { 0 };
+	struct strbuf sb = {0};
 	char *back;
 
 	CHECK_EQ(sb_puts(&sb, "{\"k\": "), 0);

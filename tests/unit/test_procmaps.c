@@ -14,7 +14,7 @@
 
 TEST(finds_own_code_and_stack)
 {
-	struct procmaps pm = { 0 };
+	struct procmaps pm = {0};
 	const struct mapping *m;
 	char self[4096];
 	ssize_t n;
@@ -46,7 +46,7 @@ TEST(finds_own_code_and_stack)
 TEST(deleted_files)
 {
 	char tmpl[] = "/tmp/probing maps XXXXXX";
-	struct procmaps pm = { 0 };
+	struct procmaps pm = {0};
 	const struct mapping *m;
 	void *p;
 	int fd, fd2;
