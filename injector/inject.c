@@ -849,19 +849,22 @@ out:
 	s->seized = s->stopped = false;
 }
 
-/* Room left below the stack pointer in its mapping ([stack] can grow: always enough). */
-static bool stack_room_ok(pid_t pid, uint64_t rsp)
+/*
+ * Room left below the stack pointer in its mapping ([stack] can grow: always enough). @pm
+ * was read before the thread was stopped (stacks do not move); a thread born since then is
+ * looked up in a fresh read.
+ */
+static bool stack_room_ok(pid_t pid, const struct procmaps *pm, uint64_t rsp)
 {
-	struct procmaps pm = {0};
-	const struct mapping *m;
+	struct procmaps fresh = { 0 };
+	const struct mapping *m = procmaps__find(pm, rsp);
 	bool ok = false;
 
-	if (procmaps__read(pid, &pm))
-		return false;
-	m = procmaps__find(&pm, rsp);
+	if (!m && !procmaps__read(pid, &fresh))
+		m = procmaps__find(&fresh, rsp);
 	if (m && (!strcmp(m->path, "[stack]") || rsp - m->start >= MIN_STACK_ROOM))
 		ok = true;
-	procmaps__free(&pm);
+	procmaps__free(&fresh);
 	return ok;
 }
 
@@ -1028,6 +1031,7 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 	static const int blocked_sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGTSTP,
 					   SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD};
 	struct safepoint *spt = NULL;
+	struct procmaps pm = { 0 };
 	struct cand *c = NULL;
 	sigset_t block, old;
 	char why[128] = "", lastwhy[256] = "";
@@ -1052,6 +1056,8 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 	for (round = 0; round < ROUNDS && err == -EBUSY; round++) {
 		free(c);
 		c = NULL;
+		procmaps__free(&pm);
+		procmaps__read(pid, &pm);
 		r = list_candidates(pid, &c, &nc);
 		if (r) {
 			err = r;
@@ -1078,7 +1084,7 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 					seterr(info, "process %d exited during the injection", pid);
 				goto done;
 			}
-			if (!stack_room_ok(pid, s.regs.rsp)) {
+			if (!stack_room_ok(pid, &pm, s.regs.rsp)) {
 				snprintf(lastwhy, sizeof(lastwhy),
 					 "thread %d: too little stack left below its stack pointer",
 					 s.tid);
@@ -1125,6 +1131,7 @@ done:
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	free(c);
+	procmaps__free(&pm);
 	safepoint__free(spt);
 	return err;
 }

@@ -281,6 +281,15 @@ def _k_config(args):
             "errors": errors}
 
 
+def _type_attr(t, name):
+    """t.NAME read without running a metaclass's __getattribute__."""
+    try:
+        v = type.__getattribute__(t, name)
+        return v if isinstance(v, str) else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def _objects_by_type():
     """[(type name, module, count, total sys.getsizeof)] for the objects the collector tracks
     and the objects they refer to directly (strings, numbers...). The GIL is held while
@@ -308,6 +317,10 @@ def _objects_by_type():
             s[1] += size
         budget[0] -= 1
 
+    # Only exact types and the type slots are looked at: isinstance() or getattr() on
+    # arbitrary objects would run their __getattribute__/__class__ code (some warn, some
+    # import things).
+    containers = (dict, list, tuple, set, frozenset)
     tracked = gc.get_objects()
     seen.add(id(tracked))
     truncated = False
@@ -316,12 +329,13 @@ def _objects_by_type():
             truncated = True
             break
         count(o)
-        if isinstance(o, (dict, list, tuple, set, frozenset)):
+        if type(o) in containers:
             for r in gc.get_referents(o):
                 if not gc.is_tracked(r):
                     count(r)
     del tracked
-    rows = [(t.__name__, getattr(t, "__module__", None), c, s) for t, (c, s) in stats.items()]
+    rows = [(_type_attr(t, "__name__"), _type_attr(t, "__module__"), c, s)
+            for t, (c, s) in stats.items()]
     rows.sort(key=lambda r: -r[3])
     return rows, truncated
 
@@ -398,12 +412,18 @@ def _threads_rows():
 
 
 def _modules_rows():
-    for name, mod in sorted(list(sys.modules.items()), key=lambda kv: kv[0]):
+    for name, mod in sorted(list(sys.modules.items()), key=lambda kv: str(kv[0])):
         if mod is None:
             continue
-        f = getattr(mod, "__file__", None)
-        v = getattr(mod, "__version__", None)
-        yield (name, f if isinstance(f, str) else None, v if isinstance(v, str) else None)
+        # Read the module's namespace directly: getattr() could run a lazy module's
+        # __getattr__ (PEP 562), which may import things or warn inside the user's job.
+        try:
+            d = object.__getattribute__(mod, "__dict__")
+        except Exception:  # noqa: BLE001
+            d = {}
+        f = d.get("__file__") if type(d) is dict else None
+        v = d.get("__version__") if type(d) is dict else None
+        yield (str(name), f if type(f) is str else None, v if type(v) is str else None)
 
 
 def _objects_rows():

@@ -341,6 +341,22 @@ def test_run_preloads_agent():
     assert "RESULT ok" in open(harness.tmp("run.out")).read()
     r = harness.probing("run")
     assert r.returncode == 2
+    # --listen: the agent serves TCP from the start; the token is printed on stderr.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    err = open(harness.tmp("runl.err"), "w")
+    out = open(harness.tmp("runl.out"), "w")
+    harness.spawn([harness.PROBING, "run", "--listen", "127.0.0.1:%d" % port, "--", PY,
+                   os.path.join(harness.PY_WORKLOADS, "live_target.py"), "sleep", "2", "tcprun"],
+                  stdout=out, stderr=err)
+    harness.wait_for(lambda: "READY" in open(harness.tmp("runl.out")).read(), what="READY")
+    token = re.search(r"PROBING_TOKEN=([0-9a-f]{32})", open(harness.tmp("runl.err")).read())
+    assert token, open(harness.tmp("runl.err")).read()
+    r = harness.probing("-t", "127.0.0.1:%d" % port, "eval", "TOKEN",
+                        env={"PROBING_TOKEN": token.group(1)})
+    assert r.returncode == 0 and r.stdout.strip() == "'tcprun'", r.stdout + r.stderr
 
 
 def test_listen_tcp_with_token():

@@ -196,3 +196,46 @@ def test_memory_cuda_not_initialized_with_torch():
     assert "CUDA: CUDA is not initialized in this process" in r.stdout, r.stdout
     r = harness.probing("eval", "-p", p.pid, "torch.cuda.is_initialized()")
     assert r.stdout == "False\n"
+
+
+def test_agent_tables_do_not_poke_user_objects():
+    """Counting objects and listing modules must not run user code: objects whose
+    __getattribute__ or __class__ speak, a lazy module whose __getattr__ speaks, a
+    metaclass whose __getattribute__ speaks (torch.distributed.reduce_op warned this way)."""
+    code = r'''
+import sys, time, types
+class Loud:
+    def __getattribute__(self, name):
+        sys.stderr.write("POKED %s\n" % name)
+        return object.__getattribute__(self, name)
+class Meta(type):
+    def __getattribute__(cls, name):
+        if not name.startswith("__"):
+            sys.stderr.write("META %s\n" % name)
+        return type.__getattribute__(cls, name)
+class WithMeta(metaclass=Meta):
+    pass
+lazy = types.ModuleType("lazy_mod")
+def _ga(name):
+    sys.stderr.write("LAZY %s\n" % name)
+    raise AttributeError(name)
+lazy.__getattr__ = _ga
+sys.modules["lazy_mod"] = lazy
+keep = [Loud() for _ in range(10)], [WithMeta() for _ in range(3)]
+print("READY", flush=True)
+time.sleep(20)
+'''
+    out = open(harness.tmp("poke.out"), "w")
+    err = open(harness.tmp("poke.err"), "w")
+    p = harness.spawn(["/usr/bin/python3", "-c", code], stdout=out, stderr=err)
+    harness.wait_for(lambda: "READY" in open(harness.tmp("poke.out")).read(), what="READY")
+    r = harness.probing("memory", "-p", p.pid, "--inject", "-n", "200")
+    assert r.returncode == 0 and "Loud" in r.stdout, r.stdout + r.stderr
+    r = livesql(p.pid, "SELECT name, file, version FROM python.modules WHERE name = 'lazy_mod'")
+    assert rows(r) == [["lazy_mod", None, None]], r.stdout + r.stderr
+    r = livesql(p.pid, "SELECT count FROM python.objects WHERE type = 'Loud'")
+    assert rows(r) == [[10]], r.stdout + r.stderr
+    r = livesql(p.pid, "SELECT count(*) FROM python.backtrace")
+    assert r.returncode == 0
+    time.sleep(0.2)
+    assert open(harness.tmp("poke.err")).read() == "", open(harness.tmp("poke.err")).read()
