@@ -278,15 +278,14 @@ static bool is_libdl_name(const char *b)
 	return !strcmp(b, "libdl.so.2") || (!strncmp(b, "libdl-", 6) && strstr(b, ".so"));
 }
 
-/* Look @name up in the file of mapping @m (offset 0); return its runtime address or 0. */
-static int resolve_in(pid_t pid, const struct procmaps *pm, const struct mapping *m,
-		      const char *name, const char *version, uint64_t *addr)
+/* Look @name up in the file of mapping @m (offset 0): 0 and its runtime address, or -errno. */
+static int resolve_in(pid_t pid, const struct mapping *m, const char *name, const char *version,
+		      uint64_t *addr)
 {
 	struct elfsym *e;
 	uint64_t bias = 0, value;
 	int fd, err;
 
-	(void)pm;
 	fd = procmaps__open(pid, m);
 	if (fd < 0)
 		return fd;
@@ -341,13 +340,13 @@ static int find_loader(pid_t pid, struct loader_fns *lf, struct inject_info *inf
 		goto cleanup;
 	}
 	lf->mode = 2; /* RTLD_NOW, RTLD_LOCAL: the agent's symbols stay out of the global scope */
-	if (!resolve_in(pid, &pm, libc, "dlopen", NULL, &lf->dlopen)) {
-		resolve_in(pid, &pm, libc, "dlerror", NULL, &lf->dlerror);
+	if (!resolve_in(pid, libc, "dlopen", NULL, &lf->dlopen)) {
+		resolve_in(pid, libc, "dlerror", NULL, &lf->dlerror);
 		snprintf(lf->module, sizeof(lf->module), "%s", libc->path);
-	} else if (libdl && !resolve_in(pid, &pm, libdl, "dlopen", NULL, &lf->dlopen)) {
-		resolve_in(pid, &pm, libdl, "dlerror", NULL, &lf->dlerror);
+	} else if (libdl && !resolve_in(pid, libdl, "dlopen", NULL, &lf->dlopen)) {
+		resolve_in(pid, libdl, "dlerror", NULL, &lf->dlerror);
 		snprintf(lf->module, sizeof(lf->module), "%s", libdl->path);
-	} else if (!resolve_in(pid, &pm, libc, "__libc_dlopen_mode", NULL, &lf->dlopen)) {
+	} else if (!resolve_in(pid, libc, "__libc_dlopen_mode", NULL, &lf->dlopen)) {
 		lf->mode = 2 | (int)0x80000000; /* RTLD_NOW | __RTLD_DLOPEN (glibc dlfcn.h) */
 		snprintf(lf->module, sizeof(lf->module), "%s", libc->path);
 	} else {
@@ -574,7 +573,6 @@ struct session {
 	bool stopped; /* it sits in a ptrace-stop */
 	bool dirty;   /* registers or mask changed: restore before letting go */
 	bool rewind;  /* restart an EINTR system call by hand on restore */
-	bool in_call; /* the last stop was our call's return (a SIGSEGV stop) */
 	struct user_regs_struct regs;
 	unsigned char *xstate;
 	size_t xstate_len;
@@ -856,7 +854,7 @@ out:
  */
 static bool stack_room_ok(pid_t pid, const struct procmaps *pm, uint64_t rsp)
 {
-	struct procmaps fresh = { 0 };
+	struct procmaps fresh = {0};
 	const struct mapping *m = procmaps__find(pm, rsp);
 	bool ok = false;
 
@@ -1031,7 +1029,7 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 	static const int blocked_sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGTSTP,
 					   SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD};
 	struct safepoint *spt = NULL;
-	struct procmaps pm = { 0 };
+	struct procmaps pm = {0};
 	struct cand *c = NULL;
 	sigset_t block, old;
 	char why[128] = "", lastwhy[256] = "";
@@ -1117,9 +1115,8 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 	if (err == -EBUSY)
 		seterr(info,
 		       "no thread of process %d was at a point where loading a library is safe "
-		       "(%s).\nThe process is busy in the allocator or the dynamic loader; try "
-		       "again "
-		       "in a moment.",
+		       "(%s).\nThe process is busy in the allocator or the dynamic loader; "
+		       "try again in a moment.",
 		       pid, lastwhy[0] ? lastwhy : "none could be stopped");
 done:
 	/* Reap nothing else: discard the SIGCHLDs our tracing queued, then restore the mask. */
@@ -1261,7 +1258,7 @@ int inject__call(pid_t pid, const char *module, const char *symbol, struct injec
 	err = -ENOENT;
 	for (i = 0; i < pm.nr && err; i++)
 		if (pm.m[i].offset == 0 && !strcmp(pm.m[i].path, module))
-			err = resolve_in(pid, &pm, &pm.m[i], symbol, NULL, &ctx.fn);
+			err = resolve_in(pid, &pm.m[i], symbol, NULL, &ctx.fn);
 	if (err) {
 		seterr(info, "cannot find %s in %s mapped in process %d: %s", symbol, module, pid,
 		       strerror(-err));
