@@ -39,7 +39,7 @@ static void usage(FILE *f)
 		   "  -h, --help           this help\n"
 		   "\n"
 		   "Examples:\n"
-		   "  probing eval -p 1234 'len(sys.modules)'\n"
+		   "  probing eval -p 1234 'import gc; print(len(gc.get_objects()))'\n"
 		   "  probing eval -p 1234 'import threading; print(threading.enumerate())'\n"
 		   "  probing eval -p 1234 'model.training'          # a global of the script\n"
 		   "  probing eval -p 1234 - < snippet.py\n");

@@ -44,7 +44,7 @@ static void usage(FILE *f)
 		"  probing inject -p 1234\n"
 		"  probing inject -p 1234 --repl\n"
 		"  probing inject -p 1234 --listen 9400\n"
-		"  PROBING_TOKEN=<token> probing -t 127.0.0.1:9400 eval 'len(gc.get_objects())'\n");
+		"  PROBING_TOKEN=<token> probing -t 127.0.0.1:9400 eval 'threading.enumerate()'\n");
 }
 
 static void print_time(const char *label, double t)
