@@ -58,11 +58,12 @@ class Term:
             if pid:
                 return os.waitstatus_to_exitcode(status)
             try:
-                select.select([self.fd], [], [], 0.05)
-                os.read(self.fd, 65536)
+                r, _, _ = select.select([self.fd], [], [], 0.05)
+                if r:
+                    self.buf += os.read(self.fd, 65536).decode("utf-8", "replace")
             except OSError:
                 pass
-        raise AssertionError("repl did not exit")
+        raise AssertionError("repl did not exit; screen: %r" % ANSI.sub("", self.buf)[-500:])
 
     def kill(self):
         try:
@@ -131,7 +132,10 @@ def test_repl_lines_blocks_ctrl_c_ctrl_d_history():
         term.expect(r"x \* 2")
         term.send("\r")
         term.expect(r"\n82\n>>> $")
-        # Ctrl-D leaves; the target keeps running with what the session defined.
+        # Ctrl-D leaves; the target keeps running with what the session defined. (A pause
+        # first, like a person's: the prompt is drawn a moment before the terminal is
+        # switched to character mode, and a ^D typed in between is a line-mode EOF.)
+        time.sleep(0.1)
         term.send("\x04")
         assert term.wait() == 0
     finally:
