@@ -239,3 +239,57 @@ time.sleep(20)
     assert r.returncode == 0
     time.sleep(0.2)
     assert open(harness.tmp("poke.err")).read() == "", open(harness.tmp("poke.err")).read()
+
+
+def test_helpers_can_add_tables_kinds_and_settings():
+    """The extension API helpers use (docs/live.md, "Extending the agent"): a table, a request
+    kind and a setting registered from Python show up without any C change."""
+    t = Target("sleep", seconds=4).wait_ready()
+    code = ("import probing_agent as agent\n"
+            "agent.register_table('python', 'custom', [('n', 'INTEGER', 'a number'),\n"
+            "    ('sq', 'INTEGER', 'its square')], lambda: [(i, i * i) for i in range(4)])\n"
+            "agent.register_kind('custom.double', lambda args: {'twice': args['x'] * 2})\n"
+            "agent.register_setting('custom.level', 3, 'a test setting',\n"
+            "    parse=lambda v: agent.parse_int(v, 0, 9))\n")
+    p = harness.probing("eval", "-p", t.pid, code)
+    assert p.returncode == 0, p.stderr
+    p = livesql(t.pid, "SELECT n, sq FROM python.custom ORDER BY n")
+    assert rows(p) == [[0, 0], [1, 1], [2, 4], [3, 9]], p.stdout + p.stderr
+    p = harness.probing("config", "-p", t.pid, "custom.level=7")
+    assert re.search(r"^custom\.level\s+7\s+3\s+a test setting", p.stdout, re.M), p.stdout
+    p = harness.probing("config", "-p", t.pid, "custom.level=12")
+    assert p.returncode == 1 and "custom.level: bad value" in p.stderr
+    # A raw request of the new kind over the socket.
+    code = ("import socket, struct, json\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            "s.connect('\\0probing-%d')\n"
+            "body = b'custom.double\\0' + json.dumps({'x': 21}).encode()\n"
+            "s.sendall(struct.pack('<I', len(body) + 1) + b'Q' + body)\n"
+            "while True:\n"
+            "    n, = struct.unpack('<I', s.recv(4))\n"
+            "    data = b''\n"
+            "    while len(data) < n:\n"
+            "        data += s.recv(n - len(data))\n"
+            "    if data[:1] != b'G':\n"
+            "        print(data[:1].decode(), json.loads(data[1:])['twice'])\n"
+            "        break\n" % t.pid)
+    p = harness.run(["/usr/bin/python3", "-c", code])
+    assert p.stdout.strip() == "R 42", p.stdout + p.stderr
+    t.finish()
+
+
+def test_embedded_helper_loaded_without_c_change():
+    """An agent built with one more injector/py-style helper loads it and serves what it
+    registers (the C side walks the table of embedded modules; it knows no names)."""
+    lib = os.path.join(harness.BUILD, "tests", "tools", "libprobing-agent-extra.so")
+    assert os.path.exists(lib), "run 'make test'"
+    t = Target("sleep", seconds=3).wait_ready()
+    p = harness.probing("inject", "-p", t.pid, env={"PROBING_AGENT": lib})
+    assert p.returncode == 0, p.stderr
+    p = livesql(t.pid, "SELECT word FROM python.extra_helper")
+    assert rows(p) == [["loaded"], ["probing_agent_extra_helper"]], p.stdout + p.stderr
+    p = harness.probing("eval", "-p", t.pid,
+                        "import sys; print(sorted(m for m in sys.modules "
+                        "if m.startswith('probing_')))")
+    assert p.stdout.strip() == "['probing_agent', 'probing_agent_extra_helper']", p.stdout
+    t.finish()
