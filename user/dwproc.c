@@ -32,7 +32,7 @@ struct dwproc {
 	pid_t pid;
 	Dwfl *dwfl;
 	struct procmaps maps;
-	struct bmap *reported; /* (dev, inode, start of its first executable mapping) */
+	struct bmap *reported;	 /* (dev, inode, start of its first executable mapping) */
 	struct modrange *ranges; /* sorted by start, non-overlapping */
 	size_t nranges, capranges;
 	uint64_t last_refresh_ns;
@@ -82,7 +82,6 @@ static int vdso_fd(void)
 /* Open the ELF file behind mapping @m of @pid; -errno on failure. */
 static int open_mapped_file(pid_t pid, const struct procmap *m)
 {
-	char path[4096 + 64];
 	int fd;
 
 	if (!strcmp(m->path, "[vdso]")) {
@@ -91,20 +90,11 @@ static int open_mapped_file(pid_t pid, const struct procmap *m)
 	}
 	if (m->path[0] != '/')
 		return -ENOENT;
-	if (!m->deleted) {
-		snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, m->path);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0)
-			return fd;
-	}
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-		 (unsigned long long)m->start, (unsigned long long)m->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		return fd;
+	fd = procmaps__open(pid, m);
 	/* The process may be gone: the path itself still names the file. */
-	fd = open(m->path, O_RDONLY | O_CLOEXEC);
-	return fd >= 0 ? fd : -errno;
+	if (fd < 0 && !m->deleted && (fd = open(m->path, O_RDONLY | O_CLOEXEC)) < 0)
+		fd = -errno;
+	return fd;
 }
 
 /*

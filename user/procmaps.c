@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
 
 #include "procmaps.h"
 #include "util.h"
@@ -104,4 +110,64 @@ const struct procmap *procmaps__find(const struct procmaps *pm, uint64_t addr)
 			return &pm->maps[mid];
 	}
 	return NULL;
+}
+
+const char *procmaps__basename(const struct procmap *m)
+{
+	const char *s = strrchr(m->path, '/');
+
+	return s ? s + 1 : m->path;
+}
+
+/* Does the file behind @fd hold, at the mapping's offset, the bytes the process has there? */
+static bool same_bytes(pid_t pid, int fd, const struct procmap *m)
+{
+	unsigned char a[4096], b[4096];
+	struct iovec local = {b, sizeof(b)}, remote;
+	ssize_t n, r;
+
+	if (m->w || !m->r)
+		return false;
+	n = pread(fd, a, sizeof(a), m->offset);
+	if (n <= 0)
+		return false;
+	if ((uint64_t)n > m->end - m->start)
+		n = m->end - m->start;
+	local.iov_len = n;
+	remote.iov_base = (void *)(uintptr_t)m->start;
+	remote.iov_len = n;
+	r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	return r == n && !memcmp(a, b, n);
+}
+
+int procmaps__open(pid_t pid, const struct procmap *m)
+{
+	char fn[PATH_MAX + 64];
+	struct stat st;
+	int fd, rootfd = -1;
+
+	if (m->path[0] == '/' && !m->deleted) {
+		snprintf(fn, sizeof(fn), "/proc/%d/root%s", (int)pid, m->path);
+		rootfd = open(fn, O_RDONLY | O_CLOEXEC);
+		if (rootfd >= 0 && !fstat(rootfd, &st) && st.st_ino == m->inode &&
+		    major(st.st_dev) == m->dev_major && minor(st.st_dev) == m->dev_minor)
+			return rootfd;
+		/* Replaced since it was mapped (an upgrade), or overlayfs: check below. */
+	}
+	snprintf(fn, sizeof(fn), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, m->start,
+		 m->end);
+	fd = open(fn, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (rootfd >= 0)
+			close(rootfd);
+		return fd;
+	}
+	fd = -errno;
+	if (rootfd >= 0) {
+		if (same_bytes(pid, rootfd, m))
+			return rootfd;
+		close(rootfd);
+		return -ESTALE;
+	}
+	return fd;
 }

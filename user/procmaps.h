@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* procmaps: a snapshot of /proc/PID/maps. */
+/*
+ * procmaps: a snapshot of /proc/PID/maps, and opening the exact file behind a mapping from
+ * outside the process (its mount namespace may differ from ours, the file may have been
+ * replaced or deleted since it was mapped).
+ */
 #ifndef PROBING_PROCMAPS_H
 #define PROBING_PROCMAPS_H
 
@@ -35,5 +39,17 @@ void procmaps__release(struct procmaps *pm);
 
 /* The mapping containing @addr, or NULL. */
 const struct procmap *procmaps__find(const struct procmaps *pm, uint64_t addr);
+
+/* The basename of a mapping's path ("" for anonymous mappings). */
+const char *procmaps__basename(const struct procmap *m);
+
+/*
+ * Open (O_RDONLY) the file mapped by @m in @pid: through /proc/PID/root (the target's view of
+ * the filesystem) when the device and inode there match the mapping, else through
+ * /proc/PID/map_files (exact, even for deleted files; needs CAP_SYS_ADMIN), else the
+ * /proc/PID/root file if its bytes at the mapping's offset are the ones mapped (overlayfs
+ * reports other inodes). Return an fd or -errno (-ESTALE: replaced since it was mapped).
+ */
+int procmaps__open(pid_t pid, const struct procmap *m);
 
 #endif

@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "procmaps.h"
 #include "pyelf.h"
 #include "util.h"
 
@@ -54,41 +55,22 @@ struct pyelf *pyelf__open_path(const char *path)
 	return open_fd(fd, path);
 }
 
-/* The file at @path is the one mapped: same device and inode as the maps line says. */
-static bool same_file(int fd, const struct pyelf_map *map)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
-		return false;
-	return st.st_ino == map->inode && major(st.st_dev) == map->dev_major &&
-	       minor(st.st_dev) == map->dev_minor;
-}
-
-struct pyelf *pyelf__open(pid_t pid, const struct pyelf_map *map)
+struct pyelf *pyelf__open(pid_t pid, const struct procmap *map)
 {
 	char path[4096 + 64];
-	int fd, err = ENOENT;
+	int fd = procmaps__open(pid, map);
 
-	if (!map->deleted && map->path[0] == '/') {
-		snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, map->path);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			if (same_file(fd, map))
-				return open_fd(fd, path);
-			close(fd);
-		} else {
-			err = errno;
-		}
+	if (fd < 0) {
+		errno = -fd;
+		return NULL;
 	}
-	/* The mapped file itself, even if deleted or replaced since (needs CAP_SYS_ADMIN). */
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-		 (unsigned long long)map->start, (unsigned long long)map->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		return open_fd(fd, path);
-	errno = errno == ENOENT ? err : errno;
-	return NULL;
+	/* Say where it came from (for --info and messages). */
+	if (!map->deleted && map->path[0] == '/')
+		snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, map->path);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
+			 (unsigned long long)map->start, (unsigned long long)map->end);
+	return open_fd(fd, path);
 }
 
 void pyelf__free(struct pyelf *e)

@@ -3,10 +3,9 @@
  * pyelf: the ELF file behind a mapping of another process, for symbol lookups (the CPython
  * interpreter's _PyRuntime, Py_Version, PyCode_Type, _PyEval_EvalFrameDefault...).
  *
- * Files are opened through /proc/PID/root/PATH, so a target in another mount namespace
- * (a container) is served by its own files, and checked against the mapping's device and
- * inode; if that path is gone, replaced or deleted, /proc/PID/map_files/START-END (the
- * mapped file itself; needs CAP_SYS_ADMIN) is used instead.
+ * Files are opened with procmaps__open(): through /proc/PID/root/PATH, so a target in
+ * another mount namespace (a container) is served by its own files, checked against the
+ * mapping's device and inode, else /proc/PID/map_files/START-END.
  */
 #ifndef PROBING_PYELF_H
 #define PROBING_PYELF_H
@@ -17,17 +16,10 @@
 
 struct pyelf;
 
-/* One mapping of the file, as /proc/PID/maps lists it. */
-struct pyelf_map {
-	uint64_t start, end, offset;
-	unsigned int dev_major, dev_minor;
-	uint64_t inode;
-	const char *path;
-	bool deleted; /* the maps line ended with " (deleted)" */
-};
+struct procmap;
 
-/* Open the file of @map in process @pid. NULL with errno set on failure. */
-struct pyelf *pyelf__open(pid_t pid, const struct pyelf_map *map);
+/* Open the file of @map in process @pid (procmaps__open). NULL with errno set on failure. */
+struct pyelf *pyelf__open(pid_t pid, const struct procmap *map);
 
 /* Open a file by path in our own namespace (tools, tests). NULL with errno set. */
 struct pyelf *pyelf__open_path(const char *path);

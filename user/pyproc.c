@@ -10,74 +10,12 @@
 #include <string.h>
 
 #include "log.h"
+#include "procmaps.h"
 #include "pyelf.h"
 #include "pyproc_int.h"
 #include "util.h"
 
 #define MAX_FRAMES 100000 /* a frame chain longer than this is a loop */
-
-/* ---- /proc/PID/maps ----------------------------------------------------------------------- */
-
-struct maps {
-	struct pyelf_map *m;
-	size_t nr;
-	char *text;
-};
-
-static void maps_release(struct maps *mp)
-{
-	free(mp->m);
-	free(mp->text);
-	memset(mp, 0, sizeof(*mp));
-}
-
-static int maps_read(pid_t pid, struct maps *mp)
-{
-	char path[64], *line, *save = NULL;
-	size_t len, cap = 0;
-	int err;
-
-	memset(mp, 0, sizeof(*mp));
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	mp->text = read_file(path, 0, &len);
-	if (!mp->text)
-		return errno == ENOENT ? -ESRCH : -errno;
-	for (line = strtok_r(mp->text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		struct pyelf_map m = {0};
-		unsigned long long start, end, off, inode;
-		char perms[8];
-		int pathoff = 0;
-		size_t pl;
-
-		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off,
-			   &m.dev_major, &m.dev_minor, &inode, &pathoff) < 7)
-			continue;
-		m.start = start;
-		m.end = end;
-		m.offset = off;
-		m.inode = inode;
-		m.path = pathoff ? line + pathoff : "";
-		pl = strlen(m.path);
-		if (pl > 10 && !strcmp(m.path + pl - 10, " (deleted)")) {
-			line[pathoff + pl - 10] = 0;
-			m.deleted = true;
-		}
-		if (mp->nr == cap) {
-			size_t ncap = cap ? cap * 2 : 256;
-			struct pyelf_map *tmp = realloc(mp->m, ncap * sizeof(*tmp));
-
-			if (!tmp) {
-				err = -ENOMEM;
-				maps_release(mp);
-				return err;
-			}
-			mp->m = tmp;
-			cap = ncap;
-		}
-		mp->m[mp->nr++] = m;
-	}
-	return 0;
-}
 
 /* ---- discovery ---------------------------------------------------------------------------- */
 
@@ -180,7 +118,7 @@ static int setup_from_elf(struct pyproc *pp, struct pyelf *e, const uint64_t *va
 }
 
 /* Find the ELF defining _PyRuntime among the mappings; fill pp->elf_path, bias, symbols. */
-static int find_interpreter(struct pyproc *pp, const struct maps *mp, uint64_t *py_version)
+static int find_interpreter(struct pyproc *pp, const struct procmaps *mp, uint64_t *py_version)
 {
 	size_t i, j;
 	int pass, err = -ENOENT;
@@ -190,7 +128,7 @@ static int find_interpreter(struct pyproc *pp, const struct maps *mp, uint64_t *
 	 * pass 1: that is where an exported _PyRuntime lives and it is small. */
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0; i < mp->nr; i++) {
-			const struct pyelf_map *m = &mp->m[i];
+			const struct procmap *m = &mp->maps[i];
 			uint64_t vals[SYM_NR], sizes[SYM_NR];
 			struct pyelf *e;
 			bool seen = false;
@@ -199,7 +137,7 @@ static int find_interpreter(struct pyproc *pp, const struct maps *mp, uint64_t *
 			    looks_pythonic(m->path) != (pass == 0))
 				continue;
 			for (j = 0; j < i && !seen; j++)
-				seen = !strcmp(mp->m[j].path, m->path);
+				seen = !strcmp(mp->maps[j].path, m->path);
 			if (seen)
 				continue; /* the first mapping of each file stands for it */
 			e = pyelf__open(pp->pid, m);
@@ -242,7 +180,7 @@ static void format_version(struct pyproc *pp, uint64_t hex)
 struct pyproc *pyproc__open(pid_t pid)
 {
 	struct pyproc *pp = NULL;
-	struct maps mp = {0};
+	struct procmaps mp = {};
 	const struct py_offsets *table;
 	uint64_t hex = 0;
 	unsigned int minor;
@@ -264,7 +202,7 @@ struct pyproc *pyproc__open(pid_t pid)
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = maps_read(pid, &mp);
+	err = procmaps__read(pid, &mp);
 	if (err)
 		goto cleanup;
 	err = find_interpreter(pp, &mp, &hex);
@@ -333,7 +271,7 @@ struct pyproc *pyproc__open(pid_t pid)
 		 pp->elf_path, (unsigned long long)pp->runtime);
 cleanup:
 	free(dbg);
-	maps_release(&mp);
+	procmaps__release(&mp);
 	if (err) {
 		pyproc__free(pp);
 		errno = -err;

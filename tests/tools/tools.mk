@@ -1,16 +1,43 @@
-# Test tools: programs the tests and benchmarks use to make their inputs.
-#   build/tests/tools/folded2db   folded stacks -> a recording, through the store API
-
-TOOLS_BINS := $(BUILD)/tests/tools/folded2db
+# Test tools linked with libprobing.a (built by 'make test'):
+#   folded2db   folded stacks -> a recording, through the store API
+#   livesql     SQL on the live tables of a process (user/livedb)
+#   injectlib   load any library into a process with the injector
+TEST_TOOLS := $(BUILD)/tests/tools/folded2db $(BUILD)/tests/tools/livesql \
+	      $(BUILD)/tests/tools/injectlib
 
 $(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIB)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-.PHONY: tools
-tools: $(TOOLS_BINS)
-
-TEST_TARGETS += $(TOOLS_BINS)
+TEST_TARGETS += $(TEST_TOOLS)
 # Keep the objects (they would be removed as intermediates, and rebuilt every time).
-.SECONDARY: $(patsubst $(BUILD)/tests/tools/%,$(BUILD)/obj/tests/tools/%.o,$(TOOLS_BINS))
+.SECONDARY: $(patsubst $(BUILD)/tests/tools/%,$(BUILD)/obj/tests/tools/%.o,$(TEST_TOOLS))
+
+# An agent built like build/libprobing-agent.so, with one more embedded helper
+# (tests/workloads/agent_extra_helper.py): the C side must load it without knowing its name.
+TEST_AGENT_EXTRA := $(BUILD)/tests/tools/libprobing-agent-extra.so
+TEST_EXTRA_PY := injector/py/agent.py tests/workloads/agent_extra_helper.py
+
+$(BUILD)/tests/tools/agent_extra_py.S: $(TEST_EXTRA_PY) tests/tools/tools.mk
+	$(Q)mkdir -p $(@D)
+	$(Q){ echo '.section .rodata'; \
+	  for f in $(TEST_EXTRA_PY); do n=$$(basename $$f .py); \
+	    echo ".hidden probing_py_$$n"; echo "probing_py_$$n:"; echo ".incbin \"$$f\""; \
+	    echo ".byte 0"; echo ".Lpyname_$$n: .asciz \"$$n\""; done; \
+	  echo '.section .data.rel.ro,"aw"'; echo '.balign 8'; \
+	  echo '.global probing_py_modules'; echo '.hidden probing_py_modules'; \
+	  echo 'probing_py_modules:'; \
+	  for f in $(TEST_EXTRA_PY); do n=$$(basename $$f .py); \
+	    echo ".quad .Lpyname_$$n, probing_py_$$n"; done; \
+	  echo '.quad 0, 0'; echo '.section .note.GNU-stack,"",@progbits'; } > $@
+
+$(TEST_AGENT_EXTRA): $(BUILD)/tests/tools/agent_extra_py.S $(filter-out $(BUILD)/obj/injector/agent_py.pic.o,$(AGENT_OBJS))
+	$(call msg,LINK,$@)
+	$(Q)$(CC) -shared -fPIC -Wl,-z,nodelete -o $@ $(filter %.o %.S,$^) -lpthread -ldl
+
+TEST_TOOLS += $(TEST_AGENT_EXTRA)
+TEST_TARGETS += $(TEST_AGENT_EXTRA)
+
+.PHONY: test-tools tools
+test-tools tools: $(TEST_TOOLS)

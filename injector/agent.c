@@ -1,0 +1,1262 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libprobing-agent.so: the in-process side of live diagnosis (DESIGN.md §7, docs/live.md).
+ *
+ * The constructor only starts one thread (no Python call, no allocation beyond what
+ * pthread_create does) and returns. That thread ("probing-agent") serves the abstract Unix
+ * socket "@probing-<pid>" (and TCP when asked) with a poll() loop and never touches the GIL,
+ * so it always answers "hello" and "list", even when the target never lets the GIL go.
+ * Requests that need Python are queued to a worker thread ("probing-python", started on
+ * the first such request), which runs them one at a time under PyGILState_Ensure. The
+ * CPython C API is resolved with dlsym at run time (RTLD_DEFAULT, then the libpython found
+ * with dl_iterate_phdr), so one build serves CPython 3.8-3.13 with a static or a shared
+ * libpython. The C side stays small: the worker loads the embedded Python helpers
+ * (injector/py/NAME.py) on its first request and hands every request to
+ * probing_agent.handle(kind, body).
+ *
+ * Rules that keep the target safe:
+ *  - the agent's threads block every signal (the target's handlers never run on them);
+ *  - Python is never called before Py_IsInitialized() nor once finalization began (an atexit
+ *    callback registered by the helper tells us), and never with one of our locks held
+ *    while waiting for the GIL;
+ *  - after fork() the child has no agent threads: an atfork handler closes the inherited
+ *    sockets and marks the agent stopped (probing_agent_start() starts it again there);
+ *  - a request whose client went away (or cancelled) before the GIL came is dropped;
+ *  - a running request whose client disconnects or sends 'C' gets KeyboardInterrupt raised
+ *    in it (PyThreadState_SetAsyncExc) by a small watchdog thread ("probing-watch", started
+ *    on first use), which waits for the GIL on its own so that nobody else blocks.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "agent.h"
+
+#define EXPORT	    __attribute__((visibility("default")))
+#define MAX_CLIENTS 32
+
+/* ---- the CPython C API, resolved at run time ----------------------------------------- */
+
+typedef void PyObject;
+typedef ssize_t Py_ssize_t;
+
+/* PyMethodDef is part of the stable ABI: identical in 3.8-3.13. */
+struct py_method_def {
+	const char *name;
+	PyObject *(*meth)(PyObject *self, PyObject *args);
+	int flags;
+	const char *doc;
+};
+#define METH_VARARGS  0x0001
+#define Py_file_input 257
+
+static struct {
+	bool resolved, missing;
+	int (*IsInitialized)(void);
+	int (*GILState_Ensure)(void);
+	void (*GILState_Release)(int);
+	const char *(*GetVersion)(void);
+	PyObject *(*CompileStringExFlags)(const char *, const char *, int, void *, int);
+	PyObject *(*ImportExecCodeModule)(const char *, PyObject *);
+	PyObject *(*GetAttrString)(PyObject *, const char *);
+	PyObject *(*CallFunctionObjArgs)(PyObject *, ...);
+	PyObject *(*BytesFromStringAndSize)(const char *, Py_ssize_t);
+	int (*BytesAsStringAndSize)(PyObject *, char **, Py_ssize_t *);
+	void (*DecRef)(PyObject *);
+	void (*ErrClear)(void);
+	void (*ErrFetch)(PyObject **, PyObject **, PyObject **);
+	PyObject *(*ObjectStr)(PyObject *);
+	const char *(*UnicodeAsUTF8)(PyObject *);
+	int (*SetAsyncExc)(unsigned long, PyObject *);
+	PyObject **ExcKeyboardInterrupt;
+	PyObject *(*CFunctionNewEx)(struct py_method_def *, PyObject *, PyObject *);
+	int (*ArgParseTuple)(PyObject *, const char *, ...);
+	PyObject *(*BuildValue)(const char *, ...);
+} py;
+
+/* ---- state -------------------------------------------------------------------------- */
+
+struct client {
+	bool used;
+	int fd;
+	bool tcp, authed;
+	bool denied;	 /* told "permission denied": drained until it hangs up */
+	double deadline; /* when a denied client is closed anyway */
+	bool inflight;	 /* its Python request is queued or running (guarded by wk.lock) */
+	bool hup;	 /* it hung up while inflight: closed once the request is done */
+	unsigned char *buf;
+	size_t len, cap;
+};
+
+static struct {
+	pthread_mutex_t lock;  /* guards running/stopping across threads and fork */
+	bool running;	       /* the agent thread exists */
+	volatile bool stop;    /* asked to shut down */
+	volatile bool py_gone; /* Python finalization began: never call it again */
+	pthread_t thread;
+	pid_t pid;
+	double since;
+	int listen_fd, tcp_fd, wake[2];
+	char sockname[64];
+	char tcp_addr[96];
+	char token[33];
+	struct client clients[MAX_CLIENTS];
+	/* Python side (worker thread only) */
+	bool py_loaded, py_load_failed;
+	PyObject *handle;
+	char py_error[512];
+} ag = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.listen_fd = -1,
+	.tcp_fd = -1,
+	.wake = {-1, -1},
+};
+
+/* A queued Python request. */
+struct pyreq {
+	struct pyreq *next;
+	int slot; /* ag.clients index */
+	uint64_t id;
+	char *kind;
+	char *body;
+	size_t blen;
+};
+
+/* The worker, its queue, and the watchdog's orders; all guarded by wk.lock. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t work;   /* the worker waits for requests */
+	pthread_cond_t cancel; /* the watchdog waits for cancels */
+	bool worker_started, watchdog_started;
+	struct pyreq *head, *tail;
+	uint64_t next_id;
+	uint64_t running;    /* id of the request the worker runs (0: none) */
+	bool running_py;     /* ...and it is inside Python (between Ensure and Release) */
+	uint64_t cancel_id;  /* the running request to interrupt */
+	uint64_t delivered;  /* the last id the watchdog interrupted */
+	unsigned long ident; /* the worker's thread ident, for PyThreadState_SetAsyncExc */
+} wk = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.work = PTHREAD_COND_INITIALIZER,
+	.cancel = PTHREAD_COND_INITIALIZER,
+	.next_id = 1,
+};
+
+/* The embedded helpers: { "agent", probing_py_agent }, ... { NULL, NULL } (agent.mk). */
+struct py_module {
+	const char *name;
+	const char *source;
+};
+extern const struct py_module probing_py_modules[];
+
+static double wall_time(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double mono_time(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* ---- resolving Python --------------------------------------------------------------- */
+
+struct find_libpython {
+	char path[4096];
+};
+
+static int find_libpython_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct find_libpython *f = arg;
+	const char *b = strrchr(info->dlpi_name, '/');
+
+	b = b ? b + 1 : info->dlpi_name;
+	if (!strncmp(b, "libpython3", 10)) {
+		snprintf(f->path, sizeof(f->path), "%s", info->dlpi_name);
+		return 1;
+	}
+	return 0;
+}
+
+static void *sym(void *h, const char *name)
+{
+	void *p = dlsym(RTLD_DEFAULT, name);
+
+	if (!p && h)
+		p = dlsym(h, name);
+	return p;
+}
+
+/*
+ * Find the C API. RTLD_DEFAULT covers a python executable with the interpreter linked in or
+ * a libpython it depends on; an embedding program that dlopen'ed libpython with RTLD_LOCAL
+ * needs the handle of that libpython (RTLD_NOLOAD: never load one ourselves).
+ */
+static bool py_resolve(void)
+{
+	struct find_libpython f = {""};
+	void *h = NULL;
+
+	if (py.resolved)
+		return true;
+	if (!dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
+		dl_iterate_phdr(find_libpython_cb, &f);
+		if (f.path[0])
+			h = dlopen(f.path, RTLD_LAZY | RTLD_NOLOAD);
+		if (!h)
+			return false;
+	}
+#define R(field, name)                              \
+	do {                                        \
+		*(void **)&py.field = sym(h, name); \
+		if (!py.field)                      \
+			return false;               \
+	} while (0)
+	R(IsInitialized, "Py_IsInitialized");
+	R(GILState_Ensure, "PyGILState_Ensure");
+	R(GILState_Release, "PyGILState_Release");
+	R(GetVersion, "Py_GetVersion");
+	R(CompileStringExFlags, "Py_CompileStringExFlags");
+	R(ImportExecCodeModule, "PyImport_ExecCodeModule");
+	R(GetAttrString, "PyObject_GetAttrString");
+	R(CallFunctionObjArgs, "PyObject_CallFunctionObjArgs");
+	R(BytesFromStringAndSize, "PyBytes_FromStringAndSize");
+	R(BytesAsStringAndSize, "PyBytes_AsStringAndSize");
+	R(DecRef, "Py_DecRef");
+	R(ErrClear, "PyErr_Clear");
+	R(ErrFetch, "PyErr_Fetch");
+	R(ObjectStr, "PyObject_Str");
+	R(UnicodeAsUTF8, "PyUnicode_AsUTF8");
+	R(SetAsyncExc, "PyThreadState_SetAsyncExc");
+	R(ExcKeyboardInterrupt, "PyExc_KeyboardInterrupt");
+	R(CFunctionNewEx, "PyCFunction_NewEx");
+	R(ArgParseTuple, "PyArg_ParseTuple");
+	R(BuildValue, "Py_BuildValue");
+#undef R
+	py.resolved = true;
+	return true;
+}
+
+/* ---- Python side: loading the helpers, calling the dispatcher (GIL held) ---------------- */
+
+/* Describe and clear the current Python exception into @out. */
+static void py_error_text(const char *what, char *out, size_t len)
+{
+	PyObject *t = NULL, *v = NULL, *tb = NULL, *s = NULL;
+	const char *txt = NULL;
+
+	py.ErrFetch(&t, &v, &tb);
+	if (v)
+		s = py.ObjectStr(v);
+	if (s)
+		txt = py.UnicodeAsUTF8(s);
+	snprintf(out, len, "%s: %s", what, txt ? txt : "unknown error");
+	if (s)
+		py.DecRef(s);
+	py.ErrClear();
+	if (t)
+		py.DecRef(t);
+	if (v)
+		py.DecRef(v);
+	if (tb)
+		py.DecRef(tb);
+}
+
+static PyObject *native_fn(PyObject *self, PyObject *args)
+{
+	const char *op = NULL;
+
+	if (!py.ArgParseTuple(args, "s", &op))
+		return NULL;
+	if (!strcmp(op, "stop")) {
+		/* Called from atexit: from now on Python is going away. */
+		ag.py_gone = true;
+		ag.stop = true;
+		if (ag.wake[1] >= 0) {
+			char c = 's';
+			ssize_t r = write(ag.wake[1], &c, 1);
+			(void)r;
+		}
+	}
+	return py.BuildValue("");
+}
+
+static struct py_method_def native_def = {"probing_native", native_fn, METH_VARARGS,
+					  "probing agent: C-side operations"};
+
+static void json_str(char *out, size_t len, const char *s)
+{
+	size_t o = 0;
+
+	if (len < 3)
+		return;
+	out[o++] = '"';
+	for (; s && *s && o + 8 < len; s++) {
+		unsigned char c = *s;
+
+		if (c == '"' || c == '\\') {
+			out[o++] = '\\';
+			out[o++] = c;
+		} else if (c < 0x20) {
+			o += snprintf(out + o, len - o, "\\u%04x", c);
+		} else {
+			out[o++] = c;
+		}
+	}
+	out[o++] = '"';
+	out[o] = '\0';
+}
+
+static int py_load(void)
+{
+	const struct py_module *m, *agent_mod = NULL;
+	PyObject *code, *mod = NULL, *init = NULL, *fn = NULL, *info = NULL, *r;
+	char name[128], file[160], infobuf[1024], esc[256], esc2[160];
+	int pass;
+
+	if (ag.py_loaded)
+		return 0;
+	if (ag.py_load_failed)
+		return -1;
+	for (m = probing_py_modules; m->name; m++)
+		if (!strcmp(m->name, "agent"))
+			agent_mod = m;
+	if (!agent_mod) {
+		snprintf(ag.py_error, sizeof(ag.py_error), "the agent has no embedded agent.py");
+		goto fail;
+	}
+	/* agent.py first (the others import it), then every other helper. */
+	for (pass = 0; pass < 2; pass++) {
+		for (m = probing_py_modules; m->name; m++) {
+			if ((m == agent_mod) != (pass == 0))
+				continue;
+			snprintf(name, sizeof(name), "probing_%s", m->name);
+			snprintf(file, sizeof(file), "<probing:%s.py>", m->name);
+			code = py.CompileStringExFlags(m->source, file, Py_file_input, NULL, -1);
+			r = code ? py.ImportExecCodeModule(name, code) : NULL;
+			if (code)
+				py.DecRef(code);
+			if (!r) {
+				py_error_text(name, ag.py_error, sizeof(ag.py_error));
+				if (pass == 0)
+					goto fail;
+				continue; /* a broken extra helper must not take the agent down */
+			}
+			if (pass == 0)
+				mod = r;
+			else
+				py.DecRef(r);
+		}
+		if (pass == 0) {
+			ag.handle = py.GetAttrString(mod, "handle");
+			init = py.GetAttrString(mod, "_init");
+			if (!ag.handle || !init) {
+				py_error_text("probing_agent", ag.py_error, sizeof(ag.py_error));
+				goto fail;
+			}
+			fn = py.CFunctionNewEx(&native_def, NULL, NULL);
+			json_str(esc, sizeof(esc), ag.sockname);
+			json_str(esc2, sizeof(esc2), ag.tcp_addr);
+			snprintf(
+				infobuf, sizeof(infobuf),
+				"{\"since\": %.6f, \"socket\": %s, \"tcp\": %s, \"agent\": \"%s\"}",
+				ag.since, esc, ag.tcp_addr[0] ? esc2 : "null", AGENT_VERSION);
+			info = py.BytesFromStringAndSize(infobuf, strlen(infobuf));
+			r = fn && info ? py.CallFunctionObjArgs(init, fn, info, NULL) : NULL;
+			if (!r) {
+				py_error_text("probing_agent._init", ag.py_error,
+					      sizeof(ag.py_error));
+				goto fail;
+			}
+			py.DecRef(r);
+			py.DecRef(init);
+			py.DecRef(fn);
+			py.DecRef(info);
+			init = fn = info = NULL;
+		}
+	}
+	py.DecRef(mod);
+	ag.py_loaded = true;
+	return 0;
+fail:
+	if (init)
+		py.DecRef(init);
+	if (fn)
+		py.DecRef(fn);
+	if (info)
+		py.DecRef(info);
+	if (mod)
+		py.DecRef(mod);
+	ag.py_load_failed = true;
+	return -1;
+}
+
+/* ---- frames ------------------------------------------------------------------------- */
+
+static int write_full(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= w;
+	}
+	return 0;
+}
+
+static int send_frame(int fd, char type, const void *payload, size_t len)
+{
+	unsigned char hdr[5];
+	uint32_t l = len + 1;
+
+	hdr[0] = l;
+	hdr[1] = l >> 8;
+	hdr[2] = l >> 16;
+	hdr[3] = l >> 24;
+	hdr[4] = type;
+	if (write_full(fd, hdr, 5))
+		return -1;
+	return len ? write_full(fd, payload, len) : 0;
+}
+
+static int send_text(int fd, char type, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int send_text(int fd, char type, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return send_frame(fd, type, buf, strlen(buf));
+}
+
+static void wake_io(void)
+{
+	char c = 'w';
+
+	if (ag.wake[1] >= 0) {
+		ssize_t r = write(ag.wake[1], &c, 1);
+		(void)r;
+	}
+}
+
+static bool start_thread(void *(*fn)(void *), const char *name)
+{
+	pthread_t t;
+
+	/* Every signal stays blocked: this thread inherits the agent thread's mask. */
+	if (pthread_create(&t, NULL, fn, NULL))
+		return false;
+	pthread_setname_np(t, name);
+	pthread_detach(t);
+	return true;
+}
+
+/* ---- the watchdog: interrupts a running request -------------------------------------- */
+
+static void *watchdog_main(void *arg)
+{
+	uint64_t id;
+	int st;
+
+	pthread_mutex_lock(&wk.lock);
+	for (;;) {
+		while (!ag.stop && (!wk.cancel_id || wk.cancel_id == wk.delivered))
+			pthread_cond_wait(&wk.cancel, &wk.lock);
+		if (ag.stop || ag.py_gone)
+			break;
+		id = wk.cancel_id;
+		wk.delivered = id;
+		pthread_mutex_unlock(&wk.lock);
+		/* Taking the GIL works whenever the running code lets it go (every switch
+		 * interval for Python code). wk.lock is not held meanwhile: the others take it. */
+		st = py.GILState_Ensure();
+		pthread_mutex_lock(&wk.lock);
+		if (wk.running == id && wk.running_py)
+			py.SetAsyncExc(wk.ident, *py.ExcKeyboardInterrupt);
+		pthread_mutex_unlock(&wk.lock);
+		py.GILState_Release(st);
+		pthread_mutex_lock(&wk.lock);
+	}
+	wk.watchdog_started = false;
+	pthread_mutex_unlock(&wk.lock);
+	return NULL;
+}
+
+/* Interrupt or drop the Python request of client @slot (called by the I/O thread). Return
+ * true if it was still queued (and is now dropped: nobody will answer it). */
+static bool cancel_request(int slot)
+{
+	struct pyreq **pp, *r;
+	bool dropped = false;
+
+	pthread_mutex_lock(&wk.lock);
+	for (pp = &wk.head; *pp; pp = &(*pp)->next) {
+		if ((*pp)->slot != slot)
+			continue;
+		r = *pp;
+		*pp = r->next;
+		if (wk.tail == r) {
+			wk.tail = NULL;
+			for (struct pyreq *q = wk.head; q; q = q->next)
+				wk.tail = q;
+		}
+		free(r->kind);
+		free(r->body);
+		free(r);
+		ag.clients[slot].inflight = false;
+		dropped = true;
+		break;
+	}
+	if (!dropped && wk.running && ag.clients[slot].inflight) {
+		wk.cancel_id = wk.running;
+		if (!wk.watchdog_started)
+			wk.watchdog_started = start_thread(watchdog_main, "probing-watch");
+		pthread_cond_signal(&wk.cancel);
+	}
+	pthread_mutex_unlock(&wk.lock);
+	return dropped;
+}
+
+/* ---- the worker: runs Python requests one at a time ------------------------------------ */
+
+static void hello(int fd);
+
+static void python_request(int fd, struct pyreq *req)
+{
+	PyObject *k = NULL, *b = NULL, *r = NULL;
+	char *out = NULL, *data;
+	Py_ssize_t n = 0;
+	char type = FRAME_ERROR;
+	bool skip;
+	int st;
+
+	if (ag.py_gone) {
+		send_text(fd, FRAME_ERROR, "the Python interpreter of process %d is shutting down",
+			  (int)getpid());
+		return;
+	}
+	if (!py_resolve()) {
+		send_text(fd, FRAME_ERROR, "process %d has no Python interpreter", (int)getpid());
+		return;
+	}
+	if (!py.IsInitialized()) {
+		send_text(fd, FRAME_ERROR,
+			  "the Python interpreter of process %d is not initialized (yet)",
+			  (int)getpid());
+		return;
+	}
+	st = py.GILState_Ensure();
+	pthread_mutex_lock(&wk.lock);
+	wk.ident = (unsigned long)pthread_self();
+	/* Cancelled, or its client left, while we waited for the GIL: do not run it late. */
+	skip = wk.cancel_id == req->id || ag.clients[req->slot].hup || ag.py_gone;
+	wk.running_py = !skip;
+	pthread_mutex_unlock(&wk.lock);
+	if (skip) {
+		py.GILState_Release(st);
+		send_text(fd, FRAME_ERROR, "the request was cancelled before it started");
+		return;
+	}
+	/* Tell the client the GIL came (it times out on this, not on the work itself). */
+	if (send_frame(fd, FRAME_GIL, NULL, 0))
+		goto release;
+	if (py_load()) {
+		out = strdup(ag.py_error);
+		n = out ? strlen(out) : 0;
+		type = FRAME_ERROR;
+		goto release;
+	}
+	k = py.BytesFromStringAndSize(req->kind, strlen(req->kind));
+	b = py.BytesFromStringAndSize(req->body, req->blen);
+	if (k && b)
+		r = py.CallFunctionObjArgs(ag.handle, k, b, NULL);
+	if (r && !py.BytesAsStringAndSize(r, &data, &n) && n >= 1) {
+		/* The dispatcher's answer: a frame type byte, then JSON. Copy it: the GIL goes
+		 * before the (possibly slow) send. */
+		type = data[0];
+		out = malloc(n);
+		if (out)
+			memcpy(out, data + 1, n - 1);
+		n = n - 1;
+	} else {
+		char msg[600];
+
+		py_error_text("probing_agent.handle", msg, sizeof(msg));
+		out = strdup(msg);
+		n = out ? strlen(out) : 0;
+		type = FRAME_ERROR;
+	}
+release:
+	if (k)
+		py.DecRef(k);
+	if (b)
+		py.DecRef(b);
+	if (r)
+		py.DecRef(r);
+	pthread_mutex_lock(&wk.lock);
+	wk.running_py = false;
+	pthread_mutex_unlock(&wk.lock);
+	py.GILState_Release(st);
+	if (out) {
+		send_frame(fd, type, out, n);
+		free(out);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct pyreq *req;
+	int fd;
+
+	pthread_mutex_lock(&wk.lock);
+	for (;;) {
+		while (!ag.stop && !wk.head)
+			pthread_cond_wait(&wk.work, &wk.lock);
+		if (ag.stop)
+			break;
+		req = wk.head;
+		wk.head = req->next;
+		if (!wk.head)
+			wk.tail = NULL;
+		wk.running = req->id;
+		/* The I/O thread never closes the socket of a client with a request in flight. */
+		fd = ag.clients[req->slot].fd;
+		pthread_mutex_unlock(&wk.lock);
+
+		python_request(fd, req);
+
+		pthread_mutex_lock(&wk.lock);
+		wk.running = 0;
+		ag.clients[req->slot].inflight = false;
+		free(req->kind);
+		free(req->body);
+		free(req);
+		wake_io(); /* it may now read that client's next request, or close it */
+	}
+	wk.worker_started = false;
+	pthread_mutex_unlock(&wk.lock);
+	return NULL;
+}
+
+/* Queue a Python request of client @slot. False: out of memory or no worker. */
+static bool queue_request(int slot, const char *kind, const char *body, size_t blen)
+{
+	struct pyreq *r = calloc(1, sizeof(*r));
+	bool ok = false;
+
+	if (!r)
+		return false;
+	r->slot = slot;
+	r->kind = strdup(kind);
+	r->body = malloc(blen + 1);
+	if (!r->kind || !r->body)
+		goto fail;
+	memcpy(r->body, body, blen);
+	r->body[blen] = '\0';
+	r->blen = blen;
+	pthread_mutex_lock(&wk.lock);
+	if (!wk.worker_started)
+		wk.worker_started = start_thread(worker_main, "probing-python");
+	if (wk.worker_started) {
+		r->id = wk.next_id++;
+		if (wk.tail)
+			wk.tail->next = r;
+		else
+			wk.head = r;
+		wk.tail = r;
+		ag.clients[slot].inflight = true;
+		pthread_cond_signal(&wk.work);
+		ok = true;
+	}
+	pthread_mutex_unlock(&wk.lock);
+	if (ok)
+		return true;
+fail:
+	free(r->kind);
+	free(r->body);
+	free(r);
+	return false;
+}
+
+/* ---- clients (I/O thread) --------------------------------------------------------------- */
+
+static bool is_inflight(int slot)
+{
+	bool v;
+
+	pthread_mutex_lock(&wk.lock);
+	v = ag.clients[slot].inflight;
+	pthread_mutex_unlock(&wk.lock);
+	return v;
+}
+
+static void drop_client(int i)
+{
+	struct client *c = &ag.clients[i];
+
+	close_fd(&c->fd);
+	free(c->buf);
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+}
+
+static void hello(int fd)
+{
+	char buf[1536], ver[400] = "null", sock[96], tcp[128] = "null", err[600] = "null";
+	bool ready = py_resolve() && !ag.py_gone && py.IsInitialized(), busy;
+
+	pthread_mutex_lock(&wk.lock);
+	busy = wk.running != 0;
+	pthread_mutex_unlock(&wk.lock);
+	if (ready)
+		json_str(ver, sizeof(ver), py.GetVersion());
+	json_str(sock, sizeof(sock), ag.sockname);
+	if (ag.tcp_addr[0])
+		json_str(tcp, sizeof(tcp), ag.tcp_addr);
+	if (ag.py_error[0])
+		json_str(err, sizeof(err), ag.py_error);
+	snprintf(buf, sizeof(buf),
+		 "{\"pid\": %d, \"since\": %.6f, \"agent\": \"%s\", \"socket\": %s, \"tcp\": %s, "
+		 "\"python\": %s, \"python_ready\": %s, \"helpers_loaded\": %s, \"busy\": %s, "
+		 "\"error\": %s}",
+		 (int)getpid(), ag.since, AGENT_VERSION, sock, tcp, ver, ready ? "true" : "false",
+		 ag.py_loaded ? "true" : "false", busy ? "true" : "false", err);
+	send_frame(fd, FRAME_RESULT, buf, strlen(buf));
+}
+
+static int start_tcp(const char *spec, char *err, size_t errlen);
+
+static bool token_ok(const char *given)
+{
+	size_t i, n = strlen(ag.token), g = strlen(given);
+	unsigned char diff = g != n;
+
+	/* Constant time in the token's length: no early exit on the first wrong byte. */
+	for (i = 0; i < n; i++)
+		diff |= (unsigned char)ag.token[i] ^ (unsigned char)(i < g ? given[i] : 0);
+	return n && !diff;
+}
+
+/* One complete frame from client @i. Return false to drop the client. */
+static bool handle_frame(int i, char type, char *p, size_t n)
+{
+	struct client *c = &ag.clients[i];
+	char *kind, *body, err[256];
+	size_t klen;
+
+	if (type == FRAME_CANCEL) {
+		/* Cancel the request in flight; one that already ended needs nothing. */
+		if (is_inflight(i) && cancel_request(i))
+			send_text(c->fd, FRAME_ERROR,
+				  "the request was cancelled before it started");
+		return true;
+	}
+	if (type != FRAME_REQUEST) {
+		send_text(c->fd, FRAME_ERROR, "bad frame type 0x%02x", (unsigned char)type);
+		return false;
+	}
+	kind = p;
+	klen = strnlen(p, n);
+	if (klen == n) {
+		send_text(c->fd, FRAME_ERROR, "bad request: no kind");
+		return false;
+	}
+	body = p + klen + 1;
+	if (c->tcp && !c->authed) {
+		if (strcmp(kind, "auth") || !token_ok(body)) {
+			send_text(c->fd, FRAME_ERROR,
+				  "authentication failed: a valid token is required");
+			return false;
+		}
+		c->authed = true;
+		send_text(c->fd, FRAME_RESULT, "{\"ok\": true}");
+		return true;
+	}
+	if (!strcmp(kind, "hello")) {
+		hello(c->fd);
+	} else if (!strcmp(kind, "auth")) {
+		send_text(c->fd, FRAME_RESULT, "{\"ok\": true}");
+	} else if (!strcmp(kind, "listen")) {
+		if (c->tcp) {
+			send_text(c->fd, FRAME_ERROR,
+				  "'listen' is only accepted on the Unix socket");
+		} else if (start_tcp(body, err, sizeof(err))) {
+			send_text(c->fd, FRAME_ERROR, "%s", err);
+		} else {
+			char a[160];
+
+			json_str(a, sizeof(a), ag.tcp_addr);
+			send_text(c->fd, FRAME_RESULT, "{\"listen\": %s, \"token\": \"%s\"}", a,
+				  ag.token);
+		}
+	} else if (!queue_request(i, kind, body, n - klen - 1)) {
+		send_text(c->fd, FRAME_ERROR, "out of memory in the agent");
+	}
+	return true;
+}
+
+/*
+ * Run the complete frames buffered for client @i. While a request of it is in flight only
+ * cancel frames are taken; the rest waits for the answer. Return false to drop the client.
+ */
+static bool client_process(int i)
+{
+	struct client *c = &ag.clients[i];
+
+	while (c->len >= 5) {
+		uint32_t l =
+			c->buf[0] | c->buf[1] << 8 | c->buf[2] << 16 | (uint32_t)c->buf[3] << 24;
+		unsigned char saved;
+
+		if (!l || l > AGENT_MAX_FRAME)
+			return false;
+		if (c->len < 4 + (size_t)l)
+			break;
+		if (c->buf[4] != FRAME_CANCEL && is_inflight(i))
+			break;
+		saved = c->buf[4 + l]; /* the next frame's first byte, or the spare byte */
+		c->buf[4 + l] = '\0';
+		if (!handle_frame(i, c->buf[4], (char *)c->buf + 5, l - 1))
+			return false;
+		c = &ag.clients[i];
+		c->buf[4 + l] = saved;
+		memmove(c->buf, c->buf + 4 + l, c->len - 4 - l);
+		c->len -= 4 + l;
+	}
+	return true;
+}
+
+/* Read what client @i sent and run what is complete. Return false to drop it. */
+static bool client_input(int i)
+{
+	struct client *c = &ag.clients[i];
+	char sink[4096];
+	ssize_t r;
+
+	if (c->denied) {
+		/* Read and drop what it sent: closing with unread data would reset the
+		 * connection before it could read why it was refused. */
+		r = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
+		return r > 0 || (r < 0 && (errno == EINTR || errno == EAGAIN));
+	}
+	if (c->cap - c->len < 65536) {
+		size_t cap = c->cap ? c->cap * 2 : 65536;
+		unsigned char *tmp = realloc(c->buf, cap);
+
+		if (!tmp)
+			return false;
+		c->buf = tmp;
+		c->cap = cap;
+	}
+	/* One byte always stays free, so a frame's payload can be NUL-terminated in place. */
+	r = recv(c->fd, c->buf + c->len, c->cap - c->len - 1, MSG_DONTWAIT);
+	if (r < 0 && (errno == EINTR || errno == EAGAIN))
+		return true;
+	if (r <= 0) {
+		if (is_inflight(i)) {
+			/* Gone while its request waits or runs: drop or interrupt it, and close
+			 * the socket once the worker is done with it. */
+			c->hup = true;
+			cancel_request(i);
+			return true;
+		}
+		return false;
+	}
+	c->len += r;
+	return client_process(i);
+}
+
+/* Only the target's own user or root may talk to it over the Unix socket. */
+static bool peer_allowed(int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len))
+		return false;
+	return cr.uid == 0 || cr.uid == geteuid() || cr.uid == getuid();
+}
+
+static void accept_client(int lfd, bool tcp)
+{
+	struct timeval tv = {10, 0};
+	int fd, one = 1, slot = -1, i;
+
+	for (i = 0; i < MAX_CLIENTS && slot < 0; i++)
+		if (!ag.clients[i].used)
+			slot = i;
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!tcp && !peer_allowed(fd)) {
+		send_text(
+			fd, FRAME_ERROR,
+			"permission denied: only the owner of process %d or root may use its agent",
+			(int)getpid());
+		shutdown(fd, SHUT_WR);
+		if (slot < 0) {
+			close(fd);
+			return;
+		}
+		ag.clients[slot] = (struct client){
+			.used = true, .fd = fd, .denied = true, .deadline = mono_time() + 1.0};
+		return;
+	}
+	if (slot < 0) {
+		send_text(fd, FRAME_ERROR, "too many clients");
+		close(fd);
+		return;
+	}
+	/* A client that stops reading must not block the agent for ever. */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (tcp)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ag.clients[slot] = (struct client){.used = true, .fd = fd, .tcp = tcp};
+}
+
+static int start_tcp(const char *spec, char *err, size_t errlen)
+{
+	struct addrinfo hints = {0}, *res = NULL, *ai;
+	char host[128] = "127.0.0.1", port[16], *colon;
+	unsigned char rnd[16];
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int fd = -1, one = 1, rc, i;
+
+	if (ag.tcp_fd >= 0)
+		return 0; /* already serving: report the same address and token */
+	colon = strrchr(spec, ':');
+	if (colon) {
+		size_t hl = colon - spec;
+
+		if (hl >= sizeof(host)) {
+			snprintf(err, errlen, "bad address '%s'", spec);
+			return -1;
+		}
+		if (hl) {
+			memcpy(host, spec, hl);
+			host[hl] = '\0';
+		}
+		snprintf(port, sizeof(port), "%s", colon + 1);
+	} else {
+		snprintf(port, sizeof(port), "%s", spec);
+	}
+	if (host[0] == '[') { /* [::1]:port */
+		memmove(host, host + 1, strlen(host));
+		host[strcspn(host, "]")] = '\0';
+	}
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	rc = getaddrinfo(host, port, &hints, &res);
+	if (rc) {
+		snprintf(err, errlen, "bad address '%s': %s", spec, gai_strerror(rc));
+		return -1;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (!bind(fd, ai->ai_addr, ai->ai_addrlen) && !listen(fd, 8))
+			break;
+		close_fd(&fd);
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot listen on %s: %s", spec, strerror(errno));
+		return -1;
+	}
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+		snprintf(err, errlen, "no randomness for the token: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	for (i = 0; i < 16; i++)
+		snprintf(ag.token + 2 * i, 3, "%02x", rnd[i]);
+	getsockname(fd, (struct sockaddr *)&ss, &sl);
+	if (ss.ss_family == AF_INET6) {
+		char a[INET6_ADDRSTRLEN];
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
+		snprintf(ag.tcp_addr, sizeof(ag.tcp_addr), "[%s]:%d", a, ntohs(s6->sin6_port));
+	} else {
+		char a[INET_ADDRSTRLEN];
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
+		snprintf(ag.tcp_addr, sizeof(ag.tcp_addr), "%s:%d", a, ntohs(s4->sin_port));
+	}
+	ag.tcp_fd = fd;
+	return 0;
+}
+
+/* ---- the agent thread ----------------------------------------------------------------- */
+
+static void *agent_main(void *arg)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct pollfd p[MAX_CLIENTS + 3];
+	const char *env_listen;
+	char err[256];
+	socklen_t sl;
+	int i, n;
+
+	pthread_setname_np(pthread_self(), "probing-agent");
+	ag.pid = getpid();
+	ag.since = wall_time();
+	/* Abstract socket: no file to clean up, gone with the process. */
+	ag.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (ag.listen_fd < 0)
+		goto out;
+	for (i = 0; i < 2; i++) {
+		unsigned int rnd = 0;
+
+		/* The name is taken when another process with the same pid (in another pid
+		 * namespace) shares our network namespace: then add a random part. Clients
+		 * find the name through our file descriptors and check the peer's pid. */
+		if (i && getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+			rnd = (unsigned int)(mono_time() * 1e9);
+		if (i)
+			snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s%d-%08x",
+				 AGENT_SOCK_PREFIX, (int)ag.pid, rnd);
+		else
+			snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s%d",
+				 AGENT_SOCK_PREFIX, (int)ag.pid);
+		sl = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sa.sun_path + 1);
+		if (!bind(ag.listen_fd, (struct sockaddr *)&sa, sl))
+			break;
+		if (errno != EADDRINUSE || i)
+			goto out;
+	}
+	snprintf(ag.sockname, sizeof(ag.sockname), "@%s", sa.sun_path + 1);
+	if (listen(ag.listen_fd, 16))
+		goto out;
+	if (pipe2(ag.wake, O_CLOEXEC | O_NONBLOCK))
+		goto out;
+	/* 'probing run --listen': the address and token come through the environment. */
+	env_listen = getenv("PROBING_LISTEN");
+	if (env_listen && *env_listen && !start_tcp(env_listen, err, sizeof(err))) {
+		const char *tok = getenv("PROBING_TOKEN");
+
+		if (tok && strlen(tok) >= 16 && strlen(tok) < sizeof(ag.token))
+			snprintf(ag.token, sizeof(ag.token), "%s", tok);
+	}
+
+	while (!ag.stop) {
+		int timeout = -1, slot_of[MAX_CLIENTS + 3];
+		double now = mono_time();
+
+		for (i = 0; i < MAX_CLIENTS; i++) {
+			struct client *c = &ag.clients[i];
+
+			if (!c->used)
+				continue;
+			/* Denied clients get a second to hang up, then are closed. */
+			if (c->denied && c->deadline <= now) {
+				drop_client(i);
+			} else if (c->denied) {
+				n = (int)((c->deadline - now) * 1000) + 1;
+				if (timeout < 0 || n < timeout)
+					timeout = n;
+			} else if (!is_inflight(i)) {
+				/* A request just ended: close a client that left, or run what it
+				 * sent meanwhile. */
+				if (c->hup || !client_process(i))
+					drop_client(i);
+			}
+		}
+		n = 0;
+		p[n++] = (struct pollfd){ag.wake[0], POLLIN, 0};
+		p[n++] = (struct pollfd){ag.listen_fd, POLLIN, 0};
+		p[n++] = (struct pollfd){ag.tcp_fd, POLLIN, 0}; /* -1 is ignored by poll */
+		for (i = 0; i < MAX_CLIENTS; i++) {
+			if (!ag.clients[i].used || ag.clients[i].hup)
+				continue;
+			slot_of[n] = i;
+			p[n++] = (struct pollfd){ag.clients[i].fd, POLLIN, 0};
+		}
+		if (poll(p, n, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].revents) {
+			char drain[64];
+			ssize_t r = read(ag.wake[0], drain, sizeof(drain));
+			(void)r;
+		}
+		if (ag.stop)
+			break;
+		for (i = 3; i < n; i++) {
+			if (!p[i].revents)
+				continue;
+			if (!client_input(slot_of[i]))
+				drop_client(slot_of[i]);
+			if (ag.stop)
+				break;
+		}
+		if (p[1].revents & POLLIN)
+			accept_client(ag.listen_fd, false);
+		if (ag.tcp_fd >= 0 && (p[2].revents & POLLIN))
+			accept_client(ag.tcp_fd, true);
+	}
+out:
+	/* Leave the sockets of requests in flight to the worker (the process is exiting). */
+	for (i = 0; i < MAX_CLIENTS; i++)
+		if (ag.clients[i].used && !is_inflight(i))
+			drop_client(i);
+	pthread_mutex_lock(&wk.lock);
+	pthread_cond_broadcast(&wk.work);
+	pthread_cond_broadcast(&wk.cancel);
+	pthread_mutex_unlock(&wk.lock);
+	close_fd(&ag.listen_fd);
+	close_fd(&ag.tcp_fd);
+	pthread_mutex_lock(&ag.lock);
+	ag.running = false;
+	pthread_mutex_unlock(&ag.lock);
+	return NULL;
+}
+
+/*
+ * Start serving (idempotent): 0 started, 1 already running, -errno. Called by the
+ * constructor, and by the injector (inject__call) when the library is mapped but not serving
+ * (in a child after fork, or preloaded without PROBING=1).
+ */
+EXPORT int probing_agent_start(void)
+{
+	sigset_t all, old;
+	int err = 0;
+
+	pthread_mutex_lock(&ag.lock);
+	if (ag.running) {
+		err = 1;
+		goto out;
+	}
+	ag.stop = false;
+	/* The thread inherits this mask: it never runs the target's signal handlers. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = -pthread_create(&ag.thread, NULL, agent_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!err) {
+		pthread_detach(ag.thread);
+		ag.running = true;
+	}
+out:
+	pthread_mutex_unlock(&ag.lock);
+	return err;
+}
+
+/* fork(): the child has no agent thread and must not serve the parent's sockets. */
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&ag.lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&ag.lock);
+}
+
+static void atfork_child(void)
+{
+	int i;
+
+	/* Only this thread exists in the child: no agent, worker or watchdog. Reset the locks
+	 * (another thread may have held them at fork time) and forget the parent's sockets
+	 * and queue (leaked on purpose: no free() of state other threads were using). */
+	pthread_mutex_init(&ag.lock, NULL);
+	pthread_mutex_init(&wk.lock, NULL);
+	pthread_cond_init(&wk.work, NULL);
+	pthread_cond_init(&wk.cancel, NULL);
+	for (i = 0; i < MAX_CLIENTS; i++) {
+		if (ag.clients[i].used)
+			close_fd(&ag.clients[i].fd);
+		memset(&ag.clients[i], 0, sizeof(ag.clients[i]));
+		ag.clients[i].fd = -1;
+	}
+	close_fd(&ag.listen_fd);
+	close_fd(&ag.tcp_fd);
+	close_fd(&ag.wake[0]);
+	close_fd(&ag.wake[1]);
+	ag.running = false;
+	ag.stop = false;
+	ag.tcp_addr[0] = '\0';
+	ag.token[0] = '\0';
+	wk.worker_started = wk.watchdog_started = false;
+	wk.head = wk.tail = NULL;
+	wk.running = 0;
+	wk.running_py = false;
+	wk.cancel_id = wk.delivered = 0;
+}
+
+__attribute__((constructor)) static void agent_init(void)
+{
+	const char *pre = getenv("LD_PRELOAD"), *en = getenv("PROBING");
+
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	if (pre && strstr(pre, AGENT_LIB_PREFIX)) {
+		/* Preloaded ('probing run', or inherited by a child): serve only when asked, and
+		 * only in Python processes (not in the shell or tools a job starts). */
+		if (!en || strcmp(en, "1"))
+			return;
+		if (!dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+			return;
+	}
+	probing_agent_start();
+}
+
+__attribute__((destructor)) static void agent_fini(void)
+{
+	/* exit(): Python is finalized (or about to vanish). Stop touching it. */
+	ag.py_gone = true;
+	ag.stop = true;
+	if (ag.wake[1] >= 0) {
+		char c = 'x';
+		ssize_t r = write(ag.wake[1], &c, 1);
+		(void)r;
+	}
+}

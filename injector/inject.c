@@ -1,0 +1,1293 @@
+// SPDX-License-Identifier: MIT
+/* The ptrace injector: see inject.h for the whole procedure and its guarantees. */
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/ptrace.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+
+#include "elfsym.h"
+#include "inject.h"
+#include "log.h"
+#include "procmaps.h"
+#include "safepoint.h"
+#include "util.h"
+
+#define STOP_TIMEOUT_MS 2000  /* for a thread to reach its interrupt stop */
+#define CALL_TIMEOUT_MS 15000 /* for dlopen + constructors to return */
+#define ROUNDS		25    /* passes over the candidate threads (~0.3 s in all) */
+#define MAX_CANDIDATES	16    /* threads tried per pass */
+#define MIN_STACK_ROOM	(64 * 1024)
+#define RED_ZONE	128
+#define XSTATE_MAX	(64 * 1024)
+
+#define EFLAGS_TF (1u << 8)
+#define EFLAGS_DF (1u << 10)
+
+/* ---- small /proc helpers --------------------------------------------------------------- */
+
+/* The value after "@key:" in /proc/@pid[/task/@tid]/status, or NULL (caller frees). */
+static char *status_field(pid_t pid, pid_t tid, const char *key)
+{
+	char fn[96], *buf, *p, *end, *val = NULL;
+	size_t klen = strlen(key);
+
+	if (tid)
+		snprintf(fn, sizeof(fn), "/proc/%d/task/%d/status", pid, tid);
+	else
+		snprintf(fn, sizeof(fn), "/proc/%d/status", pid);
+	buf = read_file(fn, 0, NULL);
+	if (!buf)
+		return NULL;
+	for (p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (strncmp(p, key, klen) || p[klen] != ':')
+			continue;
+		p += klen + 1;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		end = strchrnul(p, '\n');
+		val = strndup(p, end - p);
+		break;
+	}
+	free(buf);
+	return val;
+}
+
+static long status_long(pid_t pid, pid_t tid, const char *key, long dflt)
+{
+	char *v = status_field(pid, tid, key);
+	long r = dflt;
+
+	if (v)
+		r = strtol(v, NULL, 0);
+	free(v);
+	return r;
+}
+
+static uint64_t status_hex(pid_t pid, pid_t tid, const char *key)
+{
+	char *v = status_field(pid, tid, key);
+	uint64_t r = 0;
+
+	if (v)
+		r = strtoull(v, NULL, 16);
+	free(v);
+	return r;
+}
+
+/* The state letter from /proc/PID[/task/TID]/stat ('R', 'S', 'D', 'T', 't', 'Z'...). */
+static char stat_state(pid_t pid, pid_t tid)
+{
+	char fn[96], *buf, *p, st = 0;
+
+	if (tid)
+		snprintf(fn, sizeof(fn), "/proc/%d/task/%d/stat", pid, tid);
+	else
+		snprintf(fn, sizeof(fn), "/proc/%d/stat", pid);
+	buf = read_file(fn, 4096, NULL);
+	if (!buf)
+		return 0;
+	p = strrchr(buf, ')'); /* comm may contain anything */
+	if (p && p[1] == ' ')
+		st = p[2];
+	free(buf);
+	return st;
+}
+
+static void comm_of(pid_t pid, char *out, size_t len)
+{
+	char fn[64], *buf;
+
+	snprintf(fn, sizeof(fn), "/proc/%d/comm", pid);
+	buf = read_file(fn, 256, NULL);
+	snprintf(out, len, "%s", buf ? buf : "?");
+	if (buf)
+		free(buf);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+static bool have_cap_sys_ptrace(void)
+{
+	/* CAP_SYS_PTRACE is capability 19. */
+	return (status_hex(getpid(), 0, "CapEff") >> 19) & 1;
+}
+
+static int yama_scope(void)
+{
+	char *s = read_file("/proc/sys/kernel/yama/ptrace_scope", 64, NULL);
+	int v = -1;
+
+	if (s) {
+		v = atoi(s);
+		free(s);
+	}
+	return v;
+}
+
+static void seterr(struct inject_info *info, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void seterr(struct inject_info *info, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(info->error, sizeof(info->error), fmt, ap);
+	va_end(ap);
+}
+
+/* ---- permissions ------------------------------------------------------------------------ */
+
+int inject__check_permission(pid_t pid, char *msg, size_t len)
+{
+	char *uids = NULL, comm[64], tcomm[64];
+	unsigned long ru = 0, eu = 0, su = 0;
+	long tracer;
+	uid_t me = geteuid();
+	char st;
+	int scope, err = 0;
+
+	if (kill(pid, 0) && errno == ESRCH) {
+		snprintf(msg, len,
+			 "no such process: %d\nCheck the PID (e.g. with 'ps aux' or 'pgrep -f "
+			 "NAME').",
+			 pid);
+		return -ESRCH;
+	}
+	st = stat_state(pid, 0);
+	uids = status_field(pid, 0, "Uid");
+	if (!st || !uids) {
+		snprintf(msg, len, "no such process: %d (it has just exited?)", pid);
+		err = -ESRCH;
+		goto cleanup;
+	}
+	comm_of(pid, comm, sizeof(comm));
+	if (st == 'Z' || st == 'X') {
+		snprintf(msg, len, "process %d (%s) has exited (it is a zombie)", pid, comm);
+		err = -ESRCH;
+		goto cleanup;
+	}
+	sscanf(uids, "%lu %lu %lu", &ru, &eu, &su);
+	if (me != 0 && (ru != me || eu != me || su != me)) {
+		snprintf(msg, len,
+			 "permission denied: process %d (%s) belongs to uid %lu and you are uid "
+			 "%u.\n"
+			 "Only the process's owner or root may attach to it: run probing as that "
+			 "user, or with sudo.",
+			 pid, comm, eu, me);
+		err = -EPERM;
+		goto cleanup;
+	}
+	tracer = status_long(pid, 0, "TracerPid", 0);
+	if (tracer && tracer != getpid()) {
+		comm_of(tracer, tcomm, sizeof(tcomm));
+		snprintf(msg, len,
+			 "process %d (%s) is already traced by process %ld (%s): a debugger or "
+			 "tracer (gdb, strace, py-spy --native...) is attached, and a process can "
+			 "have "
+			 "only one.\nDetach it first, then try again.",
+			 pid, comm, tracer, tcomm);
+		err = -EBUSY;
+		goto cleanup;
+	}
+	if (st == 'T' || st == 't') {
+		snprintf(
+			msg, len,
+			"process %d (%s) is stopped (SIGSTOP, Ctrl-Z, or a debugger).\n"
+			"Resume it first ('kill -CONT %d'); probing must not run code in a stopped "
+			"process.",
+			pid, comm, pid);
+		err = -EAGAIN;
+		goto cleanup;
+	}
+	scope = yama_scope();
+	if (me != 0 && scope >= 1 && !(scope < 3 && have_cap_sys_ptrace())) {
+		if (scope == 3)
+			snprintf(msg, len,
+				 "ptrace is disabled on this machine (kernel.yama.ptrace_scope = "
+				 "3), "
+				 "so the agent cannot be injected.\nStart the program with the "
+				 "agent "
+				 "preloaded instead: 'probing run -- CMD ARGS'.");
+		else
+			snprintf(msg, len,
+				 "ptrace denied by Yama (kernel.yama.ptrace_scope = %d): %s.\n"
+				 "Run probing with sudo, or start the program with 'probing run -- "
+				 "CMD ARGS'%s.",
+				 scope,
+				 scope == 1 ? "a process may only trace its own descendants"
+					    : "only processes with CAP_SYS_PTRACE may trace",
+				 scope == 1 ? " (or set kernel.yama.ptrace_scope = 0)" : "");
+		err = -EPERM;
+		goto cleanup;
+	}
+cleanup:
+	free(uids);
+	return err;
+}
+
+/* Explain an EPERM from PTRACE_SEIZE after the pre-checks passed. */
+static void explain_eperm(pid_t pid, struct inject_info *info)
+{
+	char msg[sizeof(info->error)];
+
+	if (inject__check_permission(pid, msg, sizeof(msg))) {
+		seterr(info, "%s", msg);
+		return;
+	}
+	seterr(info,
+	       "the kernel refused to let probing trace process %d (ptrace: EPERM).\n"
+	       "Likely causes: the process is not dumpable (a setuid/setgid program, or it called "
+	       "prctl(PR_SET_DUMPABLE, 0)); probing runs in a container without CAP_SYS_PTRACE; "
+	       "or a security module (AppArmor, SELinux, seccomp) forbids ptrace.\n"
+	       "Run probing as root on the host, or start the program with 'probing run -- CMD'.",
+	       pid);
+}
+
+/* ---- finding dlopen in the target ------------------------------------------------------ */
+
+struct loader_fns {
+	uint64_t dlopen, dlerror; /* runtime addresses; dlerror may be 0 */
+	int mode;		  /* dlopen's flags argument */
+	char module[PATH_MAX];
+};
+
+static bool is_libc_name(const char *b)
+{
+	return !strcmp(b, "libc.so.6") || (!strncmp(b, "libc-2.", 7) && strstr(b, ".so")) ||
+	       !strncmp(b, "libc.musl", 9) || !strncmp(b, "ld-musl", 7);
+}
+
+static bool is_libdl_name(const char *b)
+{
+	return !strcmp(b, "libdl.so.2") || (!strncmp(b, "libdl-", 6) && strstr(b, ".so"));
+}
+
+/* Look @name up in the file of mapping @m (offset 0): 0 and its runtime address, or -errno. */
+static int resolve_in(pid_t pid, const struct procmap *m, const char *name, const char *version,
+		      uint64_t *addr)
+{
+	struct elfsym *e;
+	uint64_t bias = 0, value;
+	int fd, err;
+
+	fd = procmaps__open(pid, m);
+	if (fd < 0)
+		return fd;
+	e = elfsym__open_fd(fd);
+	close(fd);
+	if (!e)
+		return -errno;
+	err = elfsym__lookup(e, name, version, &value, NULL);
+	if (!err && elfsym__is_dyn(e))
+		err = elfsym__bias(e, m->start, m->offset, &bias);
+	if (!err)
+		*addr = bias + value;
+	elfsym__free(e);
+	return err;
+}
+
+/*
+ * glibc >= 2.34 and musl: dlopen/dlerror in libc. Older glibc: in libdl.so.2 when the
+ * process has it (most Pythons do), else glibc's internal __libc_dlopen_mode (GLIBC_PRIVATE;
+ * needs __RTLD_DLOPEN in its mode; no dlerror text then).
+ */
+static int find_loader(pid_t pid, struct loader_fns *lf, struct inject_info *info)
+{
+	struct procmaps pm = {};
+	const struct procmap *libc = NULL, *libdl = NULL;
+	int i, err;
+
+	memset(lf, 0, sizeof(*lf));
+	err = procmaps__read(pid, &pm);
+	if (err) {
+		seterr(info, "cannot read /proc/%d/maps: %s", pid, strerror(-err));
+		return err;
+	}
+	for (i = 0; i < (int)pm.nr; i++) {
+		const struct procmap *m = &pm.maps[i];
+		const char *b = procmaps__basename(m);
+
+		if (m->offset || m->path[0] != '/')
+			continue;
+		if (!libc && is_libc_name(b))
+			libc = m;
+		else if (!libdl && is_libdl_name(b))
+			libdl = m;
+	}
+	if (!libc) {
+		seterr(info,
+		       "process %d has no C library mapped (a static executable?), so there is no "
+		       "dlopen to load the agent with.\nStart it with 'probing run -- CMD' "
+		       "instead.",
+		       pid);
+		err = -ENOEXEC;
+		goto cleanup;
+	}
+	lf->mode = 2; /* RTLD_NOW, RTLD_LOCAL: the agent's symbols stay out of the global scope */
+	if (!resolve_in(pid, libc, "dlopen", NULL, &lf->dlopen)) {
+		resolve_in(pid, libc, "dlerror", NULL, &lf->dlerror);
+		snprintf(lf->module, sizeof(lf->module), "%s", libc->path);
+	} else if (libdl && !resolve_in(pid, libdl, "dlopen", NULL, &lf->dlopen)) {
+		resolve_in(pid, libdl, "dlerror", NULL, &lf->dlerror);
+		snprintf(lf->module, sizeof(lf->module), "%s", libdl->path);
+	} else if (!resolve_in(pid, libc, "__libc_dlopen_mode", NULL, &lf->dlopen)) {
+		lf->mode = 2 | (int)0x80000000; /* RTLD_NOW | __RTLD_DLOPEN (glibc dlfcn.h) */
+		snprintf(lf->module, sizeof(lf->module), "%s", libc->path);
+	} else {
+		seterr(info,
+		       "no dlopen found in process %d's C library (%s) nor in libdl: this libc is "
+		       "not supported.\nStart the program with 'probing run -- CMD' instead.",
+		       pid, libc->path);
+		err = -ENOEXEC;
+		goto cleanup;
+	}
+	pr_debug("inject: dlopen at %#" PRIx64 " in %s", lf->dlopen, lf->module);
+cleanup:
+	procmaps__release(&pm);
+	return err;
+}
+
+/* ---- making the library reachable from the target -------------------------------------- */
+
+static int copy_file(const char *src, const char *dst)
+{
+	char buf[65536];
+	ssize_t n;
+	int in = -1, out = -1, err = 0;
+
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (out < 0) {
+		err = -errno;
+		goto cleanup;
+	}
+	while ((n = read(in, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			goto cleanup;
+		}
+		err = write_all(out, buf, n);
+		if (err)
+			goto cleanup;
+	}
+	/* Readable by the target whatever its uid and umask. */
+	if (fchmod(out, 0644) || fsync(out))
+		err = -errno;
+cleanup:
+	if (in >= 0)
+		close(in);
+	if (out >= 0) {
+		close(out);
+		if (err)
+			unlink(dst);
+	}
+	return err;
+}
+
+/*
+ * Decide the path the target will dlopen. @host_copy receives our path to the copy (to
+ * unlink later) or "" when no copy was made.
+ */
+static int reach_library(pid_t pid, const char *abs, bool force_copy, struct inject_info *info,
+			 char *host_copy, size_t hlen)
+{
+	static const char *const dirs[] = {"/dev/shm", "/tmp", "/var/tmp"};
+	char there[PATH_MAX + 64];
+	struct stat a, b;
+	struct statvfs vfs;
+	unsigned char rnd[8];
+	size_t i;
+	int err = -ENOENT;
+
+	host_copy[0] = '\0';
+	if (stat(abs, &a)) {
+		err = -errno;
+		seterr(info, "cannot use the agent library %s: %s", abs, strerror(errno));
+		return err;
+	}
+	snprintf(there, sizeof(there), "/proc/%d/root%s", pid, abs);
+	if (!force_copy && !stat(there, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+		snprintf(info->target_path, sizeof(info->target_path), "%s", abs);
+		return 0;
+	}
+	/* Another mount namespace or root (container, chroot, a mount over our directory): the
+	 * target sees something else at our path. Put a copy where it can see it. */
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+		uint64_t t = now_mono_ns() ^ ((uint64_t)getpid() << 32);
+
+		memcpy(rnd, &t, sizeof(rnd));
+	}
+	for (i = 0; i < ARRAY_SIZE(dirs); i++) {
+		char name[96];
+
+		snprintf(name, sizeof(name), "%s/libprobing-agent-%d-%02x%02x%02x%02x%02x%02x.so",
+			 dirs[i], getpid(), rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+		snprintf(there, sizeof(there), "/proc/%d/root%s", pid, dirs[i]);
+		/* dlopen mmaps with PROT_EXEC: a noexec mount would refuse it. */
+		if (statvfs(there, &vfs) || (vfs.f_flag & ST_NOEXEC))
+			continue;
+		snprintf(there, sizeof(there), "/proc/%d/root%s", pid, name);
+		err = copy_file(abs, there);
+		if (err)
+			continue;
+		snprintf(host_copy, hlen, "%s", there);
+		snprintf(info->target_path, sizeof(info->target_path), "%s", name);
+		info->copied = true;
+		pr_debug("inject: copied the agent to %s (the target's view of the filesystem)",
+			 name);
+		return 0;
+	}
+	seterr(info,
+	       "the agent library %s is not visible from process %d (it runs in another mount "
+	       "namespace or root), and it could not be copied into the process's /dev/shm, "
+	       "/tmp or /var/tmp (%s).",
+	       abs, pid, strerror(-err));
+	return err;
+}
+
+/* ---- threads ------------------------------------------------------------------------- */
+
+struct cand {
+	pid_t tid;
+	int score; /* lower is better */
+	long nr;   /* system call it sleeps in, -1 if running/unknown */
+};
+
+/* System calls that return -EINTR (not a -ERESTART* code) when a ptrace interrupt wakes
+ * them, so the target would see EINTR unless we restart them by hand. */
+static bool eintr_syscall(long nr)
+{
+	switch (nr) {
+	case SYS_epoll_wait:
+	case SYS_epoll_pwait:
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+#endif
+	case SYS_io_getevents:
+#ifdef SYS_io_pgetevents
+	case SYS_io_pgetevents:
+#endif
+	case SYS_semop:
+	case SYS_semtimedop:
+	case SYS_rt_sigtimedwait:
+		return true;
+	}
+	return false;
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+
+	if (x->score != y->score)
+		return x->score - y->score;
+	return x->tid - y->tid;
+}
+
+static int list_candidates(pid_t pid, struct cand **out, int *nr)
+{
+	char fn[96], *buf;
+	struct cand *c = NULL, *tmp;
+	struct dirent *de;
+	int n = 0, cap = 0, err = 0;
+	DIR *d;
+
+	snprintf(fn, sizeof(fn), "/proc/%d/task", pid);
+	d = opendir(fn);
+	if (!d)
+		return errno == ENOENT ? -ESRCH : -errno;
+	while ((de = readdir(d))) {
+		pid_t tid = atoi(de->d_name);
+		char st;
+		long nr_sc = -1;
+		int score;
+
+		if (tid <= 0)
+			continue;
+		st = stat_state(pid, tid);
+		if (!st || st == 'Z' || st == 'X' || st == 'T' || st == 't')
+			continue;
+		if (status_long(pid, tid, "TracerPid", 0))
+			continue;
+		snprintf(fn, sizeof(fn), "/proc/%d/task/%d/syscall", pid, tid);
+		buf = read_file(fn, 512, NULL);
+		if (buf && buf[0] >= '0' && buf[0] <= '9')
+			nr_sc = strtol(buf, NULL, 10);
+		free(buf);
+		if (st == 'D')
+			score = 3; /* may take long to reach the stop */
+		else if (nr_sc >= 0 && eintr_syscall(nr_sc))
+			score = 2;
+		else if (nr_sc >= 0)
+			score = 0; /* asleep in a restartable call: it costs it nothing */
+		else
+			score = 1; /* running user code */
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			tmp = realloc(c, cap * sizeof(*c));
+			if (!tmp) {
+				err = -ENOMEM;
+				goto cleanup;
+			}
+			c = tmp;
+		}
+		c[n++] = (struct cand){tid, score, nr_sc};
+	}
+	qsort(c, n, sizeof(*c), cand_cmp);
+cleanup:
+	closedir(d);
+	if (err) {
+		free(c);
+		return err;
+	}
+	*out = c;
+	*nr = n;
+	return 0;
+}
+
+/* ---- one stopped thread ----------------------------------------------------------------- */
+
+struct session {
+	pid_t pid, tid;
+	bool seized;  /* we are its tracer */
+	bool stopped; /* it sits in a ptrace-stop */
+	bool dirty;   /* registers or mask changed: restore before letting go */
+	bool rewind;  /* restart an EINTR system call by hand on restore */
+	struct user_regs_struct regs;
+	unsigned char *xstate;
+	size_t xstate_len;
+	uint64_t sigmask;
+	bool have_mask;
+	/* Memory we overwrote in the target. */
+	uint64_t mem_addr;
+	unsigned char *mem_saved;
+	size_t mem_len;
+	uint64_t t_stop;
+	struct inject_info *info;
+};
+
+static sigset_t chld_set;
+
+/* Wait for a state change of traced thread @tid. 0, -ETIMEDOUT, -ESRCH (it exited). */
+static int wait_stop(pid_t tid, int timeout_ms, int *status)
+{
+	uint64_t deadline = now_mono_ns() + (uint64_t)timeout_ms * 1000000ULL;
+
+	for (;;) {
+		pid_t r = waitpid(tid, status, __WALL | WNOHANG);
+		uint64_t now, left;
+		struct timespec ts;
+
+		if (r == tid) {
+			if (WIFEXITED(*status) || WIFSIGNALED(*status))
+				return -ESRCH;
+			return 0;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return errno == ECHILD ? -ESRCH : -errno;
+		now = now_mono_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		/* SIGCHLD (blocked during the critical section) wakes us at once; the short cap
+		 * covers a SIGCHLD set to SIG_IGN or coalesced. */
+		left = min(deadline - now, 2000000ULL);
+		ts.tv_sec = 0;
+		ts.tv_nsec = left;
+		sigtimedwait(&chld_set, NULL, &ts);
+	}
+}
+
+static bool is_group_stop_sig(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+/* Seize @s->tid and bring it to an interrupt stop. */
+static int seize_stop(struct session *s)
+{
+	int status, err, sig;
+
+	if (ptrace(PTRACE_SEIZE, s->tid, 0, 0)) {
+		err = -errno;
+		if (err == -EPERM)
+			explain_eperm(s->pid, s->info);
+		else if (err == -ESRCH)
+			seterr(s->info, "thread %d exited", s->tid);
+		return err;
+	}
+	s->seized = true;
+	if (ptrace(PTRACE_INTERRUPT, s->tid, 0, 0))
+		return -errno;
+	for (;;) {
+		err = wait_stop(s->tid, STOP_TIMEOUT_MS, &status);
+		if (err == -ETIMEDOUT) {
+			seterr(s->info,
+			       "thread %d of process %d did not stop within %d ms (uninterruptible "
+			       "sleep in the kernel, or a frozen cgroup?)",
+			       s->tid, s->pid, STOP_TIMEOUT_MS);
+			return err;
+		}
+		if (err)
+			return err;
+		if (!WIFSTOPPED(status))
+			continue;
+		sig = WSTOPSIG(status);
+		if ((status >> 16) == PTRACE_EVENT_STOP) {
+			if (sig == SIGTRAP) {
+				s->stopped = true;
+				s->t_stop = now_mono_ns();
+				s->info->threads_stopped++;
+				return 0;
+			}
+			if (is_group_stop_sig(sig)) {
+				/* Someone stopped the process (Ctrl-Z, SIGSTOP) just now. */
+				s->stopped = true;
+				s->t_stop = now_mono_ns();
+				seterr(s->info,
+				       "process %d was stopped (signal %d) during injection",
+				       s->pid, sig);
+				return -EAGAIN;
+			}
+		}
+		/* A signal on its way to the thread: let it through untouched; our interrupt is
+		 * still pending and stops the thread right after. */
+		if (ptrace(PTRACE_CONT, s->tid, 0, (void *)(long)((status >> 16) ? 0 : sig)))
+			return -errno;
+	}
+}
+
+static int peek_regs(pid_t tid, struct user_regs_struct *r)
+{
+	return ptrace(PTRACE_GETREGS, tid, 0, r) ? -errno : 0;
+}
+
+static int save_state(struct session *s)
+{
+	struct iovec iov;
+	uint64_t pending, blocked;
+
+	if (peek_regs(s->tid, &s->regs))
+		return -errno;
+	s->xstate = malloc(XSTATE_MAX);
+	if (!s->xstate)
+		return -ENOMEM;
+	iov.iov_base = s->xstate;
+	iov.iov_len = XSTATE_MAX;
+	if (ptrace(PTRACE_GETREGSET, s->tid, (void *)(long)NT_X86_XSTATE, &iov)) {
+		/* No XSAVE (very old CPU): the legacy FXSAVE area is all there is. */
+		iov.iov_len = sizeof(struct user_fpregs_struct);
+		if (ptrace(PTRACE_GETREGSET, s->tid, (void *)(long)NT_PRFPREG, &iov))
+			return -errno;
+		s->xstate_len = iov.iov_len | (1ULL << 62); /* mark: restore with NT_PRFPREG */
+	} else {
+		s->xstate_len = iov.iov_len;
+	}
+	if (ptrace(PTRACE_GETSIGMASK, s->tid, (void *)sizeof(s->sigmask), &s->sigmask))
+		return -errno;
+	s->have_mask = true;
+	/* Interrupted in a call that would return EINTR (see eintr_syscall)? Restart it by
+	 * hand on restore, unless a real signal is pending for it (then EINTR is genuine). */
+	if ((long)s->regs.orig_rax >= 0 && (long)s->regs.rax == -EINTR &&
+	    eintr_syscall(s->regs.orig_rax)) {
+		pending = status_hex(s->pid, s->tid, "SigPnd") | status_hex(s->pid, 0, "ShdPnd");
+		blocked = status_hex(s->pid, s->tid, "SigBlk");
+		s->rewind = !(pending & ~blocked);
+		pr_debug("inject: thread %d interrupted in syscall %llu with EINTR; %s", s->tid,
+			 s->regs.orig_rax, s->rewind ? "restarting it" : "a signal is pending");
+	}
+	return 0;
+}
+
+static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	struct iovec local = {(void *)buf, len}, remote = {(void *)addr, len};
+	size_t i;
+
+	if (process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)len)
+		return 0;
+	/* Fall back to word-by-word pokes (e.g. process_vm_writev unavailable). */
+	for (i = 0; i < len; i += 8) {
+		long word;
+		size_t n = min(len - i, (size_t)8);
+
+		if (n < 8) {
+			errno = 0;
+			word = ptrace(PTRACE_PEEKDATA, pid, (void *)(addr + i), 0);
+			if (errno)
+				return -errno;
+		}
+		memcpy(&word, (const char *)buf + i, n);
+		if (ptrace(PTRACE_POKEDATA, pid, (void *)(addr + i), (void *)word))
+			return -errno;
+	}
+	return 0;
+}
+
+static int read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = {buf, len}, remote = {(void *)addr, len};
+	size_t i;
+
+	if (process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len)
+		return 0;
+	for (i = 0; i < len; i += 8) {
+		long word;
+
+		errno = 0;
+		word = ptrace(PTRACE_PEEKDATA, pid, (void *)(addr + i), 0);
+		if (errno)
+			return -errno;
+		memcpy((char *)buf + i, &word, min(len - i, (size_t)8));
+	}
+	return 0;
+}
+
+/* Put everything back as it was (memory, FP state, registers, signal mask). */
+static int restore_state(struct session *s)
+{
+	struct user_regs_struct r = s->regs;
+	struct iovec iov;
+	int err = 0;
+
+	if (!s->stopped)
+		return -EINVAL;
+	if (s->mem_saved) {
+		if (write_mem(s->tid, s->mem_addr, s->mem_saved, s->mem_len))
+			err = -errno;
+		free(s->mem_saved);
+		s->mem_saved = NULL;
+	}
+	if (!s->dirty && !s->rewind)
+		return err;
+	if (s->xstate && s->xstate_len) {
+		bool legacy = s->xstate_len & (1ULL << 62);
+
+		iov.iov_base = s->xstate;
+		iov.iov_len = s->xstate_len & ~(1ULL << 62);
+		if (ptrace(PTRACE_SETREGSET, s->tid,
+			   (void *)(long)(legacy ? NT_PRFPREG : NT_X86_XSTATE), &iov))
+			err = -errno;
+	}
+	if (s->rewind) {
+		/* What the kernel does for -ERESTARTNOINTR: back over the 2-byte syscall
+		 * instruction with the call number in rax. */
+		r.rax = r.orig_rax;
+		r.rip -= 2;
+	}
+	if (ptrace(PTRACE_SETREGS, s->tid, 0, &r))
+		err = -errno;
+	if (s->have_mask &&
+	    ptrace(PTRACE_SETSIGMASK, s->tid, (void *)sizeof(s->sigmask), &s->sigmask))
+		err = -errno;
+	if (!err) {
+		s->dirty = false;
+		s->rewind = false;
+	}
+	return err;
+}
+
+/*
+ * Let the thread go: restore, then detach (discarding the SIGSEGV of our call's return, if
+ * that is the stop it sits in). If it is running our call (a timeout), stop it first.
+ */
+static void session_end(struct session *s)
+{
+	int status;
+	uint64_t held;
+
+	if (!s->seized)
+		goto out;
+	if (!s->stopped) {
+		if (!ptrace(PTRACE_INTERRUPT, s->tid, 0, 0)) {
+			while (!wait_stop(s->tid, STOP_TIMEOUT_MS, &status)) {
+				if (WIFSTOPPED(status)) {
+					s->stopped = true;
+					break;
+				}
+			}
+		}
+	}
+	if (s->stopped) {
+		if (restore_state(s))
+			pr_warn("inject: could not fully restore thread %d: %s", s->tid,
+				strerror(errno));
+		held = now_mono_ns() - s->t_stop;
+		if (held > s->info->stopped_ns)
+			s->info->stopped_ns = held;
+	}
+	/* Detach even if not stopped (then the kernel detaches it when we exit). */
+	ptrace(PTRACE_DETACH, s->tid, 0, 0);
+out:
+	free(s->xstate);
+	free(s->mem_saved);
+	s->xstate = NULL;
+	s->mem_saved = NULL;
+	s->seized = s->stopped = false;
+}
+
+/*
+ * Room left below the stack pointer in its mapping ([stack] can grow: always enough). @pm
+ * was read before the thread was stopped (stacks do not move); a thread born since then is
+ * looked up in a fresh read.
+ */
+static bool stack_room_ok(pid_t pid, const struct procmaps *pm, uint64_t rsp)
+{
+	struct procmaps fresh = {};
+	const struct procmap *m = procmaps__find(pm, rsp);
+	bool ok = false;
+
+	if (!m && !procmaps__read(pid, &fresh))
+		m = procmaps__find(&fresh, rsp);
+	if (m && (!strcmp(m->path, "[stack]") || rsp - m->start >= MIN_STACK_ROOM))
+		ok = true;
+	procmaps__release(&fresh);
+	return ok;
+}
+
+/*
+ * Write @data (the strings the call needs) into the thread's stack below the red zone, with a
+ * return address of 0 under it; set *@data_addr and *@call_sp. Saves what was there.
+ */
+static int stage_stack(struct session *s, const void *data, size_t len, uint64_t *data_addr,
+		       uint64_t *call_sp)
+{
+	uint64_t top = (s->regs.rsp - RED_ZONE - 64) & ~15ULL;
+	uint64_t daddr = (top - len) & ~15ULL;
+	uint64_t sp = ((daddr - 256) & ~15ULL) - 8; /* rsp % 16 == 8 at function entry */
+	unsigned char *img;
+	size_t n = top - sp;
+	int err;
+
+	img = calloc(1, n);
+	s->mem_saved = malloc(n);
+	if (!img || !s->mem_saved) {
+		free(img);
+		return -ENOMEM;
+	}
+	err = read_mem(s->tid, sp, s->mem_saved, n);
+	if (err) {
+		free(s->mem_saved);
+		s->mem_saved = NULL;
+		free(img);
+		return err;
+	}
+	s->mem_addr = sp;
+	s->mem_len = n;
+	memcpy(img + (daddr - sp), data, len); /* return address at sp stays 0 */
+	err = write_mem(s->tid, sp, img, n);
+	free(img);
+	if (err)
+		return err;
+	*data_addr = daddr;
+	*call_sp = sp;
+	return 0;
+}
+
+/*
+ * Run fn(a0, a1) on the stopped thread and return what it returned. The stack is expected
+ * to hold a 0 return address at @sp (stage_stack).
+ */
+static int remote_call(struct session *s, uint64_t fn, uint64_t a0, uint64_t a1, uint64_t sp,
+		       uint64_t *ret)
+{
+	struct user_regs_struct r = s->regs;
+	siginfo_t si;
+	uint64_t mask;
+	int status, err, sig;
+
+	r.rip = fn;
+	r.rsp = sp;
+	r.rdi = a0;
+	r.rsi = a1;
+	r.rax = 0;
+	/* Not in a system call any more: the kernel must not "restart" into our function. */
+	r.orig_rax = -1;
+	r.eflags &= ~(EFLAGS_DF | EFLAGS_TF);
+	/* Block every signal but synchronous faults: no handler of the target runs on our
+	 * borrowed frame, and nothing interrupts the loader's system calls. Faults stay
+	 * unblocked: a blocked forced fault would reset the target's handler (the kernel's
+	 * force_sig_info_to_task sets SIG_DFL when the signal is blocked). */
+	mask = ~0ULL & ~((1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) | (1ULL << (SIGILL - 1)) |
+			 (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)));
+	s->dirty = true;
+	if (ptrace(PTRACE_SETSIGMASK, s->tid, (void *)sizeof(mask), &mask) ||
+	    ptrace(PTRACE_SETREGS, s->tid, 0, &r))
+		return -errno;
+	if (ptrace(PTRACE_CONT, s->tid, 0, 0))
+		return -errno;
+	s->stopped = false;
+	for (;;) {
+		err = wait_stop(s->tid, CALL_TIMEOUT_MS, &status);
+		if (err == -ETIMEDOUT) {
+			seterr(s->info,
+			       "the call in thread %d did not return within %d s (a lock held by "
+			       "another thread?); it was interrupted and the thread restored",
+			       s->tid, CALL_TIMEOUT_MS / 1000);
+			return err;
+		}
+		if (err) {
+			seterr(s->info, "process %d exited during the injection", s->pid);
+			return err;
+		}
+		if (!WIFSTOPPED(status))
+			continue;
+		s->stopped = true;
+		sig = WSTOPSIG(status);
+		if ((status >> 16) == PTRACE_EVENT_STOP) {
+			/* A group stop (SIGSTOP to the process) or a stray interrupt: finish our
+			 * call first; detaching later puts the thread back into the group stop. */
+			if (ptrace(PTRACE_CONT, s->tid, 0, 0))
+				return -errno;
+			s->stopped = false;
+			continue;
+		}
+		if (peek_regs(s->tid, &r))
+			return -errno;
+		if (sig == SIGSEGV && r.rip == 0) {
+			*ret = r.rax;
+			return 0;
+		}
+		memset(&si, 0, sizeof(si));
+		ptrace(PTRACE_GETSIGINFO, s->tid, 0, &si);
+		seterr(s->info,
+		       "the call crashed in thread %d with signal %d (%s) at pc %#llx, address %p; "
+		       "the fault was discarded and the thread restored",
+		       s->tid, sig, strsignal(sig), r.rip, si.si_addr);
+		return -EFAULT;
+	}
+}
+
+static int read_remote_string(pid_t pid, uint64_t addr, char *out, size_t len)
+{
+	size_t got = 0;
+
+	while (got + 1 < len) {
+		/* Never cross a page in one read: the string may end right before a hole. */
+		size_t chunk = min(len - 1 - got, 4096 - ((addr + got) & 4095));
+		char *nul;
+
+		if (read_mem(pid, addr + got, out + got, chunk))
+			break;
+		nul = memchr(out + got, '\0', chunk);
+		got += chunk;
+		if (nul)
+			return 0;
+	}
+	out[min(got, len - 1)] = '\0';
+	return got ? 0 : -EFAULT;
+}
+
+/* ---- driving one operation on a safe thread --------------------------------------------- */
+
+struct op {
+	/* Called with the thread stopped at a safe point and its state saved. */
+	int (*fn)(struct session *s, void *ctx);
+	void *ctx;
+};
+
+/*
+ * $PROBING_INJECT_DELAY_MS keeps the chosen thread stopped that long before the call: the
+ * tests use it to deliver signals to probing inside the critical section for certain.
+ */
+static void hold_for_tests(void)
+{
+	const char *d = getenv("PROBING_INJECT_DELAY_MS");
+	long ms;
+
+	if (d && !parse_long(d, 1, 10000, &ms)) {
+		struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
+}
+
+static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info *info)
+{
+	static const int blocked_sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGTSTP,
+					   SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD};
+	struct safepoint *spt = NULL;
+	struct procmaps pm = {};
+	struct cand *c = NULL;
+	sigset_t block, old;
+	char why[128] = "", lastwhy[256] = "";
+	int nc = 0, round, i, err = -EBUSY, r;
+	size_t k;
+
+	sigemptyset(&chld_set);
+	sigaddset(&chld_set, SIGCHLD);
+	sigemptyset(&block);
+	for (k = 0; k < ARRAY_SIZE(blocked_sigs); k++)
+		sigaddset(&block, blocked_sigs[k]);
+
+	spt = safepoint__new(pid);
+	if (!spt) {
+		err = errno == ESRCH ? -ESRCH : -errno;
+		seterr(info, "cannot read the mappings of process %d: %s", pid, strerror(errno));
+		return err;
+	}
+	/* From here on, a thread of the target may be held: Ctrl-C or a kill of probing must
+	 * wait until it is let go (they are delivered when the mask is restored). */
+	sigprocmask(SIG_BLOCK, &block, &old);
+	for (round = 0; round < ROUNDS && err == -EBUSY; round++) {
+		free(c);
+		c = NULL;
+		procmaps__release(&pm);
+		procmaps__read(pid, &pm);
+		r = list_candidates(pid, &c, &nc);
+		if (r) {
+			err = r;
+			seterr(info, "process %d exited", pid);
+			break;
+		}
+		if (!nc) {
+			err = -ESRCH;
+			seterr(info, "process %d has no thread that can be attached", pid);
+			break;
+		}
+		for (i = 0; i < nc && i < MAX_CANDIDATES; i++) {
+			struct session s = {.pid = pid, .tid = c[i].tid, .info = info};
+
+			r = seize_stop(&s);
+			if (!r)
+				r = save_state(&s);
+			if (r) {
+				session_end(&s);
+				if (r == -ESRCH && kill(pid, 0) == 0)
+					continue; /* that thread exited; try the next */
+				err = r;
+				if (r == -ESRCH)
+					seterr(info, "process %d exited during the injection", pid);
+				goto done;
+			}
+			if (!stack_room_ok(pid, &pm, s.regs.rsp)) {
+				snprintf(lastwhy, sizeof(lastwhy),
+					 "thread %d: too little stack left below its stack pointer",
+					 s.tid);
+				session_end(&s);
+				continue;
+			}
+			r = safepoint__check(spt, s.tid, &s.regs, why, sizeof(why));
+			if (r == 1) {
+				snprintf(lastwhy, sizeof(lastwhy), "thread %d was %s", s.tid, why);
+				pr_debug("inject: %s; trying another", lastwhy);
+				session_end(&s);
+				continue;
+			}
+			/* A safe thread: run the operation, then put everything back. */
+			info->tid = s.tid;
+			hold_for_tests();
+			err = op->fn(&s, op->ctx);
+			session_end(&s);
+			goto done;
+		}
+		/* Nobody was at a safe point: give the threads a moment to leave. The pause
+		 * varies so that a thread allocating in a loop is not caught at the same phase
+		 * every time. */
+		if (round + 1 < ROUNDS) {
+			struct timespec ts = {0, 1000000 + (now_mono_ns() % 20000000)};
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (err == -EBUSY)
+		seterr(info,
+		       "no thread of process %d was at a point where loading a library is safe "
+		       "(%s).\nThe process is busy in the allocator or the dynamic loader; "
+		       "try again in a moment.",
+		       pid, lastwhy[0] ? lastwhy : "none could be stopped");
+done:
+	/* Reap nothing else: discard the SIGCHLDs our tracing queued, then restore the mask. */
+	{
+		struct timespec zero = {0, 0};
+
+		while (sigtimedwait(&chld_set, NULL, &zero) > 0)
+			;
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	free(c);
+	procmaps__release(&pm);
+	safepoint__free(spt);
+	return err;
+}
+
+/* ---- the two operations ---------------------------------------------------------------- */
+
+struct dlopen_ctx {
+	const struct loader_fns *lf;
+	const char *path;
+};
+
+static int op_dlopen(struct session *s, void *ctx)
+{
+	struct dlopen_ctx *d = ctx;
+	uint64_t str, sp, handle = 0, msg = 0;
+	char text[512];
+	int err;
+
+	err = stage_stack(s, d->path, strlen(d->path) + 1, &str, &sp);
+	if (err) {
+		seterr(s->info, "cannot write to the stack of thread %d: %s", s->tid,
+		       strerror(-err));
+		return err;
+	}
+	err = remote_call(s, d->lf->dlopen, str, (uint64_t)(unsigned int)d->lf->mode, sp, &handle);
+	if (err)
+		return err;
+	s->info->ret = handle;
+	if (handle)
+		return 0;
+	/* dlopen failed: ask dlerror() why, on the same thread (its state is thread-local). */
+	text[0] = '\0';
+	if (d->lf->dlerror && !remote_call(s, d->lf->dlerror, 0, 0, sp, &msg) && msg)
+		read_remote_string(s->pid, msg, text, sizeof(text));
+	seterr(s->info, "dlopen(\"%s\") failed in process %d: %s", d->path, s->pid,
+	       text[0] ? text : "(no error text)");
+	return -EIO;
+}
+
+struct call_ctx {
+	uint64_t fn;
+};
+
+static int op_call(struct session *s, void *ctx)
+{
+	struct call_ctx *c = ctx;
+	uint64_t str, sp, ret = 0;
+	int err;
+
+	err = stage_stack(s, "", 1, &str, &sp);
+	if (err)
+		return err;
+	err = remote_call(s, c->fn, 0, 0, sp, &ret);
+	s->info->ret = ret;
+	return err;
+}
+
+static void info_reset(struct inject_info *info)
+{
+	memset(info, 0, sizeof(*info));
+}
+
+int inject__dlopen(pid_t pid, const char *lib, struct inject_info *info)
+{
+	struct loader_fns lf;
+	struct dlopen_ctx ctx;
+	struct op op = {op_dlopen, &ctx};
+	char abs[PATH_MAX], host_copy[PATH_MAX + 64] = "";
+	uint64_t t0 = now_mono_ns();
+	int err;
+
+	info_reset(info);
+	err = inject__check_permission(pid, info->error, sizeof(info->error));
+	if (err)
+		goto out;
+	if (!realpath(lib, abs)) {
+		err = -errno;
+		seterr(info, "agent library %s: %s", lib, strerror(errno));
+		goto out;
+	}
+	err = find_loader(pid, &lf, info);
+	if (err)
+		goto out;
+	err = reach_library(pid, abs, false, info, host_copy, sizeof(host_copy));
+	if (err)
+		goto out;
+	ctx.lf = &lf;
+	ctx.path = info->target_path;
+	err = run_on_safe_thread(pid, &op, info);
+	if (err == -EIO && !info->copied &&
+	    (strstr(info->error, "cannot open shared object") ||
+	     strstr(info->error, "Permission denied"))) {
+		/* The target could not read our file (its uid cannot enter our directory):
+		 * give it a copy it can read. */
+		pr_debug("inject: %s; retrying with a copy", info->error);
+		err = reach_library(pid, abs, true, info, host_copy, sizeof(host_copy));
+		if (!err) {
+			ctx.path = info->target_path;
+			err = run_on_safe_thread(pid, &op, info);
+		}
+	}
+out:
+	/* The copy is mapped by now (or useless): do not leave files in the target's /tmp. */
+	if (host_copy[0])
+		unlink(host_copy);
+	info->total_ns = now_mono_ns() - t0;
+	return err;
+}
+
+int inject__call(pid_t pid, const char *module, const char *symbol, struct inject_info *info)
+{
+	struct procmaps pm = {};
+	struct call_ctx ctx = {0};
+	struct op op = {op_call, &ctx};
+	uint64_t t0 = now_mono_ns();
+	int i, err;
+
+	info_reset(info);
+	err = inject__check_permission(pid, info->error, sizeof(info->error));
+	if (err)
+		goto out;
+	err = procmaps__read(pid, &pm);
+	if (err) {
+		seterr(info, "cannot read /proc/%d/maps: %s", pid, strerror(-err));
+		goto out;
+	}
+	err = -ENOENT;
+	for (i = 0; i < (int)pm.nr && err; i++)
+		if (pm.maps[i].offset == 0 && !strcmp(pm.maps[i].path, module))
+			err = resolve_in(pid, &pm.maps[i], symbol, NULL, &ctx.fn);
+	if (err) {
+		seterr(info, "cannot find %s in %s mapped in process %d: %s", symbol, module, pid,
+		       strerror(-err));
+		goto out;
+	}
+	err = run_on_safe_thread(pid, &op, info);
+out:
+	procmaps__release(&pm);
+	info->total_ns = now_mono_ns() - t0;
+	return err;
+}
+
+int inject__find_module(pid_t pid, const char *prefix, char *path, size_t len)
+{
+	struct procmaps pm = {};
+	int i, err;
+
+	err = procmaps__read(pid, &pm);
+	if (err)
+		return err;
+	err = 0;
+	for (i = 0; i < (int)pm.nr; i++) {
+		if (pm.maps[i].path[0] != '/' ||
+		    strncmp(procmaps__basename(&pm.maps[i]), prefix, strlen(prefix)))
+			continue;
+		snprintf(path, len, "%s", pm.maps[i].path);
+		err = 1;
+		break;
+	}
+	procmaps__release(&pm);
+	return err;
+}

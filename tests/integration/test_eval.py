@@ -1,0 +1,169 @@
+"""probing eval: Python code run inside a target, results and errors as a user sees them."""
+import os
+import re
+import subprocess
+import time
+
+import harness
+from live_helpers import Target, maps_count, tracer_of
+
+PY = "/usr/bin/python3"
+
+
+def _finish(t):
+    n, s = t.finish()
+    assert n > 0
+
+
+def test_eval_expression_statements_and_globals():
+    t = Target("sleep", seconds=3, token="glob").wait_ready()
+    # An expression: its repr; the script's globals are visible (runs in __main__).
+    p = harness.probing("eval", "-p", t.pid, "TOKEN + '!'")
+    assert p.returncode == 0 and p.stdout == "'glob!'\n", p.stdout + p.stderr
+    p = harness.probing("eval", "-p", t.pid, "None")
+    assert p.stdout == "None\n"
+    # Statements: what they print, on the right stream; definitions persist in __main__.
+    p = harness.probing("eval", "-p", t.pid,
+                        "import sys\nprint('out', 1)\nprint('err', 2, file=sys.stderr)\n"
+                        "probe_defined = 42")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "out 1\n" and p.stderr == "err 2\n", (p.stdout, p.stderr)
+    p = harness.probing("eval", "-p", t.pid, "probe_defined * 2")
+    assert p.stdout == "84\n"
+    # The global form, and code from stdin.
+    p = harness.probing("-t", t.pid, "eval", "MODE")
+    assert p.stdout == "'sleep'\n", p.stdout + p.stderr
+    p = harness.probing("eval", "-p", t.pid, "-", input="x = 6\nprint(x * 7)\n")
+    assert p.stdout == "42\n", p.stdout + p.stderr
+    _finish(t)
+
+
+def test_eval_exceptions_and_syntax_errors():
+    t = Target("sleep", seconds=3).wait_ready()
+    p = harness.probing("eval", "-p", t.pid, "1/0")
+    assert p.returncode == 1
+    assert "Traceback (most recent call last)" in p.stderr
+    assert "ZeroDivisionError: division by zero" in p.stderr
+    assert "probing_agent" not in p.stderr and "<probing:" not in p.stderr, p.stderr
+    assert p.stdout == ""
+    p = harness.probing("eval", "-p", t.pid, "def f(:")
+    assert p.returncode == 1 and "SyntaxError" in p.stderr, p.stderr
+    p = harness.probing("eval", "-p", t.pid, "print('partial'); raise KeyError('k')")
+    assert p.returncode == 1 and p.stdout == "partial\n" and "KeyError: 'k'" in p.stderr
+    # exit() / SystemExit in eval ends the eval, never the target.
+    p = harness.probing("eval", "-p", t.pid, "import sys; sys.exit(3)")
+    assert p.returncode == 1 and "SystemExit: 3" in p.stderr
+    p = harness.probing("eval", "-p", t.pid, "raise KeyboardInterrupt")
+    assert p.returncode == 1 and "KeyboardInterrupt" in p.stderr
+    # A __repr__ that fails.
+    p = harness.probing("eval", "-p", t.pid,
+                        "type('B', (), {'__repr__': lambda s: 1/0})()")
+    assert p.returncode == 0 and "repr() failed: ZeroDivisionError" in p.stdout, p.stdout
+    # Usage errors.
+    assert harness.probing("eval", "-p", t.pid).returncode == 2
+    assert harness.probing("eval", "1").returncode == 2
+    assert harness.probing("eval", "-p", t.pid, "1", "2").returncode == 2
+    p = harness.probing("eval", "--help")
+    assert p.returncode == 0 and "Examples" in p.stdout
+    _finish(t)
+
+
+def test_eval_does_not_capture_other_threads_output():
+    """While eval'd code runs (and lets the GIL go), the target's own threads keep printing
+    to their own stdout, not into the eval's output."""
+    code = ("import threading, time, sys\n"
+            "def chatter():\n"
+            "    while True:\n"
+            "        print('chatter', flush=True); time.sleep(0.01)\n"
+            "threading.Thread(target=chatter, daemon=True).start()\n"
+            "print('READY', flush=True)\n"
+            "time.sleep(30)\n")
+    out = open(harness.tmp("chatter.out"), "w")
+    p = harness.spawn([PY, "-c", code], stdout=out)
+    harness.wait_for(lambda: "READY" in open(harness.tmp("chatter.out")).read(), what="READY")
+    r = harness.probing("eval", "-p", p.pid,
+                        "import time\nfor i in range(3):\n    print('mine', i)\n"
+                        "    time.sleep(0.05)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "mine 0\nmine 1\nmine 2\n", r.stdout
+    before = open(harness.tmp("chatter.out")).read().count("chatter")
+    time.sleep(0.2)
+    after = open(harness.tmp("chatter.out")).read().count("chatter")
+    assert after > before, "the target's own prints stopped"
+    assert "mine" not in open(harness.tmp("chatter.out")).read()
+
+
+@harness.timeout(60)
+def test_eval_target_holding_the_gil():
+    """The target holds the GIL in a C call that never releases it (ctypes.PyDLL): the
+    injection still works (it needs no GIL), and eval gives up with the 'looks hung'
+    advice instead of waiting for ever."""
+    t = Target("hold_gil", seconds=20).wait_ready()
+    t0 = time.monotonic()
+    p = harness.probing("eval", "--timeout", "1", "-p", t.pid, "1+1", timeout=30)
+    took = time.monotonic() - t0
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "did not get the GIL within 1.0 s" in p.stderr and "looks hung" in p.stderr
+    assert "probing backtrace -p %d" % t.pid in p.stderr, p.stderr
+    assert took < 10, took
+    assert maps_count(t.pid) == 1 and tracer_of(t.pid) == 0
+    # The agent answers what needs no GIL.
+    p = harness.probing("inject", "-p", t.pid)
+    assert p.returncode == 0 and "already running" in p.stdout, p.stdout + p.stderr
+    p = harness.probing("list")
+    assert re.search(r"^%d\s.*3\.\d+\.\d+" % t.pid, p.stdout, re.M), p.stdout
+    # Two more impatient clients: both told the same, neither blocks the other.
+    for _ in range(2):
+        p = harness.probing("eval", "--timeout", "0.5", "-p", t.pid, "2", timeout=30)
+        assert p.returncode == 1 and "looks hung" in p.stderr
+
+
+@harness.timeout(60)
+def test_eval_interrupted_when_client_leaves():
+    """Code that would run for ever is interrupted (KeyboardInterrupt in the agent's thread
+    only) when its client goes away; the agent then serves the next request."""
+    t = Target("sleep", seconds=6).wait_ready()
+    assert harness.probing("inject", "-p", t.pid).returncode == 0
+    p = subprocess.Popen([harness.PROBING, "eval", "-p", str(t.pid),
+                          "import time\nwhile True: time.sleep(0.01)"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    p.kill()
+    p.wait()
+    r = harness.probing("eval", "-p", t.pid, "TOKEN", timeout=20)
+    assert r.returncode == 0 and r.stdout == "'tok'\n", r.stdout + r.stderr
+    # A pure-Python busy loop is interrupted too (it lets the GIL go every 5 ms).
+    p = subprocess.Popen([harness.PROBING, "eval", "-p", str(t.pid), "while True: pass"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    p.kill()
+    p.wait()
+    r = harness.probing("eval", "-p", t.pid, "counter > 0", timeout=20)
+    assert r.stdout == "True\n", r.stdout + r.stderr
+    _finish(t)
+
+
+def test_eval_output_limits():
+    t = Target("sleep", seconds=3).wait_ready()
+    p = harness.probing("eval", "-p", t.pid, "print('x' * 3000000)")
+    assert p.returncode == 0
+    assert len(p.stdout) < 1100000 and "output truncated" in p.stdout
+    p = harness.probing("eval", "-p", t.pid, "'y' * 200000")
+    assert "more characters" in p.stdout and len(p.stdout) < 70000
+    _finish(t)
+
+
+@harness.params(harness.pythons(), ids=[label for label, _ in harness.pythons()])
+def test_eval_every_python(py):
+    label, exe = py
+    t = Target("c_nanosleep", seconds=1.5, python=exe, token=label).wait_ready()
+    p = harness.probing("eval", "-p", t.pid,
+                        "import sys\nprint(sys.version_info[:2], TOKEN)\n"
+                        "def f():\n    return [i * i for i in range(5)]\nprint(f())")
+    assert p.returncode == 0, p.stderr
+    major, minor = label.split("-")[-1].split(".")
+    assert p.stdout == "(%s, %s) %s\n[0, 1, 4, 9, 16]\n" % (major, minor, label), p.stdout
+    p = harness.probing("eval", "-p", t.pid, "undefined_name")
+    assert p.returncode == 1 and "NameError" in p.stderr
+    n, _ = t.finish()
+    assert n > 0

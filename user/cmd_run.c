@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+/* probing run: start a program with the agent preloaded (no ptrace needed). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/random.h>
+
+#include "cli.h"
+#include "live.h"
+#include "log.h"
+#include "util.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: probing run [--listen ADDR] -- CMD [ARGS...]\n"
+		"\n"
+		"Run CMD with the probing agent preloaded (LD_PRELOAD, PROBING=1 in its "
+		"environment),\n"
+		"for machines or containers where ptrace is not allowed. Every Python process CMD\n"
+		"starts (CMD itself, or the python a shell script runs) serves its agent from the\n"
+		"start: then use 'probing eval/repl/query -p PID' as with an injected agent. "
+		"Other\n"
+		"programs ignore the library. probing replaces itself with CMD (same PID, exit\n"
+		"status and signals).\n"
+		"\n"
+		"Options:\n"
+		"      --listen ADDR    the agent also serves TCP on ADDR (PORT or HOST:PORT; "
+		"host\n"
+		"                       127.0.0.1 unless given); the token is printed on stderr\n"
+		"  -h, --help           this help\n"
+		"\n"
+		"Examples:\n"
+		"  probing run -- python3 train.py --epochs 10\n"
+		"  probing run --listen 9400 -- python3 serve.py\n");
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"listen", required_argument, NULL, 'L'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *listen = NULL, *lib, *old;
+	char abs[PATH_MAX], token[33];
+	unsigned char rnd[16];
+	struct strbuf pre = {0};
+	int ch, i;
+
+	cli_getopt_reset();
+	/* '+': stop at CMD, whose own options are not ours. */
+	while ((ch = getopt_long(argc, argv, "+vh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'L':
+			listen = optarg;
+			break;
+		case 'v':
+			log_verbosity++;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			return cli_bad_option("run", ch, argv);
+		}
+	}
+	if (optind >= argc)
+		return cli_usage_error("run", "no command to run (probing run -- CMD ARGS)");
+	lib = live__agent_path("run");
+	if (!lib)
+		return EXIT_FAIL;
+	if (!realpath(lib, abs)) {
+		fprintf(stderr, "probing run: %s: %s\n", lib, strerror(errno));
+		return EXIT_FAIL;
+	}
+	/* LD_PRELOAD splits on spaces and colons. */
+	if (strpbrk(abs, " :\t")) {
+		fprintf(stderr,
+			"probing run: the agent's path '%s' contains a space or a colon, which "
+			"LD_PRELOAD cannot carry.\nCopy libprobing-agent.so elsewhere and set "
+			"$PROBING_AGENT.\n",
+			abs);
+		return EXIT_FAIL;
+	}
+	old = getenv("LD_PRELOAD");
+	if (sb_puts(&pre, abs) || (old && *old && (sb_puts(&pre, ":") || sb_puts(&pre, old))))
+		return EXIT_FAIL;
+	if (setenv("LD_PRELOAD", sb_str(&pre), 1) || setenv("PROBING", "1", 1)) {
+		fprintf(stderr, "probing run: cannot set the environment: %s\n", strerror(errno));
+		return EXIT_FAIL;
+	}
+	sb_free(&pre);
+	if (listen) {
+		if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+			fprintf(stderr, "probing run: no randomness for a token: %s\n",
+				strerror(errno));
+			return EXIT_FAIL;
+		}
+		for (i = 0; i < 16; i++)
+			snprintf(token + 2 * i, 3, "%02x", rnd[i]);
+		setenv("PROBING_LISTEN", listen, 1);
+		setenv("PROBING_TOKEN", token, 1);
+		fprintf(stderr,
+			"probing run: the agent will serve TCP on %s; clients need "
+			"PROBING_TOKEN=%s\n",
+			listen, token);
+	}
+	pr_info("run: LD_PRELOAD=%s PROBING=1 %s", getenv("LD_PRELOAD"), argv[optind]);
+	execvp(argv[optind], argv + optind);
+	fprintf(stderr, "probing run: cannot run '%s': %s\n", argv[optind], strerror(errno));
+	return EXIT_FAIL;
+}
+
+COMMAND(run, cmd_run, "start a program with the agent preloaded (no ptrace needed)", 120);
