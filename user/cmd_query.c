@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * probing query: SQL on a recording. Two separate halves: open_source() gives a sqlite3
- * connection, sqlout__run() (sqlout.h) runs SQL on any connection and prints it. Another
- * source of tables — a live process's agent — is one more case in open_source().
+ * probing query: SQL on a recording or on the live tables of a process. Two separate halves:
+ * open_source() gives a sqlite3 connection (recording.c for a file, livedb.c for a live
+ * process), sqlout__run() (sqlout.h) runs SQL on any connection and prints it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "live.h"
+#include "livedb.h"
 #include "log.h"
 #include "recording.h"
 #include "sqlout.h"
@@ -20,15 +22,24 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: probing query [-i FILE] [--format table|csv|json] [--no-header] SQL\n"
+		"       probing query -p PID|-t PID|-t HOST:PORT [OPTIONS] SQL\n"
 		"\n"
-		"Run SQL (SQLite's dialect) on a recording and print the result. The public views\n"
-		"are samples, frames and sample_times; meta, processes and threads describe the\n"
-		"recording (docs/sql.md documents every table and column). Several statements\n"
-		"separated by ';' run in order and each prints its result. The recording is\n"
-		"opened read-only: keep intermediate results in TEMP tables or views.\n"
+		"Run SQL (SQLite's dialect) on a recording, or on the live tables of a running\n"
+		"process, and print the result. A recording's public views are samples, frames and\n"
+		"sample_times; meta, processes and threads describe it (docs/sql.md documents every\n"
+		"table and column). A live process has system.process and system.threads (from\n"
+		"/proc), python.backtrace (every thread's Python stack, read from outside when the\n"
+		"agent is not loaded) and, with the agent (probing inject), every python.* table it\n"
+		"serves (docs/live.md). Several statements separated by ';' run in order and each\n"
+		"prints its result. The recording is opened read-only: keep intermediate results in\n"
+		"TEMP tables or views.\n"
 		"\n"
 		"Options:\n"
 		"  -i, --input FILE      the recording to read (default: probing.db)\n"
+		"  -p, --pid PID         query the live tables of process PID instead\n"
+		"  -t, --target T        the same for a PID, or HOST:PORT of an agent serving TCP\n"
+		"                        (token in $PROBING_TOKEN)\n"
+		"      --timeout SEC     how long to wait for the target's GIL (default 5)\n"
 		"  -f, --format FORMAT   table: aligned columns for reading (the default, on a\n"
 		"                        terminal or not); csv: RFC 4180 with a header row;\n"
 		"                        json: an array of objects per statement, one per row\n"
@@ -45,18 +56,37 @@ static void usage(FILE *f)
 		"  probing query -i app.db \"SELECT f.func, SUM(s.count) AS n,\n"
 		"      round(100.0 * SUM(s.count) / (SELECT SUM(count) FROM samples), 1) AS pct\n"
 		"      FROM samples s JOIN frames f ON f.stack_id = s.stack_id AND f.depth = 0\n"
-		"      GROUP BY f.func ORDER BY n DESC LIMIT 10\"\n");
+		"      GROUP BY f.func ORDER BY n DESC LIMIT 10\"\n"
+		"  # live: where is every thread of process 1234 right now?\n"
+		"  probing query -p 1234 \"SELECT * FROM python.backtrace ORDER BY tid, depth\"\n"
+		"  probing query -p 1234 \"SELECT tid, name, state, utime FROM system.threads\"\n");
 }
 
 /* What to run the SQL on. */
 struct source {
-	const char *input; /* a recording */
+	const char *input;   /* a recording */
+	const char *pid_arg; /* -p */
+	const char *t_arg;   /* -t */
+	int gil_ms;
 };
 
-/* Open @src into *@db; return 0, or non-zero with the reason printed. */
+static bool is_live(const struct source *src)
+{
+	return src->pid_arg || src->t_arg;
+}
+
+/* Open @src into *@db; return 0, or an exit status with the reason printed. */
 static int open_source(const struct source *src, sqlite3 **db)
 {
-	return recording__open(src->input, db);
+	struct live_target t;
+	int rc;
+
+	if (!is_live(src))
+		return recording__open(src->input, db) ? EXIT_FAIL : 0;
+	rc = live__target("query", src->pid_arg, src->t_arg, &t);
+	if (rc)
+		return rc;
+	return livedb__open_target(&t, src->gil_ms, db) ? EXIT_FAIL : 0;
 }
 
 /* Read all of stdin into a malloc'd string, or NULL with the reason printed. */
@@ -95,10 +125,14 @@ static bool blank(const char *s)
 
 enum {
 	OPT_NO_HEADER = 256,
+	OPT_TIMEOUT,
 };
 
 static const struct option options[] = {
 	{"input", required_argument, NULL, 'i'},
+	{"pid", required_argument, NULL, 'p'},
+	{"target", required_argument, NULL, 't'},
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"format", required_argument, NULL, 'f'},
 	{"no-header", no_argument, NULL, OPT_NO_HEADER},
 	{"help", no_argument, NULL, 'h'},
@@ -107,17 +141,30 @@ static const struct option options[] = {
 
 int cmd_query(int argc, char **argv)
 {
-	struct source src = {.input = "probing.db"};
+	struct source src = {.input = "probing.db", .gil_ms = LIVE_GIL_TIMEOUT_MS};
+	bool input_given = false;
 	struct sqlout_options o = {.format = SQLOUT_TABLE};
 	char *sql = NULL;
 	sqlite3 *db = NULL;
 	int c, ret = EXIT_FAIL;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, ":i:f:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":i:f:p:t:h", options, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			src.input = optarg;
+			input_given = true;
+			break;
+		case 'p':
+			src.pid_arg = optarg;
+			break;
+		case 't':
+			src.t_arg = optarg;
+			break;
+		case OPT_TIMEOUT:
+			c = live__parse_timeout("query", optarg, &src.gil_ms);
+			if (c)
+				return c;
 			break;
 		case 'f':
 			if (sqlout__parse_format(optarg, &o.format))
@@ -135,6 +182,9 @@ int cmd_query(int argc, char **argv)
 			return cli_bad_option("query", c, argv);
 		}
 	}
+	if (input_given && is_live(&src))
+		return cli_usage_error("query", "give either -i FILE or a live target (-p/-t), "
+						"not both");
 	if (optind >= argc)
 		return cli_usage_error("query", "no SQL given");
 	if (argc - optind > 1)
@@ -149,14 +199,20 @@ int cmd_query(int argc, char **argv)
 		ret = cli_usage_error("query", "the SQL is empty");
 		goto cleanup;
 	}
-	if (open_source(&src, &db))
+	c = open_source(&src, &db);
+	if (c) {
+		ret = c;
 		goto cleanup;
+	}
 	if (!sqlout__run(db, sql, &o, stdout))
 		ret = EXIT_OK;
 cleanup:
-	recording__close(db);
+	if (is_live(&src))
+		sqlite3_close(db);
+	else
+		recording__close(db);
 	free(sql);
 	return ret;
 }
 
-COMMAND(query, cmd_query, "run SQL on a recording (table, CSV or JSON output)", 30);
+COMMAND(query, cmd_query, "run SQL on a recording or on a live process's tables", 30);
