@@ -1271,6 +1271,62 @@ out:
 	return err;
 }
 
+/* ---- holding a thread to look at it ---------------------------------------------------- */
+
+static const int held_sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGPIPE};
+
+struct inject_hold {
+	struct session s;
+	sigset_t old_mask;
+};
+
+int inject__hold(pid_t pid, pid_t tid, struct user_regs_struct *regs, struct inject_hold **out,
+		 struct inject_info *info)
+{
+	struct inject_hold *h;
+	sigset_t block;
+	size_t k;
+	int err;
+
+	info_reset(info);
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->s.pid = pid;
+	h->s.tid = tid;
+	h->s.info = info;
+	sigemptyset(&chld_set);
+	sigaddset(&chld_set, SIGCHLD);
+	sigemptyset(&block);
+	for (k = 0; k < ARRAY_SIZE(held_sigs); k++)
+		sigaddset(&block, held_sigs[k]);
+	sigaddset(&block, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &block, &h->old_mask);
+	err = seize_stop(&h->s);
+	if (!err)
+		err = save_state(&h->s);
+	if (err) {
+		inject__release(h);
+		return err;
+	}
+	*regs = h->s.regs;
+	*out = h;
+	return 0;
+}
+
+void inject__release(struct inject_hold *h)
+{
+	struct timespec zero = {0, 0};
+
+	if (!h)
+		return;
+	session_end(&h->s);
+	while (sigtimedwait(&chld_set, NULL, &zero) > 0)
+		;
+	sigprocmask(SIG_SETMASK, &h->old_mask, NULL);
+	free(h);
+}
+
 int inject__find_module(pid_t pid, const char *prefix, char *path, size_t len)
 {
 	struct procmaps pm = {};

@@ -72,6 +72,22 @@ int inject__dlopen(pid_t pid, const char *lib, struct inject_info *info);
 int inject__call(pid_t pid, const char *module, const char *symbol, struct inject_info *info);
 
 /*
+ * Hold one thread still to look at it (probing backtrace --native): stop thread @tid of
+ * @pid with PTRACE_SEIZE + PTRACE_INTERRUPT (no signal is sent, the other threads keep
+ * running) and read its general registers into @regs. Nothing of the thread is changed;
+ * inject__release() lets it go exactly as it was, restarting by hand a system call that
+ * would otherwise return EINTR (see 6. above). While a thread is held, probing's
+ * terminating signals are deferred. Return 0 and *@out, or -errno (-ESRCH, -EPERM...) with
+ * the reason in @info->error.
+ */
+struct inject_hold;
+struct user_regs_struct;
+int inject__hold(pid_t pid, pid_t tid, struct user_regs_struct *regs, struct inject_hold **out,
+		 struct inject_info *info);
+/* Let the held thread go (NULL is a no-op); how long it was held is in the info given. */
+void inject__release(struct inject_hold *h);
+
+/*
  * Is a file whose basename starts with @prefix mapped into @pid? Return 1 and its path (as
  * in maps, without " (deleted)") in @path, 0 if not, or -errno (-ESRCH: no such process).
  */

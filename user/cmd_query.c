@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backtrace.h"
 #include "cli.h"
 #include "live.h"
 #include "livedb.h"
@@ -86,6 +87,8 @@ static int open_source(const struct source *src, sqlite3 **db)
 	rc = live__target("query", src->pid_arg, src->t_arg, &t);
 	if (rc)
 		return rc;
+	/* Without the agent, python.backtrace is read from outside. */
+	livedb__set_outside_backtrace(backtrace__json_rows);
 	return livedb__open_target(&t, src->gil_ms, db) ? EXIT_FAIL : 0;
 }
 
