@@ -181,7 +181,8 @@ static int native_frames(struct bt_priv *pv, pid_t tid, size_t stack_len, struct
 			sc->nat[n].stable = &fr[j];
 			sc->nat[n].flags = pymerge_classify(&fr[j], interp);
 			if (in_eval)
-				sc->nat[n].flags = j == cnt - 1 ? PYM_EVAL | PYM_PLUMBING : PYM_PLUMBING;
+				sc->nat[n].flags =
+					j == cnt - 1 ? PYM_EVAL | PYM_PLUMBING : PYM_PLUMBING;
 			n++;
 		}
 	}
@@ -279,7 +280,8 @@ int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **o
 		pv->dp = dwproc__new(pid);
 		if (!pv->sym || !pv->dp) {
 			err = -errno;
-			pr_warn("cannot read the memory maps of process %d: %s", pid, strerror(errno));
+			pr_warn("cannot read the memory maps of process %d: %s", pid,
+				strerror(errno));
 			goto fail;
 		}
 	}
@@ -377,7 +379,8 @@ void backtrace__print(const struct bt_process *p, FILE *f)
 		for (j = 0; j < t->nframes; j++) {
 			fr = &t->frames[j];
 			if (fr->kind == FRAME_PYTHON)
-				fprintf(f, "    %s (%s:%d)\n", fr->qualname ? fr->qualname : fr->func,
+				fprintf(f, "    %s (%s:%d)\n",
+					fr->qualname ? fr->qualname : fr->func,
 					fr->file ? fr->file : "?", fr->line);
 			else if (fr->file && fr->line)
 				fprintf(f, "    %s (%s:%d) [%s]\n", fr->func, basename_of(fr->file),
@@ -416,8 +419,9 @@ int backtrace__json_rows(pid_t pid, struct strbuf *rows)
 			err = err ?: jq_quote(rows, fr->func);
 			err = err ?: sb_puts(rows, ",");
 			err = err ?: jq_quote(rows, fr->file);
-			err = err ?: sb_printf(rows, ",%d,\"%s\"]", fr->line,
-					      frame_kind_name(fr->kind));
+			err = err
+				      ?: sb_printf(rows, ",%d,\"%s\"]", fr->line,
+						   frame_kind_name(fr->kind));
 		}
 	}
 	err = err ?: sb_puts(rows, "]");

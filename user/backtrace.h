@@ -17,16 +17,16 @@
 struct strbuf;
 
 struct bt_opts {
-	bool native;          /* hold each thread to unwind its native stack too */
+	bool native;	       /* hold each thread to unwind its native stack too */
 	unsigned int py_depth; /* Python frames per thread at most */
 };
 
 struct bt_thread {
 	pid_t tid;
-	char name[64];        /* threading name if the interpreter has one, else the OS name */
-	char state;           /* /proc state letter: R running, S sleeping, D disk wait... */
-	bool python;          /* the interpreter knows this thread */
-	bool truncated;       /* more frames than shown */
+	char name[64];	/* threading name if the interpreter has one, else the OS name */
+	char state;	/* /proc state letter: R running, S sleeping, D disk wait... */
+	bool python;	/* the interpreter knows this thread */
+	bool truncated; /* more frames than shown */
 	int nframes;
 	struct frame *frames; /* innermost first; strings owned by the bt_process */
 	char error[256];      /* why the native stack is missing, if it is */
@@ -35,11 +35,11 @@ struct bt_thread {
 struct bt_process {
 	pid_t pid;
 	char *command;
-	char python[64];      /* "3.12.1", or "" for a native process */
-	char *interpreter;    /* the ELF holding it */
+	char python[64];   /* "3.12.1", or "" for a native process */
+	char *interpreter; /* the ELF holding it */
 	int nthreads;
 	struct bt_thread *threads;
-	void *priv;           /* the caches that own the frames' strings */
+	void *priv; /* the caches that own the frames' strings */
 };
 
 /*

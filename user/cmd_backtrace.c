@@ -40,9 +40,12 @@ static const char usage_text[] =
 enum { OPT_NATIVE = 256, OPT_DEPTH };
 
 static const struct option long_opts[] = {
-	{"pid", required_argument, NULL, 'p'}, {"target", required_argument, NULL, 't'},
-	{"native", no_argument, NULL, OPT_NATIVE}, {"depth", required_argument, NULL, OPT_DEPTH},
-	{"verbose", no_argument, NULL, 'v'},  {"help", no_argument, NULL, 'h'},
+	{"pid", required_argument, NULL, 'p'},
+	{"target", required_argument, NULL, 't'},
+	{"native", no_argument, NULL, OPT_NATIVE},
+	{"depth", required_argument, NULL, OPT_DEPTH},
+	{"verbose", no_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'},
 	{},
 };
 
@@ -66,8 +69,8 @@ int cmd_backtrace(int argc, char **argv)
 			break;
 		case OPT_DEPTH:
 			if (parse_long(optarg, 1, SAMPLER_MAX_PYDEPTH, &v))
-				return cli_usage_error(CMD, "depth '%s' must be from 1 to %d", optarg,
-						       SAMPLER_MAX_PYDEPTH);
+				return cli_usage_error(CMD, "depth '%s' must be from 1 to %d",
+						       optarg, SAMPLER_MAX_PYDEPTH);
 			o.py_depth = v;
 			break;
 		case 'v':

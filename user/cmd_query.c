@@ -26,13 +26,18 @@ static void usage(FILE *f)
 		"       probing query -p PID|-t PID|-t HOST:PORT [OPTIONS] SQL\n"
 		"\n"
 		"Run SQL (SQLite's dialect) on a recording, or on the live tables of a running\n"
-		"process, and print the result. A recording's public views are samples, frames and\n"
-		"sample_times; meta, processes and threads describe it (docs/sql.md documents every\n"
+		"process, and print the result. A recording's public views are samples, frames "
+		"and\n"
+		"sample_times; meta, processes and threads describe it (docs/sql.md documents "
+		"every\n"
 		"table and column). A live process has system.process and system.threads (from\n"
-		"/proc), python.backtrace (every thread's Python stack, read from outside when the\n"
-		"agent is not loaded) and, with the agent (probing inject), every python.* table it\n"
+		"/proc), python.backtrace (every thread's Python stack, read from outside when "
+		"the\n"
+		"agent is not loaded) and, with the agent (probing inject), every python.* table "
+		"it\n"
 		"serves (docs/live.md). Several statements separated by ';' run in order and each\n"
-		"prints its result. The recording is opened read-only: keep intermediate results in\n"
+		"prints its result. The recording is opened read-only: keep intermediate results "
+		"in\n"
 		"TEMP tables or views.\n"
 		"\n"
 		"Options:\n"
@@ -132,14 +137,10 @@ enum {
 };
 
 static const struct option options[] = {
-	{"input", required_argument, NULL, 'i'},
-	{"pid", required_argument, NULL, 'p'},
-	{"target", required_argument, NULL, 't'},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"format", required_argument, NULL, 'f'},
-	{"no-header", no_argument, NULL, OPT_NO_HEADER},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+	{"input", required_argument, NULL, 'i'},  {"pid", required_argument, NULL, 'p'},
+	{"target", required_argument, NULL, 't'}, {"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"format", required_argument, NULL, 'f'}, {"no-header", no_argument, NULL, OPT_NO_HEADER},
+	{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
 };
 
 int cmd_query(int argc, char **argv)
