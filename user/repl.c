@@ -37,6 +37,22 @@ static char *prompt(EditLine *el)
 }
 
 /*
+ * Ctrl-D on an empty line ends the session. libedit puts the terminal back in cooked mode
+ * between two lines; a Ctrl-D typed then is taken by the line discipline as end-of-file,
+ * which it keeps in its buffer as a NUL byte, and that NUL is what a read returns once
+ * libedit has switched to raw mode again. Both forms count, on an empty line only.
+ */
+static bool is_eof_key(EditLine *el, char byte)
+{
+	const LineInfo *li;
+
+	if (byte != 4 && byte != 0)
+		return false;
+	li = el_line(el);
+	return li && li->lastchar == li->buffer;
+}
+
+/*
  * libedit's own reader retries a read interrupted by a signal, so one Ctrl-C would not end
  * el_gets(); this reader gives up (-1, EINTR) when Ctrl-C or a termination signal came.
  */
@@ -62,6 +78,8 @@ static int getc_fn(EditLine *el, wchar_t *wc)
 		if (got < 0)
 			return -1;
 		if (got == 0)
+			return 0;
+		if (n == 0 && is_eof_key(el, buf[0]))
 			return 0;
 		n++;
 		r = mbrtowc(wc, buf, n, &ps);
