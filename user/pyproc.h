@@ -141,7 +141,7 @@ int pyproc__resolve(struct pyproc *pp, const struct py_frame_rec *rec, struct fr
 /* One local variable of a frame, as pyproc__frame_locals_ex reports it. */
 struct pyproc_local {
 	const char *name; /* UTF-8 */
-	const char *type; /* type(value).__name__: "int", "str", "MyClass"; "?" if unreadable */
+	const char *type; /* type(value).__name__: "int", "str", "MyClass"; "?" if unknown */
 	const char *repr; /* repr(value) for simple values (see pyproc__frame_locals), or NULL */
 	uint64_t addr;	  /* the value's address in the target (a cell's contents, not the cell) */
 	unsigned int flags; /* PYL_* */
@@ -151,15 +151,16 @@ struct pyproc_local {
 #define PYL_CELL       0x02 /* a local captured by an inner function (shown: the cell contents) */
 #define PYL_FREE       0x04 /* a variable of an enclosing function (shown: the cell contents) */
 #define PYL_NAMESPACE  0x08 /* from the frame's locals mapping (PYLOCALS_NAMESPACE) */
-#define PYL_UNREADABLE 0x10 /* the value could not be read (freed or changing): type "?" */
+#define PYL_UNREADABLE 0x10 /* the value could not be read (freed or changing) */
 
 /* Options of pyproc__frame_locals_ex. */
 #define PYLOCALS_NAMESPACE 0x1 /* also the namespace of module-level and class-body frames */
 
 /*
  * The local variables of the frame at @frame running code object @code (from
- * pyproc__walk_ex): for each bound one, @cb(name, type, repr, @ctx), in the order of
- * frame.f_locals (parameters first). A non-zero return from @cb stops the walk and is
+ * pyproc__walk_ex): for each bound one, @cb(name, type, repr, @ctx), in slot order:
+ * parameters first, in their order, then the other locals, cells and free variables (the
+ * order of 3.11+'s frame.f_locals). A non-zero return from @cb stops the walk and is
  * returned. Strings are valid during the call only.
  *
  * type is type(value).__name__, repr what repr(value) says for simple values of exactly
@@ -173,12 +174,13 @@ struct pyproc_local {
  *   str, bytes          quoted and escaped as repr() does; longer than @max_repr characters:
  *                       the repr of the longest prefix that fits, then "...": 'abc'...
  *   tuple, list, dict, set, frozenset     their length only: "<list of 3>"
- * @max_repr counts characters (code points); at least PYREPR_MIN (16) is used.
+ * @max_repr counts characters (code points); at least 16 (PYREPR_MIN) is used.
  *
  * Unbound locals (empty slots, empty cells) are skipped; cells show their contents. A value
- * that cannot be read (the thread runs on and may have freed it) is reported with type "?"
- * and repr "<unreadable>". Reads are racy by nature; every length and type is checked, so
- * garbage gives errors or "<unreadable>", never a crash or an endless loop.
+ * that cannot be read (the thread runs on and may have freed it) is reported with repr
+ * "<unreadable>" (and type "?" when even its type could not be read). Reads are racy by
+ * nature; every length and type is checked, so garbage gives errors or "<unreadable>", never
+ * a crash or an endless loop.
  *
  * Returns 0; -ESTALE when @frame no longer runs @code (the thread moved on: walk again);
  * -EFAULT when the frame or code object cannot be read; -EINVAL when they do not look like
