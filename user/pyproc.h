@@ -97,7 +97,8 @@ int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid);
 /*
  * offsetof(struct pthread, specific_1stblock) in the target's glibc, calibrated from the
  * threads whose TSS slot holds their thread state, or the glibc 2.36 x86_64 default when no
- * thread could confirm it; -1 if the process has no usable TSS key.
+ * thread could confirm it (yet: right after exec the interpreter has not created its key; a
+ * later call calibrates again); -1 if the process has no usable TSS key.
  */
 int pyproc__pthread_specific(struct pyproc *pp);
 
