@@ -37,12 +37,16 @@
 	X(if_code, "interpreter_frame.executable")                 \
 	X(if_instr, "interpreter_frame.instr_ptr")                 \
 	X(if_owner, "interpreter_frame.owner")                     \
+	X(if_localsplus, "interpreter_frame.localsplus")           \
 	X(co_filename, "code_object.filename")                     \
 	X(co_name, "code_object.name")                             \
 	X(co_qualname, "code_object.qualname")                     \
 	X(co_linetable, "code_object.linetable")                   \
 	X(co_firstlineno, "code_object.firstlineno")               \
 	X(co_code_adaptive, "code_object.co_code_adaptive")        \
+	X(co_argcount, "code_object.argcount")                     \
+	X(co_localsplusnames, "code_object.localsplusnames")       \
+	X(co_localspluskinds, "code_object.localspluskinds")       \
 	X(ob_type, "pyobject.ob_type")                             \
 	X(tp_name, "type_object.tp_name")                          \
 	X(tp_flags, "type_object.tp_flags")                        \
@@ -103,28 +107,41 @@ struct py_offsets {
 	uint32_t cf_current_frame; /* _PyInterpreterFrame * */
 
 	/* PyFrameObject (<= 3.10) */
-	uint32_t f_back;  /* PyFrameObject * */
-	uint32_t f_code;  /* PyCodeObject * */
-	uint32_t f_lasti; /* int: byte offset (3.8, 3.9), instruction index (3.10) */
+	uint32_t f_back;       /* PyFrameObject * */
+	uint32_t f_code;       /* PyCodeObject * */
+	uint32_t f_lasti;      /* int: byte offset (3.8, 3.9), instruction index (3.10) */
+	uint32_t f_locals;     /* PyObject *: the locals mapping (module frames: the globals) */
+	uint32_t f_localsplus; /* PyObject *[]: co_nlocals locals, then cells, then free vars */
 
 	/* _PyInterpreterFrame (3.11+) */
-	uint32_t if_previous; /* _PyInterpreterFrame * */
-	uint32_t if_code;     /* f_code (3.11, 3.12), f_executable (3.13+) */
-	uint32_t if_instr;    /* _Py_CODEUNIT *: prev_instr (3.11, 3.12), instr_ptr (3.13+) */
-	uint32_t if_owner;    /* char (3.12+ holds FRAME_OWNED_BY_CSTACK for shims) */
-	uint32_t if_is_entry; /* bool (3.11 only) */
+	uint32_t if_previous;	/* _PyInterpreterFrame * */
+	uint32_t if_code;	/* f_code (3.11, 3.12), f_executable (3.13+) */
+	uint32_t if_instr;	/* _Py_CODEUNIT *: prev_instr (3.11, 3.12), instr_ptr (3.13+) */
+	uint32_t if_owner;	/* char (3.12+ holds FRAME_OWNED_BY_CSTACK for shims) */
+	uint32_t if_is_entry;	/* bool (3.11 only) */
+	uint32_t if_locals;	/* PyObject *: the locals mapping of unoptimized frames, or NULL */
+	uint32_t if_localsplus; /* PyObject *[co_nlocalsplus]: locals, cells, free vars */
 
 	/* PyCodeObject */
-	uint32_t co_flags;	    /* int */
-	uint32_t co_firstlineno;    /* int */
-	uint32_t co_code;	    /* <= 3.10: bytes */
-	uint32_t co_filename;	    /* str */
-	uint32_t co_name;	    /* str */
-	uint32_t co_qualname;	    /* 3.11+: str */
-	uint32_t co_lnotab;	    /* 3.8, 3.9: bytes */
-	uint32_t co_linetable;	    /* 3.10+: bytes */
-	uint32_t co_code_adaptive;  /* 3.11+: inline code units */
-	uint32_t co_firsttraceable; /* 3.11+: int, first instruction after the prologue */
+	uint32_t co_flags;	     /* int */
+	uint32_t co_firstlineno;     /* int */
+	uint32_t co_code;	     /* <= 3.10: bytes */
+	uint32_t co_filename;	     /* str */
+	uint32_t co_name;	     /* str */
+	uint32_t co_qualname;	     /* 3.11+: str */
+	uint32_t co_lnotab;	     /* 3.8, 3.9: bytes */
+	uint32_t co_linetable;	     /* 3.10+: bytes */
+	uint32_t co_code_adaptive;   /* 3.11+: inline code units */
+	uint32_t co_firsttraceable;  /* 3.11+: int, first instruction after the prologue */
+	uint32_t co_argcount;	     /* int: positional parameters (positional-only included) */
+	uint32_t co_kwonlyargcount;  /* int */
+	uint32_t co_nlocals;	     /* int: CO_FAST_LOCAL slots */
+	uint32_t co_varnames;	     /* <= 3.10: tuple of co_nlocals str */
+	uint32_t co_cellvars;	     /* <= 3.10: tuple of str */
+	uint32_t co_freevars;	     /* <= 3.10: tuple of str */
+	uint32_t co_nlocalsplus;     /* 3.11+: int */
+	uint32_t co_localsplusnames; /* 3.11+: tuple of co_nlocalsplus str */
+	uint32_t co_localspluskinds; /* 3.11+: bytes, one CO_FAST_* kind per slot */
 
 	/* str: PyASCIIObject / PyCompactUnicodeObject / PyUnicodeObject */
 	uint32_t unicode_length;      /* Py_ssize_t, in code points */
@@ -142,6 +159,8 @@ struct py_offsets {
 	uint32_t long_lv_tag; /* 3.12+: uintptr_t (ndigits << 3 | sign) */
 	uint32_t long_digit;  /* uint32_t[] of 30-bit digits */
 	uint32_t float_fval;  /* double */
+	uint32_t cell_ref;    /* PyCellObject.ob_ref: PyObject *, NULL when empty */
+	uint32_t set_used;    /* PySetObject.used: Py_ssize_t, the number of elements */
 
 	/* dict */
 	uint32_t dict_ma_used;	      /* Py_ssize_t */

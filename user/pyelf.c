@@ -264,8 +264,10 @@ int pyelf__cold_part(struct pyelf *e, uint64_t start, uint64_t size, uint64_t *c
 	if (!cfi)
 		return -ENOENT;
 	code = malloc(size);
-	if (!code)
-		return -ENOMEM;
+	if (!code) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
 	if (pyelf__read(e, start, code, size))
 		goto cleanup;
 	/* x86-64 rel32 jumps: E9 (jmp) and 0F 80..8F (jcc). Scanning bytes also matches inside
@@ -314,6 +316,8 @@ int pyelf__cold_part(struct pyelf *e, uint64_t start, uint64_t size, uint64_t *c
 		err = 0;
 	}
 cleanup:
+	/* dwarf_getcfi_elf's descriptor is the caller's (unlike dwarf_getcfi's). */
+	dwarf_cfi_end(cfi);
 	free(code);
 	return err;
 }

@@ -42,67 +42,90 @@ static int put_utf8(char *p, uint32_t c)
 	return 4;
 }
 
-int py_read_str(struct pyproc *pp, uint64_t addr, char **out, size_t *len)
+int py_read_str_cps(struct pyproc *pp, uint64_t addr, size_t max, uint32_t **cps, size_t *n,
+		    size_t *length)
 {
 	const struct py_offsets *o = &pp->off;
-	uint32_t state, kind, compact, ascii;
-	int64_t length;
+	uint32_t state, kind, compact, ascii, *c = NULL;
+	int64_t len;
 	uint64_t data;
 	uint8_t *raw = NULL;
-	char *s = NULL;
-	size_t i, n;
+	size_t i, k;
 	int err;
 
 	if (!addr)
 		return -EFAULT;
 	err = pp_read(pp, addr + o->unicode_state, &state, sizeof(state));
 	if (!err)
-		err = pp_read(pp, addr + o->unicode_length, &length, sizeof(length));
+		err = pp_read(pp, addr + o->unicode_length, &len, sizeof(len));
 	if (err)
 		return err;
 	kind = (state >> o->unicode_kind_bit) & 7;
 	compact = (state >> o->unicode_compact_bit) & 1;
 	ascii = (state >> o->unicode_ascii_bit) & 1;
-	/* kind 0 is PyUnicode_WCHAR_KIND (<= 3.11): a legacy string not made ready. */
-	if (length < 0 || (kind != 1 && kind != 2 && kind != 4))
+	/* kind 0 is PyUnicode_WCHAR_KIND (<= 3.11): a legacy string not made ready. A str
+	 * longer than PY_SSIZE_T_MAX / 4 cannot exist: the length is garbage. */
+	if (len < 0 || len > INT64_MAX / 4 || (kind != 1 && kind != 2 && kind != 4) ||
+	    (ascii && kind != 1))
 		return -EINVAL;
-	n = (size_t)length > PY_STR_MAX ? PY_STR_MAX : (size_t)length;
+	k = (uint64_t)len > max ? max : (size_t)len;
 	if (compact)
 		data = addr + (ascii ? o->ascii_size : o->compact_size);
 	else if ((err = pp_ptr(pp, addr + o->unicode_data, &data)))
 		return err;
-	raw = malloc(n * kind + 1);
-	s = malloc(n * 4 + 1);
-	if (!raw || !s) {
+	raw = malloc(k * kind + 1);
+	c = malloc((k + 1) * sizeof(*c));
+	if (!raw || !c) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = pp_read(pp, data, raw, n * kind);
+	err = pp_read(pp, data, raw, k * kind);
 	if (err)
 		goto cleanup;
-	for (i = 0, *len = 0; i < n; i++) {
-		uint32_t c;
-
+	for (i = 0; i < k; i++) {
 		if (kind == 1) {
-			c = raw[i];
+			c[i] = raw[i];
 		} else if (kind == 2) {
 			uint16_t u;
 
 			memcpy(&u, raw + 2 * i, 2);
-			c = u;
+			c[i] = u;
 		} else {
-			memcpy(&c, raw + 4 * i, 4);
+			memcpy(&c[i], raw + 4 * i, 4);
 		}
-		*len += put_utf8(s + *len, c);
 	}
-	s[*len] = 0;
-	*out = s;
-	s = NULL;
+	*cps = c;
+	*n = k;
+	*length = (size_t)len;
+	c = NULL;
 	err = 0;
 cleanup:
 	free(raw);
-	free(s);
+	free(c);
 	return err;
+}
+
+int py_read_str(struct pyproc *pp, uint64_t addr, char **out, size_t *len)
+{
+	uint32_t *cps = NULL;
+	size_t n, length, i;
+	char *s;
+	int err;
+
+	err = py_read_str_cps(pp, addr, PY_STR_MAX, &cps, &n, &length);
+	if (err)
+		return err;
+	s = malloc(n * 4 + 1);
+	if (!s) {
+		free(cps);
+		return -ENOMEM;
+	}
+	for (i = 0, *len = 0; i < n; i++)
+		*len += put_utf8(s + *len, cps[i]);
+	s[*len] = 0;
+	*out = s;
+	free(cps);
+	return 0;
 }
 
 const char *py_str_interned(struct pyproc *pp, uint64_t addr)

@@ -19,14 +19,23 @@
 
 /* ---- discovery ---------------------------------------------------------------------------- */
 
-enum { SYM_RUNTIME, SYM_VERSION, SYM_CODE_TYPE, SYM_EVAL, SYM_EVAL_COLD, SYM_NR };
-static const char *const sym_names[SYM_NR] = {
-	"_PyRuntime",
-	"Py_Version",
-	"PyCode_Type",
-	"_PyEval_EvalFrameDefault",
-	"_PyEval_EvalFrameDefault.cold",
+enum {
+	SYM_RUNTIME,
+	SYM_VERSION,
+	SYM_CODE_TYPE,
+	SYM_EVAL,
+	SYM_EVAL_COLD,
+	SYM_OBJ0,
+	SYM_NR = SYM_OBJ0 + PYS_NR
 };
+#define SYMOBJ_NAME_(id, sym) sym,
+static const char *const sym_names[SYM_NR] = {"_PyRuntime",
+					      "Py_Version",
+					      "PyCode_Type",
+					      "_PyEval_EvalFrameDefault",
+					      "_PyEval_EvalFrameDefault.cold",
+					      PY_SYMOBJS(SYMOBJ_NAME_)};
+#undef SYMOBJ_NAME_
 
 static bool looks_pythonic(const char *path)
 {
@@ -90,6 +99,8 @@ static int setup_from_elf(struct pyproc *pp, struct pyelf *e, const uint64_t *va
 {
 	pp->runtime = pp->bias + vals[SYM_RUNTIME];
 	pp->code_type = vals[SYM_CODE_TYPE] ? pp->bias + vals[SYM_CODE_TYPE] : 0;
+	for (int i = 0; i < PYS_NR; i++)
+		pp->objs[i] = vals[SYM_OBJ0 + i] ? pp->bias + vals[SYM_OBJ0 + i] : 0;
 	add_eval_range(pp, vals[SYM_EVAL] ? pp->bias + vals[SYM_EVAL] : 0, sizes[SYM_EVAL]);
 	add_eval_range(pp, vals[SYM_EVAL_COLD] ? pp->bias + vals[SYM_EVAL_COLD] : 0,
 		       sizes[SYM_EVAL_COLD]);
@@ -472,6 +483,12 @@ static uint64_t get64(const uint8_t *b, uint32_t off)
 int pyproc__walk(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, unsigned int max,
 		 bool *truncated, unsigned int *n_partial)
 {
+	return pyproc__walk_ex(pp, tstate, out, NULL, max, truncated, n_partial);
+}
+
+int pyproc__walk_ex(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, uint64_t *frames,
+		    unsigned int max, bool *truncated, unsigned int *n_partial)
+{
 	struct py_proc_cfg cfg;
 	uint8_t fb[PY_HDR_MAX], cb[PY_HDR_MAX];
 	uint64_t frame;
@@ -560,6 +577,8 @@ int pyproc__walk(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, u
 		out[n].code = code;
 		out[n].lasti = lasti;
 		out[n].meta = meta | py_code_checksum(name, filename, firstlineno) << 1;
+		if (frames)
+			frames[n] = frame;
 		n++;
 		frame = prev;
 	}

@@ -10,7 +10,8 @@
  *   pyproc__refresh_threads(pp)             re-read threads, tids and thread names
  *   pyproc__resolve(pp, &rec, &frame)       (code, lasti, checksum) from BPF -> names, line
  *   pyproc__free(pp)
- * Reading stacks without BPF: pyproc__refresh_threads() then pyproc__walk() per thread.
+ * Reading stacks without BPF: pyproc__refresh_threads() then pyproc__walk() per thread;
+ * with local variables: pyproc__walk_ex() then pyproc__frame_locals() per frame.
  *
  * Not thread-safe: one pyproc is used by one thread at a time.
  */
@@ -96,7 +97,8 @@ int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid);
 /*
  * offsetof(struct pthread, specific_1stblock) in the target's glibc, calibrated from the
  * threads whose TSS slot holds their thread state, or the glibc 2.36 x86_64 default when no
- * thread could confirm it; -1 if the process has no usable TSS key.
+ * thread could confirm it (yet: right after exec the interpreter has not created its key; a
+ * later call calibrates again); -1 if the process has no usable TSS key.
  */
 int pyproc__pthread_specific(struct pyproc *pp);
 
@@ -117,6 +119,15 @@ int pyproc__walk(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, u
 		 bool *truncated, unsigned int *n_partial);
 
 /*
+ * Like pyproc__walk, also giving each frame's address in @frames[i] (a PyFrameObject * up
+ * to 3.10, a _PyInterpreterFrame * from 3.11) for pyproc__frame_locals. @frames may be NULL;
+ * otherwise it has room for @max entries and gets one per record written (also the records
+ * kept on -EFAULT).
+ */
+int pyproc__walk_ex(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, uint64_t *frames,
+		    unsigned int max, bool *truncated, unsigned int *n_partial);
+
+/*
  * Resolve one frame record to names and a line: func = co_name, qualname = co_qualname
  * (3.11+; NULL before), file = co_filename, line for rec->lasti, module = the file. Code
  * objects are cached per (address, checksum); a record whose checksum does not match the
@@ -125,6 +136,73 @@ int pyproc__walk(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, u
  * Strings are owned by @pp and valid until pyproc__free.
  */
 int pyproc__resolve(struct pyproc *pp, const struct py_frame_rec *rec, struct frame *out);
+
+/* ---- local variables ---------------------------------------------------------------------- */
+
+/* One local variable of a frame, as pyproc__frame_locals_ex reports it. */
+struct pyproc_local {
+	const char *name; /* UTF-8 */
+	const char *type; /* type(value).__name__: "int", "str", "MyClass"; "?" if unknown */
+	const char *repr; /* repr(value) for simple values (see pyproc__frame_locals), or NULL */
+	uint64_t addr;	  /* the value's address in the target (a cell's contents, not the cell) */
+	unsigned int flags; /* PYL_* */
+};
+
+#define PYL_ARG	       0x01 /* a parameter of the function (positional, keyword-only, *, **) */
+#define PYL_CELL       0x02 /* a local captured by an inner function (shown: the cell contents) */
+#define PYL_FREE       0x04 /* a variable of an enclosing function (shown: the cell contents) */
+#define PYL_NAMESPACE  0x08 /* from the frame's locals mapping (PYLOCALS_NAMESPACE) */
+#define PYL_UNREADABLE 0x10 /* the value could not be read (freed or changing) */
+
+/* Options of pyproc__frame_locals_ex. */
+#define PYLOCALS_NAMESPACE 0x1 /* also the namespace of module-level and class-body frames */
+
+/*
+ * The local variables of the frame at @frame running code object @code (from
+ * pyproc__walk_ex): for each bound one, @cb(name, type, repr, @ctx), in slot order:
+ * parameters first, in their order, then the other locals, cells and free variables (the
+ * order of 3.11+'s frame.f_locals). A non-zero return from @cb stops the walk and is
+ * returned. Strings are valid during the call only.
+ *
+ * type is type(value).__name__, repr what repr(value) says for simple values of exactly
+ * these types (subclasses excluded: their __repr__ may differ), and NULL for anything else
+ * (the "<MyClass object at 0x...>" form is the caller's, with pyproc__frame_locals_ex's
+ * address):
+ *   None, True, False, Ellipsis, NotImplemented
+ *   int                 any size up to about 18000 digits; cut like str beyond @max_repr:
+ *                       "123456...(5000 digits)"
+ *   float               the shortest round-trip form, as Python writes it ("0.1", "1e+300")
+ *   str, bytes          quoted and escaped as repr() does; longer than @max_repr characters:
+ *                       the repr of the longest prefix that fits, then "...": 'abc'...
+ *   tuple, list, dict, set, frozenset     their length only: "<list of 3>"
+ * @max_repr counts characters (code points); at least 16 (PYREPR_MIN) is used.
+ *
+ * Unbound locals (empty slots, empty cells) are skipped; cells show their contents. A value
+ * that cannot be read (the thread runs on and may have freed it) is reported with repr
+ * "<unreadable>" (and type "?" when even its type could not be read). Reads are racy by
+ * nature; every length and type is checked, so garbage gives errors or "<unreadable>", never
+ * a crash or an endless loop.
+ *
+ * Returns 0; -ESTALE when @frame no longer runs @code (the thread moved on: walk again);
+ * -EFAULT when the frame or code object cannot be read; -EINVAL when they do not look like
+ * one (garbage); -ESRCH when the process is gone; or what @cb returned.
+ */
+int pyproc__frame_locals(struct pyproc *pp, uint64_t frame, uint64_t code, size_t max_repr,
+			 int (*cb)(const char *name, const char *type, const char *repr, void *ctx),
+			 void *ctx);
+
+/*
+ * The same with each variable's address and flags (struct pyproc_local). @opts:
+ * PYLOCALS_NAMESPACE also reports, for frames whose code is not "optimized" (module level,
+ * class bodies, exec()), the entries of the frame's locals mapping — the module's globals
+ * for a <module> frame — flagged PYL_NAMESPACE; names starting with "__" and values that are
+ * modules, functions, builtins or classes (imports and definitions rather than data) are
+ * left out, and at most 1000 entries are read. Without it such frames report nothing but
+ * their fast slots (none for a module).
+ */
+int pyproc__frame_locals_ex(struct pyproc *pp, uint64_t frame, uint64_t code, size_t max_repr,
+			    unsigned int opts,
+			    int (*cb)(const struct pyproc_local *local, void *ctx), void *ctx);
 
 /* ---- native merge -------------------------------------------------------------------------- */
 

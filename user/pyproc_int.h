@@ -30,6 +30,36 @@ struct strchunk {
 	char data[];
 };
 
+/*
+ * Objects and types located by their dynamic symbols in the interpreter's ELF (0 when
+ * missing): values are recognised by identity (ob_type == &PyFloat_Type,
+ * obj == &_Py_NoneStruct), which no subclass or look-alike can fake.
+ */
+#define PY_SYMOBJS(X)                              \
+	X(PYS_NONE, "_Py_NoneStruct")              \
+	X(PYS_TRUE, "_Py_TrueStruct")              \
+	X(PYS_FALSE, "_Py_FalseStruct")            \
+	X(PYS_ELLIPSIS, "_Py_EllipsisObject")      \
+	X(PYS_NOTIMPL, "_Py_NotImplementedStruct") \
+	X(PYS_INT, "PyLong_Type")                  \
+	X(PYS_BOOL, "PyBool_Type")                 \
+	X(PYS_FLOAT, "PyFloat_Type")               \
+	X(PYS_STR, "PyUnicode_Type")               \
+	X(PYS_BYTES, "PyBytes_Type")               \
+	X(PYS_TUPLE, "PyTuple_Type")               \
+	X(PYS_LIST, "PyList_Type")                 \
+	X(PYS_DICT, "PyDict_Type")                 \
+	X(PYS_SET, "PySet_Type")                   \
+	X(PYS_FROZENSET, "PyFrozenSet_Type")       \
+	X(PYS_CELL, "PyCell_Type")                 \
+	X(PYS_MODULE, "PyModule_Type")             \
+	X(PYS_FUNCTION, "PyFunction_Type")         \
+	X(PYS_CFUNCTION, "PyCFunction_Type")
+
+#define PYS_ENUM_(id, sym) id,
+enum py_symobj { PY_SYMOBJS(PYS_ENUM_) PYS_NR };
+#undef PYS_ENUM_
+
 struct pyproc {
 	pid_t pid;
 	unsigned int version; /* 0x030b */
@@ -39,6 +69,7 @@ struct pyproc {
 	uint64_t bias;
 	uint64_t runtime;   /* &_PyRuntime */
 	uint64_t code_type; /* &PyCode_Type, 0 unknown */
+	uint64_t objs[PYS_NR];
 	struct pyproc_range eval[4];
 	size_t neval;
 
@@ -77,6 +108,14 @@ const char *pp_intern(struct pyproc *pp, const char *s, size_t len);
  * (*@out, *@len). Return 0, -EINVAL (not a compact/ready str), -EFAULT or -ENOMEM.
  */
 int py_read_str(struct pyproc *pp, uint64_t addr, char **out, size_t *len);
+
+/*
+ * Read the str object at @addr as code points: the first min(length, @max) of them into a
+ * malloc'd array *@cps (*@n of them) and its whole length into *@length. 0, -EINVAL (not a
+ * compact/ready str), -EFAULT or -ENOMEM.
+ */
+int py_read_str_cps(struct pyproc *pp, uint64_t addr, size_t max, uint32_t **cps, size_t *n,
+		    size_t *length);
 
 /* As py_read_str, interned. NULL on failure (errno set). */
 const char *py_str_interned(struct pyproc *pp, uint64_t addr);

@@ -273,8 +273,15 @@ static int thread_tss_value(struct pyproc *pp, uint64_t pthread, int off, uint32
 	return 0;
 }
 
-/* Find offsetof(struct pthread, specific_1stblock) from the threads bound to the TSS key. */
-static int calibrate_specific(struct pyproc *pp)
+/*
+ * Find offsetof(struct pthread, specific_1stblock) from the threads bound to the TSS key.
+ * *@final is false when no thread could tell yet (the interpreter has not created its key or
+ * bound a thread to it: we may be looking right after exec): the glibc default is returned
+ * then, to be confirmed by a later call. BPF reads the key live and checks that it is
+ * initialized and that the thread state it finds is the thread's own, so a tentative offset
+ * is safe to hand over.
+ */
+static int calibrate_specific(struct pyproc *pp, bool *final)
 {
 	uint8_t(*bufs)[PTHREAD_SCAN_SIZE];
 	ssize_t lens[8];
@@ -283,8 +290,14 @@ static int calibrate_specific(struct pyproc *pp)
 	size_t t, nb = 0;
 	int off, best = -1, best_count = 0;
 
-	if (read_tss(pp, &tss) || !tss.initialized ||
-	    tss.key >= PTHREAD_KEY_2NDLEVEL_SIZE * PTHREAD_KEY_1STLEVEL_SIZE)
+	*final = true;
+	if (read_tss(pp, &tss))
+		return -1;
+	if (!tss.initialized) {
+		*final = false;
+		return GLIBC_PTHREAD_SPECIFIC_DEFAULT;
+	}
+	if (tss.key >= PTHREAD_KEY_2NDLEVEL_SIZE * PTHREAD_KEY_1STLEVEL_SIZE)
 		return -1;
 	bufs = malloc(ARRAY_SIZE(lens) * sizeof(*bufs));
 	if (!bufs)
@@ -316,8 +329,10 @@ static int calibrate_specific(struct pyproc *pp)
 	}
 	free(bufs);
 	if (best < 0) {
-		pr_debug("pid %d: no thread confirms the pthread TSS layout; assuming glibc's %#x",
+		pr_debug("pid %d: no thread confirms the pthread TSS layout (yet); assuming "
+			 "glibc's %#x",
 			 (int)pp->pid, GLIBC_PTHREAD_SPECIFIC_DEFAULT);
+		*final = false;
 		return GLIBC_PTHREAD_SPECIFIC_DEFAULT;
 	}
 	if (best != GLIBC_PTHREAD_SPECIFIC_DEFAULT)
@@ -328,12 +343,17 @@ static int calibrate_specific(struct pyproc *pp)
 
 int pyproc__pthread_specific(struct pyproc *pp)
 {
-	if (pp->pthread_specific == -2) {
-		if (!pp->nthreads)
-			pyproc__refresh_threads(pp);
-		pp->pthread_specific = calibrate_specific(pp);
-	}
-	return pp->pthread_specific;
+	bool final;
+	int off;
+
+	if (pp->pthread_specific == -2 && !pp->nthreads)
+		pyproc__refresh_threads(pp); /* calibrates when it can */
+	if (pp->pthread_specific != -2)
+		return pp->pthread_specific;
+	off = calibrate_specific(pp, &final);
+	if (final)
+		pp->pthread_specific = off;
+	return off;
 }
 
 int pyproc__tss_key(struct pyproc *pp)
@@ -480,8 +500,13 @@ int pyproc__refresh_threads(struct pyproc *pp)
 		}
 	}
 	/* Which thread states are what their thread's TSS slot holds (what BPF will find). */
-	if (pp->pthread_specific == -2 && pp->nthreads)
-		pp->pthread_specific = calibrate_specific(pp);
+	if (pp->pthread_specific == -2 && pp->nthreads) {
+		bool final;
+		int off = calibrate_specific(pp, &final);
+
+		if (final)
+			pp->pthread_specific = off;
+	}
 	if (pp->pthread_specific >= 0 && !read_tss(pp, &tss) && tss.initialized) {
 		for (i = 0; i < pp->nthreads; i++) {
 			uint64_t v;

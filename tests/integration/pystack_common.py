@@ -55,9 +55,10 @@ def truth_thread(truth, name):
                          f"{[t['name'] for t in truth['threads']]}")
 
 
-def pystacks(pid, *args, check=True):
-    """Run pystacks --raw; return {tid: {name, truncated, tss_bound, frames: [...]}}."""
-    p = h.run([tool(PYSTACKS), "--raw", *map(str, args), str(pid)], timeout=60)
+def pystacks(pid, *args, check=True, exe=None):
+    """Run pystacks --raw (or @exe, a build of it); return {tid: {name, truncated, tss_bound,
+    frames: [...]}}; with --locals each frame has "locals" (and "locals_error")."""
+    p = h.run([tool(exe or PYSTACKS), "--raw", *map(str, args), str(pid)], timeout=60)
     if check:
         assert p.returncode == 0, f"pystacks exited {p.returncode}: {p.stderr[-1000:]}"
     threads = {}
@@ -69,7 +70,15 @@ def pystacks(pid, *args, check=True):
         elif f[0] == "F":
             threads[int(f[1])]["frames"].append({
                 "func": f[4], "qualname": None if f[5] == "-" else f[5], "file": f[6],
-                "line": int(f[7]), "entry": f[8] == "1"})
+                "line": int(f[7]), "entry": f[8] == "1", "locals": []})
+        elif f[0] == "L":  # --locals: tid, depth, name, type, flags, address, repr
+            fr = threads[int(f[1])]["frames"][int(f[2])]
+            fr["locals"].append({
+                "name": f[3], "type": f[4], "flags": set() if f[5] == "-" else
+                set(f[5].split(",")), "addr": int(f[6], 16),
+                "repr": None if f[7] == "-" else f[7]})
+        elif f[0] == "E":  # --locals: tid, depth, error
+            threads[int(f[1])]["frames"][int(f[2])]["locals_error"] = f[3]
     return threads
 
 

@@ -3,7 +3,7 @@
  * pystacks: print every thread's Python stack of a running process, read from outside with
  * pyproc (no ptrace, no agent). A test tool; `probing backtrace` builds on the same calls.
  *
- *   pystacks [-v] [--raw] [--depth N] PID
+ *   pystacks [-v] [--raw] [--depth N] [--locals [--namespace] [--max-repr N]] PID
  *   pystacks --info PID
  *
  * Default output, per thread:
@@ -13,6 +13,12 @@
  * --raw prints one tab-separated line per frame for scripts:
  *   tid, thread name, depth (0 = leaf), func, qualname (or -), file, line, entry (0/1)
  * and "T<TAB>tid<TAB>name<TAB>frames<TAB>truncated<TAB>tss_bound" before each thread's frames.
+ * --locals adds each frame's local variables (pyproc__frame_locals_ex) after it; with --raw
+ *   L, tid, depth, name, type, flags (comma-separated: arg, cell, free, namespace,
+ *   unreadable; - for none), address (hex), repr (- when there is none)
+ * and "E<TAB>tid<TAB>depth<TAB>error" when a frame's locals could not be read.
+ * --namespace also lists module-level / class-body namespaces (PYLOCALS_NAMESPACE);
+ * --max-repr caps each repr (default 80 characters).
  * --info prints what was found about the interpreter, "key<TAB>value..." per line: version,
  * elf, runtime, eval (start end, once per range of _PyEval_EvalFrameDefault code),
  * pthread_specific, tss_key.
@@ -29,19 +35,61 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: pystacks [-v] [--raw] [--depth N] PID\n"
-		   "       pystacks --info PID\n"
-		   "Print the Python stack of every thread of PID, read from outside.\n");
+	fprintf(f,
+		"usage: pystacks [-v] [--raw] [--depth N] [--locals [--namespace] [--max-repr N]] "
+		"PID\n"
+		"       pystacks --info PID\n"
+		"Print the Python stack of every thread of PID, read from outside.\n");
+}
+
+struct locals_ctx {
+	bool raw;
+	int tid;
+	int depth;
+};
+
+static int print_local(const struct pyproc_local *l, void *ctx)
+{
+	static const struct {
+		unsigned int flag;
+		const char *name;
+	} names[] = {{PYL_ARG, "arg"},
+		     {PYL_CELL, "cell"},
+		     {PYL_FREE, "free"},
+		     {PYL_NAMESPACE, "namespace"},
+		     {PYL_UNREADABLE, "unreadable"}};
+	struct locals_ctx *lc = ctx;
+	char flags[64] = "";
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(names); i++)
+		if (l->flags & names[i].flag)
+			snprintf(flags + strlen(flags), sizeof(flags) - strlen(flags), "%s%s",
+				 *flags ? "," : "", names[i].name);
+	if (lc->raw) {
+		printf("L\t%d\t%d\t%s\t%s\t%s\t%#llx\t%s\n", lc->tid, lc->depth, l->name, l->type,
+		       *flags ? flags : "-", (unsigned long long)l->addr, l->repr ? l->repr : "-");
+	} else if (l->repr) {
+		printf("        %s = %s\n", l->name, l->repr);
+	} else {
+		printf("        %s = <%s object at %#llx>\n", l->name, l->type,
+		       (unsigned long long)l->addr);
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {{"raw", no_argument, NULL, 'r'},
-					     {"depth", required_argument, NULL, 'd'},
-					     {"info", no_argument, NULL, 'i'},
-					     {"help", no_argument, NULL, 'h'},
-					     {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {
+		{"raw", no_argument, NULL, 'r'},       {"depth", required_argument, NULL, 'd'},
+		{"info", no_argument, NULL, 'i'},      {"locals", no_argument, NULL, 'l'},
+		{"namespace", no_argument, NULL, 'n'}, {"max-repr", required_argument, NULL, 'm'},
+		{"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0}};
 	struct py_frame_rec *recs = NULL;
+	uint64_t *frames = NULL;
+	bool locals = false;
+	unsigned int opts = 0;
+	long max_repr = 80;
 	struct pyproc *pp = NULL;
 	const struct pythread *th;
 	long pid, depth = SAMPLER_MAX_PYDEPTH;
@@ -49,7 +97,7 @@ int main(int argc, char **argv)
 	size_t nth, i;
 	int c, n, ret = 1;
 
-	while ((c = getopt_long(argc, argv, "vrd:ih", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "vrd:ilnm:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'v':
 			log_verbosity++;
@@ -59,6 +107,18 @@ int main(int argc, char **argv)
 			break;
 		case 'i':
 			info = true;
+			break;
+		case 'l':
+			locals = true;
+			break;
+		case 'n':
+			opts |= PYLOCALS_NAMESPACE;
+			break;
+		case 'm':
+			if (parse_long(optarg, 1, 1000000, &max_repr)) {
+				usage(stderr);
+				return 2;
+			}
 			break;
 		case 'd':
 			if (parse_long(optarg, 1, 1000000, &depth)) {
@@ -100,7 +160,8 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	recs = calloc(depth, sizeof(*recs));
-	if (!recs)
+	frames = calloc(depth, sizeof(*frames));
+	if (!recs || !frames)
 		goto cleanup;
 	n = pyproc__refresh_threads(pp);
 	if (n < 0) {
@@ -115,7 +176,8 @@ int main(int argc, char **argv)
 		unsigned int partial = 0;
 		int k;
 
-		n = pyproc__walk(pp, th[i].tstate, recs, (unsigned int)depth, &trunc, &partial);
+		n = pyproc__walk_ex(pp, th[i].tstate, recs, frames, (unsigned int)depth, &trunc,
+				    &partial);
 		if (n < 0) {
 			fprintf(stderr, "pystacks: thread %d: stack read failed part-way (%s)\n",
 				(int)th[i].tid, strerror(-n));
@@ -138,6 +200,18 @@ int main(int argc, char **argv)
 			else
 				printf("    %s (%s:%d)\n", f.qualname ? f.qualname : f.func,
 				       f.file ? f.file : "?", f.line);
+			if (locals) {
+				struct locals_ctx lc = {raw, (int)th[i].tid, k};
+				int err = pyproc__frame_locals_ex(pp, frames[k], recs[k].code,
+								  (size_t)max_repr, opts,
+								  print_local, &lc);
+
+				if (err && raw)
+					printf("E\t%d\t%d\t%s\n", (int)th[i].tid, k,
+					       strerror(-err));
+				else if (err)
+					printf("        (locals unreadable: %s)\n", strerror(-err));
+			}
 		}
 		if (trunc && !raw)
 			printf("    ... (deeper than %ld frames)\n", depth);
@@ -145,6 +219,7 @@ int main(int argc, char **argv)
 	ret = 0;
 cleanup:
 	free(recs);
+	free(frames);
 	pyproc__free(pp);
 	return ret;
 }

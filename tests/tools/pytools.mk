@@ -13,3 +13,20 @@ $(BUILD)/tests/tools/pystack-bpf: $(BUILD)/obj/tests/tools/pystack_bpf.o $(LIB)
 	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 TEST_TARGETS += $(PYTOOLS)
+
+# pystacks built with AddressSanitizer and UBSan over the modules that read the target
+# (pyproc and what it uses), for the stress test of reading locals that change under us.
+PYSTACKS_ASAN := $(BUILD)/tests/tools/pystacks-asan
+PYSTACKS_ASAN_SRCS := tests/tools/pystacks.c user/pyproc.c user/pythreads.c user/pycode.c \
+	user/pyobj.c user/pylocals.c user/pyrepr.c user/pyrepr_unicode.c user/pymem.c \
+	user/pyelf.c user/pylines.c user/procmaps.c user/bmap.c user/util.c user/log.c \
+	pyoffsets/pyoffsets.c pyoffsets/tables.c
+
+$(PYSTACKS_ASAN): $(PYSTACKS_ASAN_SRCS) $(wildcard user/*.h pyoffsets/*.h bpf/*.h)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+		-fno-sanitize-recover=undefined -D_GNU_SOURCE -Wall $(INCLUDES) -o $@ \
+		$(PYSTACKS_ASAN_SRCS) -lbpf -lelf -ldw -lz
+
+TEST_TARGETS += $(PYSTACKS_ASAN)

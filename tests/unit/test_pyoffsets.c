@@ -38,6 +38,13 @@ TEST(fields_present_where_cpython_has_them)
 	CHECK(o12->long_lv_tag != PYO_NONE && o11->long_lv_tag == PYO_NONE);
 	CHECK(o13->ts_current_frame != PYO_NONE && o13->ts_cframe == PYO_NONE);
 	CHECK(o13->dbg_size != PYO_NONE && o12->dbg_size == PYO_NONE);
+	/* Frame locals: f_localsplus and names tuples up to 3.10, localsplus and kinds since. */
+	CHECK(o8->f_localsplus != PYO_NONE && o8->co_varnames != PYO_NONE);
+	CHECK(o8->if_localsplus == PYO_NONE && o8->co_localspluskinds == PYO_NONE);
+	CHECK(o11->if_localsplus != PYO_NONE && o11->co_localsplusnames != PYO_NONE);
+	CHECK(o11->f_localsplus == PYO_NONE && o11->co_varnames == PYO_NONE);
+	CHECK(o13->co_nlocalsplus != PYO_NONE && o13->if_locals != PYO_NONE);
+	CHECK(o8->cell_ref != PYO_NONE && o13->set_used != PYO_NONE);
 	/* PyObject header: ob_type right after ob_refcnt in every default build. */
 	CHECK_EQ(o8->ob_type, 8);
 	CHECK_EQ(o13->ob_type, 8);
