@@ -73,8 +73,8 @@ class _Bwd(object):
     """The backward of one recorded module call: filled by node hooks, turned into a row
     when its step ends. Holds no reference to the graph (nodes or tensors)."""
 
-    __slots__ = ("name", "depth", "step", "begin", "end", "mem", "tid", "children", "fb", "fe",
-                 "h")
+    __slots__ = ("name", "depth", "step", "begin", "end", "mem", "mt", "tid", "children", "fb",
+                 "fe", "h")
 
     def __init__(self, h, name, depth, step, children):
         self.h = h
@@ -84,15 +84,21 @@ class _Bwd(object):
         self.begin = None
         self.end = None
         self.mem = None
+        self.mt = 0.0  # when mem was read
         self.tid = None
         self.children = children
         self.fb = None
         self.fe = None
 
+    # Node hooks run on whichever thread runs the backward, while the agent's thread may
+    # finalize or remove everything between any two bytecodes: read self.h once, and never
+    # let anything out (an exception here would fail the user's backward()).
     def pre(self, grad_outputs):
-        # Node pre-hook: the node is about to run. Returning None leaves the grads as they are.
+        # The node is about to run. Returning None leaves the gradients as they are.
+        h = self.h
+        if h is None:
+            return None
         try:
-            h = self.h
             if h.sync:
                 h.cuda_sync()
             t = _perf()
@@ -100,25 +106,29 @@ class _Bwd(object):
                 self.begin = t
                 if self.tid is None:
                     self.tid = _thread.get_native_id()
-        except Exception as e:  # noqa: BLE001 - never into the autograd engine
-            self.h.fail(e)
+        except Exception as e:  # noqa: BLE001
+            h.fail(e)
         return None
 
     def post(self, grad_inputs, grad_outputs):
-        # Node post-hook: the node has run.
+        # The node has run.
+        h = self.h
+        if h is None:
+            return None
         try:
-            h = self.h
             if h.sync:
                 h.cuda_sync()
             t = _perf()
             if self.end is None or t > self.end:
                 self.end = t
-                if h.memory:
+                # Memory at the end, read at most every 50 us: most nodes are short.
+                if h.memory and t - self.mt > 5e-5:
                     self.mem = h.mem()
+                    self.mt = t
                 if self.tid is None:
                     self.tid = _thread.get_native_id()
         except Exception as e:  # noqa: BLE001
-            self.h.fail(e)
+            h.fail(e)
         return None
 
 
@@ -184,13 +194,15 @@ class _Hooks(object):
         self.gen = 0  # bumped at every step boundary: stale per-thread stacks are dropped
         self.tls = _thread._local()
         self.pending = []  # _Bwd of the recorded steps, in completion order (children first)
-        self.node_handles = []
+        acc = getattr(getattr(torch._C, "_functions", None), "AccumulateGrad", None)
+        if acc is None:
+            acc = type(torch.zeros(1, requires_grad=True).expand(1).grad_fn.next_functions[0][0])
+        self.AccumulateGrad = acc
         self.errors = 0
         self.last_error = None
         self.cuda = None
         self.statm = None
         self.page = os.sysconf("SC_PAGE_SIZE")
-        self.resource = None
         self.off = False
         self.load_settings()
 
@@ -204,13 +216,13 @@ class _Hooks(object):
 
     # ---- errors --------------------------------------------------------------------------
     def fail(self, e):
-        """A hook failed: count it, keep the message, stop recording (never raise)."""
-        self.errors += 1
+        """A hook failed: count it, keep the message, stop recording. Never raises."""
         try:
+            self.errors += 1
+            self.recording = False
             self.last_error = "%s: %s" % (type(e).__name__, e)
-        except Exception:  # noqa: BLE001
-            self.last_error = type(e).__name__
-        self.recording = False
+        except Exception:  # noqa: BLE001 - e.g. a str() that fails
+            self.last_error = "an error in the hooks"
 
     # ---- measurements --------------------------------------------------------------------
     def cuda_sync(self):
@@ -230,18 +242,16 @@ class _Hooks(object):
 
     def mem(self):
         """(allocated, max_allocated, reserved): CUDA's caching allocator on the current
-        device when CUDA is in use, else (RSS, peak RSS, None) of the process."""
+        device when CUDA is in use, else (RSS of the process, None, None). (No peak RSS:
+        getrusage() costs more than the rest of a row.)"""
         c = self.cuda
         if c is not None or self.cuda_ready():
             c = self.cuda
             return (c.memory_allocated(), c.max_memory_allocated(), c.memory_reserved())
-        if self.statm is None:
-            self.statm = os.open("/proc/self/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            import resource
-            self.resource = resource
-        rss = int(os.pread(self.statm, 128, 0).split()[1]) * self.page
-        peak = self.resource.getrusage(self.resource.RUSAGE_SELF).ru_maxrss * 1024
-        return (rss, peak, None)
+        fd = self.statm
+        if fd is None:
+            fd = self.statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+        return (int(os.pread(fd, 64, 0).split()[1]) * self.page, None, None)
 
     def row(self, step, name, stage, dur, mem, t0, tid, depth):
         rows = _rows
@@ -305,18 +315,14 @@ class _Hooks(object):
 
     def scan(self):
         """The one gc scan: every module alive now, named from the roots of their trees
-        (the largest tree first, so the model gets the plain names)."""
-        Module = self.Module
-        is_mod = {}
-        mods = []
-        for o in gc.get_objects():
-            t = type(o)
-            r = is_mod.get(t)
-            if r is None:
-                # issubclass() on the type uses Module's metaclass (type): no user code runs.
-                r = is_mod[t] = issubclass(t, Module)
-            if r:
-                mods.append(o)
+        (the largest tree first, so the model gets the plain names).
+
+        Found by agent.instances() (gc.get_objects() filtered in C: see there why).
+        """
+        try:
+            mods = agent.instances(self.Module)
+        except Exception:  # noqa: BLE001 - no native side: names come lazily, on first call
+            return 0, 0
         children = set()
         for m in mods:
             d = m.__dict__.get("_modules")
@@ -407,14 +413,10 @@ class _Hooks(object):
                 self.remove_forward()
 
     def finalize(self):
-        """Turn the backward intervals collected so far into rows; drop every node hook."""
+        """Turn the backward intervals collected so far into rows. Their node hooks stay on
+        the graph (it is normally freed by its backward() already) but do nothing any more:
+        rec.h is cleared."""
         pend, self.pending = self.pending, []
-        handles, self.node_handles = self.node_handles, []
-        for hd in handles:
-            try:
-                hd.remove()
-            except Exception:  # noqa: BLE001
-                pass
         for rec in pend:
             b, e, mem = rec.begin, rec.end, rec.mem
             tid = rec.tid
@@ -537,7 +539,7 @@ class _Hooks(object):
         stop = fr.ins
         ent = fr.ent
         rec = _Bwd(self, ent[1], ent[2], self.step, fr.children)
-        handles = self.node_handles
+        acc = self.AccumulateGrad
         starts = []
         for t in _tensors(output, self.Tensor):
             starts.append(t.grad_fn)  # an input passed through or a submodule's: skipped below
@@ -555,10 +557,15 @@ class _Hooks(object):
             if i in claimed:
                 continue
             claimed[i] = node
+            if type(node) is acc:
+                # A parameter's gradient accumulator: it outlives the graph (the next step
+                # reuses it while it lives), so it gets no hook; it only adds the gradient.
+                continue
             # Both hooks on every node: an in-place op on the output of a module that is a
             # view (3-D nn.Linear) rebases the graph, and the output's own node never runs.
-            handles.append(node.register_prehook(pre))
-            handles.append(node.register_hook(post))
+            # Hooks on graph nodes go with the graph: no handle is kept.
+            node.register_prehook(pre)
+            node.register_hook(post)
             n += 1
             if n >= 4096:
                 break  # a runaway walk (an input we could not see): stop here

@@ -10,7 +10,8 @@ remove hooks at known points. At the end: "RESULT loss=<float.hex> params=<sha25
 parameter's bytes>" (bit-identical runs print the same line). --times writes, as JSON, each
 iteration's [start (perf_counter), end, wall-clock start]. --late-import waits for a stdin
 line before importing torch. --seconds trains until that much time has passed (bench), and
-prints "STEP <start> <end>" (perf_counter) per iteration.
+prints "STEP <start> <end> <cpu>" per iteration (perf_counter, and the main thread's CPU
+seconds, which other processes on a busy machine do not inflate).
 
 check_clean() (called through 'probing eval') lists every hook left in torch's registries,
 on the modules, and on the optimizer classes, compared with the state before training.
@@ -113,7 +114,7 @@ class TinyTransformer(nn.Module):
 if args.size == "tiny":
     VOCAB, D, LAYERS, BATCH, SEQ = 64, 32, 2, 8, 16
 else:
-    VOCAB, D, LAYERS, BATCH, SEQ = 512, 128, 4, 16, 64
+    VOCAB, D, LAYERS, BATCH, SEQ = 256, 64, 4, 8, 32
 
 torch.manual_seed(args.seed)
 model = TinyTransformer(VOCAB, D, LAYERS)
@@ -207,10 +208,10 @@ loss = None
 if args.seconds:
     end = time.perf_counter() + args.seconds
     while time.perf_counter() < end:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         loss = train_step()
-        t1 = time.perf_counter()
-        print("STEP %.6f %.6f" % (t0, t1), flush=True)
+        t1, c1 = time.perf_counter(), time.thread_time()
+        print("STEP %.6f %.6f %.6f" % (t0, t1, c1 - c0), flush=True)
 else:
     for i in range(args.steps):
         pause(i)
