@@ -104,7 +104,12 @@ static void print_torch_state(const char *json)
 	else
 		printf("  %-10s one step in %lld (probing config -p PID torch_every=N)\n",
 		       "recording", every);
-	if (mode)
+	if (mode && !step)
+		printf("  %-10s none yet: recording starts with the next optimizer step or "
+		       "top-level "
+		       "call of the model\n",
+		       "step");
+	else if (mode)
 		printf("  %-10s %lld (counted by %s)\n", "step", step,
 		       !strcmp(mode, "optimizer") ? "optimizer steps"
 						  : "top-level calls of the model, until an "
