@@ -16,8 +16,6 @@ called from here when present.
 """
 import argparse
 import os
-import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -25,75 +23,8 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-PROBING = os.path.join(ROOT, "build", "probing")
-WORK = os.path.join(ROOT, "build", "bench", "work")
-
-
-def run_measured(cmd, env=None):
-    """Run cmd; return (stdout, rusage of it and its reaped children, wall seconds)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    wall = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if p.returncode != 0:
-        raise SystemExit(f"{cmd[0]} failed ({p.returncode}): {p.stderr[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return p.stdout, p.stderr, cpu, wall
-
-
-def work_times(stdout):
-    line = [l for l in stdout.splitlines() if re.match(r"^\d+\.\d+ \d+\.\d+$", l)][-1]
-    wall, cpu = map(float, line.split())
-    return wall, cpu
-
-
-def calibrate(seconds):
-    out, _, _, _ = run_measured([WORK, "2000"])
-    wall, _ = work_times(out)
-    return max(1000, int(2000 * seconds / wall))
-
-
-def perf_available():
-    if not shutil.which("perf"):
-        return False
-    p = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-o", "/dev/null", "true"],
-                       capture_output=True)
-    return p.returncode == 0
-
-
-def probing_samples(db):
-    import sqlite3
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    total = con.execute("SELECT SUM(count) FROM samples").fetchone()[0] or 0
-    complete = con.execute(
-        "SELECT SUM(s.count) FROM samples s JOIN frames f ON f.stack_id = s.stack_id "
-        "WHERE f.depth = (SELECT MAX(depth) FROM frames g WHERE g.stack_id = s.stack_id) "
-        "AND f.func = '_start'").fetchone()[0] or 0
-    return total, complete
-
-
-def perf_samples(data):
-    """(samples, samples whose callchain ends in _start, seconds perf script took)."""
-    t0 = time.monotonic()
-    p = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym"],
-                       capture_output=True, text=True)
-    took = time.monotonic() - t0
-    total = complete = 0
-    last = None
-    for line in p.stdout.splitlines() + [""]:
-        if not line.strip():
-            if last is not None:
-                total += 1
-                complete += last == "_start"
-            last = None
-            continue
-        if line.startswith((" ", "\t")):
-            last = line.split()[-1]
-        else:
-            last = ""
-    return total, complete, took
+from benchlib import (PROBING, ROOT, WORK, calibrate, perf_available, perf_samples,
+                      probing_samples, run_measured, work_times)
 
 
 def section_native(args):
@@ -105,10 +36,13 @@ def section_native(args):
         configs.append((f"probing {hz} Hz", hz))
         if have_perf:
             configs.append((f"perf dwarf {hz} Hz", hz))
+            # The floor: the same timer interrupt, recording only the instruction pointer.
+            configs.append((f"perf ip-only {hz} Hz", hz))
     res = {name: {"wall": [], "rec_cpu": [], "bytes": [], "samples": [], "complete": [],
                   "post": [], "rec_wall": []} for name, _ in configs}
     print(f"native: bench/work {iters} iterations (~{args.seconds:.0f} s), "
-          f"{args.rounds} interleaved rounds, 2 CPUs", flush=True)
+          f"{args.rounds} interleaved rounds, {os.cpu_count()} CPUs; 'perf ip-only' is the "
+          "cost of the timer interrupt alone (the floor)", flush=True)
     for r in range(args.rounds):
         for name, hz in configs:
             r_ = res[name]
@@ -135,9 +69,10 @@ def section_native(args):
                 r_["post"].append(time.monotonic() - t0)
             else:
                 data = os.path.join(tmp, "perf.data")
+                cg = ["--call-graph", "dwarf"] if "dwarf" in name else []
                 out, err, cpu, wall = run_measured(
-                    ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz), "--call-graph",
-                     "dwarf", "-o", data, "--", WORK, str(iters)])
+                    ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(hz)] + cg +
+                    ["-o", data, "--", WORK, str(iters)])
                 w, c = work_times(out)
                 r_["wall"].append(w)
                 r_["rec_cpu"].append(cpu - c)
@@ -162,10 +97,11 @@ def section_native(args):
         samples = statistics.median(r_["samples"]) or 1
         cpu = statistics.median(r_["rec_cpu"])
         secs = statistics.median(r_["rec_wall"])
+        complete = ("-" if "ip-only" in name else
+                    f"{100.0 * sum(r_['complete']) / max(1, sum(r_['samples'])):.1f}%")
         print(f"{name:<20} {slow:>8.2f}% {100 * cpu / secs:>12.2f}% "
               f"{1e6 * cpu / samples:>9.1f}us {statistics.median(r_['bytes']) / samples:>13.1f} "
-              f"{100.0 * sum(r_['complete']) / max(1, sum(r_['samples'])):>8.1f}% "
-              f"{statistics.median(r_['post']):>13.3f}s")
+              f"{complete:>9} {statistics.median(r_['post']):>13.3f}s")
     if have_perf:
         print()
         for hz in (99, 999):

@@ -16,6 +16,7 @@
 #include "pymerge.h"
 #include "pyproc.h"
 #include "sampler.h"
+#include "stackbuild.h"
 #include "symbolize.h"
 #include "util.h"
 
@@ -159,34 +160,13 @@ static int python_frames(struct pyproc *py, const struct pythread *th, unsigned 
 /* Native frames of the held thread, classified for the merge, into sc->nat. */
 static int native_frames(struct bt_priv *pv, pid_t tid, size_t stack_len, struct bt_scratch *sc)
 {
-	const char *interp = pv->py ? pyproc__elf_path(pv->py) : NULL;
-	const struct frame *fr;
-	Dwfl_Module *mod;
-	bool complete, in_eval;
-	int nn, i, j, cnt, n = 0;
+	bool complete;
+	int nn;
 
 	nn = dwproc__unwind(pv->dp, tid, sc->regs, sc->stack, stack_len, sc->pcs, MAX_NATIVE,
 			    &complete);
-	for (i = 0; i < nn; i++) {
-		uint64_t pc = sc->pcs[i].pc;
-
-		mod = dwproc__module(pv->dp, pc);
-		if (!mod && pc > 4096 && dwproc__refresh(pv->dp, 0) > 0)
-			mod = dwproc__module(pv->dp, pc);
-		if (symbolizer__lookup(pv->sym, mod, pc, sc->pcs[i].activation, &fr, &cnt))
-			continue;
-		in_eval = pv->py && pyproc__in_eval(pv->py, sc->pcs[i].activation ? pc : pc - 1);
-		for (j = 0; j < cnt && n < MAX_FRAMES; j++) {
-			sc->nat[n].f = fr[j];
-			sc->nat[n].stable = &fr[j];
-			sc->nat[n].flags = pymerge_classify(&fr[j], interp);
-			if (in_eval)
-				sc->nat[n].flags =
-					j == cnt - 1 ? PYM_EVAL | PYM_PLUMBING : PYM_PLUMBING;
-			n++;
-		}
-	}
-	return n;
+	return stackbuild_native(pv->dp, pv->sym, pv->py, sc->pcs, nn < 0 ? 0 : nn, sc->nat,
+				 MAX_FRAMES);
 }
 
 /* One thread: Python frames, and native ones merged in if asked. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -477,6 +478,18 @@ int cmd_record(int argc, char **argv)
 			"probing: %llu samples were lost because the recorder could not "
 			"keep up; try a lower -F or a smaller --stack-size\n",
 			(unsigned long long)(lost + dropped));
+	{
+		struct rusage ru;
+		double cpu;
+
+		/* Our own threads only (RUSAGE_SELF excludes the command we started). */
+		getrusage(RUSAGE_SELF, &ru);
+		cpu = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+		      (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+		store__meta_real(st, "recorder_cpu", cpu);
+		pr_info("recorder CPU time: %.3f s (%.1f us per sample)", cpu,
+			rs.samples ? 1e6 * cpu / rs.samples : 0.0);
+	}
 	if (rs.py_status[PY_OK] + rs.py_status[PY_NO_TSTATE] + rs.py_status[PY_READ_ERROR] +
 	    rs.py_status[PY_BAD_TSTATE])
 		pr_info("Python walk: %llu ok, %llu without a thread state, %llu read errors, "

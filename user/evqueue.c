@@ -52,7 +52,6 @@ static int enqueue(void *ctx, void *data, size_t len)
 		q->head = e;
 	q->tail = e;
 	q->bytes += len;
-	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	return 0;
 }
@@ -71,6 +70,12 @@ static void *reader(void *arg)
 			sampling__wait(q->s, 10);
 		if (sampling__consume(q->s, enqueue, q) < 0)
 			pr_debug("ring buffer read failed");
+		/* One wake-up per batch, not per record: a context switch per sample would cost
+		 * more than processing it. */
+		pthread_mutex_lock(&q->lock);
+		if (q->head)
+			pthread_cond_signal(&q->cond);
+		pthread_mutex_unlock(&q->lock);
 		if (stop)
 			break;
 	}

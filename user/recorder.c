@@ -12,6 +12,7 @@
 #include "pymerge.h"
 #include "pyproc.h"
 #include "recorder.h"
+#include "stackbuild.h"
 #include "symbolize.h"
 #include "util.h"
 
@@ -22,6 +23,7 @@ struct target {
 	pid_t pid, ppid;
 	struct dwproc *dp; /* NULL until needed, or if the maps could not be read */
 	struct pyproc *py; /* its CPython interpreter, or NULL */
+	uint64_t py_gen;   /* which interpreter object: keys the resolved-frame cache */
 	bool alive;
 	bool dp_failed;     /* maps unreadable: do not retry on every sample */
 	bool py_unsupported; /* a CPython we cannot read (already said): do not retry */
@@ -63,6 +65,8 @@ struct recorder {
 	const struct frame *stable[MAX_FRAMES]; /* the cached frame each came from, or NULL */
 	uint64_t ids[MAX_FRAMES];
 	struct bmap *frame_ids; /* address of a cached (stable) frame -> frame id */
+	struct bmap *pyframes;  /* struct pyframe_key -> (uintptr_t) resolved struct frame * */
+	uint64_t py_gens;       /* interpreters opened so far */
 };
 
 struct recorder *recorder__new(struct store *st, struct sampling *s,
@@ -79,7 +83,8 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 	r->target_idx = bmap__new();
 	r->thread_idx = bmap__new();
 	r->frame_ids = bmap__new();
-	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids)
+	r->pyframes = bmap__new();
+	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids || !r->pyframes)
 		goto nomem;
 	if (opts->kernel) {
 		r->ks = kallsyms__load();
@@ -97,6 +102,19 @@ nomem:
 	return NULL;
 }
 
+/* A resolved Python frame is cached per (interpreter, code object, checksum, instruction). */
+struct pyframe_key {
+	uint64_t gen, code;
+	uint32_t meta;
+	int32_t lasti;
+};
+
+static int free_pyframe(const void *key, size_t len, uint64_t *value, void *ctx)
+{
+	free((void *)(uintptr_t)*value);
+	return 0;
+}
+
 void recorder__free(struct recorder *r)
 {
 	size_t i;
@@ -112,6 +130,9 @@ void recorder__free(struct recorder *r)
 	bmap__free(r->target_idx);
 	bmap__free(r->thread_idx);
 	bmap__free(r->frame_ids);
+	if (r->pyframes)
+		bmap__for_each(r->pyframes, free_pyframe, NULL);
+	bmap__free(r->pyframes);
 	symbolizer__free(r->sym);
 	kallsyms__free(r->ks);
 	free(r);
@@ -216,6 +237,7 @@ static void target_python(struct recorder *r, struct target *t)
 	t->py_tried_ns = now_mono_ns();
 	t->py_maps_seen = count_maps(t->pid);
 	t->py = pyproc__open(t->pid);
+	t->py_gen = ++r->py_gens;
 	if (!t->py) {
 		pr_debug("pid %d: no CPython interpreter yet (%s)", t->pid, strerror(errno));
 		if (errno == ENOTSUP)
@@ -365,12 +387,8 @@ static int native_frames(struct recorder *r, struct target *t, const struct samp
 			 const void *stack, unsigned int *trunc)
 {
 	struct dwproc *dp = target_dwproc(t);
-	const char *interp = t->py ? pyproc__elf_path(t->py) : NULL;
-	const struct frame *fr;
-	struct pym_frame *pf;
-	Dwfl_Module *mod;
-	bool complete = false, in_eval;
-	int nn, i, j, cnt, n = 0;
+	bool complete = false;
+	int nn;
 
 	if (!dp) {
 		r->stats.unresolved++;
@@ -393,26 +411,7 @@ static int native_frames(struct recorder *r, struct target *t, const struct samp
 		r->stats.complete++;
 	else
 		*trunc |= STACK_TRUNC_NATIVE;
-	for (i = 0; i < nn && n < MAX_FRAMES; i++) {
-		mod = dwproc__module(dp, r->nat[i].pc);
-		/* An address in no known module: a library may have been loaded since. */
-		if (!mod && r->nat[i].pc > 4096 && dwproc__refresh(dp, 100) > 0)
-			mod = dwproc__module(dp, r->nat[i].pc);
-		if (symbolizer__lookup(r->sym, mod, r->nat[i].pc, r->nat[i].activation, &fr, &cnt))
-			continue;
-		/* The eval loop by address: also its unnamed .cold part in stripped builds. */
-		in_eval = t->py && pyproc__in_eval(t->py, r->nat[i].activation ? r->nat[i].pc
-									     : r->nat[i].pc - 1);
-		for (j = 0; j < cnt && n < MAX_FRAMES; j++) {
-			pf = &r->nframes[n++];
-			pf->f = fr[j];
-			pf->stable = &fr[j];
-			pf->flags = pymerge_classify(&fr[j], interp);
-			if (in_eval) /* only the outermost frame of an inline chain is the call */
-				pf->flags = j == cnt - 1 ? PYM_EVAL | PYM_PLUMBING : PYM_PLUMBING;
-		}
-	}
-	return n;
+	return stackbuild_native(dp, r->sym, t->py, r->nat, nn, r->nframes, MAX_FRAMES);
 }
 
 /* Resolve the sample's Python frames into r->pframes. Return their number. */
@@ -431,10 +430,33 @@ static int python_frames(struct recorder *r, struct target *t, const struct samp
 	if (e->flags & SAMPLE_F_PY_TRUNCATED)
 		*trunc |= STACK_TRUNC_PYTHON;
 	for (i = 0; i < e->py_len && i < SAMPLER_MAX_PYDEPTH; i++) {
-		/* On failure the frame is still there, named "[unknown]". */
-		pyproc__resolve(t->py, &py[i], &r->pframes[i].f);
-		r->pframes[i].stable = NULL;
+		struct pyframe_key key = {.gen = t->py_gen, .code = py[i].code,
+					  .meta = py[i].meta, .lasti = py[i].lasti};
+		uint64_t *slot = bmap__find(r->pyframes, &key, sizeof(key));
+		struct frame *fp;
+
 		r->pframes[i].flags = py[i].meta & PYF_ENTRY;
+		if (slot) {
+			fp = (struct frame *)(uintptr_t)*slot;
+			r->pframes[i].f = *fp;
+			r->pframes[i].stable = fp;
+			continue;
+		}
+		/* On failure the frame is still there, named "[unknown]"; not cached (the code
+		 * object may be readable next time). The strings live as long as t->py, and the
+		 * generation in the key keeps a later interpreter from finding this entry. */
+		r->pframes[i].stable = NULL;
+		if (pyproc__resolve(t->py, &py[i], &r->pframes[i].f))
+			continue;
+		fp = malloc(sizeof(*fp));
+		slot = fp ? bmap__upsert(r->pyframes, &key, sizeof(key), 0, NULL) : NULL;
+		if (!slot) {
+			free(fp);
+			continue;
+		}
+		*fp = r->pframes[i].f;
+		*slot = (uintptr_t)fp;
+		r->pframes[i].stable = fp;
 	}
 	r->stats.python_samples++;
 	return i;

@@ -40,10 +40,26 @@ struct cache_val {
 	struct frame frames[];
 };
 
+/*
+ * The functions of one compilation unit by address, built the first time an address falls
+ * in it: finding a pc's function is then a binary search instead of dwarf_getscopes()'s
+ * walk over every DIE of the CU (tens of thousands in an interpreter's ceval.c).
+ */
+struct fnrange {
+	Dwarf_Addr lo, hi; /* DWARF addresses */
+	Dwarf_Off die;     /* the DW_TAG_subprogram */
+};
+
+struct fnindex {
+	size_t n;
+	struct fnrange r[];
+};
+
 struct symbolizer {
 	struct strpool *strings;
 	struct bmap *module_ids; /* identity string -> key_id */
-	struct bmap *cache;	 /* cache_key -> (uintptr_t) struct cache_val * */
+	struct bmap *cache;      /* cache_key -> (uintptr_t) struct cache_val * */
+	struct bmap *cuindex;    /* (key_id, CU offset) -> (uintptr_t) struct fnindex * */
 	struct modinfo *modinfos;
 	uint64_t hits, misses;
 };
@@ -59,7 +75,8 @@ struct symbolizer *symbolizer__new(void)
 	sz->strings = strpool__new();
 	sz->module_ids = bmap__new();
 	sz->cache = bmap__new();
-	if (!sz->strings || !sz->module_ids || !sz->cache) {
+	sz->cuindex = bmap__new();
+	if (!sz->strings || !sz->module_ids || !sz->cache || !sz->cuindex) {
 		symbolizer__free(sz);
 		return NULL;
 	}
@@ -81,6 +98,9 @@ void symbolizer__free(struct symbolizer *sz)
 	if (sz->cache)
 		bmap__for_each(sz->cache, free_val, NULL);
 	bmap__free(sz->cache);
+	if (sz->cuindex)
+		bmap__for_each(sz->cuindex, free_val, NULL);
+	bmap__free(sz->cuindex);
 	bmap__free(sz->module_ids);
 	for (mi = sz->modinfos; mi; mi = next) {
 		next = mi->next;
@@ -195,6 +215,126 @@ static void call_site(struct symbolizer *sz, Dwarf_Die *cu, Dwarf_Die *die, cons
 	}
 }
 
+struct fnvec {
+	struct fnrange *r;
+	size_t n, cap;
+};
+
+/* Collect the subprograms with code under @die (namespaces and classes included). */
+static int collect_functions(Dwarf_Die *die, struct fnvec *v, int depth)
+{
+	Dwarf_Addr base, lo, hi;
+	Dwarf_Die child;
+	ptrdiff_t off;
+	int tag;
+
+	if (depth > 16 || dwarf_child(die, &child) != 0)
+		return 0;
+	do {
+		tag = dwarf_tag(&child);
+		if (tag == DW_TAG_subprogram) {
+			for (off = 0; (off = dwarf_ranges(&child, off, &base, &lo, &hi)) > 0;) {
+				if (lo >= hi)
+					continue;
+				if (grow_array(&v->r, &v->cap, v->n + 1, sizeof(*v->r)))
+					return -ENOMEM;
+				v->r[v->n++] = (struct fnrange){lo, hi, dwarf_dieoffset(&child)};
+			}
+		} else if (tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+			   tag == DW_TAG_structure_type || tag == DW_TAG_union_type) {
+			if (collect_functions(&child, v, depth + 1))
+				return -ENOMEM;
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return 0;
+}
+
+static int cmp_fnrange(const void *a, const void *b)
+{
+	const struct fnrange *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The function index of the CU @cu of module @mi, built on first use; NULL on ENOMEM. */
+static struct fnindex *cu_functions(struct symbolizer *sz, const struct modinfo *mi,
+				    Dwarf_Die *cu)
+{
+	struct {
+		uint64_t key_id, cu;
+	} key = {mi->key_id, dwarf_dieoffset(cu)};
+	struct fnvec v = {};
+	struct fnindex *ix;
+	uint64_t *slot;
+	int inserted;
+
+	slot = bmap__upsert(sz->cuindex, &key, sizeof(key), 0, &inserted);
+	if (!slot)
+		return NULL;
+	if (!inserted && *slot)
+		return (struct fnindex *)(uintptr_t)*slot;
+	if (collect_functions(cu, &v, 0)) {
+		free(v.r);
+		return NULL;
+	}
+	qsort(v.r, v.n, sizeof(*v.r), cmp_fnrange);
+	ix = malloc(sizeof(*ix) + v.n * sizeof(ix->r[0]));
+	if (ix) {
+		ix->n = v.n;
+		memcpy(ix->r, v.r, v.n * sizeof(ix->r[0]));
+		*slot = (uintptr_t)ix;
+	}
+	free(v.r);
+	return ix;
+}
+
+/*
+ * The DIEs at DWARF address @a, outermost first: the function, then each inlined call
+ * inside it. Return their number in @chain (at most @max), 0 if no indexed function of the
+ * CU contains @a.
+ */
+static int die_chain(struct symbolizer *sz, const struct modinfo *mi, Dwarf_Die *cu,
+		     Dwarf_Addr a, Dwarf_Die *chain, int max)
+{
+	struct fnindex *ix = cu_functions(sz, mi, cu);
+	size_t lo = 0, hi = ix ? ix->n : 0, mid;
+	Dwarf_Die cur, child;
+	bool found;
+	int n = 0, tag;
+
+	/* The last range starting at or below @a. */
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (ix->r[mid].lo <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || a >= ix->r[lo - 1].hi ||
+	    !dwarf_offdie(dwarf_cu_getdwarf(cu->cu), ix->r[lo - 1].die, &cur))
+		return 0;
+	chain[n++] = cur;
+	/* Down through the blocks that contain @a, noting each inlined call. */
+	do {
+		found = false;
+		if (dwarf_child(&cur, &child) != 0)
+			break;
+		do {
+			tag = dwarf_tag(&child);
+			if ((tag == DW_TAG_lexical_block || tag == DW_TAG_inlined_subroutine ||
+			     tag == DW_TAG_try_block || tag == DW_TAG_catch_block) &&
+			    dwarf_haspc(&child, a) == 1) {
+				if (tag == DW_TAG_inlined_subroutine && n < max)
+					chain[n++] = child;
+				cur = child;
+				found = true;
+				break;
+			}
+		} while (dwarf_siblingof(&child, &child) == 0);
+	} while (found);
+	return n;
+}
+
 /* Resolve @addr (already adjusted) in @mod into @out (room for MAX_INLINE). */
 static int resolve(struct symbolizer *sz, Dwfl_Module *mod, const struct modinfo *mi,
 		   Dwarf_Addr addr, struct frame *out)
@@ -213,7 +353,25 @@ static int resolve(struct symbolizer *sz, Dwfl_Module *mod, const struct modinfo
 		file = file ? strpool__intern(sz->strings, file) : NULL;
 	}
 	cu = dwfl_module_addrdie(mod, addr, &bias);
-	ns = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+	if (cu) {
+		Dwarf_Die chain[MAX_INLINE];
+		int nc = die_chain(sz, mi, cu, addr - bias, chain, MAX_INLINE);
+
+		/* Innermost first: the deepest inlined call, out to the function. */
+		for (i = nc - 1; i >= 0 && n < MAX_INLINE; i--) {
+			out[n] = (struct frame){.kind = FRAME_NATIVE, .module = mi->path};
+			out[n].func = die_func_name(sz, &chain[i]);
+			out[n].file = file;
+			out[n].line = line;
+			if (!out[n].func)
+				out[n].func = "[unknown]";
+			n++;
+			if (i > 0)
+				call_site(sz, cu, &chain[i], &file, &line);
+		}
+	}
+	/* Not found in the index (a function nested in another's DIE): the general walk. */
+	ns = cu && !n ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
 	if (ns > 0) {
 		/*
 		 * dwarf_getscopes() follows an inlined instance to its abstract origin's scopes;

@@ -171,8 +171,11 @@ def test_bad_inputs():
 
 def test_help():
     p = probing("query", "--help", check=True)
-    for word in ("--format", "table", "csv", "json", "--no-header", "-i", "Examples"):
-        assert word in p.stdout
-    # Live sources are not finished: not advertised.
-    assert not re.search(r"(^|\s)-p\b", p.stdout)
-    assert "PID" not in p.stdout
+    for word in ("--format", "table", "csv", "json", "--no-header", "-i", "Examples",
+                 "-p, --pid PID", "-t, --target", "python.backtrace", "system.threads"):
+        assert word in p.stdout, word
+
+
+def test_live_and_file_are_exclusive():
+    p = probing("query", "-i", "x.db", "-p", "1", "SELECT 1")
+    assert p.returncode == 2 and "not both" in p.stderr

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Injection benchmark: probing's ptrace injector side by side with gdb doing the same dlopen.
 
-    sudo bench/inject.py [-n TARGETS] [--python PATH]
+    sudo bench/bench_inject.py [-n TARGETS] [--python PATH]
 
 For each method, N fresh single-threaded Python targets are started. Measured:
   - latency from the command's start to the first eval answer (probing: 'probing eval -p

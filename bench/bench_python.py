@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Python sampling benchmark (issue: CPython stacks in record), side by side in one run.
+
+A fixed amount of CPU-bound Python work (bench/pywork.py) runs:
+  - alone (baseline),
+  - under `probing record` at 99 and 999 Hz (Python + native stacks),
+  - under Austin at 100 and 1000 Hz, if an austin binary is given ($AUSTIN or on PATH; build
+    it yourself from https://github.com/P403n1x87/austin outside this repository),
+  - under `perf record --call-graph dwarf` at 99 and 999 Hz (if perf works),
+in interleaved rounds; the work reports its own time, so the slowdown is the median of the
+paired runs. For probing it also reports the recorder's CPU time per sample and the share of
+samples whose Python stack is complete (reaches <module>) — the goal is 100%.
+
+    bench/bench_python.py [--rounds N] [--seconds S] [--python PATH]
+"""
+import argparse
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import PROBING, ROOT, calibrate, perf_available, run_measured, work_times  # noqa
+
+PYWORK = os.path.join(ROOT, "bench", "pywork.py")
+
+
+def python_completeness(db):
+    """(samples of the main thread, of which with a complete Python stack)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    total = complete = 0
+    rows = con.execute(
+        "SELECT s.count, (SELECT group_concat(func, ';') FROM (SELECT func FROM frames f "
+        "WHERE f.stack_id = s.stack_id AND f.kind = 'python' ORDER BY depth DESC)) "
+        "FROM samples s WHERE s.thread = 'MainThread' OR s.tid = s.pid").fetchall()
+    for n, chain in rows:
+        total += n
+        names = chain.split(";") if chain else []
+        # Inside main()'s loop everything runs under <module> -> main -> descend...
+        if names[:2] == ["<module>", "main"] and "[unknown]" not in names:
+            complete += n
+    return total, complete
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--python", default=os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python3.12"))
+    args = ap.parse_args()
+    py = args.python if os.path.exists(args.python) else "/usr/bin/python3"
+    austin = os.environ.get("AUSTIN") or shutil.which("austin")
+    have_perf = perf_available()
+    iters = calibrate(args.seconds, [py, PYWORK], probe=500)
+    tmp = tempfile.mkdtemp(prefix="probing-bench-py-")
+    configs = [("baseline", None)]
+    for hz in (99, 999):
+        configs.append((f"probing {hz} Hz", hz))
+        if austin:
+            configs.append((f"austin {hz + 1} Hz", hz + 1))
+        if have_perf:
+            configs.append((f"perf dwarf {hz} Hz", hz))
+            # The floor: the same timer interrupt, recording only the instruction pointer.
+            configs.append((f"perf ip-only {hz} Hz", hz))
+    res = {name: {"wall": [], "cpu": [], "samples": [], "complete": []} for name, _ in configs}
+    print(f"python: {os.path.basename(py)} bench/pywork.py {iters} iterations "
+          f"(~{args.seconds:.0f} s), {args.rounds} interleaved rounds", flush=True)
+    if not austin:
+        print("  (no Austin: set AUSTIN=/path/to/austin to compare with it)")
+    for rnd in range(args.rounds):
+        for name, hz in configs:
+            r = res[name]
+            work = [py, PYWORK, str(iters)]
+            if name == "baseline":
+                out, _, _, _ = run_measured(work)
+                r["wall"].append(work_times(out)[0])
+            elif name.startswith("probing"):
+                db = os.path.join(tmp, "p.db")
+                out, _, cpu, _ = run_measured([PROBING, "record", "-F", str(hz), "-o", db,
+                                               "--"] + work)
+                w, c = work_times(out)
+                r["wall"].append(w)
+                r["cpu"].append(cpu - c)
+                n, comp = python_completeness(db)
+                total = sqlite3.connect(db).execute(
+                    "SELECT SUM(count) FROM samples").fetchone()[0] or 1
+                r["samples"].append(total)
+                r["complete"].append((n, comp))
+            elif name.startswith("austin"):
+                outf = os.path.join(tmp, "a.austin")
+                out, _, cpu, _ = run_measured([austin, "-i", str(1000000 // hz), "-o", outf]
+                                              + work)
+                w, c = work_times(out)
+                r["wall"].append(w)
+                r["cpu"].append(cpu - c)
+                with open(outf, errors="replace") as f:
+                    r["samples"].append(sum(1 for line in f if line and line[0] == "P"))
+            else:
+                data = os.path.join(tmp, "perf.data")
+                cg = ["--call-graph", "dwarf"] if "dwarf" in name else []
+                out, _, cpu, _ = run_measured(["perf", "record", "-q", "-e", "cpu-clock", "-F",
+                                               str(hz)] + cg + ["-o", data, "--"] + work)
+                w, c = work_times(out)
+                r["wall"].append(w)
+                r["cpu"].append(cpu - c)
+        print(f"  round {rnd + 1}/{args.rounds} done", flush=True)
+    base = statistics.median(res["baseline"]["wall"])
+    print()
+    print(f"{'configuration':<20} {'slowdown':>9} {'tool CPU':>9} {'CPU/sample':>11} "
+          f"{'complete Python stacks':>23}")
+    print(f"{'baseline':<20} {'(' + format(base, '.2f') + ' s)':>9}")
+    for name, hz in configs[1:]:
+        r = res[name]
+        slow = 100.0 * (statistics.median(r["wall"]) - base) / base
+        cpu = statistics.median(r["cpu"])
+        per = ""
+        if r["samples"] and statistics.median(r["samples"]):
+            per = f"{1e6 * cpu / statistics.median(r['samples']):.1f}us"
+        comp = ""
+        if r["complete"]:
+            n = sum(a for a, _ in r["complete"])
+            c = sum(b for _, b in r["complete"])
+            comp = f"{100.0 * c / max(1, n):.2f}% of {n}"
+        print(f"{name:<20} {slow:>8.2f}% {cpu:>8.2f}s {per:>11} {comp:>23}")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0:
+        raise SystemExit("bench_python.py needs root (it records with BPF)")
+    main()

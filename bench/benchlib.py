@@ -1,0 +1,79 @@
+"""Helpers shared by the benchmark scripts (bench/run.py, bench/bench_*.py)."""
+import os
+import re
+import resource
+import shutil
+import subprocess
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+PROBING = os.path.join(ROOT, "build", "probing")
+WORK = os.path.join(ROOT, "build", "bench", "work")
+
+
+def run_measured(cmd, env=None):
+    """Run cmd; return (stdout, rusage of it and its reaped children, wall seconds)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed ({p.returncode}): {p.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return p.stdout, p.stderr, cpu, wall
+
+
+def work_times(stdout):
+    line = [l for l in stdout.splitlines() if re.match(r"^\d+\.\d+ \d+\.\d+$", l)][-1]
+    wall, cpu = map(float, line.split())
+    return wall, cpu
+
+
+def calibrate(seconds, cmd=None, probe=2000):
+    """Iterations of a fixed-work program (cmd + [N], printing "WALL CPU") for ~seconds."""
+    cmd = cmd or [WORK]
+    out, _, _, _ = run_measured(cmd + [str(probe)])
+    wall, _ = work_times(out)
+    return max(100, int(probe * seconds / wall))
+
+
+def perf_available():
+    if not shutil.which("perf"):
+        return False
+    p = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-o", "/dev/null", "true"],
+                       capture_output=True)
+    return p.returncode == 0
+
+
+def probing_samples(db):
+    import sqlite3
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    total = con.execute("SELECT SUM(count) FROM samples").fetchone()[0] or 0
+    complete = con.execute(
+        "SELECT SUM(s.count) FROM samples s JOIN frames f ON f.stack_id = s.stack_id "
+        "WHERE f.depth = (SELECT MAX(depth) FROM frames g WHERE g.stack_id = s.stack_id) "
+        "AND f.func = '_start'").fetchone()[0] or 0
+    return total, complete
+
+
+def perf_samples(data):
+    """(samples, samples whose callchain ends in _start, seconds perf script took)."""
+    t0 = time.monotonic()
+    p = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym"],
+                       capture_output=True, text=True)
+    took = time.monotonic() - t0
+    total = complete = 0
+    last = None
+    for line in p.stdout.splitlines() + [""]:
+        if not line.strip():
+            if last is not None:
+                total += 1
+                complete += last == "_start"
+            last = None
+            continue
+        if line.startswith((" ", "\t")):
+            last = line.split()[-1]
+        else:
+            last = ""
+    return total, complete, took
