@@ -49,7 +49,8 @@ static void usage(FILE *f)
 		"\n"
 		"Options:\n"
 		"  -i, --input FILE      the recording to read (default: probing.db)\n"
-		"  -p, --pid PID         (chrome) read python.torch_trace of a live process\n"
+		"  -p PID                (chrome) read python.torch_trace of a live process (--pid\n"
+		"                        is the sample filter below)\n"
 		"  -t, --target T        the same for a PID, or HOST:PORT of an agent serving TCP\n"
 		"  -f, --format FORMAT   pprof, folded, speedscope or chrome\n"
 		"  -o, --output FILE     where to write; '-' = stdout. The file is replaced only\n"
@@ -82,7 +83,6 @@ enum {
 
 static const struct option options[] = {
 	{"input", required_argument, NULL, 'i'},
-	{"pid", required_argument, NULL, 'p'},
 	{"target", required_argument, NULL, 't'},
 	{"format", required_argument, NULL, 'f'},
 	{"output", required_argument, NULL, 'o'},

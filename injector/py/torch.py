@@ -20,7 +20,10 @@ What is hooked, and why that way:
   A module's backward interval is [first of its nodes starts, last of its nodes ends]: its
   own nodes are found, once per sampled call, by walking from its outputs' ``grad_fn``
   towards its inputs' ``grad_fn`` (stopping at nodes already owned by its submodules,
-  which report their own intervals); a parent's interval encloses its children's.
+  which report their own intervals); a parent's interval encloses its children's. These
+  hooks live and die with the graph they are on (normally freed by its backward()); once
+  their step is turned into rows they do nothing. Parameters' AccumulateGrad nodes, which
+  outlive graphs, get none.
 * Optimizer steps: ``register_optimizer_step_pre_hook``/``..._post_hook`` where torch has
   them (2.x); otherwise (1.13) the ``step`` of every Optimizer subclass is wrapped (and
   ``Optimizer.__init_subclass__`` wraps classes defined later); ``--torch=off`` puts every
@@ -178,6 +181,7 @@ class _Hooks(object):
         self.world_size = _env_int("WORLD_SIZE")
         self.local_rank = _env_int("LOCAL_RANK")
         self.names = {}  # id(module) -> (weakref, name, depth, is_root, child prefix)
+        self.names_limit = 4096
         self.root_labels = {}  # label -> weakref of the root that has it
         self.resolve_times = collections.deque(maxlen=20)
         self.fwd_handles = []
@@ -348,6 +352,10 @@ class _Hooks(object):
 
     def resolve(self, m, stack):
         """The name entry of a module not seen before (lazily, on its first call)."""
+        if len(self.names) > self.names_limit:
+            # Programs that create modules as they go: forget the dead ones.
+            self.names = {k: v for k, v in self.names.items() if v[0]() is not None}
+            self.names_limit = max(4096, 2 * len(self.names))
         cls = type(m).__name__
         if not stack:
             # A module called at top level that was not alive at install: a new root.
