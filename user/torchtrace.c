@@ -296,6 +296,9 @@ static int lanes_place(struct lanes *ls, int64_t start, int64_t *end)
 	return LANES_MAX; /* not reached */
 }
 
+/* The track of the steps: not a real tid either (and not 0, which some readers single out). */
+#define STEPS_TID ((1 << 30) - 1)
+
 /* Another track for overlapping events: never a real tid (those are < 2^22, PID_MAX_LIMIT). */
 static long long lane_tid(long long tid, int lane)
 {
@@ -420,7 +423,7 @@ int torchtrace__chrome(sqlite3 *db, const char *table, FILE *f, long long *event
 	/* Every event is written as ",\n{...}": the first one's comma goes at the first flush. */
 	first = sb.len;
 
-	/* Per process: its name and the "steps" track (tid 0). */
+	/* Per process: its name and the "steps" track (STEPS_TID). */
 	sql = sqlite3_mprintf("SELECT pid, max(rank), max(world_size), step, min(ts), "
 			      "max(ts + duration) FROM %s WHERE ts IS NOT NULL AND duration IS NOT "
 			      "NULL AND step IS NOT NULL GROUP BY pid, step ORDER BY pid, 5",
@@ -454,13 +457,13 @@ int torchtrace__chrome(sqlite3 *db, const char *table, FILE *f, long long *event
 						   sqlite3_column_type(st, 1) != SQLITE_NULL
 							   ? (long long)sqlite3_column_int64(st, 1)
 							   : pid);
-			err = err ?: put_name(&sb, "thread_name", pid, 0, "steps");
+			err = err ?: put_name(&sb, "thread_name", pid, STEPS_TID, "steps");
 			err = err
 				      ?: sb_printf(&sb,
 						   ",\n{\"name\": \"thread_sort_index\", \"ph\": "
-						   "\"M\", \"pid\": %lld, \"tid\": 0, \"args\": "
+						   "\"M\", \"pid\": %lld, \"tid\": %d, \"args\": "
 						   "{\"sort_index\": -1}}",
-						   pid);
+						   pid, STEPS_TID);
 			if (err)
 				goto cleanup;
 		}
@@ -480,7 +483,7 @@ int torchtrace__chrome(sqlite3 *db, const char *table, FILE *f, long long *event
 			      ?: sb_printf(&sb,
 					   ", \"pid\": %lld, \"tid\": %lld, \"args\": {\"step\": "
 					   "%lld}}",
-					   pid, lane_tid(0, lane), step);
+					   pid, (long long)(STEPS_TID - lane), step);
 		if (err)
 			goto cleanup;
 	}

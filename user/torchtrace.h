@@ -40,7 +40,8 @@ int torchtrace__alias(sqlite3 *db, const char *path);
  *   - per thread, events that do not nest inside one another (the same track cannot show
  *     them) go to extra tracks named "THREAD (overlap N)"; ends at most 1 us past the
  *     enclosing event's end (rounding of the recorded times) are clipped to it;
- *   - a "steps" track per process (tid 0) with one event per step spanning its rows;
+ *   - a "steps" track per process (tid 2^30 - 1, sorted first) with one event per step
+ *     spanning its rows;
  *   - metadata events naming processes ("rank R/W (pid P)") and threads.
  * *@events (may be NULL) = complete events written. Return 0, -ENOENT if @table has no rows
  * (nothing is written then), -EINVAL for an SQL error (printed: e.g. no such table), -EIO

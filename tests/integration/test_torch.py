@@ -21,6 +21,7 @@ LAYER = ["", ".norm1", ".attn", ".attn.q", ".attn.k", ".attn.v", ".attn.out", ".
          ".mlp.0", ".mlp.1", ".mlp.2"]
 MODULES = sorted(["TinyTransformer", "embed", "encoder", "norm", "head", "CrossEntropyLoss"] +
                  ["encoder.layers.%d%s" % (i, s) for i in range(2) for s in LAYER])
+STEPS_TID = (1 << 30) - 1  # the chrome export's track of steps
 EPS = 2e-6  # s: times are stored as unix seconds in a double (about 0.24 us apart)
 
 
@@ -328,7 +329,7 @@ def check_chrome(path, table_rows):
         assert e["dur"] >= 0 and isinstance(e["pid"], int) and isinstance(e["tid"], int)
         assert isinstance(e["args"], dict) and isinstance(e["args"]["step"], int)
     calls = [e for e in xs if e["cat"] in ("forward", "backward", "step")]
-    steps = [e for e in xs if e["cat"] == "step" and e["tid"] == 0]
+    steps = [e for e in xs if e["cat"] == "step" and e["tid"] == STEPS_TID]
     calls = [e for e in calls if e not in steps]
     assert len(calls) == len(table_rows)
     assert len(steps) == len({r["step"] for r in table_rows})
@@ -364,7 +365,7 @@ def check_chrome(path, table_rows):
              if e["name"].endswith("_name")}
     pid = table_rows[0]["pid"]
     assert names[("process_name", 0)] == "pid %d" % pid
-    assert names[("thread_name", 0)] == "steps"
+    assert names[("thread_name", STEPS_TID)] == "steps"
     assert names[("thread_name", pid)] == "MainThread"
     return xs
 

@@ -132,10 +132,11 @@ TEST(events_units_and_names)
 	e = find("SGD.step");
 	REQUIRE(e);
 	CHECK_STR(e->cat, "step");
-	/* The steps track: one event for step 1 on tid 0, from the first start to the last end. */
+	/* The steps track: one event for step 1 on its own track, from the first start to the
+	 * last end. */
 	e = find("step 1");
 	REQUIRE(e);
-	CHECK_EQ(e->tid, 0);
+	CHECK_EQ(e->tid, (1 << 30) - 1);
 	CHECK(e->dur > 5200 - 0.5 && e->dur < 5200 + 0.5);
 	free(out);
 	sqlite3_close(db);
