@@ -92,6 +92,12 @@ static struct {
 	PyObject *(*CFunctionNewEx)(struct py_method_def *, PyObject *, PyObject *);
 	int (*ArgParseTuple)(PyObject *, const char *, ...);
 	PyObject *(*BuildValue)(const char *, ...);
+	PyObject *(*ListNew)(Py_ssize_t);
+	Py_ssize_t (*ListSize)(PyObject *);
+	PyObject *(*ListGetItem)(PyObject *, Py_ssize_t);
+	int (*ListAppend)(PyObject *, PyObject *);
+	PyObject *(*ObjectType)(PyObject *);
+	int (*TypeIsSubtype)(PyObject *, PyObject *);
 } py;
 
 /* ---- state -------------------------------------------------------------------------- */
@@ -265,6 +271,12 @@ static bool py_resolve(void)
 	R(CFunctionNewEx, "PyCFunction_NewEx");
 	R(ArgParseTuple, "PyArg_ParseTuple");
 	R(BuildValue, "Py_BuildValue");
+	R(ListNew, "PyList_New");
+	R(ListSize, "PyList_Size");
+	R(ListGetItem, "PyList_GetItem");
+	R(ListAppend, "PyList_Append");
+	R(ObjectType, "PyObject_Type");
+	R(TypeIsSubtype, "PyType_IsSubtype");
 #undef R
 	py.resolved = true;
 	return true;
@@ -295,12 +307,51 @@ static void py_error_text(const char *what, char *out, size_t len)
 		py.DecRef(tb);
 }
 
+/*
+ * The objects @get_objects() (gc.get_objects) returns whose type is @cls (a type) or a
+ * subclass of it, as a new list. All in C with the GIL held from start to end: no Python
+ * code runs (type checks only), so no other thread runs while the full list exists. A
+ * Python loop over that list would let other threads run between bytecodes, and torch warns
+ * ("Deallocating Tensor that still has live PyObject references", on the program's stderr)
+ * when C++ frees a tensor whose PyObject such a list holds.
+ */
+static PyObject *instances_of(PyObject *get_objects, PyObject *cls)
+{
+	PyObject *all, *out, *o, *t;
+	Py_ssize_t i, n;
+	int sub;
+
+	all = py.CallFunctionObjArgs(get_objects, NULL);
+	if (!all)
+		return NULL;
+	n = py.ListSize(all);
+	out = n >= 0 ? py.ListNew(0) : NULL;
+	for (i = 0; out && i < n; i++) {
+		o = py.ListGetItem(all, i); /* borrowed */
+		t = o ? py.ObjectType(o) : NULL;
+		sub = t ? py.TypeIsSubtype(t, cls) : 0;
+		if (t)
+			py.DecRef(t);
+		if (sub && py.ListAppend(out, o)) {
+			py.DecRef(out);
+			out = NULL;
+		}
+	}
+	py.DecRef(all); /* no object dies here: every one of them is referenced elsewhere */
+	return out;
+}
+
 static PyObject *native_fn(PyObject *self, PyObject *args)
 {
+	PyObject *a = NULL, *b = NULL;
 	const char *op = NULL;
 
-	if (!py.ArgParseTuple(args, "s", &op))
+	if (!py.ArgParseTuple(args, "s|OO", &op, &a, &b))
 		return NULL;
+	if (!strcmp(op, "instances") && a && b) {
+		/* "instances", gc.get_objects, cls: b must be a type (checked by the caller). */
+		return instances_of(a, b);
+	}
 	if (!strcmp(op, "stop")) {
 		/* Called from atexit: from now on Python is going away. */
 		ag.py_gone = true;

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* probing export: a recording in the interchange formats other profiling tools read. */
+/*
+ * probing export: a recording in the interchange formats other profiling tools read; and the
+ * PyTorch hooks' per-module timeline (python.torch_trace, live or saved) as Chrome trace JSON.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -7,12 +10,15 @@
 
 #include "cli.h"
 #include "flamegraph.h"
+#include "live.h"
+#include "livedb.h"
 #include "log.h"
 #include "outfile.h"
 #include "pprof.h"
 #include "profile.h"
 #include "recording.h"
 #include "speedscope.h"
+#include "torchtrace.h"
 #include "util.h"
 
 #define DEFAULT_HZ 99 /* probing record's default -F */
@@ -22,6 +28,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: probing export [-i FILE] --format pprof|folded|speedscope -o OUT\n"
 		"                      [--pid N] [--tid N]\n"
+		"       probing export (-p PID | -i FILE) --format chrome -o OUT\n"
 		"\n"
 		"Write a recording in a format other tools read:\n"
 		"  pprof       gzipped profile.proto, for 'go tool pprof', Pyroscope, Parca: "
@@ -33,10 +40,19 @@ static void usage(FILE *f)
 		"              same as 'probing flamegraph --folded'\n"
 		"  speedscope  speedscope's JSON (https://www.speedscope.app): one profile per\n"
 		"              thread, samples in time order (one-second resolution)\n"
+		"  chrome      the PyTorch hooks' per-module timeline (python.torch_trace, see\n"
+		"              'probing inject --torch') as Chrome trace JSON for Perfetto\n"
+		"              (https://ui.perfetto.dev) or chrome://tracing: one complete event\n"
+		"              per module call and optimizer step, nested by time on a track per\n"
+		"              process and thread, and a track of the steps. From a live process\n"
+		"              (-p PID) or from a file saved with 'probing query -p PID --save'\n"
 		"\n"
 		"Options:\n"
 		"  -i, --input FILE      the recording to read (default: probing.db)\n"
-		"  -f, --format FORMAT   pprof, folded or speedscope\n"
+		"  -p PID                (chrome) read python.torch_trace of a live process (--pid\n"
+		"                        is the sample filter below)\n"
+		"  -t, --target T        the same for a PID, or HOST:PORT of an agent serving TCP\n"
+		"  -f, --format FORMAT   pprof, folded, speedscope or chrome\n"
 		"  -o, --output FILE     where to write; '-' = stdout. The file is replaced only\n"
 		"                        once complete\n"
 		"      --pid N           only the samples of process N\n"
@@ -47,7 +63,9 @@ static void usage(FILE *f)
 		"  probing export -i app.db --format pprof -o app.pb.gz && go tool pprof -top "
 		"app.pb.gz\n"
 		"  probing export -i app.db --format speedscope -o app.speedscope.json\n"
-		"  probing export -i app.db --format folded -o - | flamegraph.pl > app.svg\n");
+		"  probing export -i app.db --format folded -o - | flamegraph.pl > app.svg\n"
+		"  probing export -p 1234 --format chrome -o steps.json   # then open it in "
+		"Perfetto\n");
 }
 
 enum format {
@@ -55,6 +73,7 @@ enum format {
 	FMT_PPROF,
 	FMT_FOLDED,
 	FMT_SPEEDSCOPE,
+	FMT_CHROME,
 };
 
 enum {
@@ -64,6 +83,7 @@ enum {
 
 static const struct option options[] = {
 	{"input", required_argument, NULL, 'i'},
+	{"target", required_argument, NULL, 't'},
 	{"format", required_argument, NULL, 'f'},
 	{"output", required_argument, NULL, 'o'},
 	{"pid", required_argument, NULL, OPT_PID},
@@ -107,6 +127,71 @@ static int write_folded(const struct profile *p, FILE *f)
 	return err;
 }
 
+/*
+ * --format chrome: python.torch_trace of a live target (@pid_arg/@t_arg) or the torch_trace
+ * table of the recording @input, to @output. Return an exit status.
+ */
+static int export_chrome(const char *input, const char *pid_arg, const char *t_arg,
+			 const char *output)
+{
+	struct live_target t = {0};
+	struct outfile *of = NULL;
+	const char *table = "python.torch_trace";
+	sqlite3 *db = NULL;
+	long long n = 0;
+	int rc, err, ret = EXIT_FAIL;
+	char desc[128];
+
+	if (pid_arg || t_arg) {
+		rc = live__target("export", pid_arg, t_arg, &t);
+		if (rc)
+			return rc;
+		if (livedb__open_target(&t, LIVE_GIL_TIMEOUT_MS, &db))
+			return EXIT_FAIL;
+		live__describe(&t, desc, sizeof(desc));
+	} else {
+		if (recording__open(input, &db))
+			return EXIT_FAIL;
+		table = "torch_trace";
+		snprintf(desc, sizeof(desc), "%s", input);
+		if (sqlite3_table_column_metadata(db, "main", "torch_trace", NULL, NULL, NULL, NULL,
+						  NULL, NULL) != SQLITE_OK) {
+			pr_warn("%s has no PyTorch trace (table torch_trace): save one from a live "
+				"process with 'probing query -p PID --save %s'",
+				input, input);
+			goto cleanup;
+		}
+	}
+	if (outfile__open(output, &of))
+		goto cleanup;
+	err = torchtrace__chrome(db, table, outfile__fp(of), &n);
+	if (err) {
+		if (err == -ENOENT)
+			pr_warn("no rows in %s of %s: install the hooks with 'probing inject -p "
+				"PID "
+				"--torch' and let a few training steps run",
+				table, desc);
+		else if (err != -EINVAL)
+			pr_warn("cannot write %s: %s", output,
+				err == -ENOMEM ? "out of memory" : strerror(errno ? errno : EIO));
+		else if (pid_arg || t_arg)
+			pr_warn("(are the PyTorch hooks installed? 'probing inject -p PID "
+				"--torch')");
+		outfile__abort(of);
+		goto cleanup;
+	}
+	if (outfile__commit(of))
+		goto cleanup;
+	pr_info("%lld events from %s written to %s", n, desc, output);
+	ret = EXIT_OK;
+cleanup:
+	if (pid_arg || t_arg)
+		sqlite3_close(db);
+	else
+		recording__close(db);
+	return ret;
+}
+
 static int parse_id(const char *opt, const char *arg, pid_t *out)
 {
 	long v;
@@ -120,7 +205,8 @@ static int parse_id(const char *opt, const char *arg, pid_t *out)
 
 int cmd_export(int argc, char **argv)
 {
-	const char *input = "probing.db", *output = NULL;
+	const char *input = "probing.db", *output = NULL, *pid_arg = NULL, *t_arg = NULL;
+	bool input_given = false;
 	struct profile_filter flt = {0};
 	enum format fmt = FMT_NONE;
 	struct outfile *of = NULL;
@@ -129,10 +215,17 @@ int cmd_export(int argc, char **argv)
 	int c, err, ret = EXIT_FAIL;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, ":i:f:o:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":i:f:o:p:t:h", options, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			input = optarg;
+			input_given = true;
+			break;
+		case 'p':
+			pid_arg = optarg;
+			break;
+		case 't':
+			t_arg = optarg;
 			break;
 		case 'o':
 			output = optarg;
@@ -144,12 +237,13 @@ int cmd_export(int argc, char **argv)
 				fmt = FMT_FOLDED;
 			else if (!strcmp(optarg, "speedscope"))
 				fmt = FMT_SPEEDSCOPE;
+			else if (!strcmp(optarg, "chrome"))
+				fmt = FMT_CHROME;
 			else
-				return cli_usage_error(
-					"export",
-					"unknown --format '%s': use pprof, folded or "
-					"speedscope",
-					optarg);
+				return cli_usage_error("export",
+						       "unknown --format '%s': use pprof, folded, "
+						       "speedscope or chrome",
+						       optarg);
 			break;
 		case OPT_PID:
 			if (parse_id("--pid", optarg, &flt.pid))
@@ -169,10 +263,22 @@ int cmd_export(int argc, char **argv)
 	if (optind < argc)
 		return cli_usage_error("export", "unexpected argument '%s'", argv[optind]);
 	if (fmt == FMT_NONE)
-		return cli_usage_error("export", "say which format: --format pprof, folded or "
-						 "speedscope");
+		return cli_usage_error("export", "say which format: --format pprof, folded, "
+						 "speedscope or chrome");
 	if (!output)
 		return cli_usage_error("export", "say where to write: -o FILE ('-o -' for stdout)");
+	if ((pid_arg || t_arg) && fmt != FMT_CHROME)
+		return cli_usage_error("export",
+				       "-p/-t read a live process: only --format chrome "
+				       "(its PyTorch timeline) comes from there; the others "
+				       "need a recording (-i FILE)");
+	if ((pid_arg || t_arg) && input_given)
+		return cli_usage_error("export", "give either -i FILE or -p PID, not both");
+	if (fmt == FMT_CHROME && (flt.pid || flt.tid))
+		return cli_usage_error("export", "--pid/--tid filter samples: filter the timeline "
+						 "with SQL (query --save) instead");
+	if (fmt == FMT_CHROME)
+		return export_chrome(input, pid_arg, t_arg, output);
 	if (fmt == FMT_PPROF && !strcmp(output, "-") && stdout_is_tty())
 		return cli_usage_error("export", "pprof is binary: write it to a file (-o FILE), "
 						 "or redirect stdout");

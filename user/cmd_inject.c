@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* probing inject: load the agent into a running Python process (idempotent). */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: probing inject -p PID [--listen ADDR] [--repl]\n"
+		"Usage: probing inject -p PID [--listen ADDR] [--repl] "
+		"[--torch[=on|off|wait|status]]\n"
 		"\n"
 		"Load the probing agent into a running CPython 3.8-3.13 process and print its\n"
 		"status. Nothing is loaded twice: if the agent already runs, its status is "
@@ -37,6 +40,19 @@ static void usage(FILE *f)
 		"                       printed token: PROBING_TOKEN=... probing -t HOST:PORT eval "
 		"...\n"
 		"      --repl           then open an interactive prompt in the process\n"
+		"      --torch[=MODE]   PyTorch per-module timings (docs/torch.md), table\n"
+		"                       python.torch_trace:\n"
+		"                         on      install the hooks (the default MODE); fails if "
+		"the\n"
+		"                                 process has not imported torch\n"
+		"                         wait    the same, or, if torch is not imported yet, "
+		"install\n"
+		"                                 them as soon as the process imports it\n"
+		"                         off     remove every hook: the model runs exactly as "
+		"before\n"
+		"                                 (the rows recorded so far stay readable)\n"
+		"                         status  show the hooks' state\n"
+		"                       Settings: probing config -p PID torch_every=N ...\n"
 		"  -v                   more diagnostics: timings, the thread used (-vv: details)\n"
 		"  -h, --help           this help\n"
 		"\n"
@@ -44,6 +60,12 @@ static void usage(FILE *f)
 		"  probing inject -p 1234\n"
 		"  probing inject -p 1234 --repl\n"
 		"  probing inject -p 1234 --listen 9400\n"
+		"  probing inject -p 1234 --torch\n"
+		"  probing query -p 1234 \"SELECT module, stage, AVG(duration) FROM "
+		"python.torch_trace\n"
+		"                          GROUP BY module, stage ORDER BY 3 DESC LIMIT 10\"\n"
+		"  probing export -p 1234 --format chrome -o steps.json\n"
+		"  probing inject -p 1234 --torch=off\n"
 		"  PROBING_TOKEN=<token> probing -t 127.0.0.1:9400 eval 'threading.enumerate()'\n");
 }
 
@@ -59,12 +81,158 @@ static void print_time(const char *label, double t)
 	printf("  %-8s %s\n", label, buf);
 }
 
+enum torch_mode {
+	TORCH_NONE,
+	TORCH_ON,
+	TORCH_WAIT,
+	TORCH_OFF,
+	TORCH_STATUS,
+};
+
+static void print_torch_state(const char *json)
+{
+	long long every = 0, step = 0, rows = 0, dropped = 0, errors = 0;
+	char *mode = jq_text(json, "$.mode"), *err = jq_text(json, "$.last_error");
+
+	jq_int(json, "$.every", &every);
+	jq_int(json, "$.step", &step);
+	jq_int(json, "$.rows", &rows);
+	jq_int(json, "$.dropped", &dropped);
+	jq_int(json, "$.errors", &errors);
+	if (every == 1)
+		printf("  %-10s every step (probing config -p PID torch_every=N)\n", "recording");
+	else
+		printf("  %-10s one step in %lld (probing config -p PID torch_every=N)\n",
+		       "recording", every);
+	if (mode && !step)
+		printf("  %-10s none yet: recording starts with the next optimizer step or "
+		       "top-level "
+		       "call of the model\n",
+		       "step");
+	else if (mode)
+		printf("  %-10s %lld (counted by %s)\n", "step", step,
+		       !strcmp(mode, "optimizer") ? "optimizer steps"
+						  : "top-level calls of the model, until an "
+						    "optimizer step is seen");
+	printf("  %-10s %lld in python.torch_trace, %lld dropped\n", "rows", rows, dropped);
+	if (errors)
+		printf("  %-10s %lld, recording stopped: %s\n", "errors", errors, err ? err : "?");
+	free(mode);
+	free(err);
+}
+
+/*
+ * Run --torch=MODE on the agent @c of @t; print what happened. Return an exit status: not
+ * having torch to hook is a failed operation (1), with the way out in the message.
+ */
+static int torch_request(const struct live_target *t, struct agent_client *c, enum torch_mode m)
+{
+	const char *kind = m == TORCH_OFF      ? "torch.remove"
+			   : m == TORCH_STATUS ? "torch.status"
+					       : "torch.install";
+	char *json = NULL, *v = NULL, *reason = NULL, desc[128];
+	int rc;
+
+	/* Installing scans the process's objects once (gc): allow it time on a big process. */
+	rc = live__request("inject", t, c, kind, m == TORCH_WAIT ? "{\"wait\": true}" : "{}",
+			   LIVE_GIL_TIMEOUT_MS, 120000, NULL, &json);
+	if (rc)
+		return rc;
+	live__describe(t, desc, sizeof(desc));
+	reason = jq_text(json, "$.reason");
+	if (reason) {
+		if (!strcmp(reason, "not_imported"))
+			fprintf(stderr,
+				"probing inject: torch is not imported in %s: there is nothing to "
+				"hook.\nUse --torch=wait to install the hooks as soon as it "
+				"imports "
+				"torch.\n",
+				desc);
+		else
+			fprintf(stderr, "probing inject: %s: %s\n", desc,
+				(v = jq_text(json, "$.error")) ? v : reason);
+		rc = EXIT_FAIL;
+		goto cleanup;
+	}
+	if (m == TORCH_OFF) {
+		long long rows = 0;
+
+		jq_int(json, "$.rows", &rows);
+		if (jq_bool(json, "$.removed"))
+			printf("torch: hooks removed; %lld rows stay in python.torch_trace\n",
+			       rows);
+		else if (jq_bool(json, "$.was_waiting"))
+			printf("torch: no longer waiting for 'import torch'\n");
+		else
+			printf("torch: no hooks were installed\n");
+		goto cleanup;
+	}
+	if (jq_bool(json, "$.waiting")) {
+		printf("torch: waiting for the process to import torch; the hooks are installed "
+		       "then\n");
+		goto cleanup;
+	}
+	if (!jq_bool(json, "$.installed")) {
+		v = jq_text(json, "$.last_error");
+		printf("torch: no hooks installed%s%s\n", v ? "; " : "", v ? v : "");
+		goto cleanup;
+	}
+	v = jq_text(json, "$.torch");
+	if (m == TORCH_STATUS || jq_bool(json, "$.already")) {
+		printf("torch: hooks installed (torch %s)\n", v ? v : "?");
+	} else {
+		long long mods = 0, roots = 0;
+		char *h;
+
+		jq_int(json, "$.modules", &mods);
+		jq_int(json, "$.roots", &roots);
+		printf("torch: hooks installed (torch %s; %lld modules in %lld module trees "
+		       "named)\n",
+		       v ? v : "?", mods, roots);
+		h = jq_text(json, "$.module_hooks");
+		printf("  %-10s %s\n", "forward", h ? h : "?");
+		free(h);
+		h = jq_text(json, "$.backward_hooks");
+		printf("  %-10s %s\n", "backward", h ? h : "?");
+		free(h);
+		h = jq_text(json, "$.optimizer_hooks");
+		printf("  %-10s %s\n", "optimizer", h ? h : "?");
+		free(h);
+	}
+	print_torch_state(json);
+cleanup:
+	free(v);
+	free(reason);
+	free(json);
+	return rc;
+}
+
+static int parse_torch(const char *arg, enum torch_mode *m)
+{
+	if (!arg || !strcmp(arg, "on"))
+		*m = TORCH_ON;
+	else if (!strcmp(arg, "wait"))
+		*m = TORCH_WAIT;
+	else if (!strcmp(arg, "off"))
+		*m = TORCH_OFF;
+	else if (!strcmp(arg, "status"))
+		*m = TORCH_STATUS;
+	else
+		return cli_usage_error("inject", "bad --torch='%s': use on, wait, off or status",
+				       arg);
+	return 0;
+}
+
 static int cmd_inject(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},	  {"target", required_argument, NULL, 't'},
-		{"listen", required_argument, NULL, 'L'}, {"repl", no_argument, NULL, 'R'},
-		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
+		{"pid", required_argument, NULL, 'p'},
+		{"target", required_argument, NULL, 't'},
+		{"listen", required_argument, NULL, 'L'},
+		{"repl", no_argument, NULL, 'R'},
+		{"torch", optional_argument, NULL, 'T'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *pid_arg = NULL, *t_arg = NULL, *listen = NULL;
 	struct live_target t;
@@ -73,6 +241,7 @@ static int cmd_inject(int argc, char **argv)
 	enum live_agent_state st;
 	char desc[128], *json = NULL, *v;
 	double since = 0;
+	enum torch_mode torch = TORCH_NONE;
 	bool repl = false;
 	int ch, rc;
 
@@ -90,6 +259,10 @@ static int cmd_inject(int argc, char **argv)
 			break;
 		case 'R':
 			repl = true;
+			break;
+		case 'T':
+			if (parse_torch(optarg, &torch))
+				return EXIT_USAGE;
 			break;
 		case 'v':
 			log_verbosity++;
@@ -111,6 +284,19 @@ static int cmd_inject(int argc, char **argv)
 	if (listen && (!*listen || strlen(listen) > 200))
 		return cli_usage_error("inject", "bad --listen address '%s'", listen);
 
+	if ((torch == TORCH_OFF || torch == TORCH_STATUS) && !listen && !repl &&
+	    agent_client__connect_pid(t.pid, 1000, &c)) {
+		/* No agent: no hooks. Do not load it just to say so. */
+		if (kill(t.pid, 0) && errno == ESRCH) {
+			fprintf(stderr, "probing inject: no such process: %d\n", t.pid);
+			return EXIT_FAIL;
+		}
+		printf("torch: the agent is not loaded in process %d: no hooks%s\n", t.pid,
+		       torch == TORCH_OFF ? " to remove" : "");
+		return EXIT_OK;
+	}
+	agent_client__free(c);
+	c = NULL;
 	rc = live__ensure_agent("inject", t.pid, &st, &info);
 	if (rc)
 		return rc;
@@ -162,6 +348,11 @@ static int cmd_inject(int argc, char **argv)
 		free(tok);
 	}
 	free(v);
+	if (torch != TORCH_NONE) {
+		rc = torch_request(&t, c, torch);
+		if (rc)
+			goto cleanup;
+	}
 	fflush(stdout);
 	if (repl) {
 		rc = repl__run("inject", &t, c, LIVE_GIL_TIMEOUT_MS);

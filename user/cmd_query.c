@@ -17,6 +17,7 @@
 #include "log.h"
 #include "recording.h"
 #include "sqlout.h"
+#include "torchtrace.h"
 #include "util.h"
 
 static void usage(FILE *f)
@@ -24,6 +25,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: probing query [-i FILE] [--format table|csv|json] [--no-header] SQL\n"
 		"       probing query -p PID|-t PID|-t HOST:PORT [OPTIONS] SQL\n"
+		"       probing query -p PID --save FILE [SQL]\n"
 		"\n"
 		"Run SQL (SQLite's dialect) on a recording, or on the live tables of a running\n"
 		"process, and print the result. A recording's public views are samples, frames "
@@ -46,6 +48,12 @@ static void usage(FILE *f)
 		"  -t, --target T        the same for a PID, or HOST:PORT of an agent serving TCP\n"
 		"                        (token in $PROBING_TOKEN)\n"
 		"      --timeout SEC     how long to wait for the target's GIL (default 5)\n"
+		"      --save FILE       (live) first copy python.torch_trace, the PyTorch hooks'\n"
+		"                        table, into the recording FILE (created if missing), "
+		"where\n"
+		"                        'query -i FILE' and 'export -i FILE --format chrome' "
+		"read\n"
+		"                        it later; the SQL is then optional\n"
 		"  -f, --format FORMAT   table: aligned columns for reading (the default, on a\n"
 		"                        terminal or not); csv: RFC 4180 with a header row;\n"
 		"                        json: an array of objects per statement, one per row\n"
@@ -65,7 +73,16 @@ static void usage(FILE *f)
 		"      GROUP BY f.func ORDER BY n DESC LIMIT 10\"\n"
 		"  # live: where is every thread of process 1234 right now?\n"
 		"  probing query -p 1234 \"SELECT * FROM python.backtrace ORDER BY tid, depth\"\n"
-		"  probing query -p 1234 \"SELECT tid, name, state, utime FROM system.threads\"\n");
+		"  probing query -p 1234 \"SELECT tid, name, state, utime FROM system.threads\"\n"
+		"  # PyTorch hooks (probing inject -p 1234 --torch): the slowest modules lately\n"
+		"  probing query -p 1234 \"SELECT module, stage, AVG(duration) FROM "
+		"python.torch_trace\n"
+		"      WHERE step > (SELECT MAX(step) - 20 FROM python.torch_trace)\n"
+		"      GROUP BY module, stage ORDER BY 3 DESC LIMIT 10\"\n"
+		"  probing query -p 1234 --save steps.db && probing query -i steps.db \\\n"
+		"      \"SELECT step, SUM(duration) FROM python.torch_trace WHERE depth = 0 GROUP "
+		"BY "
+		"step\"\n");
 }
 
 /* What to run the SQL on. */
@@ -87,8 +104,12 @@ static int open_source(const struct source *src, sqlite3 **db)
 	struct live_target t;
 	int rc;
 
-	if (!is_live(src))
-		return recording__open(src->input, db) ? EXIT_FAIL : 0;
+	if (!is_live(src)) {
+		if (recording__open(src->input, db))
+			return EXIT_FAIL;
+		torchtrace__alias(*db, src->input); /* torch_trace also as python.torch_trace */
+		return 0;
+	}
 	rc = live__target("query", src->pid_arg, src->t_arg, &t);
 	if (rc)
 		return rc;
@@ -134,19 +155,26 @@ static bool blank(const char *s)
 enum {
 	OPT_NO_HEADER = 256,
 	OPT_TIMEOUT,
+	OPT_SAVE,
 };
 
 static const struct option options[] = {
-	{"input", required_argument, NULL, 'i'},  {"pid", required_argument, NULL, 'p'},
-	{"target", required_argument, NULL, 't'}, {"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"format", required_argument, NULL, 'f'}, {"no-header", no_argument, NULL, OPT_NO_HEADER},
-	{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
+	{"input", required_argument, NULL, 'i'},
+	{"pid", required_argument, NULL, 'p'},
+	{"target", required_argument, NULL, 't'},
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"format", required_argument, NULL, 'f'},
+	{"no-header", no_argument, NULL, OPT_NO_HEADER},
+	{"save", required_argument, NULL, OPT_SAVE},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
 };
 
 int cmd_query(int argc, char **argv)
 {
 	struct source src = {.input = "probing.db", .gil_ms = LIVE_GIL_TIMEOUT_MS};
 	bool input_given = false;
+	const char *save = NULL;
 	struct sqlout_options o = {.format = SQLOUT_TABLE};
 	char *sql = NULL;
 	sqlite3 *db = NULL;
@@ -164,6 +192,9 @@ int cmd_query(int argc, char **argv)
 			break;
 		case 't':
 			src.t_arg = optarg;
+			break;
+		case OPT_SAVE:
+			save = optarg;
 			break;
 		case OPT_TIMEOUT:
 			c = live__parse_timeout("query", optarg, &src.gil_ms);
@@ -189,17 +220,25 @@ int cmd_query(int argc, char **argv)
 	if (input_given && is_live(&src))
 		return cli_usage_error("query", "give either -i FILE or a live target (-p/-t), "
 						"not both");
-	if (optind >= argc)
+	if (save && !is_live(&src))
+		return cli_usage_error("query",
+				       "--save copies a live process's table: give -p PID");
+	if (save && !*save)
+		return cli_usage_error("query", "--save needs a file name");
+	if (optind >= argc && save)
+		sql = strdup("");
+	else if (optind >= argc)
 		return cli_usage_error("query", "no SQL given");
 	if (argc - optind > 1)
 		return cli_usage_error("query",
 				       "give the SQL as one argument (quote it): got %d arguments "
 				       "starting with '%s'",
 				       argc - optind, argv[optind]);
-	sql = !strcmp(argv[optind], "-") ? read_stdin() : strdup(argv[optind]);
+	if (!sql)
+		sql = !strcmp(argv[optind], "-") ? read_stdin() : strdup(argv[optind]);
 	if (!sql)
 		goto cleanup;
-	if (blank(sql)) {
+	if (blank(sql) && !save) {
 		ret = cli_usage_error("query", "the SQL is empty");
 		goto cleanup;
 	}
@@ -207,6 +246,20 @@ int cmd_query(int argc, char **argv)
 	if (c) {
 		ret = c;
 		goto cleanup;
+	}
+	if (save) {
+		long long added, total;
+
+		if (torchtrace__save(db, save, &added, &total))
+			goto cleanup;
+		fprintf(stderr,
+			"probing query: saved %lld new rows of python.torch_trace into %s (%lld in "
+			"all)\n",
+			added, save, total);
+		if (blank(sql)) {
+			ret = EXIT_OK;
+			goto cleanup;
+		}
 	}
 	if (!sqlout__run(db, sql, &o, stdout))
 		ret = EXIT_OK;

@@ -30,7 +30,7 @@ static const struct known_table known_python[] = {
 	{"objects", "type,module,count,size", "the agent"},
 	{"settings", "name,value,default,doc", "the agent"},
 	{"torch_trace", "step,module,stage,duration,allocated,max_allocated,ts,rank",
-	 "the agent's PyTorch hooks"},
+	 "the PyTorch hooks: 'probing inject -p PID --torch'"},
 };
 
 static const char system_process_cols[] =

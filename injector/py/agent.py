@@ -86,6 +86,21 @@ def setting(name):
     return _settings[name]["value"]
 
 
+def instances(cls):
+    """Every object the collector tracks whose type is CLS or a subclass, as a list.
+
+    Filtered in C (the agent's native side) with the GIL held throughout: a Python loop over
+    gc.get_objects() lets other threads run while that list references every object, which
+    torch reports on the program's stderr when C++ frees a tensor meanwhile ("Deallocating
+    Tensor that still has live PyObject references"). No user code runs (type checks only).
+    """
+    if not isinstance(cls, type):
+        raise TypeError("instances() needs a class")
+    if _native is None:
+        raise RuntimeError("the agent's native side is not available")
+    return _native("instances", gc.get_objects, cls)
+
+
 # ---- output capture ------------------------------------------------------------------------
 class _ThreadStream(object):
     """Stands in for sys.stdout/sys.stderr while the agent runs user code: writes made by the

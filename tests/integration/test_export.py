@@ -211,7 +211,8 @@ def test_speedscope():
 def test_export_errors():
     db = recordings.make_db()
     for args, what in ((["-o", "x"], "--format"), (["-f", "pprof"], "-o"),
-                       (["-f", "chrome", "-o", "x"], "chrome"),
+                       (["-f", "flame", "-o", "x"], "flame"),
+                       (["-f", "chrome", "-o", "x", "--pid", "1"], "--pid"),
                        (["-f", "folded", "-o", "x", "--pid", "x"], "--pid"),
                        (["-f", "folded", "-o", "x", "--nope"], "--nope")):
         p = probing("export", "-i", db, *args)
@@ -228,11 +229,15 @@ def test_export_errors():
     p = probing("export", "-i", db, "-f", "pprof", "--pid", "999", "-o", harness.tmp("y"))
     assert p.returncode == 1 and "no samples of process 999" in p.stderr
     assert not os.path.exists(harness.tmp("y"))
+    # chrome is the PyTorch timeline: a recording without one says how to get one.
+    p = probing("export", "-i", db, "-f", "chrome", "-o", harness.tmp("y"))
+    assert p.returncode == 1 and "has no PyTorch trace" in p.stderr, p.stderr
+    assert "probing query -p PID --save" in p.stderr
+    assert not os.path.exists(harness.tmp("y"))
 
 
 def test_help_lists_only_what_works():
     p = probing("export", "--help", check=True)
-    for word in ("pprof", "folded", "speedscope", "--pid", "-o"):
+    for word in ("pprof", "folded", "speedscope", "chrome", "--pid", "-o", " -p "):
         assert word in p.stdout
-    assert "chrome" not in p.stdout
-    assert " -p " not in p.stdout
+    # chrome (and -p) are tested in test_torch.py.
