@@ -33,6 +33,8 @@ struct bt_priv {
 /* Scratch for one thread. */
 struct bt_scratch {
 	struct py_frame_rec recs[SAMPLER_MAX_PYDEPTH];
+	uint64_t faddr[SAMPLER_MAX_PYDEPTH];	    /* each Python frame's address */
+	struct bt_vars pyvars[SAMPLER_MAX_PYDEPTH]; /* and its locals, with --locals */
 	struct pym_frame py[SAMPLER_MAX_PYDEPTH];
 	struct pym_frame nat[MAX_FRAMES];
 	struct pym_frame merged[MAX_FRAMES];
@@ -137,22 +139,84 @@ static void user_regs_to_dwarf(const struct user_regs_struct *r, uint64_t *d)
 	d[DWREG_RIP] = r->rip;
 }
 
-/* Python frames of @th into sc->py; the thread's records are in sc->recs. */
-static int python_frames(struct pyproc *py, const struct pythread *th, unsigned int depth,
+static void vars_clear(struct bt_vars *vs)
+{
+	int i;
+
+	for (i = 0; i < vs->n; i++) {
+		free(vs->v[i].name);
+		free(vs->v[i].type);
+		free(vs->v[i].repr);
+	}
+	free(vs->v);
+	memset(vs, 0, sizeof(*vs));
+}
+
+/* Append one variable (copies the strings). */
+static int vars_add(struct bt_vars *vs, const char *name, const char *type, const char *repr)
+{
+	struct bt_var *v;
+
+	if (!(vs->n & (vs->n - 1)) || !vs->n) { /* grow at 0, 1, 2, 4, 8, ... */
+		v = realloc(vs->v, (vs->n ? vs->n * 2 : 1) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		vs->v = v;
+	}
+	v = &vs->v[vs->n];
+	v->name = strdup(name ?: "?");
+	v->type = strdup(type ?: "?");
+	v->repr = strdup(repr ?: "?");
+	if (!v->name || !v->type || !v->repr) {
+		free(v->name);
+		free(v->type);
+		free(v->repr);
+		return -ENOMEM;
+	}
+	vs->n++;
+	return 0;
+}
+
+static int outside_local(const struct pyproc_local *l, void *ctx)
+{
+	char own[160];
+
+	if (!l->repr)
+		snprintf(own, sizeof(own), "<%.120s object at 0x%llx>", l->type,
+			 (unsigned long long)l->addr);
+	return vars_add(ctx, l->name, l->type, l->repr ?: own);
+}
+
+/*
+ * Python frames of @th into sc->py; the thread's records are in sc->recs, and with
+ * o->locals each frame's variables in sc->pyvars.
+ */
+static int python_frames(struct pyproc *py, const struct pythread *th, const struct bt_opts *o,
 			 struct bt_scratch *sc, bool *truncated)
 {
 	unsigned int partial = 0;
-	int n, i;
+	int n, i, err;
 
 	if (!py || !th)
 		return 0;
-	n = pyproc__walk(py, th->tstate, sc->recs, depth, truncated, &partial);
+	n = pyproc__walk_ex(py, th->tstate, sc->recs, sc->faddr, o->py_depth, truncated,
+			    &partial);
 	if (n < 0)
 		n = (int)partial; /* the frames read before a racing change are still good */
 	for (i = 0; i < n; i++) {
 		pyproc__resolve(py, &sc->recs[i], &sc->py[i].f);
 		sc->py[i].stable = NULL;
 		sc->py[i].flags = sc->recs[i].meta & PYF_ENTRY;
+		if (!o->locals)
+			continue;
+		/* A frame the thread has left meanwhile (-ESTALE) or unreadable: no locals. */
+		err = pyproc__frame_locals_ex(py, sc->faddr[i], sc->recs[i].code, o->max_repr,
+					      PYLOCALS_NAMESPACE, outside_local, &sc->pyvars[i]);
+		if (err == -ENOMEM) {
+			while (i >= 0)
+				vars_clear(&sc->pyvars[i--]);
+			return err;
+		}
 	}
 	return n;
 }
@@ -180,7 +244,7 @@ static int collect_thread(struct bt_process *p, struct bt_thread *t, const struc
 	struct inject_info info;
 	size_t stack_len = 0;
 	bool held = false;
-	int np = 0, nn = 0, n, i, err;
+	int np = 0, nn = 0, n, i, k, err;
 
 	t->python = th != NULL;
 	if (th && th->name && th->name[0])
@@ -199,22 +263,36 @@ static int collect_thread(struct bt_process *p, struct bt_thread *t, const struc
 		} else {
 			user_regs_to_dwarf(&uregs, sc->regs);
 			stack_len = copy_stack(p->pid, uregs.rsp, sc->stack);
-			np = python_frames(pv->py, th, o->py_depth, sc, &t->truncated);
+			np = python_frames(pv->py, th, o, sc, &t->truncated);
 			inject__release(hold);
 			held = true;
 			nn = native_frames(pv, t->tid, stack_len, sc);
 		}
 	}
 	if (!held)
-		np = python_frames(pv->py, th, o->py_depth, sc, &t->truncated);
+		np = python_frames(pv->py, th, o, sc, &t->truncated);
+	if (np < 0)
+		return np;
 	n = pymerge(sc->nat, nn, sc->py, np, sc->merged, MAX_FRAMES);
 	t->frames = calloc(n ? n : 1, sizeof(*t->frames));
-	if (!t->frames)
-		return -ENOMEM;
-	for (i = 0; i < n; i++)
+	if (o->locals)
+		t->locals = calloc(n ? n : 1, sizeof(*t->locals));
+	if (!t->frames || (o->locals && !t->locals))
+		err = -ENOMEM;
+	else
+		err = 0;
+	for (i = 0, k = 0; !err && i < n; i++) {
 		t->frames[i] = sc->merged[i].f;
-	t->nframes = n;
-	return 0;
+		/* pymerge keeps the Python frames in their order: the k-th is sc->pyvars[k]. */
+		if (t->locals && t->frames[i].kind == FRAME_PYTHON && k < np) {
+			t->locals[i] = sc->pyvars[k];
+			memset(&sc->pyvars[k++], 0, sizeof(sc->pyvars[0]));
+		}
+	}
+	for (k = 0; k < np; k++)
+		vars_clear(&sc->pyvars[k]);
+	t->nframes = err ? 0 : n;
+	return err;
 }
 
 int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **out)
@@ -227,7 +305,7 @@ int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **o
 
 	p = calloc(1, sizeof(*p));
 	pv = calloc(1, sizeof(*pv));
-	sc = malloc(sizeof(*sc));
+	sc = calloc(1, sizeof(*sc));
 	if (!p || !pv || !sc) {
 		free(p);
 		free(pv);
@@ -278,9 +356,9 @@ int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **o
 	for (i = 0; i < ntids; i++) {
 		p->threads[p->nthreads].tid = tids[i];
 		err = collect_thread(p, &p->threads[p->nthreads], o, sc);
+		p->nthreads++; /* what it allocated is freed with the others */
 		if (err)
 			goto fail;
-		p->nthreads++;
 	}
 	free(tids);
 	free(sc);
@@ -296,13 +374,19 @@ fail:
 void backtrace__free(struct bt_process *p)
 {
 	struct bt_priv *pv;
-	int i;
+	int i, j;
 
 	if (!p)
 		return;
 	pv = p->priv;
-	for (i = 0; i < p->nthreads; i++)
-		free(p->threads[i].frames);
+	for (i = 0; i < p->nthreads; i++) {
+		struct bt_thread *t = &p->threads[i];
+
+		for (j = 0; t->locals && j < t->nframes; j++)
+			vars_clear(&t->locals[j]);
+		free(t->locals);
+		free(t->frames);
+	}
 	free(p->threads);
 	if (pv) {
 		pyproc__free(pv->py);
@@ -341,6 +425,20 @@ static const char *basename_of(const char *path)
 	return s ? s + 1 : path;
 }
 
+/* "        name = repr", a multi-line repr (a tensor, say) indented under its name. */
+static void print_vars(const struct bt_vars *vs, FILE *f)
+{
+	const char *r, *nl;
+	int i;
+
+	for (i = 0; i < vs->n; i++) {
+		fprintf(f, "        %s = ", vs->v[i].name);
+		for (r = vs->v[i].repr; (nl = strchr(r, '\n')); r = nl + 1)
+			fprintf(f, "%.*s\n          ", (int)(nl - r), r);
+		fprintf(f, "%s\n", r);
+	}
+}
+
 void backtrace__print(const struct bt_process *p, FILE *f)
 {
 	const struct bt_thread *t;
@@ -358,11 +456,13 @@ void backtrace__print(const struct bt_process *p, FILE *f)
 			fprintf(f, "    [native stack unavailable: %s]\n", t->error);
 		for (j = 0; j < t->nframes; j++) {
 			fr = &t->frames[j];
-			if (fr->kind == FRAME_PYTHON)
+			if (fr->kind == FRAME_PYTHON) {
 				fprintf(f, "    %s (%s:%d)\n",
 					fr->qualname ? fr->qualname : fr->func,
 					fr->file ? fr->file : "?", fr->line);
-			else if (fr->file && fr->line)
+				if (t->locals)
+					print_vars(&t->locals[j], f);
+			} else if (fr->file && fr->line)
 				fprintf(f, "    %s (%s:%d) [%s]\n", fr->func, basename_of(fr->file),
 					fr->line, basename_of(fr->module) ?: "?");
 			else if (fr->func[0] == '[') /* already named after its module */
@@ -407,4 +507,60 @@ int backtrace__json_rows(pid_t pid, struct strbuf *rows)
 	err = err ?: sb_puts(rows, "]");
 	backtrace__free(p);
 	return err;
+}
+
+/* The index in t->frames of the @depth-th Python frame (0 = innermost), or -1. */
+static int python_frame_index(const struct bt_thread *t, long long depth)
+{
+	int i;
+
+	for (i = 0; i < t->nframes; i++)
+		if (t->frames[i].kind == FRAME_PYTHON && depth-- == 0)
+			return i;
+	return -1;
+}
+
+struct agent_locals_ctx {
+	struct bt_process *p;
+	int updated;
+};
+
+static int agent_local_row(char **v, int n, void *ctx)
+{
+	struct agent_locals_ctx *a = ctx;
+	struct bt_thread *t = NULL;
+	struct bt_vars *vs;
+	long long tid, depth;
+	char *end;
+	int i, idx;
+
+	if (n < 6 || !v[0] || !v[1] || !v[2] || !v[3])
+		return 0;
+	tid = strtoll(v[0], &end, 10);
+	depth = strtoll(v[1], &end, 10);
+	for (i = 0; i < a->p->nthreads && !t; i++)
+		if (a->p->threads[i].tid == tid)
+			t = &a->p->threads[i];
+	if (!t || !t->locals)
+		return 0;
+	idx = python_frame_index(t, depth);
+	if (idx < 0 || strcmp(t->frames[idx].func, v[2]))
+		return 0; /* the thread moved on between the two reads: keep what was read */
+	vs = &t->locals[idx];
+	if (!vs->full) {
+		vars_clear(vs);
+		vs->full = true;
+		a->updated++;
+	}
+	return vars_add(vs, v[3], v[4], v[5]);
+}
+
+int backtrace__use_agent_locals(struct bt_process *p, const char *rows_json)
+{
+	static const char *const paths[] = {"$[1]", "$[2]", "$[3]", "$[4]", "$[5]", "$[6]"};
+	struct agent_locals_ctx a = {.p = p};
+	int err;
+
+	err = jq_each(rows_json, "$.rows", paths, 6, agent_local_row, &a);
+	return err ? err : a.updated;
 }

@@ -18,7 +18,23 @@ struct strbuf;
 
 struct bt_opts {
 	bool native;	       /* hold each thread to unwind its native stack too */
+	bool locals;	       /* read the local variables of each Python frame */
 	unsigned int py_depth; /* Python frames per thread at most */
+	unsigned int max_repr; /* longest repr of a local read from outside (characters) */
+};
+
+/* One local variable; strings owned by the bt_process. */
+struct bt_var {
+	char *name;
+	char *type;
+	char *repr; /* never NULL: "<Foo object at 0x...>" for values not read from outside */
+};
+
+/* The local variables of one frame. */
+struct bt_vars {
+	int n;
+	struct bt_var *v;
+	bool full; /* reprs from the agent (repr() in the process), not read from outside */
 };
 
 struct bt_thread {
@@ -29,6 +45,7 @@ struct bt_thread {
 	bool truncated; /* more frames than shown */
 	int nframes;
 	struct frame *frames; /* innermost first; strings owned by the bt_process */
+	struct bt_vars *locals; /* with opts.locals: one per frame (native ones empty) */
 	char error[256];      /* why the native stack is missing, if it is */
 };
 
@@ -50,6 +67,14 @@ struct bt_process {
 int backtrace__collect(pid_t pid, const struct bt_opts *opts, struct bt_process **out);
 
 void backtrace__free(struct bt_process *p);
+
+/*
+ * Replace the outside-read locals of Python frame @depth (0 = innermost Python frame) of
+ * thread @tid by those the agent reported (python.locals rows as JSON: [[thread, tid, depth,
+ * func, name, type, repr], ...]), for the frames whose function name matches (the thread
+ * may have moved on between the two reads). Return the number of frames updated or -errno.
+ */
+int backtrace__use_agent_locals(struct bt_process *p, const char *rows_json);
 
 /* Human-readable, one block per thread (py-spy dump style). */
 void backtrace__print(const struct bt_process *p, FILE *f);

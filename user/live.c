@@ -330,7 +330,7 @@ int live__request(const char *cmd, const struct live_target *t, struct agent_cli
 			"call "
 			"into C code), or the agent is busy with another request.\n",
 			cmd, desc, gil_ms / 1000.0);
-		if (t->pid)
+		if (t->pid && strcmp(cmd, "backtrace"))
 			fprintf(stderr,
 				"See what every thread is doing with 'probing backtrace -p %d'.\n",
 				t->pid);

@@ -411,6 +411,54 @@ def _backtrace_rows():
             depth += 1
 
 
+def _short_repr(value, limit):
+    """repr(value) cut to @limit characters; a failing __repr__ gives a note, not an error."""
+    try:
+        text = repr(value)
+    except Exception as e:  # user code: anything can happen
+        return "<repr failed: %s: %s>" % (type(e).__name__, e)
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return text
+
+
+def _frame_vars(f):
+    """(name, value) of a frame's local variables, as 'probing backtrace --locals' shows them:
+    parameters and locals of a function; for module-level and class-body frames the
+    namespace's data (no dunders, imports or definitions), 1000 entries at most."""
+    co = f.f_code
+    if co.co_flags & 0x1:  # CO_OPTIMIZED: a function frame
+        return list(f.f_locals.items())
+    out = []
+    skip = (type(sys), type(_frame_vars), type(len), type)
+    for name, value in f.f_locals.items():
+        if name.startswith("__") or isinstance(value, skip):
+            continue
+        out.append((name, value))
+        if len(out) >= 1000:
+            break
+    return out
+
+
+def _locals_rows():
+    names = _thread_names()
+    me = _thread.get_ident()
+    maxdepth = setting("backtrace_max_depth")
+    limit = setting("locals_max_repr")
+    for ident, f in sorted(sys._current_frames().items()):
+        if ident == me:
+            continue
+        name, tid, _ = names.get(ident, ("thread-%d" % ident, None, None))
+        depth = 0
+        while f is not None and depth < maxdepth:
+            func = f.f_code.co_name
+            for var, value in _frame_vars(f):
+                yield (name, tid, depth, func, var, type(value).__name__,
+                       _short_repr(value, limit))
+            f = f.f_back
+            depth += 1
+
+
 def _threads_rows():
     names = _thread_names()
     me = _thread.get_ident()
@@ -498,6 +546,9 @@ register_setting("memory_top", 25, "object types listed by 'probing memory'",
 register_setting("memory_max_objects", 5000000,
                  "stop counting objects for 'probing memory' after this many (the GIL is held "
                  "while counting)", parse=lambda t: parse_int(t, 1000, 1 << 40))
+register_setting("locals_max_repr", 4096,
+                 "longest repr() of a local variable in python.locals (characters)",
+                 parse=lambda t: parse_int(t, 16, 1 << 24))
 register_setting("backtrace_max_depth", 1024, "deepest Python stack returned per thread",
                  parse=lambda t: parse_int(t, 1, 1 << 20))
 
@@ -517,6 +568,15 @@ register_table("python", "backtrace", [
     ("lineno", "INTEGER", "current line"),
     ("kind", "TEXT", "'python'"),
 ], _backtrace_rows, "Python stack of every thread but the agent's (sys._current_frames)")
+register_table("python", "locals", [
+    ("thread", "TEXT", "thread name (threading), or thread-IDENT"),
+    ("tid", "INTEGER", "native thread id (Thread.native_id), NULL if unknown"),
+    ("depth", "INTEGER", "the frame, as in python.backtrace: 0 = innermost"),
+    ("func", "TEXT", "function name (co_name)"),
+    ("name", "TEXT", "variable name"),
+    ("type", "TEXT", "type(value).__name__"),
+    ("repr", "TEXT", "repr(value), cut to the locals_max_repr setting"),
+], _locals_rows, "local variables of every frame of python.backtrace, with full reprs")
 register_table("python", "threads", [
     ("ident", "INTEGER", "threading ident (pthread_t)"),
     ("tid", "INTEGER", "native thread id, NULL if unknown"),

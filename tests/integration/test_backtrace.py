@@ -158,3 +158,106 @@ def test_bad_input():
                "backtrace", "-p", str(target.pid), "--native"])
     assert r.returncode == 1, r.stdout
     assert "Traceback" not in r.stderr and r.stderr.strip()
+
+
+LOCALS_WORKLOAD = os.path.join(h.PY_WORKLOADS, "py_locals.py")
+
+
+def start_locals(exe, max_repr):
+    """tests/workloads/py_locals.py: threads parked with known locals, and truth.json."""
+    out = h.tmp("locals")
+    os.makedirs(out, exist_ok=True)
+    p = h.spawn([exe, LOCALS_WORKLOAD, out, str(max_repr)])
+    done = os.path.join(out, "truth.json")
+    h.wait_for(lambda: os.path.exists(done) or p.poll() is not None, timeout=60,
+               what="the locals workload")
+    assert p.poll() is None, f"workload exited {p.returncode}"
+    with open(done, encoding="utf-8") as f:
+        return p, json.load(f)
+
+
+def parse_locals(out):
+    """{thread name: [(func, {name: repr})]} of the Python frames, innermost first."""
+    threads, cur = {}, None
+    head = re.compile(r'^Thread \d+ "(.*)" \(')
+    frame = re.compile(r"^    (\S.*) \((.+):(\d+)\)$")
+    var = re.compile(r"^        (\S+) = (.*)$")
+    for line in out.splitlines():
+        m = head.match(line)
+        if m:
+            cur = threads[m.group(1)] = []
+            continue
+        m = var.match(line)
+        if m and cur:
+            cur[-1][1][m.group(1)] = m.group(2)
+            continue
+        m = frame.match(line)
+        if m and cur is not None:
+            cur.append((m.group(1).rsplit(".", 1)[-1], {}))
+    return threads
+
+
+def check_vars(where, got, want, full):
+    """@want: truth.json locals; outside, values without a repr show as <type object at 0x..>;
+    with @full (the agent), every value has its full repr."""
+    names = [v["name"] for v in want]
+    assert sorted(got) == sorted(names), f"{where}: names {sorted(got)} != {sorted(names)}"
+    for v in want:
+        r = got[v["name"]]
+        if v["repr"] is not None:
+            if full and v["type"] in ("tuple", "list", "dict", "set", "frozenset"):
+                continue  # checked in the caller with the real repr
+            if full and r != v["repr"] and v["type"] in ("str", "bytes", "int"):
+                # cut at the agent's limit, not MAX_REPR: the full repr starts the same way
+                assert r.startswith(v["repr"].rstrip(".")[:40]), (where, v, r)
+                continue
+            assert r == v["repr"], f"{where}: {v['name']} = {r}, interpreter says {v['repr']}"
+        elif not full:
+            assert re.fullmatch(r"<%s object at 0x[0-9a-f]+>" % re.escape(v["type"]), r), \
+                (where, v, r)
+
+
+@h.timeout(180)
+@h.params([p for _, p in PYTHONS], IDS)
+def test_backtrace_locals(exe):
+    max_repr = 200
+    p, truth = start_locals(exe, max_repr)
+    try:
+        r = h.probing("backtrace", "-p", p.pid, "--locals")
+        assert r.returncode == 0, r.stderr
+        threads = parse_locals(r.stdout)
+        for t in truth["threads"]:
+            if t["frames"] is None:
+                continue
+            ours = threads.get(t["name"])
+            assert ours is not None, f"thread {t['name']} missing: {list(threads)}"
+            assert [f for f, _ in ours] == [f["func"] for f in t["frames"]], (t["name"], ours)
+            for depth, (tf, (_, got)) in enumerate(zip(t["frames"], ours)):
+                want = tf["locals"] if tf["optimized"] else tf["namespace"]
+                check_vars(f"{t['name']} frame {depth}", got, want, full=False)
+        # The main thread parks at module level: its frame shows the module's data.
+        main = threads["MainThread"]
+        assert main[-1][0] == "<module>", main
+        check_vars("<module>", main[-1][1], truth["module_namespace"], full=False)
+        assert "r\\xe9sum\\xe9" not in r.stdout and "'résumé'" in r.stdout
+
+        # With the agent: full reprs, computed by the process itself.
+        r = h.probing("inject", "-p", p.pid)
+        assert r.returncode == 0, r.stderr
+        r = h.probing("backtrace", "-p", p.pid, "--locals")
+        assert r.returncode == 0, r.stderr
+        simple = [f for f in parse_locals(r.stdout)["simple"] if f[0] == "park_simple"][0][1]
+        want = [f for t in truth["threads"] if t["name"] == "simple"
+                for f in t["frames"] if f["func"] == "park_simple"][0]["locals"]
+        check_vars("park_simple (agent)", simple, want, full=True)
+        assert re.fullmatch(r"<__main__\.Plain object at 0x[0-9a-f]+>", simple["obj"]), simple
+        assert simple["myint"] == "5" and simple["tup"] == "(1, 2, 3)", simple
+        assert simple["lst"] == "[1, [2]]" and simple["dct"] == "{'a': 1, 'b': 2}", simple
+        assert simple["cls"] == "<class '__main__.Plain'>", simple
+        assert simple["too_big"].endswith("..."), simple["too_big"][-20:]
+        # --inject loads the agent only when asked; it goes with --locals.
+        r = h.probing("backtrace", "-p", p.pid, "--inject")
+        assert r.returncode == 2 and "--locals" in r.stderr, r.stderr
+    finally:
+        p.kill()
+        p.wait()
