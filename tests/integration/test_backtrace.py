@@ -261,3 +261,45 @@ def test_backtrace_locals(exe):
     finally:
         p.kill()
         p.wait()
+
+
+GIL_HOG = r'''
+import re, sys, time
+marker = "m" * 3
+def hog(n):
+    text = "a" * n + "b"
+    print("ready", flush=True)
+    return re.match(r"(a+)+$", text)  # exponential backtracking, the GIL held throughout
+if sys.stdin.readline():
+    hog(48)
+'''
+
+
+@h.timeout(60)
+def test_backtrace_locals_gil_held():
+    """The agent cannot take the GIL: within about a second, the outside view, exit 0."""
+    p = subprocess.Popen(["/usr/bin/python3", "-c", GIL_HOG], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        r = h.probing("inject", "-p", p.pid)
+        assert r.returncode == 0, r.stderr
+        q = h.probing("query", "-p", p.pid, "--format", "csv",
+                      "SELECT name, repr FROM python.locals WHERE func = '<module>'")
+        assert q.returncode == 0, q.stderr
+        assert q.stdout == "name,repr\nmarker,'mmm'\n", q.stdout  # python.locals (agent)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "ready\n"
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        r = h.probing("backtrace", "-p", p.pid, "--locals")
+        took = time.monotonic() - t0
+        assert r.returncode == 0, r.stderr
+        assert "did not get the GIL" in r.stderr and "read from outside" in r.stderr, r.stderr
+        hog = [f for fs in parse_locals(r.stdout).values() for f in fs if f[0] == "hog"]
+        assert hog and hog[0][1]["n"] == "48", r.stdout
+        assert hog[0][1]["text"] == repr("a" * 48 + "b"), hog
+        assert took < 10, took
+    finally:
+        p.kill()
+        p.wait()
