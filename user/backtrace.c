@@ -199,8 +199,7 @@ static int python_frames(struct pyproc *py, const struct pythread *th, const str
 
 	if (!py || !th)
 		return 0;
-	n = pyproc__walk_ex(py, th->tstate, sc->recs, sc->faddr, o->py_depth, truncated,
-			    &partial);
+	n = pyproc__walk_ex(py, th->tstate, sc->recs, sc->faddr, o->py_depth, truncated, &partial);
 	if (n < 0)
 		n = (int)partial; /* the frames read before a racing change are still good */
 	for (i = 0; i < n; i++) {

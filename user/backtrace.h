@@ -44,9 +44,9 @@ struct bt_thread {
 	bool python;	/* the interpreter knows this thread */
 	bool truncated; /* more frames than shown */
 	int nframes;
-	struct frame *frames; /* innermost first; strings owned by the bt_process */
+	struct frame *frames;	/* innermost first; strings owned by the bt_process */
 	struct bt_vars *locals; /* with opts.locals: one per frame (native ones empty) */
-	char error[256];      /* why the native stack is missing, if it is */
+	char error[256];	/* why the native stack is missing, if it is */
 };
 
 struct bt_process {

@@ -86,8 +86,8 @@ static void agent_locals(struct bt_process *p, bool inject)
 			return;
 		}
 	}
-	if (live__request(CMD, &t, c, "rows", "{\"table\": \"python.locals\"}", AGENT_GIL_MS,
-			  10000, NULL, &json)) {
+	if (live__request(CMD, &t, c, "rows", "{\"table\": \"python.locals\"}", AGENT_GIL_MS, 10000,
+			  NULL, &json)) {
 		pr_warn("%s: locals read from outside only (simple values)", CMD);
 		goto out;
 	}
@@ -154,7 +154,8 @@ int cmd_backtrace(int argc, char **argv)
 	if (!pid)
 		return cli_usage_error(CMD, "say which process: -p PID");
 	if (inject && !o.locals)
-		return cli_usage_error(CMD, "--inject goes with --locals (full reprs from the agent)");
+		return cli_usage_error(CMD,
+				       "--inject goes with --locals (full reprs from the agent)");
 	if (cli_check_pid(CMD, pid))
 		return EXIT_FAIL;
 	err = backtrace__collect(pid, &o, &p);

@@ -49,7 +49,8 @@ static void usage(FILE *f)
 		"\n"
 		"Options:\n"
 		"  -i, --input FILE      the recording to read (default: probing.db)\n"
-		"  -p PID                (chrome) read python.torch_trace of a live process (--pid\n"
+		"  -p PID                (chrome) read python.torch_trace of a live process "
+		"(--pid\n"
 		"                        is the sample filter below)\n"
 		"  -t, --target T        the same for a PID, or HOST:PORT of an agent serving TCP\n"
 		"  -f, --format FORMAT   pprof, folded, speedscope or chrome\n"
@@ -82,14 +83,10 @@ enum {
 };
 
 static const struct option options[] = {
-	{"input", required_argument, NULL, 'i'},
-	{"target", required_argument, NULL, 't'},
-	{"format", required_argument, NULL, 'f'},
-	{"output", required_argument, NULL, 'o'},
-	{"pid", required_argument, NULL, OPT_PID},
-	{"tid", required_argument, NULL, OPT_TID},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+	{"input", required_argument, NULL, 'i'},   {"target", required_argument, NULL, 't'},
+	{"format", required_argument, NULL, 'f'},  {"output", required_argument, NULL, 'o'},
+	{"pid", required_argument, NULL, OPT_PID}, {"tid", required_argument, NULL, OPT_TID},
+	{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 };
 
 static int write_pprof(const struct profile *p, const char *input, FILE *f)

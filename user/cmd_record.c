@@ -305,7 +305,8 @@ int cmd_record(int argc, char **argv)
 			break;
 		case OPT_PY_DEPTH:
 			if (parse_long(optarg, 1, SAMPLER_MAX_PYDEPTH, &v))
-				return cli_usage_error(CMD, "Python depth '%s' must be from 1 to %d",
+				return cli_usage_error(CMD,
+						       "Python depth '%s' must be from 1 to %d",
 						       optarg, SAMPLER_MAX_PYDEPTH);
 			ropts.py_depth = v;
 			break;

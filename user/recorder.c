@@ -25,9 +25,9 @@ struct target {
 	struct pyproc *py; /* its CPython interpreter, or NULL */
 	uint64_t py_gen;   /* which interpreter object: keys the resolved-frame cache */
 	bool alive;
-	bool dp_failed;     /* maps unreadable: do not retry on every sample */
-	bool py_unsupported; /* a CPython we cannot read (already said): do not retry */
-	size_t py_maps_seen; /* mappings when we last looked for an interpreter */
+	bool dp_failed;	      /* maps unreadable: do not retry on every sample */
+	bool py_unsupported;  /* a CPython we cannot read (already said): do not retry */
+	size_t py_maps_seen;  /* mappings when we last looked for an interpreter */
 	uint64_t py_tried_ns; /* when we last looked (monotonic) */
 	uint64_t started_ns;  /* when it became a target or exec'd (monotonic) */
 	uint64_t samples;
@@ -54,7 +54,7 @@ struct recorder {
 	struct bmap *thread_idx; /* (pid, tid) -> index + 1 */
 	int64_t mono_to_real_ns;
 	struct recorder_stats stats;
-	int live; /* targets not yet seen to exit */
+	int live;		   /* targets not yet seen to exit */
 	char python_versions[256]; /* "3.11.7 3.12.1": for meta */
 	/* Scratch for one sample. */
 	struct dwproc_frame nat[MAX_NATIVE];
@@ -65,8 +65,8 @@ struct recorder {
 	const struct frame *stable[MAX_FRAMES]; /* the cached frame each came from, or NULL */
 	uint64_t ids[MAX_FRAMES];
 	struct bmap *frame_ids; /* address of a cached (stable) frame -> frame id */
-	struct bmap *pyframes;  /* struct pyframe_key -> (uintptr_t) resolved struct frame * */
-	uint64_t py_gens;       /* interpreters opened so far */
+	struct bmap *pyframes;	/* struct pyframe_key -> (uintptr_t) resolved struct frame * */
+	uint64_t py_gens;	/* interpreters opened so far */
 };
 
 struct recorder *recorder__new(struct store *st, struct sampling *s,
@@ -430,8 +430,10 @@ static int python_frames(struct recorder *r, struct target *t, const struct samp
 	if (e->flags & SAMPLE_F_PY_TRUNCATED)
 		*trunc |= STACK_TRUNC_PYTHON;
 	for (i = 0; i < e->py_len && i < SAMPLER_MAX_PYDEPTH; i++) {
-		struct pyframe_key key = {.gen = t->py_gen, .code = py[i].code,
-					  .meta = py[i].meta, .lasti = py[i].lasti};
+		struct pyframe_key key = {.gen = t->py_gen,
+					  .code = py[i].code,
+					  .meta = py[i].meta,
+					  .lasti = py[i].lasti};
 		uint64_t *slot = bmap__find(r->pyframes, &key, sizeof(key));
 		struct frame *fp;
 

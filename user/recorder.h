@@ -31,7 +31,7 @@ struct recorder_stats {
 	uint64_t processes;	 /* processes that produced samples */
 	uint64_t threads;	 /* threads that produced samples */
 	uint64_t python_samples; /* samples with Python frames */
-	uint64_t py_status[8];   /* samples of Python processes by enum py_status */
+	uint64_t py_status[8];	 /* samples of Python processes by enum py_status */
 };
 
 /* New recorder writing to @st, configuring BPF state through @s. NULL with errno on error. */

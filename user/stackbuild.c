@@ -19,7 +19,8 @@ int stackbuild_native(struct dwproc *dp, struct symbolizer *sym, struct pyproc *
 		if (py && pyproc__in_eval(py, at)) {
 			out[k].f = eval_frame;
 			out[k].f.module = interp;
-			out[k].stable = NULL; /* module differs per interpreter: intern by content */
+			out[k].stable =
+				NULL; /* module differs per interpreter: intern by content */
 			out[k++].flags = PYM_EVAL | PYM_PLUMBING;
 			continue;
 		}

@@ -47,7 +47,7 @@ struct cache_val {
  */
 struct fnrange {
 	Dwarf_Addr lo, hi; /* DWARF addresses */
-	Dwarf_Off die;     /* the DW_TAG_subprogram */
+	Dwarf_Off die;	   /* the DW_TAG_subprogram */
 };
 
 struct fnindex {
@@ -58,8 +58,8 @@ struct fnindex {
 struct symbolizer {
 	struct strpool *strings;
 	struct bmap *module_ids; /* identity string -> key_id */
-	struct bmap *cache;      /* cache_key -> (uintptr_t) struct cache_val * */
-	struct bmap *cuindex;    /* (key_id, CU offset) -> (uintptr_t) struct fnindex * */
+	struct bmap *cache;	 /* cache_key -> (uintptr_t) struct cache_val * */
+	struct bmap *cuindex;	 /* (key_id, CU offset) -> (uintptr_t) struct fnindex * */
 	struct modinfo *modinfos;
 	uint64_t hits, misses;
 };
@@ -257,8 +257,7 @@ static int cmp_fnrange(const void *a, const void *b)
 }
 
 /* The function index of the CU @cu of module @mi, built on first use; NULL on ENOMEM. */
-static struct fnindex *cu_functions(struct symbolizer *sz, const struct modinfo *mi,
-				    Dwarf_Die *cu)
+static struct fnindex *cu_functions(struct symbolizer *sz, const struct modinfo *mi, Dwarf_Die *cu)
 {
 	struct {
 		uint64_t key_id, cu;
@@ -293,8 +292,8 @@ static struct fnindex *cu_functions(struct symbolizer *sz, const struct modinfo 
  * inside it. Return their number in @chain (at most @max), 0 if no indexed function of the
  * CU contains @a.
  */
-static int die_chain(struct symbolizer *sz, const struct modinfo *mi, Dwarf_Die *cu,
-		     Dwarf_Addr a, Dwarf_Die *chain, int max)
+static int die_chain(struct symbolizer *sz, const struct modinfo *mi, Dwarf_Die *cu, Dwarf_Addr a,
+		     Dwarf_Die *chain, int max)
 {
 	struct fnindex *ix = cu_functions(sz, mi, cu);
 	size_t lo = 0, hi = ix ? ix->n : 0, mid;
