@@ -36,6 +36,7 @@ struct dwproc {
 	struct modrange *ranges; /* sorted by start, non-overlapping */
 	size_t nranges, capranges;
 	uint64_t last_refresh_ns;
+	unsigned int refresh_gap_ms; /* current back-off: 0 after a refresh found a module */
 	bool attached;
 	/* The sample being unwound (dwfl callbacks read these). */
 	pid_t tid;
@@ -162,7 +163,7 @@ static int report_modules(struct dwproc *dp)
 	Dwfl_Module *mod;
 	uint64_t bias;
 	size_t i;
-	int fd, inserted;
+	int fd, inserted, added = 0;
 
 	for (i = 0; i < dp->maps.nr; i++) {
 		m = &dp->maps.maps[i];
@@ -196,8 +197,9 @@ static int report_modules(struct dwproc *dp)
 		}
 		if (add_range(dp, mod))
 			return -ENOMEM;
+		added++;
 	}
-	return 0;
+	return added;
 }
 
 static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
@@ -305,8 +307,10 @@ struct dwproc *dwproc__new(pid_t pid)
 		goto fail;
 	}
 	dwfl_report_begin(dp->dwfl);
-	report_modules(dp);
+	err = report_modules(dp);
 	dwfl_report_end(dp->dwfl, NULL, NULL);
+	if (err < 0)
+		goto fail;
 	dp->last_refresh_ns = now_mono_ns();
 	return dp;
 fail:
@@ -327,13 +331,13 @@ void dwproc__free(struct dwproc *dp)
 	free(dp);
 }
 
-int dwproc__refresh(struct dwproc *dp, unsigned int min_interval_ms)
+int dwproc__refresh(struct dwproc *dp, unsigned int max_interval_ms)
 {
 	struct procmaps fresh;
 	uint64_t now = now_mono_ns();
-	int err;
+	int err, added;
 
-	if (now - dp->last_refresh_ns < (uint64_t)min_interval_ms * 1000000)
+	if (now - dp->last_refresh_ns < (uint64_t)dp->refresh_gap_ms * 1000000)
 		return 0;
 	dp->last_refresh_ns = now;
 	err = procmaps__read(dp->pid, &fresh);
@@ -342,9 +346,22 @@ int dwproc__refresh(struct dwproc *dp, unsigned int min_interval_ms)
 	procmaps__release(&dp->maps);
 	dp->maps = fresh;
 	dwfl_report_begin_add(dp->dwfl);
-	report_modules(dp);
+	added = report_modules(dp);
 	dwfl_report_end(dp->dwfl, NULL, NULL);
-	return 1;
+	if (added < 0)
+		return added;
+	/*
+	 * While libraries keep appearing (a process starting: ld.so maps them one by one) look
+	 * again at once; while nothing new is found (JIT code, an address really in no file)
+	 * back off, doubling up to @max_interval_ms.
+	 */
+	if (added)
+		dp->refresh_gap_ms = 0;
+	else
+		dp->refresh_gap_ms = dp->refresh_gap_ms ? dp->refresh_gap_ms * 2 : 1;
+	if (dp->refresh_gap_ms > max_interval_ms)
+		dp->refresh_gap_ms = max_interval_ms;
+	return 1 + (added > 0);
 }
 
 static int frame_cb(Dwfl_Frame *state, void *arg)

@@ -27,10 +27,13 @@ struct dwproc *dwproc__new(pid_t pid);
 void dwproc__free(struct dwproc *dp);
 
 /*
- * Re-read the maps and report modules that appeared (dlopen) or moved. Rate-limited to
- * once per @min_interval_ms; returns 1 if it re-read, 0 if skipped, -errno on failure.
+ * Re-read the maps and report modules that appeared (dlopen, a starting process) or moved.
+ * Rate-limited with a back-off: right after a refresh that found a new module the next one
+ * may run at once; each refresh that finds nothing doubles the gap, up to
+ * @max_interval_ms. Returns 2 if it found new modules, 1 if it re-read and found none, 0 if
+ * skipped, -errno on failure.
  */
-int dwproc__refresh(struct dwproc *dp, unsigned int min_interval_ms);
+int dwproc__refresh(struct dwproc *dp, unsigned int max_interval_ms);
 
 /* One unwound frame. */
 struct dwproc_frame {

@@ -370,7 +370,7 @@ int torchtrace__chrome(sqlite3 *db, const char *table, FILE *f, long long *event
 		C_RES
 	};
 	struct lanes *ls = NULL;
-	struct strbuf sb = {0}, names = {0};
+	struct strbuf sb = {0}, names = {0}, name = {0};
 	sqlite3_stmt *st = NULL;
 	char *sql = NULL, *tname = NULL;
 	long long cur_pid = -1, cur_tid = -1, nev = 0, n;
@@ -555,27 +555,15 @@ int torchtrace__chrome(sqlite3 *db, const char *table, FILE *f, long long *event
 		if (lane > maxlane)
 			maxlane = lane;
 		err = sb_puts(&sb, ",\n{\"name\": ");
-		if (stage && !strcmp(stage, "backward")) {
-			char *nm = NULL;
-
-			if (asprintf(&nm, "%s (backward)", module ? module : "?") < 0) {
-				err = -ENOMEM;
-				goto cleanup;
-			}
-			err = jq_quote(&sb, nm);
-			free(nm);
-		} else if (stage && !strcmp(stage, "step")) {
-			char *nm = NULL;
-
-			if (asprintf(&nm, "%s.step", module ? module : "optimizer") < 0) {
-				err = -ENOMEM;
-				goto cleanup;
-			}
-			err = jq_quote(&sb, nm);
-			free(nm);
-		} else {
-			err = jq_quote(&sb, module ? module : "?");
-		}
+		/* Backward rows "module (backward)", optimizer steps "Class.step". */
+		if (stage && !strcmp(stage, "backward"))
+			err = sb_printf(&name, "%s (backward)", module ? module : "?");
+		else if (stage && !strcmp(stage, "step"))
+			err = sb_printf(&name, "%s.step", module ? module : "optimizer");
+		else
+			err = sb_puts(&name, module ? module : "?");
+		err = err ?: jq_quote(&sb, sb_str(&name));
+		sb_reset(&name);
 		err = err ?: sb_puts(&sb, ", \"cat\": ");
 		err = err ?: jq_quote(&sb, stage ? stage : "?");
 		err = err ?: sb_puts(&sb, ", \"ph\": \"X\", ");
@@ -629,6 +617,7 @@ cleanup:
 	free(tname);
 	sb_free(&sb);
 	sb_free(&names);
+	sb_free(&name);
 	if (ls)
 		lanes_free(ls);
 	free(ls);

@@ -395,7 +395,9 @@ def _thread_names():
     return out
 
 
-def _backtrace_rows():
+def _all_frames():
+    """(thread name, tid, depth, frame) of every thread's stack but the agent's, innermost
+    frame first, backtrace_max_depth frames per thread at most."""
     names = _thread_names()
     me = _thread.get_ident()
     maxdepth = setting("backtrace_max_depth")
@@ -405,10 +407,15 @@ def _backtrace_rows():
         name, tid, _ = names.get(ident, ("thread-%d" % ident, None, None))
         depth = 0
         while f is not None and depth < maxdepth:
-            co = f.f_code
-            yield (name, tid, depth, co.co_name, co.co_filename, f.f_lineno, "python")
+            yield name, tid, depth, f
             f = f.f_back
             depth += 1
+
+
+def _backtrace_rows():
+    for name, tid, depth, f in _all_frames():
+        co = f.f_code
+        yield (name, tid, depth, co.co_name, co.co_filename, f.f_lineno, "python")
 
 
 def _short_repr(value, limit):
@@ -441,22 +448,11 @@ def _frame_vars(f):
 
 
 def _locals_rows():
-    names = _thread_names()
-    me = _thread.get_ident()
-    maxdepth = setting("backtrace_max_depth")
     limit = setting("locals_max_repr")
-    for ident, f in sorted(sys._current_frames().items()):
-        if ident == me:
-            continue
-        name, tid, _ = names.get(ident, ("thread-%d" % ident, None, None))
-        depth = 0
-        while f is not None and depth < maxdepth:
-            func = f.f_code.co_name
-            for var, value in _frame_vars(f):
-                yield (name, tid, depth, func, var, type(value).__name__,
-                       _short_repr(value, limit))
-            f = f.f_back
-            depth += 1
+    for name, tid, depth, f in _all_frames():
+        func = f.f_code.co_name
+        for var, value in _frame_vars(f):
+            yield (name, tid, depth, func, var, type(value).__name__, _short_repr(value, limit))
 
 
 def _threads_rows():

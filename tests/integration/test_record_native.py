@@ -58,6 +58,27 @@ def test_deep_recursion_complete_chains():
     assert complete >= 0.995 * total, f"{complete}/{total} samples carry the whole chain"
 
 
+def test_complete_chains_from_the_first_samples():
+    """A launched process is recorded from exec on, before ld.so has mapped its libraries:
+    samples taken while libc appears must still unwind through it to _start (the maps are
+    re-read, and the stack unwound again, when an unwind stops at an address in no known
+    module). Short runs, so that start-up is a large share of the samples."""
+    for run in range(6):
+        db = record([], h.workload("deep"), "0.3")
+        con = h.db(db)
+        total = bad = 0
+        worst = None
+        for n, chain, _ in h.stacks(con):
+            if not chain or chain[-1] != "deep_leaf":
+                continue
+            total += n
+            if chain[0] != "_start" or "main" not in chain:
+                bad += n
+                worst = chain[:4]
+        assert total > 100, f"run {run}: only {total} samples in deep_leaf"
+        assert bad <= 1, f"run {run}: {bad}/{total} deep_leaf samples stop early: {worst}..."
+
+
 def test_shared_library_function():
     db = record([], h.workload("shared"), "2")
     con = h.db(db)
