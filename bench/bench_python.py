@@ -9,7 +9,8 @@ A fixed amount of CPU-bound Python work (bench/pywork.py) runs:
   - under `perf record --call-graph dwarf` at 99 and 999 Hz (if perf works),
 in interleaved rounds; the work reports its own time, so the slowdown is the median of the
 paired runs. For probing it also reports the recorder's CPU time per sample and the share of
-samples whose Python stack is complete (reaches <module>) — the goal is 100%.
+samples taken while the script runs whose Python stack is complete (reaches <module>) —
+the goal is 100%.
 
     bench/bench_python.py [--rounds N] [--seconds S] [--python PATH]
 """
@@ -29,16 +30,29 @@ PYWORK = os.path.join(ROOT, "bench", "pywork.py")
 
 
 def python_completeness(db):
-    """(samples of the main thread, of which with a complete Python stack)."""
+    """(samples taken while the script ran, of which with a complete Python stack).
+
+    While the script runs, every sample is under pywork.py's <module> -> main -> ...; such a
+    sample is recognised by a Python frame of pywork.py or, should the Python walk have
+    failed, by an eval-loop frame left unfolded in its native stack (a failure, counted).
+    Samples of the interpreter's own start-up and shutdown (exec, ld.so, imports before
+    the script) have no script frame to find and are not counted.
+    """
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     total = complete = 0
     rows = con.execute(
         "SELECT s.count, (SELECT group_concat(func, ';') FROM (SELECT func FROM frames f "
-        "WHERE f.stack_id = s.stack_id AND f.kind = 'python' ORDER BY depth DESC)) "
+        "WHERE f.stack_id = s.stack_id AND f.kind = 'python' ORDER BY depth DESC)), "
+        "EXISTS (SELECT 1 FROM frames f WHERE f.stack_id = s.stack_id AND f.kind = 'python' "
+        "AND f.file LIKE '%pywork.py'), "
+        "EXISTS (SELECT 1 FROM frames f WHERE f.stack_id = s.stack_id AND f.kind = 'native' "
+        "AND f.func = '_PyEval_EvalFrameDefault') "
         "FROM samples s WHERE s.thread = 'MainThread' OR s.tid = s.pid").fetchall()
-    for n, chain in rows:
-        total += n
+    for n, chain, in_script, eval_unfolded in rows:
         names = chain.split(";") if chain else []
+        if not (in_script or (eval_unfolded and not names)):
+            continue
+        total += n
         # Inside main()'s loop everything runs under <module> -> main -> descend...
         if names[:2] == ["<module>", "main"] and "[unknown]" not in names:
             complete += n
