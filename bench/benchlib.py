@@ -63,17 +63,20 @@ def perf_samples(data):
     p = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym"],
                        capture_output=True, text=True)
     took = time.monotonic() - t0
+    # A sample is a header line (comm, and ip/sym without a call graph), then with a call
+    # graph its frames, leaf first, each on a line that starts with a tab.
     total = complete = 0
     last = None
-    for line in p.stdout.splitlines() + [""]:
+    for line in p.stdout.splitlines():
         if not line.strip():
-            if last is not None:
-                total += 1
-                complete += last == "_start"
-            last = None
             continue
-        if line.startswith((" ", "\t")):
+        if line.startswith("\t"):
             last = line.split()[-1]
-        else:
-            last = ""
+            continue
+        if total:
+            complete += last == "_start"
+        total += 1
+        last = None
+    if total:
+        complete += last == "_start"
     return total, complete, took

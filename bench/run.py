@@ -10,7 +10,7 @@ Native sampling (issue: record):
   - share of samples whose stack reaches _start (complete) for both;
   - post-processing: end of recording to flame graph (probing flamegraph vs perf script).
 
-    bench/run.py [--rounds N] [--seconds S] [--only native|...]
+    bench/run.py [--rounds N] [--seconds S] [--only native,flamegraph,python,...]
 Other sections (Python, injection, torch) live in their own scripts under bench/ and are
 called from here when present.
 """
@@ -127,13 +127,14 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=4.0)
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", help="sections to run, comma-separated")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
     if os.geteuid() != 0:
         raise SystemExit("bench/run.py needs root (it records with BPF and perf)")
     sections = [("native", section_native), ("flamegraph", section_flamegraph)]
     for name, fn in sections:
-        if args.only and args.only != name:
+        if only and name not in only:
             continue
         print(f"\n== {name} ==", flush=True)
         fn(args)
@@ -141,7 +142,7 @@ def main():
     for script in sorted(os.listdir(os.path.dirname(os.path.abspath(__file__)))):
         if script.startswith("bench_") and script.endswith(".py"):
             name = script[6:-3]
-            if args.only and args.only != name:
+            if only and name not in only:
                 continue
             print(f"\n== {name} ==", flush=True)
             subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), script)])
