@@ -57,38 +57,28 @@ static int cmd_config(int argc, char **argv)
 	};
 	static const char *const spaths[] = {"$.name", "$.value", "$.default", "$.doc"};
 	static const char *const epaths[] = {"$"};
-	const char *pid_arg = NULL, *t_arg = NULL;
+	struct live_opts lo = LIVE_OPTS_INIT;
 	struct live_target t;
 	struct agent_client *c = NULL;
 	struct strbuf body = {0};
 	char *json = NULL;
-	int ch, rc, i, errors = 0, gil_ms = LIVE_GIL_TIMEOUT_MS;
+	int ch, rc, i, errors = 0;
 
 	cli_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "p:t:vh", opts, NULL)) != -1) {
 		switch (ch) {
-		case 'p':
-			pid_arg = optarg;
-			break;
-		case 't':
-			t_arg = optarg;
-			break;
-		case 'T':
-			rc = live__parse_timeout("config", optarg, &gil_ms);
-			if (rc)
-				return rc;
-			break;
-		case 'v':
-			log_verbosity++;
-			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
 		default:
-			return cli_bad_option("config", ch, argv);
+			rc = live__shared_option("config", ch, true, &lo);
+			if (rc == LIVE_OPT_NOT_SHARED)
+				return cli_bad_option("config", ch, argv);
+			if (rc)
+				return rc;
 		}
 	}
-	rc = live__target("config", pid_arg, t_arg, &t);
+	rc = live__target("config", lo.pid_arg, lo.t_arg, &t);
 	if (rc)
 		return rc;
 	rc = sb_puts(&body, "{\"set\": {");
@@ -113,7 +103,7 @@ static int cmd_config(int argc, char **argv)
 	rc = live__connect("config", &t, false, &c);
 	if (rc)
 		goto cleanup;
-	rc = live__request("config", &t, c, "config", sb_str(&body), gil_ms, 30000, NULL, &json);
+	rc = live__request("config", &t, c, "config", sb_str(&body), lo.gil_ms, 30000, NULL, &json);
 	if (rc)
 		goto cleanup;
 	jq_each(json, "$.errors", epaths, 1, print_error, &errors);

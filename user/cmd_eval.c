@@ -69,46 +69,36 @@ static int cmd_eval(int argc, char **argv)
 		{"timeout", required_argument, NULL, 'T'}, {"no-inject", no_argument, NULL, 'N'},
 		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 	};
-	const char *pid_arg = NULL, *t_arg = NULL;
+	struct live_opts lo = LIVE_OPTS_INIT;
 	struct live_target t;
 	struct agent_client *c = NULL;
 	struct strbuf body = {0};
 	char *code = NULL, *json = NULL, *v;
-	int ch, rc, gil_ms = LIVE_GIL_TIMEOUT_MS;
+	int ch, rc;
 	bool inject = true;
 
 	cli_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "+p:t:vh", opts, NULL)) != -1) {
 		switch (ch) {
-		case 'p':
-			pid_arg = optarg;
-			break;
-		case 't':
-			t_arg = optarg;
-			break;
-		case 'T':
-			rc = live__parse_timeout("eval", optarg, &gil_ms);
-			if (rc)
-				return rc;
-			break;
 		case 'N':
 			inject = false;
-			break;
-		case 'v':
-			log_verbosity++;
 			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
 		default:
-			return cli_bad_option("eval", ch, argv);
+			rc = live__shared_option("eval", ch, true, &lo);
+			if (rc == LIVE_OPT_NOT_SHARED)
+				return cli_bad_option("eval", ch, argv);
+			if (rc)
+				return rc;
 		}
 	}
 	if (optind >= argc)
 		return cli_usage_error("eval", "no CODE to run");
 	if (optind + 1 < argc)
 		return cli_usage_error("eval", "give CODE as one argument (quote it)");
-	rc = live__target("eval", pid_arg, t_arg, &t);
+	rc = live__target("eval", lo.pid_arg, lo.t_arg, &t);
 	if (rc)
 		return rc;
 	code = strcmp(argv[optind], "-") ? strdup(argv[optind]) : read_stdin();
@@ -126,7 +116,7 @@ static int cmd_eval(int argc, char **argv)
 	}
 	/* Once the GIL came, the code may run as long as it likes (Ctrl-C here interrupts it:
 	 * the agent sees the connection close and raises KeyboardInterrupt in it). */
-	rc = live__request("eval", &t, c, "eval", sb_str(&body), gil_ms, -1, NULL, &json);
+	rc = live__request("eval", &t, c, "eval", sb_str(&body), lo.gil_ms, -1, NULL, &json);
 	if (rc)
 		goto cleanup;
 	v = jq_text(json, "$.stdout");

@@ -234,7 +234,8 @@ static int cmd_inject(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *pid_arg = NULL, *t_arg = NULL, *listen = NULL;
+	struct live_opts lo = LIVE_OPTS_INIT;
+	const char *listen = NULL;
 	struct live_target t;
 	struct agent_client *c = NULL;
 	struct inject_info info;
@@ -248,12 +249,6 @@ static int cmd_inject(int argc, char **argv)
 	cli_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "p:t:vh", opts, NULL)) != -1) {
 		switch (ch) {
-		case 'p':
-			pid_arg = optarg;
-			break;
-		case 't':
-			t_arg = optarg;
-			break;
 		case 'L':
 			listen = optarg;
 			break;
@@ -264,19 +259,20 @@ static int cmd_inject(int argc, char **argv)
 			if (parse_torch(optarg, &torch))
 				return EXIT_USAGE;
 			break;
-		case 'v':
-			log_verbosity++;
-			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
 		default:
-			return cli_bad_option("inject", ch, argv);
+			rc = live__shared_option("inject", ch, false, &lo);
+			if (rc == LIVE_OPT_NOT_SHARED)
+				return cli_bad_option("inject", ch, argv);
+			if (rc)
+				return rc;
 		}
 	}
 	if (optind < argc)
 		return cli_usage_error("inject", "unexpected argument '%s'", argv[optind]);
-	rc = live__target("inject", pid_arg, t_arg, &t);
+	rc = live__target("inject", lo.pid_arg, lo.t_arg, &t);
 	if (rc)
 		return rc;
 	if (!t.pid)

@@ -218,23 +218,17 @@ static int cmd_memory(int argc, char **argv)
 		{"no-python", no_argument, NULL, 'P'}, {"timeout", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0},
 	};
-	const char *pid_arg = NULL, *t_arg = NULL;
+	struct live_opts lo = LIVE_OPTS_INIT;
 	struct live_target t;
 	struct region *reg = NULL;
 	char fn[64], *status = NULL, *rollup = NULL, a[32], b[32], c[32], d[32];
 	bool inject = false, python = true;
-	int ch, rc, i, nreg = 0, top = 0, gil_ms = LIVE_GIL_TIMEOUT_MS;
+	int ch, rc, i, nreg = 0, top = 0;
 	long v;
 
 	cli_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "p:t:n:vh", opts, NULL)) != -1) {
 		switch (ch) {
-		case 'p':
-			pid_arg = optarg;
-			break;
-		case 't':
-			t_arg = optarg;
-			break;
 		case 'n':
 			if (parse_long(optarg, 1, 100000, &v))
 				return cli_usage_error("memory", "bad --top '%s'", optarg);
@@ -246,24 +240,20 @@ static int cmd_memory(int argc, char **argv)
 		case 'P':
 			python = false;
 			break;
-		case 'T':
-			rc = live__parse_timeout("memory", optarg, &gil_ms);
-			if (rc)
-				return rc;
-			break;
-		case 'v':
-			log_verbosity++;
-			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
 		default:
-			return cli_bad_option("memory", ch, argv);
+			rc = live__shared_option("memory", ch, true, &lo);
+			if (rc == LIVE_OPT_NOT_SHARED)
+				return cli_bad_option("memory", ch, argv);
+			if (rc)
+				return rc;
 		}
 	}
 	if (optind < argc)
 		return cli_usage_error("memory", "unexpected argument '%s'", argv[optind]);
-	rc = live__target("memory", pid_arg, t_arg, &t);
+	rc = live__target("memory", lo.pid_arg, lo.t_arg, &t);
 	if (rc)
 		return rc;
 	if (!t.pid)
@@ -325,7 +315,7 @@ static int cmd_memory(int argc, char **argv)
 	}
 	fflush(stdout);
 	if (python)
-		rc = python_part(&t, inject, top, gil_ms);
+		rc = python_part(&t, inject, top, lo.gil_ms);
 cleanup:
 	for (i = 0; i < nreg; i++)
 		free(reg[i].name);

@@ -46,48 +46,38 @@ static int cmd_repl(int argc, char **argv)
 		{"timeout", required_argument, NULL, 'T'}, {"no-inject", no_argument, NULL, 'N'},
 		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 	};
-	const char *pid_arg = NULL, *t_arg = NULL;
+	struct live_opts lo = LIVE_OPTS_INIT;
 	struct live_target t;
 	struct agent_client *c = NULL;
-	int ch, rc, gil_ms = LIVE_GIL_TIMEOUT_MS;
+	int ch, rc;
 	bool inject = true;
 
 	cli_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "p:t:vh", opts, NULL)) != -1) {
 		switch (ch) {
-		case 'p':
-			pid_arg = optarg;
-			break;
-		case 't':
-			t_arg = optarg;
-			break;
-		case 'T':
-			rc = live__parse_timeout("repl", optarg, &gil_ms);
-			if (rc)
-				return rc;
-			break;
 		case 'N':
 			inject = false;
-			break;
-		case 'v':
-			log_verbosity++;
 			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
 		default:
-			return cli_bad_option("repl", ch, argv);
+			rc = live__shared_option("repl", ch, true, &lo);
+			if (rc == LIVE_OPT_NOT_SHARED)
+				return cli_bad_option("repl", ch, argv);
+			if (rc)
+				return rc;
 		}
 	}
 	if (optind < argc)
 		return cli_usage_error("repl", "unexpected argument '%s'", argv[optind]);
-	rc = live__target("repl", pid_arg, t_arg, &t);
+	rc = live__target("repl", lo.pid_arg, lo.t_arg, &t);
 	if (rc)
 		return rc;
 	rc = live__connect("repl", &t, inject, &c);
 	if (rc)
 		return rc;
-	return repl__run("repl", &t, c, gil_ms);
+	return repl__run("repl", &t, c, lo.gil_ms);
 }
 
 COMMAND(repl, cmd_repl, "interactive Python prompt inside a running process", 80);

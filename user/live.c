@@ -373,6 +373,27 @@ int live__request(const char *cmd, const struct live_target *t, struct agent_cli
 	return EXIT_FAIL;
 }
 
+int live__shared_option(const char *cmd, int ch, bool timeout, struct live_opts *o)
+{
+	switch (ch) {
+	case 'p':
+		o->pid_arg = optarg;
+		return EXIT_OK;
+	case 't':
+		o->t_arg = optarg;
+		return EXIT_OK;
+	case 'v':
+		log_verbosity++;
+		return EXIT_OK;
+	case 'T':
+		if (timeout)
+			return live__parse_timeout(cmd, optarg, &o->gil_ms);
+		return LIVE_OPT_NOT_SHARED;
+	default:
+		return LIVE_OPT_NOT_SHARED;
+	}
+}
+
 int live__parse_timeout(const char *cmd, const char *arg, int *ms)
 {
 	double s;

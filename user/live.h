@@ -24,6 +24,26 @@ struct live_target {
 	const char *token;  /* TCP token ($PROBING_TOKEN) */
 };
 
+/* The options every command aimed at a live process shares. */
+struct live_opts {
+	const char *pid_arg; /* -p PID */
+	const char *t_arg;   /* -t PID or -t HOST:PORT */
+	int gil_ms;	     /* --timeout, for the commands that take it */
+};
+
+#define LIVE_OPTS_INIT                        \
+	{                                     \
+		.gil_ms = LIVE_GIL_TIMEOUT_MS \
+	}
+#define LIVE_OPT_NOT_SHARED (-1)
+
+/*
+ * Handle option @ch (getopt_long's return) if every live command shares it: 'p', 't', 'v'
+ * and, with @timeout, 'T' (--timeout SECONDS). Return EXIT_OK if it was handled,
+ * LIVE_OPT_NOT_SHARED if it is not one of them, EXIT_USAGE for a bad value (printed).
+ */
+int live__shared_option(const char *cmd, int ch, bool timeout, struct live_opts *o);
+
 /*
  * Fill @t from the -p value @pid_arg and/or the -t value @t_arg (a PID or HOST:PORT); one of
  * them is required. Return EXIT_OK or EXIT_USAGE (message printed).
