@@ -80,7 +80,8 @@ def main():
             configs.append((f"perf dwarf {hz} Hz", hz))
             # The floor: the same timer interrupt, recording only the instruction pointer.
             configs.append((f"perf ip-only {hz} Hz", hz))
-    res = {name: {"wall": [], "cpu": [], "samples": [], "complete": []} for name, _ in configs}
+    res = {name: {"wall": [], "cpu": [], "samples": [], "complete": [], "failed": 0}
+           for name, _ in configs}
     print(f"python: {os.path.basename(py)} bench/pywork.py {iters} iterations "
           f"(~{args.seconds:.0f} s), {args.rounds} interleaved rounds", flush=True)
     if not austin:
@@ -106,8 +107,12 @@ def main():
                 r["complete"].append((n, comp))
             elif name.startswith("austin"):
                 outf = os.path.join(tmp, "a.austin")
-                out, _, cpu, _ = run_measured([austin, "-i", str(1000000 // hz), "-o", outf]
-                                              + work)
+                got = run_measured([austin, "-i", str(1000000 // hz), "-o", outf] + work,
+                                   check=False)
+                if got is None:  # Austin sometimes misses the process it started
+                    r["failed"] += 1
+                    continue
+                out, _, cpu, _ = got
                 w, c = work_times(out)
                 r["wall"].append(w)
                 r["cpu"].append(cpu - c)
@@ -129,6 +134,9 @@ def main():
     print(f"{'baseline':<20} {'(' + format(base, '.2f') + ' s)':>9}")
     for name, hz in configs[1:]:
         r = res[name]
+        if not r["wall"]:
+            print(f"{name:<20} (every run failed)")
+            continue
         slow = 100.0 * (statistics.median(r["wall"]) - base) / base
         cpu = statistics.median(r["cpu"])
         per = ""
@@ -139,7 +147,8 @@ def main():
             n = sum(a for a, _ in r["complete"])
             c = sum(b for _, b in r["complete"])
             comp = f"{100.0 * c / max(1, n):.2f}% of {n}"
-        print(f"{name:<20} {slow:>8.2f}% {cpu:>8.2f}s {per:>11} {comp:>23}")
+        failed = f"  ({r['failed']} runs failed)" if r["failed"] else ""
+        print(f"{name:<20} {slow:>8.2f}% {cpu:>8.2f}s {per:>11} {comp:>23}{failed}")
     shutil.rmtree(tmp, ignore_errors=True)
 
 

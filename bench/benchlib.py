@@ -11,13 +11,16 @@ PROBING = os.path.join(ROOT, "build", "probing")
 WORK = os.path.join(ROOT, "build", "bench", "work")
 
 
-def run_measured(cmd, env=None):
-    """Run cmd; return (stdout, rusage of it and its reaped children, wall seconds)."""
+def run_measured(cmd, env=None, check=True):
+    """Run cmd; return (stdout, stderr, CPU seconds of it and its reaped children, wall
+    seconds). A failure ends the benchmark, or with check=False returns None."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0 and not check:
+        return None
     if p.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed ({p.returncode}): {p.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

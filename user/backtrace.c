@@ -157,7 +157,7 @@ static int vars_add(struct bt_vars *vs, const char *name, const char *type, cons
 {
 	struct bt_var *v;
 
-	if (!(vs->n & (vs->n - 1)) || !vs->n) { /* grow at 0, 1, 2, 4, 8, ... */
+	if (!(vs->n & (vs->n - 1))) { /* 0 or a power of two: full, double it */
 		v = realloc(vs->v, (vs->n ? vs->n * 2 : 1) * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
@@ -530,13 +530,12 @@ static int agent_local_row(char **v, int n, void *ctx)
 	struct bt_thread *t = NULL;
 	struct bt_vars *vs;
 	long long tid, depth;
-	char *end;
 	int i, idx;
 
 	if (n < 6 || !v[0] || !v[1] || !v[2] || !v[3])
-		return 0;
-	tid = strtoll(v[0], &end, 10);
-	depth = strtoll(v[1], &end, 10);
+		return 0; /* tid NULL: not a threading.Thread the agent could name */
+	tid = strtoll(v[0], NULL, 10);
+	depth = strtoll(v[1], NULL, 10);
 	for (i = 0; i < a->p->nthreads && !t; i++)
 		if (a->p->threads[i].tid == tid)
 			t = &a->p->threads[i];
