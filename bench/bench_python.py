@@ -24,7 +24,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import PROBING, ROOT, calibrate, perf_available, run_measured, work_times  # noqa
+from benchlib import (PROBING, ROOT, bpf_run_seconds, calibrate, enable_bpf_stats,  # noqa
+                      perf_available, run_measured, work_times)
 
 PYWORK = os.path.join(ROOT, "bench", "pywork.py")
 
@@ -80,7 +81,8 @@ def main():
             configs.append((f"perf dwarf {hz} Hz", hz))
             # The floor: the same timer interrupt, recording only the instruction pointer.
             configs.append((f"perf ip-only {hz} Hz", hz))
-    res = {name: {"wall": [], "cpu": [], "samples": [], "complete": [], "failed": 0}
+    enable_bpf_stats()
+    res = {name: {"wall": [], "cpu": [], "samples": [], "complete": [], "failed": 0, "bpf": []}
            for name, _ in configs}
     print(f"python: {os.path.basename(py)} bench/pywork.py {iters} iterations "
           f"(~{args.seconds:.0f} s), {args.rounds} interleaved rounds", flush=True)
@@ -105,6 +107,7 @@ def main():
                     "SELECT SUM(count) FROM samples").fetchone()[0] or 1
                 r["samples"].append(total)
                 r["complete"].append((n, comp))
+                r["bpf"].append(100.0 * bpf_run_seconds(db) / w)
             elif name.startswith("austin"):
                 outf = os.path.join(tmp, "a.austin")
                 got = run_measured([austin, "-i", str(1000000 // hz), "-o", outf] + work,
@@ -148,6 +151,8 @@ def main():
             c = sum(b for _, b in r["complete"])
             comp = f"{100.0 * c / max(1, n):.2f}% of {n}"
         failed = f"  ({r['failed']} runs failed)" if r["failed"] else ""
+        if r["bpf"] and any(r["bpf"]):
+            failed += f"  BPF in target {statistics.median(r['bpf']):.2f}%"
         print(f"{name:<20} {slow:>8.2f}% {cpu:>8.2f}s {per:>11} {comp:>23}{failed}")
     shutil.rmtree(tmp, ignore_errors=True)
 

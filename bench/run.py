@@ -23,8 +23,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import (PROBING, ROOT, WORK, calibrate, perf_available, perf_samples,
-                      probing_samples, run_measured, work_times)
+from benchlib import (PROBING, ROOT, WORK, bpf_run_seconds, calibrate, enable_bpf_stats,
+                      perf_available, perf_samples, probing_samples, run_measured, work_times)
 
 
 def section_native(args):
@@ -39,7 +39,7 @@ def section_native(args):
             # The floor: the same timer interrupt, recording only the instruction pointer.
             configs.append((f"perf ip-only {hz} Hz", hz))
     res = {name: {"wall": [], "rec_cpu": [], "bytes": [], "samples": [], "complete": [],
-                  "post": [], "rec_wall": []} for name, _ in configs}
+                  "post": [], "rec_wall": [], "bpf": []} for name, _ in configs}
     print(f"native: bench/work {iters} iterations (~{args.seconds:.0f} s), "
           f"{args.rounds} interleaved rounds, {os.cpu_count()} CPUs; 'perf ip-only' is the "
           "cost of the timer interrupt alone (the floor)", flush=True)
@@ -63,6 +63,7 @@ def section_native(args):
                 r_["samples"].append(total)
                 r_["complete"].append(complete)
                 r_["bytes"].append(os.path.getsize(db))
+                r_["bpf"].append(100.0 * bpf_run_seconds(db) / w)
                 t0 = time.monotonic()
                 subprocess.run([PROBING, "flamegraph", "-i", db, "-o",
                                 os.path.join(tmp, "p.svg")], capture_output=True)
@@ -102,6 +103,12 @@ def section_native(args):
         print(f"{name:<20} {slow:>8.2f}% {100 * cpu / secs:>12.2f}% "
               f"{1e6 * cpu / samples:>9.1f}us {statistics.median(r_['bytes']) / samples:>13.1f} "
               f"{complete:>9} {statistics.median(r_['post']):>13.3f}s")
+    bpf = {n: res[n]["bpf"] for n, _ in configs if res[n]["bpf"] and any(res[n]["bpf"])}
+    if bpf:
+        print("\nprobing's BPF program, run inside the sampled target (kernel accounting, "
+              "every sample incl. other processes'): " +
+              ", ".join(f"{statistics.median(v):.2f}% of the target's time at {n[8:]}"
+                        for n, v in bpf.items()))
     if have_perf:
         print()
         for hz in (99, 999):
@@ -132,6 +139,7 @@ def main():
     only = set(filter(None, args.only.split(",")))
     if os.geteuid() != 0:
         raise SystemExit("bench/run.py needs root (it records with BPF and perf)")
+    enable_bpf_stats()
     sections = [("native", section_native), ("flamegraph", section_flamegraph)]
     for name, fn in sections:
         if only and name not in only:

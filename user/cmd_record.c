@@ -252,7 +252,7 @@ int cmd_record(int argc, char **argv)
 	char **command = NULL;
 	int npids = 0, c, i, err, ret = EXIT_FAIL, release = -1, errfd = -1, live = 0;
 	double duration = 0, start, last_tick, now, end = 0, start_real;
-	uint64_t samples = 0, lost = 0, dropped;
+	uint64_t samples = 0, lost = 0, dropped, bpf_ns, bpf_runs;
 	bool started = false;
 	struct stat sb;
 	long v;
@@ -490,6 +490,14 @@ int cmd_record(int argc, char **argv)
 		store__meta_real(st, "recorder_cpu", cpu);
 		pr_info("recorder CPU time: %.3f s (%.1f us per sample)", cpu,
 			rs.samples ? 1e6 * cpu / rs.samples : 0.0);
+	}
+	if (!sampling__prog_stats(smp, &bpf_ns, &bpf_runs) && bpf_runs) {
+		/* Only with kernel.bpf_stats_enabled=1: the cost inside the sampled context. */
+		store__meta_int(st, "bpf_run_ns", bpf_ns);
+		store__meta_int(st, "bpf_runs", bpf_runs);
+		pr_info("BPF program: %.2f ms in %llu runs, %.2f us per recorded sample",
+			bpf_ns / 1e6, (unsigned long long)bpf_runs,
+			rs.samples ? bpf_ns / 1e3 / rs.samples : 0.0);
 	}
 	if (rs.py_status[PY_OK] + rs.py_status[PY_NO_TSTATE] + rs.py_status[PY_READ_ERROR] +
 	    rs.py_status[PY_BAD_TSTATE])

@@ -334,3 +334,18 @@ void sampling__stats(struct sampling *s, uint64_t *samples, uint64_t *lost)
 			*lost = sum;
 	}
 }
+
+int sampling__prog_stats(struct sampling *s, uint64_t *run_ns, uint64_t *runs)
+{
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+	int err;
+
+	*run_ns = *runs = 0;
+	err = bpf_obj_get_info_by_fd(bpf_program__fd(s->skel->progs.on_sample), &info, &len);
+	if (err)
+		return err;
+	*run_ns = info.run_time_ns;
+	*runs = info.run_cnt;
+	return 0;
+}

@@ -62,4 +62,11 @@ int sampling__wait(struct sampling *s, int timeout_ms);
 /* Totals since open: samples the program saw for targets and samples lost (ring full). */
 void sampling__stats(struct sampling *s, uint64_t *samples, uint64_t *lost);
 
+/*
+ * The kernel's own accounting of the sampling program: total run time in ns and number of
+ * runs (every perf-event sample on the machine, targets or not). Both 0 unless
+ * kernel.bpf_stats_enabled is 1. Return 0 or -errno.
+ */
+int sampling__prog_stats(struct sampling *s, uint64_t *run_ns, uint64_t *runs);
+
 #endif
