@@ -340,3 +340,24 @@ def test_several_pids():
     per_pid = dict(con.execute("SELECT pid, SUM(count) FROM samples GROUP BY pid").fetchall())
     assert set(per_pid) == {a.pid, b.pid}, per_pid
     assert all(n > 100 for n in per_pid.values()), per_pid
+
+
+def test_bpf_run_time_in_meta_when_accounted():
+    """With kernel.bpf_stats_enabled=1 the sampling program's run time is stored; without,
+    nothing is (no made-up zero)."""
+    path = "/proc/sys/kernel/bpf_stats_enabled"
+    old = open(path).read().strip()
+    try:
+        open(path, "w").write("1")
+        con = h.db(record([], h.workload("split"), "1"))
+        meta = dict(con.execute("SELECT key, value FROM meta"))
+        samples = int(meta["samples"])
+        assert int(meta["bpf_runs"]) >= samples > 500, meta
+        ns = int(meta["bpf_run_ns"])
+        assert 0 < ns < 1e9, ns  # well under a second for ~1 s of samples
+        open(path, "w").write("0")
+        con = h.db(record([], h.workload("split"), "0.3"))
+        keys = {k for (k,) in con.execute("SELECT key FROM meta")}
+        assert "bpf_run_ns" not in keys and "bpf_runs" not in keys, keys
+    finally:
+        open(path, "w").write(old)
