@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +20,17 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\nTry 'probing %s --help'.\n", cmd);
 	return EXIT_USAGE;
+}
+
+int cli_parse_id(const char *cmd, const char *opt, const char *arg, pid_t *out)
+{
+	long v;
+
+	if (parse_long(arg, 1, INT_MAX, &v))
+		return cli_usage_error(cmd, "invalid %s '%s': expected a positive integer", opt,
+				       arg);
+	*out = v;
+	return 0;
 }
 
 int cli_bad_option(const char *cmd, int c, char **argv)

@@ -36,6 +36,12 @@ struct command {
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
+ * Parse @arg, the value of option @opt of @cmd, as a process or thread id into *@out.
+ * Return 0, or EXIT_USAGE with "invalid --pid 'x': expected a positive integer" printed.
+ */
+int cli_parse_id(const char *cmd, const char *opt, const char *arg, pid_t *out);
+
+/*
  * Turn what getopt_long returned for a bad option ('?' or ':') into a usage error that names
  * the option. Call with opterr = 0 set. Returns EXIT_USAGE.
  */

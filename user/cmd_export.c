@@ -189,17 +189,6 @@ cleanup:
 	return ret;
 }
 
-static int parse_id(const char *opt, const char *arg, pid_t *out)
-{
-	long v;
-
-	if (parse_long(arg, 1, INT_MAX, &v))
-		return cli_usage_error("export", "invalid %s '%s': expected a positive integer",
-				       opt, arg);
-	*out = v;
-	return 0;
-}
-
 int cmd_export(int argc, char **argv)
 {
 	const char *input = "probing.db", *output = NULL, *pid_arg = NULL, *t_arg = NULL;
@@ -243,11 +232,11 @@ int cmd_export(int argc, char **argv)
 						       optarg);
 			break;
 		case OPT_PID:
-			if (parse_id("--pid", optarg, &flt.pid))
+			if (cli_parse_id("export", "--pid", optarg, &flt.pid))
 				return EXIT_USAGE;
 			break;
 		case OPT_TID:
-			if (parse_id("--tid", optarg, &flt.tid))
+			if (cli_parse_id("export", "--tid", optarg, &flt.tid))
 				return EXIT_USAGE;
 			break;
 		case 'h':

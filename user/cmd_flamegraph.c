@@ -121,17 +121,6 @@ static int subtitle(struct strbuf *sb, const struct profile *p, const struct pro
 	return err;
 }
 
-static int parse_id(const char *opt, const char *arg, pid_t *out)
-{
-	long v;
-
-	if (parse_long(arg, 1, INT_MAX, &v))
-		return cli_usage_error("flamegraph", "invalid %s '%s': expected a positive integer",
-				       opt, arg);
-	*out = v;
-	return 0;
-}
-
 int cmd_flamegraph(int argc, char **argv)
 {
 	const char *input = "probing.db", *output = "-";
@@ -160,11 +149,11 @@ int cmd_flamegraph(int argc, char **argv)
 			folded = true;
 			break;
 		case OPT_PID:
-			if (parse_id("--pid", optarg, &flt.pid))
+			if (cli_parse_id("flamegraph", "--pid", optarg, &flt.pid))
 				return EXIT_USAGE;
 			break;
 		case OPT_TID:
-			if (parse_id("--tid", optarg, &flt.tid))
+			if (cli_parse_id("flamegraph", "--tid", optarg, &flt.tid))
 				return EXIT_USAGE;
 			break;
 		case OPT_TITLE:
