@@ -386,6 +386,7 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
 		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete)
 {
+	bool retried;
 	int err, ret;
 
 	*complete = false;
@@ -405,8 +406,18 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
 	dp->stack_len = stack_len;
 	dp->out = out;
 	dp->max = max;
-	dp->n = 0;
-	ret = dwfl_getthread_frames(dp->dwfl, tid, frame_cb, dp);
+	for (retried = false;; retried = true) {
+		dp->n = 0;
+		ret = dwfl_getthread_frames(dp->dwfl, tid, frame_cb, dp);
+		/*
+		 * Stopped at an address in no known module: a library mapped since the maps
+		 * were read (at start-up ld.so maps them after exec). If a refresh finds it,
+		 * unwind again, so the stack goes on through it.
+		 */
+		if (ret == 0 || retried || !dp->n || out[dp->n - 1].pc <= 4096 ||
+		    dwproc__module(dp, out[dp->n - 1].pc) || dwproc__refresh(dp, 100) != 2)
+			break;
+	}
 	/* 0: the unwinder found the outermost frame; else it stopped (or we did). */
 	*complete = ret == 0;
 	if (!dp->n && regs[DWREG_RIP]) {

@@ -46,8 +46,9 @@ struct dwproc_frame {
  * Unwind thread @tid from @regs (DWARF numbering, DWREG_COUNT of them, bpf/sampler.h) and the
  * @stack_len bytes of @stack copied from regs[DWREG_RSP]. Store up to @max frames, innermost
  * first, in @out; set *@complete when unwinding reached the outermost frame (not stopped by
- * missing stack or CFI). Return the number of frames (>= 1 when the pc is non-zero) or
- * -errno.
+ * missing stack or CFI). An unwind that stops at an address in no known module re-reads
+ * the maps (dwproc__refresh) and, if that finds a new module, runs again. Return the number
+ * of frames (>= 1 when the pc is non-zero) or -errno.
  */
 int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
 		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete);

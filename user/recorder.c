@@ -399,15 +399,6 @@ static int native_frames(struct recorder *r, struct target *t, const struct samp
 	if (r->opts.native) {
 		nn = dwproc__unwind(dp, e->tid, (const uint64_t *)e->regs, stack, e->stack_len,
 				    r->nat, MAX_NATIVE, &complete);
-		/*
-		 * Stopped at an address in no known module: a library mapped since the maps were
-		 * read (at start-up ld.so maps them after exec). If a refresh finds it, unwind
-		 * again, so the stack goes on through it.
-		 */
-		if (!complete && nn > 0 && r->nat[nn - 1].pc > 4096 &&
-		    !dwproc__module(dp, r->nat[nn - 1].pc) && dwproc__refresh(dp, 100) == 2)
-			nn = dwproc__unwind(dp, e->tid, (const uint64_t *)e->regs, stack,
-					    e->stack_len, r->nat, MAX_NATIVE, &complete);
 	} else {
 		r->nat[0].pc = e->regs[DWREG_RIP];
 		r->nat[0].activation = true;
