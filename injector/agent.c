@@ -613,6 +613,30 @@ static bool cancel_request(int slot)
 
 static void hello(int fd);
 
+/* How long a request waits for an interpreter that is still starting up (injected, or
+ * launched with PROBING=1, before Py_Initialize finished). Starting takes tens of ms. */
+#define PY_INIT_WAIT_MS 2000
+
+/* Wait, up to PY_INIT_WAIT_MS, for Python to be initialized; give up early if @req is
+ * cancelled or its client leaves. Return true once Python can be called. */
+static bool py_wait_initialized(const struct pyreq *req)
+{
+	bool stop;
+	int i;
+
+	for (i = 0; i < PY_INIT_WAIT_MS / 5; i++) {
+		if (py.IsInitialized())
+			return true;
+		pthread_mutex_lock(&wk.lock);
+		stop = wk.cancel_id == req->id || ag.clients[req->slot].hup || ag.py_gone;
+		pthread_mutex_unlock(&wk.lock);
+		if (stop)
+			return false;
+		usleep(5000);
+	}
+	return py.IsInitialized();
+}
+
 static void python_request(int fd, struct pyreq *req)
 {
 	PyObject *k = NULL, *b = NULL, *r = NULL;
@@ -631,7 +655,7 @@ static void python_request(int fd, struct pyreq *req)
 		send_text(fd, FRAME_ERROR, "process %d has no Python interpreter", (int)getpid());
 		return;
 	}
-	if (!py.IsInitialized()) {
+	if (!py_wait_initialized(req)) {
 		send_text(fd, FRAME_ERROR,
 			  "the Python interpreter of process %d is not initialized (yet)",
 			  (int)getpid());

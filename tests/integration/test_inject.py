@@ -319,6 +319,41 @@ def test_inject_forked_child_restarts_agent():
     _check_done(t)
 
 
+@harness.timeout(90)
+def test_requests_wait_for_an_interpreter_starting_up():
+    """Injected before Py_Initialize (a C program embedding Python, held at a gate): a request
+    waits a moment for the interpreter instead of failing at once; with none coming it ends
+    with a clear error after about 2 s, and the target goes on to start Python unharmed."""
+    exe = harness.workload("py_embed_linked")
+    script = harness.tmp("embed_gate.py")
+    with open(script, "w") as f:
+        f.write("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    p = harness.spawn([exe, script], env={"PROBING_EMBED_GATE": "1"}, stdin=subprocess.PIPE,
+                      stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "gate\n"
+    r = harness.probing("inject", "-p", p.pid)
+    assert r.returncode == 0 and "not initialized yet" in r.stdout, r.stdout + r.stderr
+    # Nothing starts the interpreter: a clear error once the bounded wait is over.
+    t0 = time.monotonic()
+    r = harness.probing("eval", "-p", p.pid, "6 * 7")
+    took = time.monotonic() - t0
+    assert r.returncode != 0 and "not initialized (yet)" in r.stderr, r.stdout + r.stderr
+    assert 1.5 <= took < 10, took
+    # The interpreter starts while a request waits: that request gets its answer.
+    e = subprocess.Popen([harness.PROBING, "eval", "-p", str(p.pid), "6 * 7"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    out, err = e.communicate(timeout=30)
+    assert e.returncode == 0 and out.strip() == "42", out + err
+    assert p.stdout.readline() == "started\n"
+    r = harness.probing("query", "-p", p.pid, "--format", "csv", "--no-header",
+                        "SELECT COUNT(*) > 0 FROM python.backtrace")
+    assert r.returncode == 0 and r.stdout.strip() == "1", r.stdout + r.stderr
+    assert p.poll() is None and tracer_of(p.pid) == 0
+
+
 def test_run_preloads_agent():
     """probing run: the agent serves from the start, without ptrace; a shell in between is
     left alone and the Python it starts gets the agent."""

@@ -10,7 +10,9 @@
  * PROBING_EMBED_SPIN=1 in the environment it also starts a native thread named "native-spin"
  * that spins in C and never touches Python (a thread without a thread state). With
  * PROBING_EMBED_KEYS=N it creates N pthread keys before initialising Python, so the
- * interpreter's TSS key lands in glibc's second-level key blocks (key >= 32).
+ * interpreter's TSS key lands in glibc's second-level key blocks (key >= 32). With
+ * PROBING_EMBED_GATE=1 it prints "gate" and waits for a line on stdin before initialising
+ * Python (a process caught while its interpreter is not started yet).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -95,6 +97,14 @@ int main(int argc, char **argv)
 		for (i = 0; i < nkeys; i++)
 			if (pthread_key_create(&key, NULL))
 				break;
+	}
+	if (getenv("PROBING_EMBED_GATE")) {
+		char line[16];
+
+		printf("gate\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
 	}
 	init(0);
 	rc = run(code);
