@@ -13,6 +13,7 @@
 #include "jsonq.h"
 #include "live.h"
 #include "log.h"
+#include "procinfo.h"
 #include "procmaps.h"
 #include "util.h"
 
@@ -166,7 +167,7 @@ int live__is_python(pid_t pid)
 	return found;
 }
 
-/* Try to connect for up to @ms. */
+/* Try to connect for up to @ms; -ESRCH as soon as the process is gone (or a zombie). */
 static int connect_wait(pid_t pid, int ms, struct agent_client **out)
 {
 	uint64_t end = now_mono_ns() + (uint64_t)ms * 1000000ULL;
@@ -175,7 +176,11 @@ static int connect_wait(pid_t pid, int ms, struct agent_client **out)
 
 	for (;;) {
 		err = agent_client__connect_pid(pid, 1000, out);
-		if (!err || (err != -ECONNREFUSED && err != -ENOENT) || now_mono_ns() >= end)
+		if (!err || (err != -ECONNREFUSED && err != -ENOENT))
+			return err;
+		if (!procinfo_alive(pid))
+			return -ESRCH;
+		if (now_mono_ns() >= end)
 			return err;
 		nanosleep(&ts, NULL);
 	}
@@ -254,6 +259,11 @@ int live__ensure_agent(const char *cmd, pid_t pid, enum live_agent_state *state,
 		info->copied ? ", library copied" : "");
 	err = connect_wait(pid, SOCKET_WAIT_MS, &c);
 	agent_client__free(c);
+	if (err == -ESRCH) {
+		fprintf(stderr, "probing %s: process %d exited while its agent was starting\n", cmd,
+			pid);
+		return EXIT_FAIL;
+	}
 	if (err) {
 		fprintf(stderr,
 			"probing %s: the agent was loaded into process %d but its socket @%s%d "

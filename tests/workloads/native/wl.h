@@ -16,4 +16,13 @@ static inline double wl_now(void)
 	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
+/* CPU time of the calling thread, in seconds. */
+static inline double wl_cpu_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
 #endif

@@ -1,7 +1,7 @@
 """Ground truth for recording: <module> -> main -> run -> work_a | work_b.
 
-run() spends wall-clock slices of 6 ms in work_a and 4 ms in work_b (a 60/40 split of the
-CPU time), for SECONDS (argv[1], default 3). The leaf lines are marked; the loops are one line
+run() spends slices of 6 ms of the thread's CPU time in work_a and 4 ms in work_b (a 60/40
+split of CPU time however busy the machine is), for SECONDS (argv[1], default 3). The leaf lines are marked; the loops are one line
 each so a sample in a leaf function is on that line unless it is in the call's prologue.
 """
 import sys
@@ -21,13 +21,13 @@ def work_b(n):
 
 
 def run(seconds):
-    now = time.monotonic
+    now, cpu = time.monotonic, time.thread_time
     end = now() + seconds
     while now() < end:
-        t = now() + 0.006
-        while now() < t: work_a(2000)  # @call_a
-        t = now() + 0.004
-        while now() < t: work_b(2000)  # @call_b
+        t = cpu() + 0.006
+        while cpu() < t: work_a(2000)  # @call_a
+        t = cpu() + 0.004
+        while cpu() < t: work_b(2000)  # @call_b
 
 
 def main():
