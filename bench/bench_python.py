@@ -37,7 +37,9 @@ def python_completeness(db):
     sample is recognised by a Python frame of pywork.py or, should the Python walk have
     failed, by an eval-loop frame left unfolded in its native stack (a failure, counted).
     Samples of the interpreter's own start-up and shutdown (exec, ld.so, imports before
-    the script) have no script frame to find and are not counted.
+    the script) have no script frame to find and are not counted; nor are samples inside
+    the interpreter's initialization (pymain_init, Py_Initialize*), which run Python code
+    (frozen importlib, site) before the recorder could have found the interpreter.
     """
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     total = complete = 0
@@ -47,11 +49,13 @@ def python_completeness(db):
         "EXISTS (SELECT 1 FROM frames f WHERE f.stack_id = s.stack_id AND f.kind = 'python' "
         "AND f.file LIKE '%pywork.py'), "
         "EXISTS (SELECT 1 FROM frames f WHERE f.stack_id = s.stack_id AND f.kind = 'native' "
-        "AND f.func = '_PyEval_EvalFrameDefault') "
+        "AND f.func = '_PyEval_EvalFrameDefault'), "
+        "EXISTS (SELECT 1 FROM frames f WHERE f.stack_id = s.stack_id AND f.kind = 'native' "
+        "AND f.func IN ('pymain_init', 'Py_InitializeFromConfig', 'Py_InitializeEx')) "
         "FROM samples s WHERE s.thread = 'MainThread' OR s.tid = s.pid").fetchall()
-    for n, chain, in_script, eval_unfolded in rows:
+    for n, chain, in_script, eval_unfolded, initializing in rows:
         names = chain.split(";") if chain else []
-        if not (in_script or (eval_unfolded and not names)):
+        if not (in_script or (eval_unfolded and not names and not initializing)):
             continue
         total += n
         # Inside main()'s loop everything runs under <module> -> main -> descend...

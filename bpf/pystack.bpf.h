@@ -52,6 +52,8 @@ struct py_walk_ctx {
 	__u32 max;
 	__s32 status;
 	__u32 flags;
+	bool ended;	 /* the walk reached the end of the chain (a frame pointer of 0) */
+	bool last_entry; /* the last frame read was an entry frame (3.11/3.12) */
 };
 
 /* Fields out of the local copies; offsets are masked so the verifier sees them bounded. */
@@ -88,8 +90,10 @@ static long py_walk_step(__u32 idx, void *arg)
 	struct py_frame_rec *rec;
 	__s32 lasti;
 
-	if (!frame)
+	if (!frame) {
+		c->ended = true;
 		return 1;
+	}
 	sz = py_hdr_size(cfg->off.frame_size);
 	if (sz < 8 || bpf_probe_read_user(s->frame, sz, (const void *)frame)) {
 		c->status = PY_READ_ERROR;
@@ -102,6 +106,7 @@ static long py_walk_step(__u32 idx, void *arg)
 	if (ver >= 0x030c && py_ld8(s->frame, cfg->off.frame_owner) == PY_FRAME_OWNED_BY_CSTACK) {
 		if (c->n > 0)
 			c->out[(c->n - 1) & (SAMPLER_MAX_PYDEPTH - 1)].meta |= PYF_ENTRY;
+		c->last_entry = true;
 		c->frame = prev;
 		return 0;
 	}
@@ -150,6 +155,7 @@ static long py_walk_step(__u32 idx, void *arg)
 			return 0;
 		}
 	}
+	c->last_entry = ver == 0x030b && meta == PYF_ENTRY;
 	rec = &c->out[c->n & (SAMPLER_MAX_PYDEPTH - 1)];
 	rec->code = code;
 	rec->lasti = lasti;
@@ -272,6 +278,15 @@ static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u64 fsbase
 	bpf_loop(2 * SAMPLER_MAX_PYDEPTH + 2, py_walk_step, &c, 0);
 	*status = c.status;
 	*flags |= c.flags;
+	/* 3.11/3.12: every whole chain ends at the entry frame of the outermost eval call.
+	 * _PyEval_EvalFrameDefault publishes its on-stack _PyCFrame (tstate->cframe) before it
+	 * sets that cframe's current_frame: a sample in between reads a stale stack slot, a
+	 * chain of old frames that ends anywhere. Send none rather than wrong ones. */
+	if ((cfg->version == 0x030b || cfg->version == 0x030c) && c.status == PY_OK && c.ended &&
+	    c.n > 0 && !c.last_entry) {
+		*status = PY_TORN;
+		return 0;
+	}
 	return c.n;
 }
 

@@ -51,6 +51,8 @@ enum py_status {
 	PY_NO_TSTATE = 2,  /* a Python process, but this thread has no thread state */
 	PY_READ_ERROR = 3, /* a read failed part-way: the frames sent are the ones read */
 	PY_BAD_TSTATE = 4, /* thread state found but did not validate */
+	PY_TORN = 5,	   /* 3.11/3.12: caught mid-way through entering the eval loop (the chain
+			    * did not end at an entry frame); no frames sent */
 };
 
 /* One Python frame as read by BPF; userspace resolves names and lines. */

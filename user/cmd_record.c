@@ -500,13 +500,15 @@ int cmd_record(int argc, char **argv)
 			rs.samples ? bpf_ns / 1e3 / rs.samples : 0.0);
 	}
 	if (rs.py_status[PY_OK] + rs.py_status[PY_NO_TSTATE] + rs.py_status[PY_READ_ERROR] +
-	    rs.py_status[PY_BAD_TSTATE])
+	    rs.py_status[PY_BAD_TSTATE] + rs.py_status[PY_TORN])
 		pr_info("Python walk: %llu ok, %llu without a thread state, %llu read errors, "
-			"%llu invalid thread states, %llu not configured yet",
+			"%llu invalid thread states, %llu caught entering the eval loop, %llu not "
+			"configured yet",
 			(unsigned long long)rs.py_status[PY_OK],
 			(unsigned long long)rs.py_status[PY_NO_TSTATE],
 			(unsigned long long)rs.py_status[PY_READ_ERROR],
 			(unsigned long long)rs.py_status[PY_BAD_TSTATE],
+			(unsigned long long)rs.py_status[PY_TORN],
 			(unsigned long long)rs.py_status[PY_NONE]);
 	if (rs.unresolved)
 		fprintf(stderr,
