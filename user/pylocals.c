@@ -39,7 +39,6 @@
 #define CO_FAST_CELL  0x40
 #define CO_FAST_FREE  0x80
 /* Include/object.h */
-#define TPFLAGS_HEAPTYPE      (1ul << 9)
 #define TPFLAGS_TYPE_SUBCLASS (1ul << 31)
 
 /* What we found out about one value. */
@@ -54,38 +53,6 @@ struct value {
 static bool is(const struct pyproc *pp, uint64_t addr, enum py_symobj s)
 {
 	return pp->objs[s] && addr == pp->objs[s];
-}
-
-/*
- * type(obj).__name__ from tp_name: for static types CPython strips the module part
- * ("collections.OrderedDict" -> "OrderedDict", Objects/typeobject.c type_name); heap types
- * keep their __name__ there. 0 or -errno.
- */
-static int type_name(struct pyproc *pp, uint64_t tp, char *buf, size_t size)
-{
-	uint64_t name, flags;
-	const char *dot;
-	ssize_t n;
-	size_t i;
-	int err;
-
-	err = pp_ptr(pp, tp + pp->off.tp_name, &name);
-	if (!err)
-		err = pp_ptr(pp, tp + pp->off.tp_flags, &flags);
-	if (err)
-		return err;
-	n = pymem_read_partial(pp->pid, name, buf, size);
-	if (n <= 0)
-		return n < 0 ? (int)n : -EFAULT;
-	if (!memchr(buf, 0, (size_t)n) || !buf[0])
-		return -EINVAL; /* no terminator within reach, or empty: not a type name */
-	for (i = 0; buf[i]; i++)
-		if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
-			return -EINVAL;
-	dot = strrchr(buf, '.');
-	if (!(flags & TPFLAGS_HEAPTYPE) && dot)
-		memmove(buf, dot + 1, strlen(dot + 1) + 1);
-	return 0;
 }
 
 static int read_i64(struct pyproc *pp, uint64_t addr, int64_t *v)
@@ -111,27 +78,9 @@ static int int_repr(struct pyproc *pp, uint64_t obj, size_t max_repr, struct val
 	bool negative;
 	int err;
 
-	if (o->long_lv_tag != PYO_NONE) {
-		/* 3.12+ (gh-101291): lv_tag = ndigits << 3 | sign (0 positive, 1 zero, 2 neg). */
-		uint64_t tag;
-
-		err = pp_ptr(pp, obj + o->long_lv_tag, &tag);
-		if (err)
-			return err;
-		if ((tag & 3) == 3)
-			return -EINVAL;
-		ndigits = tag >> 3;
-		negative = (tag & 3) == 2;
-	} else {
-		/* <= 3.11: ob_size = +/- the number of digits. */
-		int64_t size;
-
-		err = read_i64(pp, obj + o->ob_size, &size);
-		if (err)
-			return err;
-		negative = size < 0;
-		ndigits = negative ? 0 - (uint64_t)size : (uint64_t)size;
-	}
+	err = py_long_header(pp, obj, &ndigits, &negative);
+	if (err)
+		return err;
 	if (ndigits > PYREPR_INT_MAX_DIGITS)
 		return 0; /* too big to print: no repr */
 	digits = malloc((ndigits + 1) * sizeof(*digits));
@@ -232,7 +181,7 @@ static int describe(struct pyproc *pp, uint64_t obj, size_t max_repr, struct val
 	if (!err && !v->tp)
 		err = -EINVAL;
 	if (!err)
-		err = type_name(pp, v->tp, v->type, sizeof(v->type));
+		err = py_type_name(pp, v->tp, v->type, sizeof(v->type));
 	if (err)
 		goto unreadable;
 	/* Exact types only: a subclass may define its own __repr__. */

@@ -15,6 +15,7 @@
 /* Py_TPFLAGS_* (Include/object.h) */
 #define TPFLAGS_INLINE_VALUES (1ul << 2) /* 3.13+ */
 #define TPFLAGS_MANAGED_DICT  (1ul << 4) /* 3.11+ */
+#define TPFLAGS_HEAPTYPE      (1ul << 9)
 
 static int put_utf8(char *p, uint32_t c)
 {
@@ -168,32 +169,46 @@ int py_read_bytes(struct pyproc *pp, uint64_t addr, size_t max, uint8_t **out, s
 	return 0;
 }
 
-int py_read_long(struct pyproc *pp, uint64_t addr, int64_t *out)
+int py_long_header(struct pyproc *pp, uint64_t addr, uint64_t *ndigits, bool *negative)
 {
 	const struct py_offsets *o = &pp->off;
-	uint32_t digits[3];
-	uint64_t ndigits, v = 0;
-	int negative, err, i;
+	int err;
 
 	if (o->long_lv_tag != PYO_NONE) {
-		/* 3.12+: lv_tag = ndigits << 3 | sign (0 positive, 1 zero, 2 negative). */
+		/* 3.12+ (gh-101291): lv_tag = ndigits << 3 | sign (0 positive, 1 zero, 2 neg). */
 		uint64_t tag;
 
 		err = pp_read(pp, addr + o->long_lv_tag, &tag, sizeof(tag));
 		if (err)
 			return err;
-		ndigits = tag >> 3;
-		negative = (tag & 3) == 2;
+		if ((tag & 3) == 3)
+			return -EINVAL;
+		*ndigits = tag >> 3;
+		*negative = (tag & 3) == 2;
 	} else {
-		/* <= 3.11: ob_size = +/- number of digits. */
+		/* <= 3.11: ob_size = +/- the number of digits. */
 		int64_t size;
 
 		err = pp_read(pp, addr + o->ob_size, &size, sizeof(size));
 		if (err)
 			return err;
-		negative = size < 0;
-		ndigits = negative ? (uint64_t)-size : (uint64_t)size;
+		*negative = size < 0;
+		*ndigits = *negative ? 0 - (uint64_t)size : (uint64_t)size;
 	}
+	return 0;
+}
+
+int py_read_long(struct pyproc *pp, uint64_t addr, int64_t *out)
+{
+	const struct py_offsets *o = &pp->off;
+	uint32_t digits[3];
+	uint64_t ndigits, v = 0;
+	bool negative;
+	int err, i;
+
+	err = py_long_header(pp, addr, &ndigits, &negative);
+	if (err)
+		return err;
 	/* 30-bit digits (PYLONG_BITS_IN_DIGIT on 64-bit builds): 3 digits hold 64 bits. */
 	if (ndigits > 3)
 		return -ERANGE;
@@ -213,22 +228,31 @@ int py_read_long(struct pyproc *pp, uint64_t addr, int64_t *out)
 	return 0;
 }
 
-int py_type_name(struct pyproc *pp, uint64_t obj, char *buf, size_t size)
+int py_type_name(struct pyproc *pp, uint64_t tp, char *buf, size_t size)
 {
-	uint64_t type, name;
+	uint64_t name, flags;
+	const char *dot;
 	ssize_t n;
+	size_t i;
 	int err;
 
-	err = pp_ptr(pp, obj + pp->off.ob_type, &type);
+	err = pp_ptr(pp, tp + pp->off.tp_name, &name);
 	if (!err)
-		err = pp_ptr(pp, type + pp->off.tp_name, &name);
+		err = pp_ptr(pp, tp + pp->off.tp_flags, &flags);
 	if (err)
 		return err;
-	n = pymem_read_partial(pp->pid, name, buf, size - 1);
-	if (n < 0)
-		return (int)n;
-	buf[n] = 0;
-	return strlen(buf) ? 0 : -EINVAL;
+	n = pymem_read_partial(pp->pid, name, buf, size);
+	if (n <= 0)
+		return n < 0 ? (int)n : -EFAULT;
+	if (!memchr(buf, 0, (size_t)n) || !buf[0])
+		return -EINVAL; /* no terminator within reach, or empty: not a type name */
+	for (i = 0; buf[i]; i++)
+		if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
+			return -EINVAL;
+	dot = strrchr(buf, '.');
+	if (!(flags & TPFLAGS_HEAPTYPE) && dot)
+		memmove(buf, dot + 1, strlen(dot + 1) + 1);
+	return 0;
 }
 
 /* Walk the entries of a keys object; values come from @values (split tables) if not 0. */

@@ -123,11 +123,19 @@ const char *py_str_interned(struct pyproc *pp, uint64_t addr);
 /* Read the bytes object at @addr (at most @max bytes) into a malloc'd buffer. 0 or -errno. */
 int py_read_bytes(struct pyproc *pp, uint64_t addr, size_t max, uint8_t **out, size_t *len);
 
+/* The number of 30-bit digits and the sign of the int object at @addr. 0 or -errno. */
+int py_long_header(struct pyproc *pp, uint64_t addr, uint64_t *ndigits, bool *negative);
+
 /* Read a small int object (fits in 64 bits). 0, -ERANGE or -errno. */
 int py_read_long(struct pyproc *pp, uint64_t addr, int64_t *out);
 
-/* The type name (tp_name) of object @obj, copied into @buf. 0 or -errno. */
-int py_type_name(struct pyproc *pp, uint64_t obj, char *buf, size_t size);
+/*
+ * type.__name__ of the type object at @tp into @buf, from tp_name: for static types CPython
+ * strips the module part ("collections.OrderedDict" -> "OrderedDict", Objects/typeobject.c
+ * type_name); heap types keep their __name__ there. 0, -EINVAL (not a printable
+ * NUL-terminated name within @size) or -errno.
+ */
+int py_type_name(struct pyproc *pp, uint64_t tp, char *buf, size_t size);
 
 /*
  * Call @fn(key, value, ctx) for each live entry of the dict at @dict (at most @limit);
