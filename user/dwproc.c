@@ -361,7 +361,7 @@ int dwproc__refresh(struct dwproc *dp, unsigned int max_interval_ms)
 		dp->refresh_gap_ms = dp->refresh_gap_ms ? dp->refresh_gap_ms * 2 : 1;
 	if (dp->refresh_gap_ms > max_interval_ms)
 		dp->refresh_gap_ms = max_interval_ms;
-	return 1 + (added > 0);
+	return 1;
 }
 
 static int frame_cb(Dwfl_Frame *state, void *arg)
@@ -414,8 +414,8 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
 		 * were read (at start-up ld.so maps them after exec). If a refresh finds it,
 		 * unwind again, so the stack goes on through it.
 		 */
-		if (ret == 0 || retried || !dp->n || out[dp->n - 1].pc <= 4096 ||
-		    dwproc__module(dp, out[dp->n - 1].pc) || dwproc__refresh(dp, 100) != 2)
+		if (ret == 0 || retried || !dp->n || dwproc__module(dp, out[dp->n - 1].pc) ||
+		    !dwproc__module_refreshed(dp, out[dp->n - 1].pc))
 			break;
 	}
 	/* 0: the unwinder found the outermost frame; else it stopped (or we did). */
@@ -443,6 +443,15 @@ Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc)
 			return dp->ranges[mid].mod;
 	}
 	return NULL;
+}
+
+Dwfl_Module *dwproc__module_refreshed(struct dwproc *dp, uint64_t pc)
+{
+	Dwfl_Module *mod = dwproc__module(dp, pc);
+
+	if (!mod && pc > 4096 && dwproc__refresh(dp, REFRESH_MAX_GAP_MS) > 0)
+		mod = dwproc__module(dp, pc);
+	return mod;
 }
 
 const struct procmaps *dwproc__maps(const struct dwproc *dp)

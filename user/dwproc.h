@@ -26,12 +26,14 @@ struct dwproc *dwproc__new(pid_t pid);
 /* Free. NULL is a no-op. */
 void dwproc__free(struct dwproc *dp);
 
+/* Longest wait between two re-reads of the maps that find nothing new (ms). */
+#define REFRESH_MAX_GAP_MS 100
+
 /*
  * Re-read the maps and report modules that appeared (dlopen, a starting process) or moved.
  * Rate-limited with a back-off: right after a refresh that found a new module the next one
  * may run at once; each refresh that finds nothing doubles the gap, up to
- * @max_interval_ms. Returns 2 if it found new modules, 1 if it re-read and found none, 0 if
- * skipped, -errno on failure.
+ * @max_interval_ms. Returns 1 if it re-read, 0 if skipped, -errno on failure.
  */
 int dwproc__refresh(struct dwproc *dp, unsigned int max_interval_ms);
 
@@ -47,14 +49,21 @@ struct dwproc_frame {
  * @stack_len bytes of @stack copied from regs[DWREG_RSP]. Store up to @max frames, innermost
  * first, in @out; set *@complete when unwinding reached the outermost frame (not stopped by
  * missing stack or CFI). An unwind that stops at an address in no known module re-reads
- * the maps (dwproc__refresh) and, if that finds a new module, runs again. Return the number
- * of frames (>= 1 when the pc is non-zero) or -errno.
+ * the maps (dwproc__module_refreshed) and, if that finds the address's module, runs again.
+ * Return the number of frames (>= 1 when the pc is non-zero) or -errno.
  */
 int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
 		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete);
 
 /* The module holding @pc, or NULL (anonymous memory, JIT code, unknown). */
 Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc);
+
+/*
+ * As dwproc__module, but when no module holds @pc (and it is not a null-page address) the
+ * maps are re-read first (dwproc__refresh, at most every REFRESH_MAX_GAP_MS while nothing
+ * new turns up): a library may have been mapped since (dlopen, a process starting).
+ */
+Dwfl_Module *dwproc__module_refreshed(struct dwproc *dp, uint64_t pc);
 
 /* The maps snapshot the modules were reported from. */
 const struct procmaps *dwproc__maps(const struct dwproc *dp);

@@ -19,15 +19,12 @@ int stackbuild_native(struct dwproc *dp, struct symbolizer *sym, struct pyproc *
 		if (py && pyproc__in_eval(py, at)) {
 			out[k].f = eval_frame;
 			out[k].f.module = interp;
-			out[k].stable =
-				NULL; /* module differs per interpreter: intern by content */
+			/* The module differs per interpreter: interned by content. */
+			out[k].stable = NULL;
 			out[k++].flags = PYM_EVAL | PYM_PLUMBING;
 			continue;
 		}
-		mod = dwproc__module(dp, pc);
-		/* An address in no known module: a library may have been loaded since. */
-		if (!mod && pc > 4096 && dwproc__refresh(dp, 100) > 0)
-			mod = dwproc__module(dp, pc);
+		mod = dwproc__module_refreshed(dp, pc);
 		if (symbolizer__lookup(sym, mod, pc, pcs[i].activation, &fr, &cnt))
 			continue;
 		for (j = 0; j < cnt && k < max; j++, k++) {
