@@ -157,12 +157,8 @@ static int vars_add(struct bt_vars *vs, const char *name, const char *type, cons
 {
 	struct bt_var *v;
 
-	if (!(vs->n & (vs->n - 1))) { /* 0 or a power of two: full, double it */
-		v = realloc(vs->v, (vs->n ? vs->n * 2 : 1) * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		vs->v = v;
-	}
+	if (grow_array(&vs->v, &vs->cap, (size_t)vs->n + 1, sizeof(*vs->v)))
+		return -ENOMEM;
 	v = &vs->v[vs->n];
 	v->name = strdup(name ?: "?");
 	v->type = strdup(type ?: "?");

@@ -33,6 +33,7 @@ struct bt_var {
 /* The local variables of one frame. */
 struct bt_vars {
 	int n;
+	size_t cap; /* room in v */
 	struct bt_var *v;
 	bool full; /* reprs from the agent (repr() in the process), not read from outside */
 };
