@@ -1702,8 +1702,10 @@ static void take_listen_env(void)
 	char *v = getenv("PROBING_LISTEN");
 	size_t n;
 
-	if (v)
-		snprintf(ag.env_listen, sizeof(ag.env_listen), "%s", v);
+	/* Without PROBING_LISTEN a PROBING_TOKEN is not ours (a client's, for -t): left alone. */
+	if (!v || !*v)
+		return;
+	snprintf(ag.env_listen, sizeof(ag.env_listen), "%s", v);
 	v = getenv("PROBING_TOKEN");
 	if (v) {
 		n = strlen(v);

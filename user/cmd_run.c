@@ -157,6 +157,9 @@ static int cmd_run(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	sb_free(&pre);
+	/* A PROBING_LISTEN exported in the caller's shell must not make the program listen. */
+	if (!listen)
+		unsetenv("PROBING_LISTEN");
 	if (listen) {
 		if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
 			fprintf(stderr, "probing run: no randomness for a token: %s\n",

@@ -307,6 +307,13 @@ def test_run_listen_token_not_in_children_and_owner_gets_it_back():
     # The child (a Python process under probing run too) serves no TCP port of its own.
     p = harness.probing("inject", "-p", child, "--show-token")
     assert p.returncode == 1 and "serves no TCP port" in p.stderr, p.stdout + p.stderr
+    # Without --listen, a PROBING_LISTEN exported by the caller does not make the program
+    # listen, and a PROBING_TOKEN (a client's, for -t) is none of the agent's business.
+    p = harness.probing("run", "--", PY, "-c",
+                        "import os; print(os.environ.get('PROBING_LISTEN'), "
+                        "os.environ.get('PROBING_TOKEN'))",
+                        env={"PROBING_LISTEN": "127.0.0.1:0", "PROBING_TOKEN": "c" * 32})
+    assert p.returncode == 0 and p.stdout.split() == ["None", "c" * 32], p.stdout + p.stderr
 
 
 @harness.timeout(120)
