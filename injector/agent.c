@@ -51,9 +51,42 @@
 #include <sys/un.h>
 
 #include "agent.h"
+#include "hostport.h"
 
-#define EXPORT	    __attribute__((visibility("default")))
-#define MAX_CLIENTS 32
+#define EXPORT __attribute__((visibility("default")))
+
+/*
+ * Who may hold a connection, and how many (docs/live.md, "Security model"). Each kind of
+ * peer has its own slots, so that nobody who cannot authenticate ever takes a place the
+ * owner needs: peers that are not the owner over the Unix socket, and TCP peers that have not
+ * given the token, only ever use DENIED and PREAUTH slots, which are few, short-lived and
+ * hold a few bytes.
+ */
+#define OWNER_SLOTS   32 /* Unix peers with the target's uid or root */
+#define TCP_SLOTS     16 /* TCP peers that gave the token */
+#define PREAUTH_SLOTS 8	 /* TCP peers that have not authenticated yet (the oldest is evicted) */
+#define DENIED_SLOTS  8	 /* other users' Unix peers, told why, closed within DENIED_LINGER_S */
+#define MAX_CLIENTS   (OWNER_SLOTS + TCP_SLOTS + PREAUTH_SLOTS + DENIED_SLOTS)
+
+#define AUTH_TIMEOUT_S	2.0 /* a TCP peer must have authenticated this soon after connecting */
+#define DENIED_LINGER_S 1.0 /* a refused peer's time to read why before it is closed */
+/* A TCP peer's whole input before it has authenticated: one "auth" frame with the token. */
+#define PREAUTH_MAX  128
+#define BUF_MIN	     65536 /* an authenticated peer's buffer; more only for a bigger frame */
+#define ACCEPT_BATCH 256   /* connections accepted per wake-up of the agent thread */
+/* A short queue of connections waiting to be accepted: a connection waits behind all those
+ * queued before it, and a flood of another user's connections keeps any queue full. With
+ * 128 the owner's waits behind at most 128 of them (measured: ~1 s behind SOMAXCONN's 4096
+ * under a flood, ~15 ms behind 128); when the queue is full its connect() sleeps in the
+ * kernel and is woken as soon as there is room. */
+#define LISTEN_BACKLOG 128
+
+/* Failed authentications (wrong token, garbage, time-out) per source address (IPv4, or
+ * IPv6 /64): FAIL_BURST at once, then one per 1/FAIL_RATE seconds. FAIL_ADDRS addresses are
+ * remembered; an address that has failed nothing lately takes no room. */
+#define FAIL_BURST 5.0
+#define FAIL_RATE  0.5
+#define FAIL_ADDRS 64
 
 /* ---- the CPython C API, resolved at run time ----------------------------------------- */
 
@@ -102,16 +135,32 @@ static struct {
 
 /* ---- state -------------------------------------------------------------------------- */
 
+enum client_state {
+	CL_FREE,
+	CL_OWNER,   /* Unix peer with the target's uid or root */
+	CL_TCP,	    /* TCP peer that gave the token */
+	CL_PREAUTH, /* TCP peer that has not authenticated yet: only an "auth" frame is read */
+	CL_DENIED,  /* another user's Unix peer, told "permission denied": drained, then closed */
+};
+
 struct client {
-	bool used;
+	enum client_state state;
 	int fd;
-	bool tcp, authed;
-	bool denied;	 /* told "permission denied": drained until it hangs up */
-	double deadline; /* when a denied client is closed anyway */
-	bool inflight;	 /* its Python request is queued or running (guarded by wk.lock) */
-	bool hup;	 /* it hung up while inflight: closed once the request is done */
+	double since;		/* when it connected (CL_PREAUTH: the oldest is evicted) */
+	double deadline;	/* CL_PREAUTH, CL_DENIED: when it is closed anyway */
+	unsigned char addr[16]; /* CL_PREAUTH: its address, the key of the failure limit */
+	bool inflight;		/* its Python request is queued or running (guarded by wk.lock) */
+	bool hup;		/* it hung up while inflight: closed once the request is done */
 	unsigned char *buf;
 	size_t len, cap;
+};
+
+/* Recent failed authentications of one source address (see FAIL_BURST). */
+struct auth_fails {
+	bool used;
+	unsigned char addr[16];
+	double credit; /* failures it may still make now, refilled at FAIL_RATE */
+	double at;     /* when credit was computed */
 };
 
 static struct {
@@ -126,7 +175,15 @@ static struct {
 	char sockname[64];
 	char tcp_addr[96];
 	char token[33];
+	/* 'probing run --listen': PROBING_LISTEN and PROBING_TOKEN, taken out of the environment
+	 * by the constructor before the program could pass them to its children */
+	char env_listen[256];
+	char env_token[33];
+	double accept_pause; /* out of file descriptors: accept again at this time */
+	pthread_t io_thread; /* the agent thread, once io_thread_set */
+	bool io_thread_set;
 	struct client clients[MAX_CLIENTS];
+	struct auth_fails fails[FAIL_ADDRS];
 	/* Python side (worker thread only) */
 	bool py_loaded, py_load_failed;
 	PyObject *handle;
@@ -477,12 +534,20 @@ fail:
 
 /* ---- frames ------------------------------------------------------------------------- */
 
+/*
+ * Send all of @buf. On the agent (I/O) thread a send never waits: its answers are small, and
+ * a client that does not read them fills its socket and is dropped (-1 here) instead of
+ * stopping the thread that lets everyone else in. The worker's sends may wait (SO_SNDTIMEO).
+ */
 static int write_full(int fd, const void *buf, size_t n)
 {
+	int flags = MSG_NOSIGNAL;
 	const char *p = buf;
 
+	if (ag.io_thread_set && pthread_equal(pthread_self(), ag.io_thread))
+		flags |= MSG_DONTWAIT;
 	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		ssize_t w = send(fd, p, n, flags);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -611,7 +676,7 @@ static bool cancel_request(int slot)
 
 /* ---- the worker: runs Python requests one at a time ------------------------------------ */
 
-static void hello(int fd);
+static int hello(int fd);
 
 /* How long a request waits for an interpreter that is still starting up (injected, or
  * launched with PROBING=1, before Py_Initialize finished). Starting takes tens of ms. */
@@ -816,7 +881,7 @@ static void drop_client(int i)
 	c->fd = -1;
 }
 
-static void hello(int fd)
+static int hello(int fd)
 {
 	char buf[1536], ver[400] = "null", sock[96], tcp[128] = "null", err[600] = "null";
 	bool ready = py_resolve() && !ag.py_gone && py.IsInitialized(), busy;
@@ -837,35 +902,186 @@ static void hello(int fd)
 		 "\"error\": %s}",
 		 (int)getpid(), ag.since, AGENT_VERSION, sock, tcp, ver, ready ? "true" : "false",
 		 ag.py_loaded ? "true" : "false", busy ? "true" : "false", err);
-	send_frame(fd, FRAME_RESULT, buf, strlen(buf));
+	return send_frame(fd, FRAME_RESULT, buf, strlen(buf));
 }
 
-static int start_tcp(const char *spec, char *err, size_t errlen);
+static int start_tcp(const char *spec, bool *already, char *err, size_t errlen);
 
-static bool token_ok(const char *given)
+/* ---- who may connect, and how much they may send -------------------------------------- */
+
+static int count_clients(enum client_state st)
 {
-	size_t i, n = strlen(ag.token), g = strlen(given);
-	unsigned char diff = g != n;
+	int i, n = 0;
 
-	/* Constant time in the token's length: no early exit on the first wrong byte. */
-	for (i = 0; i < n; i++)
-		diff |= (unsigned char)ag.token[i] ^ (unsigned char)(i < g ? given[i] : 0);
+	for (i = 0; i < MAX_CLIENTS; i++)
+		n += ag.clients[i].state == st;
+	return n;
+}
+
+static int free_slot(void)
+{
+	int i;
+
+	for (i = 0; i < MAX_CLIENTS; i++)
+		if (ag.clients[i].state == CL_FREE)
+			return i;
+	return -1;
+}
+
+/* The length field of the frame at @b (4 bytes at least). */
+static uint32_t frame_len(const unsigned char *b)
+{
+	return b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* Who the failure limit counts: an IPv4 address (as ::ffff:a.b.c.d), or an IPv6 /64 (one
+ * host usually has a whole /64). */
+static void addr_key(const struct sockaddr_storage *ss, unsigned char key[16])
+{
+	memset(key, 0, 16);
+	if (ss->ss_family == AF_INET) {
+		key[10] = key[11] = 0xff;
+		memcpy(key + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+
+		memcpy(key, a->s6_addr, IN6_IS_ADDR_V4MAPPED(a) ? 16 : 8);
+	}
+}
+
+static void fails_refill(struct auth_fails *f, double now)
+{
+	f->credit += (now - f->at) * FAIL_RATE;
+	f->at = now;
+	if (f->credit >= FAIL_BURST)
+		f->used = false; /* back to a clean slate: nothing to remember */
+}
+
+/* The failure record of @key, refilled up to @now; NULL when it has nothing to remember. */
+static struct auth_fails *fails_of(const unsigned char key[16], double now)
+{
+	int i;
+
+	for (i = 0; i < FAIL_ADDRS; i++) {
+		struct auth_fails *f = &ag.fails[i];
+
+		if (!f->used || memcmp(f->addr, key, 16))
+			continue;
+		fails_refill(f, now);
+		return f->used ? f : NULL;
+	}
+	return NULL;
+}
+
+/* Seconds before @key may try to authenticate again (0: now). */
+static double auth_wait(const unsigned char key[16], double now)
+{
+	struct auth_fails *f = fails_of(key, now);
+
+	return !f || f->credit >= 1 ? 0 : (1 - f->credit) / FAIL_RATE;
+}
+
+/* Count one failed authentication of @key. */
+static void auth_failed(const unsigned char key[16], double now)
+{
+	struct auth_fails *f = fails_of(key, now), *g;
+	int i;
+
+	if (!f) {
+		/* A free record, else the one closest to a clean slate. */
+		for (i = 0; i < FAIL_ADDRS; i++) {
+			g = &ag.fails[i];
+			if (g->used)
+				fails_refill(g, now);
+			if (!g->used) {
+				f = g;
+				break;
+			}
+			if (!f || g->credit > f->credit)
+				f = g;
+		}
+		*f = (struct auth_fails){.used = true, .credit = FAIL_BURST, .at = now};
+		memcpy(f->addr, key, 16);
+	}
+	f->credit -= 1;
+}
+
+/* Is @given (@glen bytes) the token? In constant time: every byte of the token's buffer is
+ * compared, with no early exit, whatever was given. */
+static bool token_ok(const char *given, size_t glen)
+{
+	size_t i, n = strlen(ag.token);
+	unsigned char diff = glen != n;
+
+	for (i = 0; i < sizeof(ag.token) - 1; i++)
+		diff |= (unsigned char)ag.token[i] ^ (unsigned char)(i < glen ? given[i] : 0);
 	return n && !diff;
 }
 
-/* One complete frame from client @i. Return false to drop the client. */
+/* Refuse pre-auth client @i (its failure counted); false: drop it. */
+static bool auth_refused(int i)
+{
+	struct client *c = &ag.clients[i];
+
+	auth_failed(c->addr, mono_time());
+	send_text(c->fd, FRAME_ERROR, "authentication failed: a valid token is required");
+	return false;
+}
+
+/* Owner and token holders: blocking sends, bounded by a time-out so that a client that stops
+ * reading cannot hold the agent for ever. */
+static void set_trusted_io(int fd)
+{
+	struct timeval tv = {10, 0};
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* The first frame of TCP client @i, "auth" + the token (@p, @n bytes: KIND '\0' TOKEN).
+ * Return false to drop it. */
+static bool authenticate(int i, const char *p, size_t n)
+{
+	struct client *c = &ag.clients[i];
+	double now = mono_time(), wait = auth_wait(c->addr, now);
+	size_t klen = strnlen(p, n);
+
+	if (wait > 0) {
+		/* Not even compared: guessing goes no faster than FAIL_RATE. */
+		send_text(c->fd, FRAME_ERROR, "%s from this address: try again in %d s",
+			  AGENT_AUTH_THROTTLED, (int)wait + 1);
+		return false;
+	}
+	if (klen == n || strcmp(p, "auth") || !token_ok(p + klen + 1, n - klen - 1))
+		return auth_refused(i);
+	if (count_clients(CL_TCP) >= TCP_SLOTS) {
+		send_text(c->fd, FRAME_ERROR, "too many clients: %d TCP connections are open",
+			  TCP_SLOTS);
+		return false;
+	}
+	c->state = CL_TCP;
+	set_trusted_io(c->fd);
+	return !send_text(c->fd, FRAME_RESULT, "{\"ok\": true}");
+}
+
+/* One complete frame from an owner or an authenticated client @i. Return false to drop it
+ * (also when it does not read its answers). */
 static bool handle_frame(int i, char type, char *p, size_t n)
 {
 	struct client *c = &ag.clients[i];
-	char *kind, *body, err[256];
+	char *kind, *body, err[256], a[160];
+	bool already = false;
 	size_t klen;
+	int r = 0;
 
 	if (type == FRAME_CANCEL) {
 		/* Cancel the request in flight; one that already ended needs nothing. */
 		if (is_inflight(i) && cancel_request(i))
-			send_text(c->fd, FRAME_ERROR,
-				  "the request was cancelled before it started");
-		return true;
+			r = send_text(c->fd, FRAME_ERROR,
+				      "the request was cancelled before it started");
+		return !r;
 	}
 	if (type != FRAME_REQUEST) {
 		send_text(c->fd, FRAME_ERROR, "bad frame type 0x%02x", (unsigned char)type);
@@ -878,37 +1094,47 @@ static bool handle_frame(int i, char type, char *p, size_t n)
 		return false;
 	}
 	body = p + klen + 1;
-	if (c->tcp && !c->authed) {
-		if (strcmp(kind, "auth") || !token_ok(body)) {
-			send_text(c->fd, FRAME_ERROR,
-				  "authentication failed: a valid token is required");
-			return false;
-		}
-		c->authed = true;
-		send_text(c->fd, FRAME_RESULT, "{\"ok\": true}");
-		return true;
-	}
 	if (!strcmp(kind, "hello")) {
-		hello(c->fd);
+		r = hello(c->fd);
 	} else if (!strcmp(kind, "auth")) {
-		send_text(c->fd, FRAME_RESULT, "{\"ok\": true}");
-	} else if (!strcmp(kind, "listen")) {
-		if (c->tcp) {
-			send_text(c->fd, FRAME_ERROR,
-				  "'listen' is only accepted on the Unix socket");
-		} else if (start_tcp(body, err, sizeof(err))) {
-			send_text(c->fd, FRAME_ERROR, "%s", err);
+		r = send_text(c->fd, FRAME_RESULT, "{\"ok\": true}");
+	} else if (!strcmp(kind, "listen") || !strcmp(kind, "token")) {
+		/* Starting TCP, and the token, are for the owner only (the peer-checked socket). */
+		if (c->state != CL_OWNER) {
+			r = send_text(c->fd, FRAME_ERROR,
+				      "'%s' is only answered on the Unix socket", kind);
+		} else if (!strcmp(kind, "listen") && start_tcp(body, &already, err, sizeof(err))) {
+			r = send_text(c->fd, FRAME_ERROR, "%s", err);
+		} else if (ag.tcp_fd < 0) {
+			r = send_text(c->fd, FRAME_ERROR,
+				      "the agent of process %d serves no TCP port (start one "
+				      "with 'probing inject -p PID --listen ADDR')",
+				      (int)getpid());
 		} else {
-			char a[160];
-
 			json_str(a, sizeof(a), ag.tcp_addr);
-			send_text(c->fd, FRAME_RESULT, "{\"listen\": %s, \"token\": \"%s\"}", a,
-				  ag.token);
+			r = send_text(c->fd, FRAME_RESULT,
+				      "{\"listen\": %s, \"token\": \"%s\", \"already\": %s}", a,
+				      ag.token, already ? "true" : "false");
 		}
 	} else if (!queue_request(i, kind, body, n - klen - 1)) {
-		send_text(c->fd, FRAME_ERROR, "out of memory in the agent");
+		r = send_text(c->fd, FRAME_ERROR, "out of memory in the agent");
 	}
-	return true;
+	return !r;
+}
+
+/*
+ * How many bytes client @c may have buffered: a pre-auth client its auth frame at most;
+ * others BUF_MIN, or the whole frame at the head of the buffer when it is bigger (up to
+ * AGENT_MAX_FRAME). One more byte is allocated: a payload is NUL-terminated in place.
+ */
+static size_t buf_limit(const struct client *c)
+{
+	uint32_t l;
+
+	if (c->state == CL_PREAUTH)
+		return PREAUTH_MAX;
+	l = c->len >= 4 ? frame_len(c->buf) : 0;
+	return l <= AGENT_MAX_FRAME && 4 + (size_t)l > BUF_MIN ? 4 + (size_t)l : BUF_MIN;
 }
 
 /*
@@ -918,12 +1144,18 @@ static bool handle_frame(int i, char type, char *p, size_t n)
 static bool client_process(int i)
 {
 	struct client *c = &ag.clients[i];
+	size_t want;
 
-	while (c->len >= 5) {
-		uint32_t l =
-			c->buf[0] | c->buf[1] << 8 | c->buf[2] << 16 | (uint32_t)c->buf[3] << 24;
+	while (c->len >= 4) {
+		uint32_t l = frame_len(c->buf);
 		unsigned char saved;
+		bool keep;
 
+		/* Before authentication only one small "auth" request is read: anything else
+		 * (a big frame announced, garbage) ends the connection at once. */
+		if (c->state == CL_PREAUTH &&
+		    (!l || l > PREAUTH_MAX - 4 || (c->len >= 5 && c->buf[4] != FRAME_REQUEST)))
+			return auth_refused(i);
 		if (!l || l > AGENT_MAX_FRAME)
 			return false;
 		if (c->len < 4 + (size_t)l)
@@ -932,12 +1164,26 @@ static bool client_process(int i)
 			break;
 		saved = c->buf[4 + l]; /* the next frame's first byte, or the spare byte */
 		c->buf[4 + l] = '\0';
-		if (!handle_frame(i, c->buf[4], (char *)c->buf + 5, l - 1))
+		if (c->state == CL_PREAUTH)
+			keep = authenticate(i, (char *)c->buf + 5, l - 1);
+		else
+			keep = handle_frame(i, c->buf[4], (char *)c->buf + 5, l - 1);
+		if (!keep)
 			return false;
 		c = &ag.clients[i];
 		c->buf[4 + l] = saved;
 		memmove(c->buf, c->buf + 4 + l, c->len - 4 - l);
 		c->len -= 4 + l;
+	}
+	/* Give back the room a big frame needed. */
+	want = buf_limit(c) + 1;
+	if (c->cap > BUF_MIN + 1 && c->cap > want) {
+		unsigned char *tmp = realloc(c->buf, want);
+
+		if (tmp) {
+			c->buf = tmp;
+			c->cap = want;
+		}
 	}
 	return true;
 }
@@ -947,28 +1193,35 @@ static bool client_input(int i)
 {
 	struct client *c = &ag.clients[i];
 	char sink[4096];
+	size_t want;
 	ssize_t r;
 
-	if (c->denied) {
+	if (c->state == CL_DENIED) {
 		/* Read and drop what it sent: closing with unread data would reset the
 		 * connection before it could read why it was refused. */
 		r = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
 		return r > 0 || (r < 0 && (errno == EINTR || errno == EAGAIN));
 	}
-	if (c->cap - c->len < 65536) {
-		size_t cap = c->cap ? c->cap * 2 : 65536;
-		unsigned char *tmp = realloc(c->buf, cap);
+	/* A full buffer: the client sent more than BUF_MIN (or its next frame) behind a
+	 * request that runs. Our client sends nothing but cancel frames meanwhile; holding
+	 * more would be memory without bound, and not reading it would keep us from seeing
+	 * it hang up. So it goes, as if it had hung up (its request is interrupted). */
+	want = buf_limit(c);
+	if (c->len >= want)
+		goto gone;
+	if (c->cap < want + 1) {
+		unsigned char *tmp = realloc(c->buf, want + 1);
 
 		if (!tmp)
 			return false;
 		c->buf = tmp;
-		c->cap = cap;
+		c->cap = want + 1;
 	}
-	/* One byte always stays free, so a frame's payload can be NUL-terminated in place. */
-	r = recv(c->fd, c->buf + c->len, c->cap - c->len - 1, MSG_DONTWAIT);
+	r = recv(c->fd, c->buf + c->len, want - c->len, MSG_DONTWAIT);
 	if (r < 0 && (errno == EINTR || errno == EAGAIN))
 		return true;
 	if (r <= 0) {
+gone:
 		if (is_inflight(i)) {
 			/* Gone while its request waits or runs: drop or interrupt it, and close
 			 * the socket once the worker is done with it. */
@@ -993,88 +1246,174 @@ static bool peer_allowed(int fd)
 	return cr.uid == 0 || cr.uid == geteuid() || cr.uid == getuid();
 }
 
-static void accept_client(int lfd, bool tcp)
+/* A new Unix connection: the owner gets an owner slot; anyone else is told no and closed
+ * (after a moment to read why, while a DENIED slot is free): never a slot the owner needs. */
+static void admit_unix(int fd)
 {
-	struct timeval tv = {10, 0};
-	int fd, one = 1, slot = -1, i;
+	double now = mono_time();
+	int slot;
 
-	for (i = 0; i < MAX_CLIENTS && slot < 0; i++)
-		if (!ag.clients[i].used)
-			slot = i;
-	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
-		return;
-	if (!tcp && !peer_allowed(fd)) {
+	if (!peer_allowed(fd)) {
+		/* New, empty and non-blocking: this short message never blocks the agent. */
 		send_text(
 			fd, FRAME_ERROR,
 			"permission denied: only the owner of process %d or root may use its agent",
 			(int)getpid());
 		shutdown(fd, SHUT_WR);
+		slot = count_clients(CL_DENIED) < DENIED_SLOTS ? free_slot() : -1;
 		if (slot < 0) {
 			close(fd);
 			return;
 		}
-		ag.clients[slot] = (struct client){
-			.used = true, .fd = fd, .denied = true, .deadline = mono_time() + 1.0};
+		ag.clients[slot] = (struct client){.state = CL_DENIED,
+						   .fd = fd,
+						   .since = now,
+						   .deadline = now + DENIED_LINGER_S};
 		return;
 	}
+	slot = count_clients(CL_OWNER) < OWNER_SLOTS ? free_slot() : -1;
 	if (slot < 0) {
-		send_text(fd, FRAME_ERROR, "too many clients");
+		send_text(fd, FRAME_ERROR, "too many clients: %d connections of the owner are open",
+			  OWNER_SLOTS);
 		close(fd);
 		return;
 	}
-	/* A client that stops reading must not block the agent for ever. */
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (tcp)
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	ag.clients[slot] = (struct client){.used = true, .fd = fd, .tcp = tcp};
+	set_trusted_io(fd);
+	ag.clients[slot] = (struct client){.state = CL_OWNER, .fd = fd, .since = now};
 }
 
-static int start_tcp(const char *spec, char *err, size_t errlen)
+/* A new TCP connection: a PREAUTH slot (the oldest one's holder is dropped when all are
+ * taken, except for an address that may not try now), AUTH_TIMEOUT_S to authenticate. */
+static void admit_tcp(int fd, const struct sockaddr_storage *ss)
+{
+	double now = mono_time();
+	unsigned char key[16];
+	int one = 1, slot, i, oldest = -1;
+
+	addr_key(ss, key);
+	if (count_clients(CL_PREAUTH) >= PREAUTH_SLOTS) {
+		if (auth_wait(key, now) > 0) {
+			close(fd);
+			return;
+		}
+		for (i = 0; i < MAX_CLIENTS; i++)
+			if (ag.clients[i].state == CL_PREAUTH &&
+			    (oldest < 0 || ag.clients[i].since < ag.clients[oldest].since))
+				oldest = i;
+		drop_client(oldest);
+	}
+	slot = free_slot();
+	if (slot < 0) {
+		close(fd);
+		return;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ag.clients[slot] = (struct client){
+		.state = CL_PREAUTH, .fd = fd, .since = now, .deadline = now + AUTH_TIMEOUT_S};
+	memcpy(ag.clients[slot].addr, key, 16);
+}
+
+/* Take the connections waiting on listening socket @lfd (up to ACCEPT_BATCH). */
+static void accept_clients(int lfd, bool tcp)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int fd, n;
+
+	for (n = 0; n < ACCEPT_BATCH; n++) {
+		sl = sizeof(ss);
+		fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+			continue;
+		if (fd < 0) {
+			/* The target is out of descriptors: the connection stays queued and poll
+			 * would report it at once; try again a little later. */
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM)
+				ag.accept_pause = mono_time() + 0.1;
+			return;
+		}
+		if (tcp)
+			admit_tcp(fd, &ss);
+		else
+			admit_unix(fd);
+	}
+}
+
+/* Is listening socket ag.tcp_fd bound to one of @res (port 0 there: any port)? */
+static bool same_listen(const struct addrinfo *res)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	const struct addrinfo *ai;
+
+	if (getsockname(ag.tcp_fd, (struct sockaddr *)&ss, &sl))
+		return false;
+	for (ai = res; ai; ai = ai->ai_next) {
+		if (ai->ai_family != ss.ss_family)
+			continue;
+		if (ss.ss_family == AF_INET) {
+			const struct sockaddr_in *a = (const void *)ai->ai_addr, *b = (void *)&ss;
+
+			if (a->sin_addr.s_addr == b->sin_addr.s_addr &&
+			    (!a->sin_port || a->sin_port == b->sin_port))
+				return true;
+		} else if (ss.ss_family == AF_INET6) {
+			const struct sockaddr_in6 *a = (const void *)ai->ai_addr, *b = (void *)&ss;
+
+			if (!memcmp(&a->sin6_addr, &b->sin6_addr, sizeof(a->sin6_addr)) &&
+			    (!a->sin6_port || a->sin6_port == b->sin6_port))
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Serve TCP on @spec (hostport.h: PORT, HOST:PORT, [IPV6]:PORT) with a new random token.
+ * Already serving: *@already is set if @spec names the same address (port 0: any), an error
+ * otherwise (one TCP address per process). Return 0, or -1 with the reason in @err.
+ */
+static int start_tcp(const char *spec, bool *already, char *err, size_t errlen)
 {
 	struct addrinfo hints = {0}, *res = NULL, *ai;
-	char host[128] = "127.0.0.1", port[16], *colon;
+	char host[256], port[8], why[200];
 	unsigned char rnd[16];
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
+	unsigned int pn;
 	int fd = -1, one = 1, rc, i;
 
-	if (ag.tcp_fd >= 0)
-		return 0; /* already serving: report the same address and token */
-	colon = strrchr(spec, ':');
-	if (colon) {
-		size_t hl = colon - spec;
-
-		if (hl >= sizeof(host)) {
-			snprintf(err, errlen, "bad address '%s'", spec);
-			return -1;
-		}
-		if (hl) {
-			memcpy(host, spec, hl);
-			host[hl] = '\0';
-		}
-		snprintf(port, sizeof(port), "%s", colon + 1);
-	} else {
-		snprintf(port, sizeof(port), "%s", spec);
+	if (hostport_parse(spec, false, true, host, sizeof(host), &pn, why, sizeof(why))) {
+		snprintf(err, errlen, "bad address: %s", why);
+		return -1;
 	}
-	if (host[0] == '[') { /* [::1]:port */
-		memmove(host, host + 1, strlen(host));
-		host[strcspn(host, "]")] = '\0';
-	}
+	snprintf(port, sizeof(port), "%u", pn);
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	rc = getaddrinfo(host, port, &hints, &res);
+	rc = getaddrinfo(host[0] ? host : HOSTPORT_DEFAULT_HOST, port, &hints, &res);
 	if (rc) {
 		snprintf(err, errlen, "bad address '%s': %s", spec, gai_strerror(rc));
 		return -1;
 	}
+	if (ag.tcp_fd >= 0) {
+		*already = same_listen(res);
+		freeaddrinfo(res);
+		if (*already)
+			return 0; /* report the same address and token */
+		snprintf(err, errlen,
+			 "the agent already serves TCP on %s, not %s: one address per process "
+			 "('probing inject -p PID --show-token' prints it with its token)",
+			 ag.tcp_addr, spec);
+		return -1;
+	}
 	for (ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			continue;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (!bind(fd, ai->ai_addr, ai->ai_addrlen) && !listen(fd, 8))
+		if (!bind(fd, ai->ai_addr, ai->ai_addrlen) && !listen(fd, LISTEN_BACKLOG))
 			break;
 		close_fd(&fd);
 	}
@@ -1088,6 +1427,7 @@ static int start_tcp(const char *spec, char *err, size_t errlen)
 		close(fd);
 		return -1;
 	}
+	memset(ag.token, 0, sizeof(ag.token));
 	for (i = 0; i < 16; i++)
 		snprintf(ag.token + 2 * i, 3, "%02x", rnd[i]);
 	getsockname(fd, (struct sockaddr *)&ss, &sl);
@@ -1110,20 +1450,47 @@ static int start_tcp(const char *spec, char *err, size_t errlen)
 
 /* ---- the agent thread ----------------------------------------------------------------- */
 
+/* 'probing run --listen': serve TCP from the start, on the address and with the token the
+ * constructor took out of the environment; a failure is said on the program's stderr, the
+ * only place its user will look. */
+static void start_env_tcp(void)
+{
+	char err[256], msg[400];
+	bool already = false;
+	ssize_t w;
+	int len;
+
+	if (!ag.env_listen[0])
+		return;
+	if (start_tcp(ag.env_listen, &already, err, sizeof(err))) {
+		len = snprintf(msg, sizeof(msg),
+			       "probing agent (process %d): not serving TCP: %s\n", (int)getpid(),
+			       err);
+		w = write(STDERR_FILENO, msg, len > 0 && len < (int)sizeof(msg) ? len : 0);
+		(void)w;
+	} else if (ag.env_token[0]) {
+		memset(ag.token, 0, sizeof(ag.token));
+		memcpy(ag.token, ag.env_token, strlen(ag.env_token));
+	}
+	explicit_bzero(ag.env_token, sizeof(ag.env_token));
+	ag.env_listen[0] = '\0';
+}
+
 static void *agent_main(void *arg)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct pollfd p[MAX_CLIENTS + 3];
-	const char *env_listen;
-	char err[256];
 	socklen_t sl;
 	int i, n;
 
 	pthread_setname_np(pthread_self(), "probing-agent");
+	ag.io_thread = pthread_self();
+	ag.io_thread_set = true;
 	ag.pid = getpid();
 	ag.since = wall_time();
-	/* Abstract socket: no file to clean up, gone with the process. */
-	ag.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Abstract socket: no file to clean up, gone with the process. Non-blocking: every
+	 * connection waiting is taken at each wake-up (accept_clients). */
+	ag.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (ag.listen_fd < 0)
 		goto out;
 	for (i = 0; i < 2; i++) {
@@ -1147,35 +1514,36 @@ static void *agent_main(void *arg)
 			goto out;
 	}
 	snprintf(ag.sockname, sizeof(ag.sockname), "@%s", sa.sun_path + 1);
-	if (listen(ag.listen_fd, 16))
+	if (listen(ag.listen_fd, LISTEN_BACKLOG))
 		goto out;
 	if (pipe2(ag.wake, O_CLOEXEC | O_NONBLOCK))
 		goto out;
-	/* 'probing run --listen': the address and token come through the environment. */
-	env_listen = getenv("PROBING_LISTEN");
-	if (env_listen && *env_listen && !start_tcp(env_listen, err, sizeof(err))) {
-		const char *tok = getenv("PROBING_TOKEN");
-
-		if (tok && strlen(tok) >= 16 && strlen(tok) < sizeof(ag.token))
-			snprintf(ag.token, sizeof(ag.token), "%s", tok);
-	}
+	start_env_tcp();
 
 	while (!ag.stop) {
 		int timeout = -1, slot_of[MAX_CLIENTS + 3];
-		double now = mono_time();
+		double now = mono_time(), next = 0;
+		bool accepting = ag.accept_pause <= now;
 
 		for (i = 0; i < MAX_CLIENTS; i++) {
 			struct client *c = &ag.clients[i];
+			bool timed = c->state == CL_DENIED || c->state == CL_PREAUTH;
 
-			if (!c->used)
+			if (c->state == CL_FREE)
 				continue;
-			/* Denied clients get a second to hang up, then are closed. */
-			if (c->denied && c->deadline <= now) {
+			if (timed && c->deadline <= now) {
+				/* Denied clients had their second to hang up; pre-auth ones their
+				 * time to authenticate (a failure, as a wrong token is). */
+				if (c->state == CL_PREAUTH) {
+					auth_failed(c->addr, now);
+					send_text(c->fd, FRAME_ERROR,
+						  "authentication timed out: send the token "
+						  "first");
+				}
 				drop_client(i);
-			} else if (c->denied) {
-				n = (int)((c->deadline - now) * 1000) + 1;
-				if (timeout < 0 || n < timeout)
-					timeout = n;
+			} else if (timed) {
+				if (!next || c->deadline < next)
+					next = c->deadline;
 			} else if (!is_inflight(i)) {
 				/* A request just ended: close a client that left, or run what it
 				 * sent meanwhile. */
@@ -1183,15 +1551,22 @@ static void *agent_main(void *arg)
 					drop_client(i);
 			}
 		}
+		if (!accepting && (!next || ag.accept_pause < next))
+			next = ag.accept_pause;
+		if (next)
+			timeout = (int)((next - now) * 1000) + 1;
 		n = 0;
 		p[n++] = (struct pollfd){ag.wake[0], POLLIN, 0};
-		p[n++] = (struct pollfd){ag.listen_fd, POLLIN, 0};
-		p[n++] = (struct pollfd){ag.tcp_fd, POLLIN, 0}; /* -1 is ignored by poll */
+		/* -1 is ignored by poll */
+		p[n++] = (struct pollfd){accepting ? ag.listen_fd : -1, POLLIN, 0};
+		p[n++] = (struct pollfd){accepting ? ag.tcp_fd : -1, POLLIN, 0};
 		for (i = 0; i < MAX_CLIENTS; i++) {
-			if (!ag.clients[i].used || ag.clients[i].hup)
+			struct client *c = &ag.clients[i];
+
+			if (c->state == CL_FREE || c->hup)
 				continue;
 			slot_of[n] = i;
-			p[n++] = (struct pollfd){ag.clients[i].fd, POLLIN, 0};
+			p[n++] = (struct pollfd){c->fd, POLLIN, 0};
 		}
 		if (poll(p, n, timeout) < 0) {
 			if (errno == EINTR)
@@ -1205,23 +1580,24 @@ static void *agent_main(void *arg)
 		}
 		if (ag.stop)
 			break;
+		/* The owner's way in first: it never waits behind anyone. */
+		if (p[1].revents & POLLIN)
+			accept_clients(ag.listen_fd, false);
 		for (i = 3; i < n; i++) {
-			if (!p[i].revents)
+			if (!p[i].revents || ag.clients[slot_of[i]].state == CL_FREE)
 				continue;
 			if (!client_input(slot_of[i]))
 				drop_client(slot_of[i]);
 			if (ag.stop)
 				break;
 		}
-		if (p[1].revents & POLLIN)
-			accept_client(ag.listen_fd, false);
 		if (ag.tcp_fd >= 0 && (p[2].revents & POLLIN))
-			accept_client(ag.tcp_fd, true);
+			accept_clients(ag.tcp_fd, true);
 	}
 out:
 	/* Leave the sockets of requests in flight to the worker (the process is exiting). */
 	for (i = 0; i < MAX_CLIENTS; i++)
-		if (ag.clients[i].used && !is_inflight(i))
+		if (ag.clients[i].state != CL_FREE && !is_inflight(i))
 			drop_client(i);
 	pthread_mutex_lock(&wk.lock);
 	pthread_cond_broadcast(&wk.work);
@@ -1288,7 +1664,7 @@ static void atfork_child(void)
 	pthread_cond_init(&wk.work, NULL);
 	pthread_cond_init(&wk.cancel, NULL);
 	for (i = 0; i < MAX_CLIENTS; i++) {
-		if (ag.clients[i].used)
+		if (ag.clients[i].state != CL_FREE)
 			close_fd(&ag.clients[i].fd);
 		memset(&ag.clients[i], 0, sizeof(ag.clients[i]));
 		ag.clients[i].fd = -1;
@@ -1300,12 +1676,45 @@ static void atfork_child(void)
 	ag.running = false;
 	ag.stop = false;
 	ag.tcp_addr[0] = '\0';
-	ag.token[0] = '\0';
+	memset(ag.token, 0, sizeof(ag.token));
+	memset(ag.env_token, 0, sizeof(ag.env_token));
+	ag.env_listen[0] = '\0';
+	memset(ag.fails, 0, sizeof(ag.fails));
+	ag.accept_pause = 0;
+	ag.io_thread_set = false;
 	wk.worker_started = wk.watchdog_started = false;
 	wk.head = wk.tail = NULL;
 	wk.running = 0;
 	wk.running_py = false;
 	wk.cancel_id = wk.delivered = 0;
+}
+
+/*
+ * 'probing run --listen' hands the agent its address and token in PROBING_LISTEN and
+ * PROBING_TOKEN. Take both out of the environment before the program runs: otherwise every
+ * child it starts (workers, subprocesses, whatever it hands its environment to) would carry
+ * the token, and os.environ would show it. The token's bytes are also wiped where they
+ * were, so /proc/PID/environ no longer holds it. Only called from the constructor of a
+ * preloaded library: the process is still single-threaded, before main().
+ */
+static void take_listen_env(void)
+{
+	char *v = getenv("PROBING_LISTEN");
+	size_t n;
+
+	/* Without PROBING_LISTEN a PROBING_TOKEN is not ours (a client's, for -t): left alone. */
+	if (!v || !*v)
+		return;
+	snprintf(ag.env_listen, sizeof(ag.env_listen), "%s", v);
+	v = getenv("PROBING_TOKEN");
+	if (v) {
+		n = strlen(v);
+		if (n >= 16 && n < sizeof(ag.env_token))
+			memcpy(ag.env_token, v, n);
+		explicit_bzero(v, n);
+	}
+	unsetenv("PROBING_LISTEN");
+	unsetenv("PROBING_TOKEN");
 }
 
 __attribute__((constructor)) static void agent_init(void)
@@ -1320,6 +1729,7 @@ __attribute__((constructor)) static void agent_init(void)
 			return;
 		if (!dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
 			return;
+		take_listen_env();
 	}
 	probing_agent_start();
 }

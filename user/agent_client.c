@@ -14,10 +14,12 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 
 #include "agent.h"
 #include "agent_client.h"
+#include "hostport.h"
 #include "jsonq.h"
 #include "log.h"
 #include "util.h"
@@ -82,6 +84,30 @@ static int connect_timeout(int fd, const struct sockaddr *sa, socklen_t sl, int 
 	}
 	fcntl(fd, F_SETFL, flags);
 	return 0;
+}
+
+/*
+ * Connect Unix socket @fd within @timeout_ms. A non-blocking connect() to a listener whose
+ * queue is full fails at once with EAGAIN (Unix sockets have no connection in progress), so
+ * the connect blocks instead, bounded by SO_SNDTIMEO: the kernel wakes it as soon as the
+ * agent takes a connection, and it never waits behind a flood of connections. -ETIMEDOUT
+ * when the queue stayed full.
+ */
+static int connect_unix(int fd, const struct sockaddr *sa, socklen_t sl, int timeout_ms)
+{
+	struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000}, none = {0, 0};
+	uint64_t end = now_mono_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	int err = 0;
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	while (connect(fd, sa, sl)) {
+		err = -errno;
+		if (err != -EINTR || now_mono_ns() >= end)
+			break;
+		err = 0;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+	return err == -EAGAIN || err == -EINTR ? -ETIMEDOUT : err;
 }
 
 static bool same_netns(pid_t pid)
@@ -180,7 +206,7 @@ static int connect_name(pid_t pid, const char *name, int timeout_ms)
 	}
 	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s", name);
 	sl = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sa.sun_path + 1);
-	err = connect_timeout(fd, (struct sockaddr *)&sa, sl, timeout_ms);
+	err = connect_unix(fd, (struct sockaddr *)&sa, sl, timeout_ms);
 	if (err)
 		goto cleanup;
 	/* The kernel tells who listens (its pid in our namespace): never talk to the agent of
@@ -235,20 +261,13 @@ int agent_client__connect_tcp(const char *hostport, const char *token, int timeo
 	struct addrinfo hints = {0}, *res = NULL, *ai;
 	struct agent_client *c = NULL;
 	struct agent_reply r = {0};
-	char host[256], *colon;
-	const char *port;
+	char host[256], port[8], why[200];
+	unsigned int pn;
 	int fd = -1, err = -EINVAL, one = 1;
 
-	colon = strrchr(hostport, ':');
-	if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof(host))
+	if (hostport_parse(hostport, true, false, host, sizeof(host), &pn, why, sizeof(why)))
 		return -EINVAL;
-	memcpy(host, hostport, colon - hostport);
-	host[colon - hostport] = '\0';
-	port = colon + 1;
-	if (host[0] == '[') {
-		memmove(host, host + 1, strlen(host));
-		host[strcspn(host, "]")] = '\0';
-	}
+	snprintf(port, sizeof(port), "%u", pn);
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_NUMERICSERV;
 	if (getaddrinfo(host, port, &hints, &res))
@@ -276,7 +295,9 @@ int agent_client__connect_tcp(const char *hostport, const char *token, int timeo
 	err = agent_client__request(c, "auth", token ? token : "", timeout_ms, timeout_ms, NULL,
 				    &r);
 	if (!err && r.type != FRAME_RESULT)
-		err = -EACCES;
+		err = r.data && !strncmp(r.data, AGENT_AUTH_THROTTLED, strlen(AGENT_AUTH_THROTTLED))
+			      ? -EAGAIN
+			      : -EACCES;
 	agent_reply__free(&r);
 	if (err) {
 		agent_client__free(c);

@@ -33,8 +33,10 @@ struct agent_reply {
 int agent_client__connect_pid(pid_t pid, int timeout_ms, struct agent_client **out);
 
 /*
- * Connect to an agent serving TCP at @hostport ("HOST:PORT", "[V6]:PORT") and authenticate
- * with @token. Return 0 and *@out, or -errno (-EACCES: the token was refused).
+ * Connect to an agent serving TCP at @hostport ("HOST:PORT", "[V6]:PORT", hostport.h) and
+ * authenticate with @token. Return 0 and *@out, or -errno: -EINVAL a bad address, -EACCES the
+ * token was refused, -EAGAIN too many failed authentications from this address lately (the
+ * token was not looked at: try again in a few seconds).
  */
 int agent_client__connect_tcp(const char *hostport, const char *token, int timeout_ms,
 			      struct agent_client **out);

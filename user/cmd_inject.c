@@ -9,6 +9,7 @@
 
 #include "agent.h"
 #include "cli.h"
+#include "hostport.h"
 #include "jsonq.h"
 #include "live.h"
 #include "log.h"
@@ -20,6 +21,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: probing inject -p PID [--listen ADDR] [--repl] "
 		"[--torch[=on|off|wait|status]]\n"
+		"       probing inject -p PID --show-token\n"
 		"\n"
 		"Load the probing agent into a running CPython 3.8-3.13 process and print its\n"
 		"status. Nothing is loaded twice: if the agent already runs, its status is "
@@ -34,11 +36,17 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -p, --pid PID        the process\n"
 		"  -t, --target PID     the same\n"
-		"      --listen ADDR    also serve TCP on ADDR: PORT or HOST:PORT (host 127.0.0.1\n"
-		"                       unless given; 0.0.0.0 for every interface). Clients need "
-		"the\n"
-		"                       printed token: PROBING_TOKEN=... probing -t HOST:PORT eval "
-		"...\n"
+		"      --listen ADDR    also serve TCP on ADDR: PORT, HOST:PORT or [IPV6]:PORT "
+		"(host\n"
+		"                       127.0.0.1 unless given; 0.0.0.0 for every interface; port\n"
+		"                       0 for any free one). Clients need the printed token:\n"
+		"                       PROBING_TOKEN=... probing -t HOST:PORT eval ...\n"
+		"                       One address per process: the same ADDR (or port 0)\n"
+		"                       again prints it, another one is refused.\n"
+		"                       A client must send the token within 2 s of connecting;\n"
+		"                       an address that sent 5 wrong ones waits (1 try per 2 s).\n"
+		"      --show-token     print the TCP address and token of the agent of PID (its\n"
+		"                       owner or root only, over the Unix socket); loads nothing\n"
 		"      --repl           then open an interactive prompt in the process\n"
 		"      --torch[=MODE]   PyTorch per-module timings (docs/torch.md), table\n"
 		"                       python.torch_trace:\n"
@@ -60,6 +68,7 @@ static void usage(FILE *f)
 		"  probing inject -p 1234\n"
 		"  probing inject -p 1234 --repl\n"
 		"  probing inject -p 1234 --listen 9400\n"
+		"  probing inject -p 1234 --show-token\n"
 		"  probing inject -p 1234 --torch\n"
 		"  probing query -p 1234 \"SELECT module, stage, AVG(duration) FROM "
 		"python.torch_trace\n"
@@ -223,16 +232,46 @@ static int parse_torch(const char *arg, enum torch_mode *m)
 	return 0;
 }
 
+/* Print the TCP address and token of the agent of @t (--show-token): never loads it. */
+static int show_token(const struct live_target *t)
+{
+	struct agent_client *c = NULL;
+	char *json = NULL, *addr = NULL, *tok = NULL;
+	int rc, err;
+
+	err = agent_client__connect_pid(t->pid, 2000, &c);
+	if (err == -ECONNREFUSED || err == -ENOENT) {
+		fprintf(stderr,
+			"probing inject: the agent is not loaded in process %d: it serves no TCP "
+			"port.\nStart one with 'probing inject -p %d --listen ADDR'.\n",
+			t->pid, t->pid);
+		return EXIT_FAIL;
+	}
+	if (err) {
+		fprintf(stderr, "probing inject: cannot connect to the agent of process %d: %s\n",
+			t->pid, strerror(-err));
+		return EXIT_FAIL;
+	}
+	rc = live__request("inject", t, c, "token", "", 3000, 3000, NULL, &json);
+	if (!rc) {
+		addr = jq_text(json, "$.listen");
+		tok = jq_text(json, "$.token");
+		printf("  %-8s %s  token %s\n", "tcp", addr ? addr : "?", tok ? tok : "?");
+	}
+	free(addr);
+	free(tok);
+	free(json);
+	agent_client__free(c);
+	return rc;
+}
+
 static int cmd_inject(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},
-		{"target", required_argument, NULL, 't'},
-		{"listen", required_argument, NULL, 'L'},
-		{"repl", no_argument, NULL, 'R'},
-		{"torch", optional_argument, NULL, 'T'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"pid", required_argument, NULL, 'p'},	  {"target", required_argument, NULL, 't'},
+		{"listen", required_argument, NULL, 'L'}, {"repl", no_argument, NULL, 'R'},
+		{"torch", optional_argument, NULL, 'T'},  {"show-token", no_argument, NULL, 'S'},
+		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
 	};
 	struct live_opts lo = LIVE_OPTS_INIT;
 	const char *listen = NULL;
@@ -243,7 +282,9 @@ static int cmd_inject(int argc, char **argv)
 	char desc[128], *json = NULL, *v;
 	double since = 0;
 	enum torch_mode torch = TORCH_NONE;
-	bool repl = false;
+	bool repl = false, token = false;
+	char host[256], why[300];
+	unsigned int port;
 	int ch, rc;
 
 	cli_getopt_reset();
@@ -254,6 +295,9 @@ static int cmd_inject(int argc, char **argv)
 			break;
 		case 'R':
 			repl = true;
+			break;
+		case 'S':
+			token = true;
 			break;
 		case 'T':
 			if (parse_torch(optarg, &torch))
@@ -277,8 +321,15 @@ static int cmd_inject(int argc, char **argv)
 		return rc;
 	if (!t.pid)
 		return cli_usage_error("inject", "inject needs a process id, not HOST:PORT");
-	if (listen && (!*listen || strlen(listen) > 200))
-		return cli_usage_error("inject", "bad --listen address '%s'", listen);
+	if (listen &&
+	    (strlen(listen) > 200 ||
+	     hostport_parse(listen, false, true, host, sizeof(host), &port, why, sizeof(why))))
+		return cli_usage_error("inject", "bad --listen address: %s",
+				       strlen(listen) > 200 ? "longer than 200 characters" : why);
+	if (token && (listen || repl || torch != TORCH_NONE))
+		return cli_usage_error("inject", "--show-token goes alone (with -p PID)");
+	if (token)
+		return show_token(&t);
 
 	if ((torch == TORCH_OFF || torch == TORCH_STATUS) && !listen && !repl &&
 	    agent_client__connect_pid(t.pid, 1000, &c)) {
@@ -337,11 +388,14 @@ static int cmd_inject(int argc, char **argv)
 			goto cleanup;
 	}
 	v = jq_text(json, listen ? "$.listen" : "$.tcp");
-	if (v) {
+	if (v && listen) {
 		char *tok = jq_text(json, "$.token");
 
-		printf("  %-8s %s%s%s\n", "tcp", v, tok ? "  token " : "", tok ? tok : "");
+		printf("  %-8s %s  token %s%s\n", "tcp", v, tok ? tok : "?",
+		       jq_bool(json, "$.already") ? "  (already served)" : "");
 		free(tok);
+	} else if (v) {
+		printf("  %-8s %s  (token: probing inject -p %d --show-token)\n", "tcp", v, t.pid);
 	}
 	free(v);
 	if (torch != TORCH_NONE) {

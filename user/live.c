@@ -10,6 +10,7 @@
 #include "agent.h"
 #include "cli.h"
 #include "elfsym.h"
+#include "hostport.h"
 #include "jsonq.h"
 #include "live.h"
 #include "log.h"
@@ -45,9 +46,14 @@ int live__target(const char *cmd, const char *pid_arg, const char *t_arg, struct
 		return EXIT_OK;
 	}
 	if (t_arg) {
+		char host[256], why[300];
+		unsigned int port;
+
 		if (!strchr(t_arg, ':') || strlen(t_arg) >= sizeof(t->hostport))
 			return cli_usage_error(cmd, "'%s' is neither a process id nor HOST:PORT",
 					       t_arg);
+		if (hostport_parse(t_arg, true, false, host, sizeof(host), &port, why, sizeof(why)))
+			return cli_usage_error(cmd, "bad -t target: %s", why);
 		snprintf(t->hostport, sizeof(t->hostport), "%s", t_arg);
 		t->token = getenv("PROBING_TOKEN");
 		return EXIT_OK;
@@ -292,8 +298,15 @@ int live__connect(const char *cmd, const struct live_target *t, bool inject,
 		if (err == -EACCES)
 			fprintf(stderr,
 				"probing %s: the agent at %s refused the token.\nSet "
-				"$PROBING_TOKEN "
-				"to the token 'probing inject --listen' printed.\n",
+				"$PROBING_TOKEN to the token 'probing inject --listen' printed "
+				"('probing inject -p PID --show-token' prints it again).\n",
+				cmd, t->hostport);
+		else if (err == -EAGAIN)
+			fprintf(stderr,
+				"probing %s: the agent at %s did not look at the token: too many "
+				"failed authentications came from this address lately.\nWait a "
+				"few seconds, and check $PROBING_TOKEN ('probing inject -p PID "
+				"--show-token' prints the right one).\n",
 				cmd, t->hostport);
 		else
 			fprintf(stderr, "probing %s: cannot connect to the agent at %s: %s\n", cmd,
