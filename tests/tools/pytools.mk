@@ -21,7 +21,7 @@ PYSTACKS_ASAN_SRCS := tests/tools/pystacks.c user/pyproc.c user/pythreads.c user
 	user/pyobj.c user/pylocals.c user/pyrepr.c user/pyrepr_unicode.c user/pymem.c \
 	user/pyelf.c user/pylines.c user/procmaps.c user/bmap.c user/util.c user/log.c \
 	user/escape.c \
-	pyoffsets/pyoffsets.c pyoffsets/tables.c
+	pyoffsets/pyoffsets.c pyoffsets/tables.c pyoffsets/opcodes.c
 
 $(PYSTACKS_ASAN): $(PYSTACKS_ASAN_SRCS) $(wildcard user/*.h pyoffsets/*.h bpf/*.h)
 	$(call msg,LINK,$@)
