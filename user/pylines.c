@@ -145,9 +145,10 @@ int pylines_line(unsigned int version, const uint8_t *tab, size_t len, int first
 int pylines_jump_target(unsigned int version, const uint8_t *code, size_t n, int lasti)
 {
 	const struct py_opcodes *ops = py_opcodes_for(version);
-	unsigned int op, arg, ext = 0;
+	unsigned int op;
+	uint64_t arg, ext = 0; /* the code is the target's: any prefix chain, no overflow */
 	size_t i = 0;
-	int target;
+	int64_t target;
 
 	if (!ops || !code || lasti < 0 || (size_t)lasti >= n)
 		return -1;
@@ -156,7 +157,7 @@ int pylines_jump_target(unsigned int version, const uint8_t *code, size_t n, int
 		op = code[2 * i];
 		if (ops->caches[op] == PY_OP_UNDECODABLE)
 			return -1;
-		ext = ops->extended_arg[op] ? (ext << 8) | code[2 * i + 1] : 0;
+		ext = ops->extended_arg[op] ? ((ext << 8) & 0xffffffff) | code[2 * i + 1] : 0;
 		i += 1 + ops->caches[op];
 	}
 	if (i != (size_t)lasti)
@@ -165,18 +166,18 @@ int pylines_jump_target(unsigned int version, const uint8_t *code, size_t n, int
 	arg = (ext << 8) | code[2 * i + 1];
 	switch (ops->jump[op]) {
 	case PY_JUMP_FORWARD:
-		target = lasti + 1 + ops->caches[op] + (int)arg;
+		target = (int64_t)lasti + 1 + ops->caches[op] + (int64_t)arg;
 		break;
 	case PY_JUMP_BACKWARD:
-		target = lasti + 1 + ops->caches[op] - (int)arg;
+		target = (int64_t)lasti + 1 + ops->caches[op] - (int64_t)arg;
 		break;
 	case PY_JUMP_ABSOLUTE:
-		target = (int)arg;
+		target = (int64_t)arg;
 		break;
 	default:
 		return -1;
 	}
-	return target >= 0 && (size_t)target < n ? target : -1;
+	return target >= 0 && (uint64_t)target < n ? (int)target : -1;
 }
 
 int pylines_jump_line(unsigned int version, const uint8_t *tab, size_t len, int firstlineno,

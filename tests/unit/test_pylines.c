@@ -319,6 +319,12 @@ TEST(cache_entry_is_not_an_extended_arg)
 
 	CHECK_EQ(pylines_jump_target(0x030b, ext, sizeof(ext) / 2, 1), 260);
 	CHECK_EQ(pylines_jump_target(0x030b, ext, 260, 1), -1); /* past the code */
+	/* Hostile code: a long EXTENDED_ARG chain neither overflows nor lands anywhere. */
+	static const uint8_t chain[] = {0x90, 0xff, 0x90, 0xff, 0x90, 0xff, 0x90,
+					0xff, 0x90, 0xff, 0x8c, 0xff, 0x6e, 0xff};
+
+	CHECK_EQ(pylines_jump_target(0x030b, chain, sizeof(chain) / 2, 5), -1);
+	CHECK_EQ(pylines_jump_target(0x030b, chain, sizeof(chain) / 2, 6), -1);
 }
 
 TEST_MAIN()
