@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 
 #include "elfsym.h"
+#include "escape.h"
 #include "inject.h"
 #include "log.h"
 #include "procmaps.h"
@@ -1144,6 +1145,7 @@ static int op_dlopen(struct session *s, void *ctx)
 {
 	struct dlopen_ctx *d = ctx;
 	uint64_t str, sp, handle = 0, msg = 0;
+	struct strbuf e = {0};
 	char text[512];
 	int err;
 
@@ -1163,8 +1165,10 @@ static int op_dlopen(struct session *s, void *ctx)
 	text[0] = '\0';
 	if (d->lf->dlerror && !remote_call(s, d->lf->dlerror, 0, 0, sp, &msg) && msg)
 		read_remote_string(s->pid, msg, text, sizeof(text));
+	/* The text is the target's memory: escaped (escape.h), it cannot forge a line. */
 	seterr(s->info, "dlopen(\"%s\") failed in process %d: %s", d->path, s->pid,
-	       text[0] ? text : "(no error text)");
+	       text[0] ? text_str(&e, text, 0) : "(no error text)");
+	sb_free(&e);
 	return -EIO;
 }
 

@@ -14,3 +14,11 @@ pyoffsets: $(PYOFFSETS_GEN)
 	$(Q)pyoffsets/gen-tables.sh $(PYOFFSETS_GEN) > pyoffsets/tables.c.tmp
 	$(Q)mv pyoffsets/tables.c.tmp pyoffsets/tables.c
 	$(Q)echo "  GEN      pyoffsets/tables.c"
+
+# `make pyopcodes`: regenerate pyoffsets/opcodes.c with the dis module of every
+# `pyenv prefix 3.X`, 3.10-3.13 (fails if one is missing, leaving opcodes.c as is).
+.PHONY: pyopcodes
+pyopcodes:
+	$(Q)pyoffsets/gen-opcodes.sh > pyoffsets/opcodes.c.tmp
+	$(Q)mv pyoffsets/opcodes.c.tmp pyoffsets/opcodes.c
+	$(Q)echo "  GEN      pyoffsets/opcodes.c"

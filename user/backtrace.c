@@ -9,6 +9,7 @@
 
 #include "backtrace.h"
 #include "dwproc.h"
+#include "escape.h"
 #include "inject.h"
 #include "jsonq.h"
 #include "log.h"
@@ -420,55 +421,86 @@ static const char *basename_of(const char *path)
 	return s ? s + 1 : path;
 }
 
-/* "        name = repr", a multi-line repr (a tensor, say) indented under its name. */
-static void print_vars(const struct bt_vars *vs, FILE *f)
+/* Print @text (escaped already), each line after the first indented by @indent. */
+static void print_lines(FILE *f, const char *text, const char *indent)
 {
-	const char *r, *nl;
+	const char *nl;
+
+	for (; (nl = strchr(text, '\n')); text = nl + 1)
+		fprintf(f, "%.*s\n%s", (int)(nl - text), text, indent);
+	fputs(text, f);
+}
+
+/*
+ * "        name = repr", a multi-line repr (a tensor, say) indented under its name. Names and
+ * reprs come from the target: escaped (escape.h), the repr's own line breaks kept.
+ */
+static void print_vars(const struct bt_vars *vs, FILE *f, struct strbuf *e)
+{
 	int i;
 
 	for (i = 0; i < vs->n; i++) {
-		fprintf(f, "        %s = ", vs->v[i].name);
-		for (r = vs->v[i].repr; (nl = strchr(r, '\n')); r = nl + 1)
-			fprintf(f, "%.*s\n          ", (int)(nl - r), r);
-		fprintf(f, "%s\n", r);
+		fprintf(f, "        %s = ", text_str(&e[0], vs->v[i].name, 0));
+		print_lines(f, text_str(&e[1], vs->v[i].repr, TEXT_LINES), "          ");
+		fputc('\n', f);
 	}
+}
+
+/* "    func (file:line)": the line "?" when the frame's line is not known. */
+static void print_python_frame(const struct frame *fr, FILE *f, struct strbuf *e)
+{
+	fprintf(f, "    %s (%s:", text_str(&e[0], fr->qualname ? fr->qualname : fr->func, 0),
+		text_str(&e[1], fr->file, 0));
+	if (fr->line > 0)
+		fprintf(f, "%d)\n", fr->line);
+	else
+		fputs("?)\n", f);
 }
 
 void backtrace__print(const struct bt_process *p, FILE *f)
 {
 	const struct bt_thread *t;
 	const struct frame *fr;
+	struct strbuf e[3] = {{0}};
 	int i, j;
 
-	fprintf(f, "Process %d: %s\n", p->pid, p->command ? p->command : "?");
+	/* Everything but the numbers comes from the target: escaped (escape.h). */
+	fprintf(f, "Process %d: %s\n", p->pid, text_str(&e[0], p->command, 0));
 	if (p->python[0])
-		fprintf(f, "Python %s (%s)\n", p->python, p->interpreter);
+		fprintf(f, "Python %s (%s)\n", text_str(&e[0], p->python, 0),
+			text_str(&e[1], p->interpreter, 0));
 	for (i = 0; i < p->nthreads; i++) {
 		t = &p->threads[i];
-		fprintf(f, "\nThread %d \"%s\" (%s)%s\n", t->tid, t->name, state_word(t->state),
+		fprintf(f, "\nThread %d \"%s\" (%s)%s\n", t->tid, text_str(&e[0], t->name, 0),
+			state_word(t->state),
 			t->nframes || t->error[0] ? "" : " (no Python frames)");
-		if (t->error[0])
-			fprintf(f, "    [native stack unavailable: %s]\n", t->error);
+		if (t->error[0]) {
+			fputs("    [native stack unavailable: ", f);
+			print_lines(f, text_str(&e[0], t->error, TEXT_LINES), "     ");
+			fputs("]\n", f);
+		}
 		for (j = 0; j < t->nframes; j++) {
 			fr = &t->frames[j];
 			if (fr->kind == FRAME_PYTHON) {
-				fprintf(f, "    %s (%s:%d)\n",
-					fr->qualname ? fr->qualname : fr->func,
-					fr->file ? fr->file : "?", fr->line);
+				print_python_frame(fr, f, e);
 				if (t->locals)
-					print_vars(&t->locals[j], f);
-			} else if (fr->file && fr->line)
-				fprintf(f, "    %s (%s:%d) [%s]\n", fr->func, basename_of(fr->file),
-					fr->line, basename_of(fr->module) ?: "?");
-			else if (fr->func[0] == '[') /* already named after its module */
-				fprintf(f, "    %s\n", fr->func);
-			else
-				fprintf(f, "    %s [%s]\n", fr->func,
-					fr->module ? basename_of(fr->module) : "?");
+					print_vars(&t->locals[j], f, e);
+			} else if (fr->file && fr->line) {
+				fprintf(f, "    %s (%s:%d) [%s]\n", text_str(&e[0], fr->func, 0),
+					text_str(&e[1], basename_of(fr->file), 0), fr->line,
+					text_str(&e[2], basename_of(fr->module), 0));
+			} else if (fr->func[0] == '[') { /* already named after its module */
+				fprintf(f, "    %s\n", text_str(&e[0], fr->func, 0));
+			} else {
+				fprintf(f, "    %s [%s]\n", text_str(&e[0], fr->func, 0),
+					text_str(&e[1], basename_of(fr->module), 0));
+			}
 		}
 		if (t->truncated)
 			fprintf(f, "    ... (more frames)\n");
 	}
+	for (i = 0; i < (int)ARRAY_SIZE(e); i++)
+		sb_free(&e[i]);
 }
 
 int backtrace__json_rows(pid_t pid, struct strbuf *rows)
@@ -494,9 +526,11 @@ int backtrace__json_rows(pid_t pid, struct strbuf *rows)
 			err = err ?: jq_quote(rows, fr->func);
 			err = err ?: sb_puts(rows, ",");
 			err = err ?: jq_quote(rows, fr->file);
+			/* An unknown line is NULL, as in the agent's rows and recordings. */
 			err = err
-				      ?: sb_printf(rows, ",%d,\"%s\"]", fr->line,
-						   frame_kind_name(fr->kind));
+				      ?: (fr->line > 0 ? sb_printf(rows, ",%d", fr->line)
+						       : sb_puts(rows, ",null"));
+			err = err ?: sb_printf(rows, ",\"%s\"]", frame_kind_name(fr->kind));
 		}
 	}
 	err = err ?: sb_puts(rows, "]");

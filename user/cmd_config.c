@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "escape.h"
 #include "jsonq.h"
 #include "live.h"
 #include "log.h"
@@ -32,16 +33,26 @@ static void usage(FILE *f)
 		"  probing config -p 1234 memory_top=50 output_limit=4194304\n");
 }
 
+/* The agent's answers come from inside the target: escaped (escape.h). */
 static int print_setting(char **v, int n, void *ctx)
 {
-	printf("%-22s %-12s %-12s %s\n", v[0] ? v[0] : "?", v[1] ? v[1] : "null",
-	       v[2] ? v[2] : "null", v[3] ? v[3] : "");
+	struct strbuf e[4] = {{0}};
+	int i;
+
+	printf("%-22s %-12s %-12s %s\n", text_str(&e[0], v[0], 0),
+	       v[1] ? text_str(&e[1], v[1], 0) : "null", v[2] ? text_str(&e[2], v[2], 0) : "null",
+	       v[3] ? text_str(&e[3], v[3], 0) : "");
+	for (i = 0; i < 4; i++)
+		sb_free(&e[i]);
 	return 0;
 }
 
 static int print_error(char **v, int n, void *ctx)
 {
-	fprintf(stderr, "probing config: %s\n", v[0] ? v[0] : "?");
+	struct strbuf e = {0};
+
+	fprintf(stderr, "probing config: %s\n", text_str(&e, v[0], 0));
+	sb_free(&e);
 	(*(int *)ctx)++;
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "escape.h"
 #include "flamegraph.h"
 #include "log.h"
 #include "outfile.h"
@@ -98,6 +99,7 @@ static void thousands(char *buf, size_t size, uint64_t v)
 static int subtitle(struct strbuf *sb, const struct profile *p, const struct profile_filter *flt,
 		    const char *input)
 {
+	struct strbuf tmp = {0};
 	const char *cmd, *thread;
 	char n[32];
 	int err;
@@ -106,18 +108,20 @@ static int subtitle(struct strbuf *sb, const struct profile *p, const struct pro
 	err = sb_printf(sb, "%s sample%s", n, p->total == 1 ? "" : "s");
 	if (!err && p->frequency > 0)
 		err = sb_printf(sb, " at %g Hz", p->frequency);
+	/* The command and thread names come from the recording: escaped (escape.h). */
 	if (!err && flt->pid) {
 		cmd = profile__command(p, flt->pid);
 		err = sb_printf(sb, " \xc2\xb7 pid %d%s%s%s", (int)flt->pid, cmd ? " (" : "",
-				cmd ? cmd : "", cmd ? ")" : "");
+				cmd ? text_str(&tmp, cmd, 0) : "", cmd ? ")" : "");
 	}
 	if (!err && flt->tid) {
 		thread = p->nsamples ? profile__thread_name(p, p->samples[0].pid, flt->tid) : NULL;
 		err = sb_printf(sb, " \xc2\xb7 tid %d%s%s%s", (int)flt->tid, thread ? " (" : "",
-				thread ? thread : "", thread ? ")" : "");
+				thread ? text_str(&tmp, thread, 0) : "", thread ? ")" : "");
 	}
 	if (!err)
 		err = sb_printf(sb, " \xc2\xb7 %s", input);
+	sb_free(&tmp);
 	return err;
 }
 

@@ -10,6 +10,7 @@
 #include "agent.h"
 #include "cli.h"
 #include "hostport.h"
+#include "escape.h"
 #include "jsonq.h"
 #include "live.h"
 #include "log.h"
@@ -102,6 +103,7 @@ static void print_torch_state(const char *json)
 {
 	long long every = 0, step = 0, rows = 0, dropped = 0, errors = 0;
 	char *mode = jq_text(json, "$.mode"), *err = jq_text(json, "$.last_error");
+	struct strbuf e = {0};
 
 	jq_int(json, "$.every", &every);
 	jq_int(json, "$.step", &step);
@@ -125,9 +127,11 @@ static void print_torch_state(const char *json)
 						    "optimizer step is seen");
 	printf("  %-10s %lld in python.torch_trace, %lld dropped\n", "rows", rows, dropped);
 	if (errors)
-		printf("  %-10s %lld, recording stopped: %s\n", "errors", errors, err ? err : "?");
+		printf("  %-10s %lld, recording stopped: %s\n", "errors", errors,
+		       text_str(&e, err, 0));
 	free(mode);
 	free(err);
+	sb_free(&e);
 }
 
 /*
@@ -140,6 +144,7 @@ static int torch_request(const struct live_target *t, struct agent_client *c, en
 			   : m == TORCH_STATUS ? "torch.status"
 					       : "torch.install";
 	char *json = NULL, *v = NULL, *reason = NULL, desc[128];
+	struct strbuf e = {0}; /* the agent's answers come from inside the target: escaped */
 	int rc;
 
 	/* Installing scans the process's objects once (gc): allow it time on a big process. */
@@ -159,7 +164,7 @@ static int torch_request(const struct live_target *t, struct agent_client *c, en
 				desc);
 		else
 			fprintf(stderr, "probing inject: %s: %s\n", desc,
-				(v = jq_text(json, "$.error")) ? v : reason);
+				text_str(&e, (v = jq_text(json, "$.error")) ? v : reason, 0));
 		rc = EXIT_FAIL;
 		goto cleanup;
 	}
@@ -183,12 +188,13 @@ static int torch_request(const struct live_target *t, struct agent_client *c, en
 	}
 	if (!jq_bool(json, "$.installed")) {
 		v = jq_text(json, "$.last_error");
-		printf("torch: no hooks installed%s%s\n", v ? "; " : "", v ? v : "");
+		printf("torch: no hooks installed%s%s\n", v ? "; " : "",
+		       v ? text_str(&e, v, 0) : "");
 		goto cleanup;
 	}
 	v = jq_text(json, "$.torch");
 	if (m == TORCH_STATUS || jq_bool(json, "$.already")) {
-		printf("torch: hooks installed (torch %s)\n", v ? v : "?");
+		printf("torch: hooks installed (torch %s)\n", text_str(&e, v, 0));
 	} else {
 		long long mods = 0, roots = 0;
 		char *h;
@@ -197,15 +203,15 @@ static int torch_request(const struct live_target *t, struct agent_client *c, en
 		jq_int(json, "$.roots", &roots);
 		printf("torch: hooks installed (torch %s; %lld modules in %lld module trees "
 		       "named)\n",
-		       v ? v : "?", mods, roots);
+		       text_str(&e, v, 0), mods, roots);
 		h = jq_text(json, "$.module_hooks");
-		printf("  %-10s %s\n", "forward", h ? h : "?");
+		printf("  %-10s %s\n", "forward", text_str(&e, h, 0));
 		free(h);
 		h = jq_text(json, "$.backward_hooks");
-		printf("  %-10s %s\n", "backward", h ? h : "?");
+		printf("  %-10s %s\n", "backward", text_str(&e, h, 0));
 		free(h);
 		h = jq_text(json, "$.optimizer_hooks");
-		printf("  %-10s %s\n", "optimizer", h ? h : "?");
+		printf("  %-10s %s\n", "optimizer", text_str(&e, h, 0));
 		free(h);
 	}
 	print_torch_state(json);
@@ -213,6 +219,7 @@ cleanup:
 	free(v);
 	free(reason);
 	free(json);
+	sb_free(&e);
 	return rc;
 }
 
@@ -279,6 +286,7 @@ static int cmd_inject(int argc, char **argv)
 	struct agent_client *c = NULL;
 	struct inject_info info;
 	enum live_agent_state st;
+	struct strbuf e = {0}, e2 = {0}; /* the agent's answers come from the target: escaped */
 	char desc[128], *json = NULL, *v;
 	double since = 0;
 	enum torch_mode torch = TORCH_NONE;
@@ -366,19 +374,19 @@ static int cmd_inject(int argc, char **argv)
 	v = jq_text(json, "$.python");
 	if (v) {
 		v[strcspn(v, " ")] = '\0';
-		printf("  %-8s %s\n", "python", v);
+		printf("  %-8s %s\n", "python", text_str(&e, v, 0));
 	} else {
 		printf("  %-8s %s\n", "python", "not initialized yet");
 	}
 	free(v);
 	v = jq_text(json, "$.socket");
-	printf("  %-8s %s\n", "socket", v ? v : "?");
+	printf("  %-8s %s\n", "socket", text_str(&e, v, 0));
 	free(v);
 	jq_double(json, "$.since", &since);
 	print_time("since", since);
 	v = jq_text(json, "$.error");
 	if (v)
-		printf("  %-8s %s\n", "error", v);
+		printf("  %-8s %s\n", "error", text_str(&e, v, 0));
 	free(v);
 	if (listen) {
 		free(json);
@@ -391,7 +399,8 @@ static int cmd_inject(int argc, char **argv)
 	if (v && listen) {
 		char *tok = jq_text(json, "$.token");
 
-		printf("  %-8s %s  token %s%s\n", "tcp", v, tok ? tok : "?",
+		printf("  %-8s %s  token %s%s\n", "tcp", text_str(&e, v, 0),
+		       tok ? text_str(&e2, tok, 0) : "?",
 		       jq_bool(json, "$.already") ? "  (already served)" : "");
 		free(tok);
 	} else if (v) {
@@ -411,6 +420,8 @@ static int cmd_inject(int argc, char **argv)
 cleanup:
 	free(json);
 	agent_client__free(c);
+	sb_free(&e);
+	sb_free(&e2);
 	return rc;
 }
 

@@ -10,6 +10,7 @@
 #include "agent.h"
 #include "agent_client.h"
 #include "cli.h"
+#include "escape.h"
 #include "jsonq.h"
 #include "log.h"
 #include "util.h"
@@ -193,6 +194,7 @@ static int cmd_list(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	struct strbuf e[3] = {{0}};
 	pid_t *pids = NULL;
 	bool header = true;
 	int ch, n = 0, i, shown = 0, err;
@@ -256,13 +258,17 @@ static int cmd_list(int argc, char **argv)
 			       "COMMAND");
 		else if (!header)
 			shown++;
-		printf("%-8d %-19s %-9s %-21s %s\n", pids[i], since, ver ? ver : "-",
-		       tcp ? tcp : "-", cmd);
+		/* The command line, and what the agent answered, come from the target. */
+		printf("%-8d %-19s %-9s %-21s %s\n", pids[i], since,
+		       ver ? text_str(&e[0], ver, 0) : "-", tcp ? text_str(&e[1], tcp, 0) : "-",
+		       text_str(&e[2], cmd, 0));
 		free(ver);
 		free(tcp);
 		free(cmd);
 	}
 	free(pids);
+	for (i = 0; i < (int)ARRAY_SIZE(e); i++)
+		sb_free(&e[i]);
 	if (!shown)
 		fprintf(stderr, "probing list: no process with a running agent "
 				"(load one with 'probing inject -p PID')\n");

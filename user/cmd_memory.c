@@ -7,6 +7,7 @@
 
 #include "agent_client.h"
 #include "cli.h"
+#include "escape.h"
 #include "jsonq.h"
 #include "live.h"
 #include "log.h"
@@ -136,26 +137,30 @@ static int smaps_regions(pid_t pid, struct region **out, int *nr)
 	return 0;
 }
 
+/* The agent's rows come from the target: every string is escaped (escape.h) in @ctx's bufs. */
 static int print_type(char **v, int n, void *ctx)
 {
+	struct strbuf *e = ctx;
 	char size[32];
 	bool builtin = !v[1] || !strcmp(v[1], "builtins");
 
 	human(size, sizeof(size), v[3] ? atof(v[3]) : 0);
-	printf("  %-12s %-10s %s%s%s%s\n", size, v[2] ? v[2] : "?", builtin ? "" : v[1],
-	       builtin ? "" : ".", v[0] ? v[0] : "?", "");
+	printf("  %-12s %-10s %s%s%s\n", size, text_str(&e[0], v[2], 0),
+	       builtin ? "" : text_str(&e[1], v[1], 0), builtin ? "" : ".",
+	       text_str(&e[2], v[0], 0));
 	return 0;
 }
 
 static int print_cuda(char **v, int n, void *ctx)
 {
+	struct strbuf *e = ctx;
 	char a[32], r[32], ma[32];
 
 	human(a, sizeof(a), v[2] ? atof(v[2]) : 0);
 	human(r, sizeof(r), v[3] ? atof(v[3]) : 0);
 	human(ma, sizeof(ma), v[4] ? atof(v[4]) : 0);
 	printf("  cuda:%-3s %-28s allocated %-10s reserved %-10s peak allocated %s\n",
-	       v[0] ? v[0] : "?", v[1] ? v[1] : "?", a, r, ma);
+	       text_str(&e[0], v[0], 0), text_str(&e[1], v[1], 0), a, r, ma);
 	return 0;
 }
 
@@ -165,9 +170,10 @@ static int python_part(const struct live_target *t, bool inject, int top, int gi
 	static const char *const cpaths[] = {"$.device", "$.name", "$.allocated", "$.reserved",
 					     "$.max_allocated"};
 	struct agent_client *c = NULL;
+	struct strbuf e[3] = {{0}};
 	char body[64], *json = NULL, *note, tot[32];
 	long long objs = 0, types = 0, size = 0;
-	int rc;
+	int rc, i;
 
 	if (!inject && agent_client__connect_pid(t->pid, 1000, &c)) {
 		printf("\nPython: the agent is not running in this process; 'probing memory -p %d "
@@ -197,16 +203,18 @@ static int python_part(const struct live_target *t, bool inject, int top, int gi
 	printf("\nPython objects: %lld in %lld types, %s (sys.getsizeof)%s\n", objs, types, tot,
 	       jq_bool(json, "$.truncated") ? ", counting stopped at memory_max_objects" : "");
 	printf("  %-12s %-10s %s\n", "SIZE", "COUNT", "TYPE");
-	jq_each(json, "$.objects", opaths, 4, print_type, NULL);
+	jq_each(json, "$.objects", opaths, 4, print_type, e);
 	note = jq_text(json, "$.cuda_note");
-	if (note)
-		printf("\nCUDA: %s\n", note);
-	else {
+	if (note) {
+		printf("\nCUDA: %s\n", text_str(&e[0], note, 0));
+	} else {
 		printf("\nCUDA (torch.cuda):\n");
-		jq_each(json, "$.cuda", cpaths, 5, print_cuda, NULL);
+		jq_each(json, "$.cuda", cpaths, 5, print_cuda, e);
 	}
 	free(note);
 	free(json);
+	for (i = 0; i < (int)ARRAY_SIZE(e); i++)
+		sb_free(&e[i]);
 	return EXIT_OK;
 }
 
@@ -221,6 +229,7 @@ static int cmd_memory(int argc, char **argv)
 	struct live_opts lo = LIVE_OPTS_INIT;
 	struct live_target t;
 	struct region *reg = NULL;
+	struct strbuf tmp = {0};
 	char fn[64], *status = NULL, *rollup = NULL, a[32], b[32], c[32], d[32];
 	bool inject = false, python = true;
 	int ch, rc, i, nreg = 0, top = 0;
@@ -278,7 +287,7 @@ static int cmd_memory(int argc, char **argv)
 
 		if (p)
 			sscanf(p + 5, " %63s", comm);
-		printf("Process %d (%s)\n", t.pid, comm);
+		printf("Process %d (%s)\n", t.pid, text_str(&tmp, comm, 0));
 	}
 	human(a, sizeof(a), kb_field(status, "VmRSS"));
 	human(b, sizeof(b), kb_field(status, "RssAnon"));
@@ -310,7 +319,9 @@ static int cmd_memory(int argc, char **argv)
 			human(b, sizeof(b), reg[i].pss);
 			human(c, sizeof(c), reg[i].swap);
 			human(d, sizeof(d), reg[i].size);
-			printf("  %-12s %-12s %-12s %-12s %s\n", a, b, c, d, reg[i].name);
+			/* File names are the target's choice: escaped (escape.h). */
+			printf("  %-12s %-12s %-12s %-12s %s\n", a, b, c, d,
+			       text_str(&tmp, reg[i].name, 0));
 		}
 	}
 	fflush(stdout);
@@ -322,6 +333,7 @@ cleanup:
 	free(reg);
 	free(status);
 	free(rollup);
+	sb_free(&tmp);
 	return rc;
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Escaping for XML, JSON and CSV; UTF-8 decoding and display width. */
+/* Escaping for text, XML, JSON and CSV; UTF-8 decoding and display width. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +81,75 @@ size_t utf8_width(const char *s, size_t n)
 		i += len;
 	}
 	return w;
+}
+
+/*
+ * Code points that are valid UTF-8 but must not reach a terminal as they are: C1 controls
+ * (U+009B is CSI to a terminal that decodes them), and invisible characters that move or
+ * reorder the text around them (bidirectional controls, line and paragraph separators).
+ */
+static bool cp_hidden(uint32_t c)
+{
+	return (c >= 0x80 && c <= 0x9f) || c == 0x61c || c == 0x200e || c == 0x200f ||
+	       (c >= 0x2028 && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+}
+
+int text_escape(struct strbuf *sb, const char *s, size_t n, unsigned int flags)
+{
+	bool lines = flags & TEXT_LINES;
+	size_t i = 0, run = 0;
+	const char *rep;
+	char esc[8];
+	uint32_t cp;
+	int len, err;
+
+	err = sb_reserve(sb, n);
+	while (!err && i < n) {
+		unsigned char c = s[i];
+
+		rep = NULL;
+		len = 1;
+		if (c == '\n')
+			rep = lines ? NULL : "\\n";
+		else if (c == '\t')
+			rep = lines ? NULL : "\\t";
+		else if (c == '\r')
+			rep = "\\r";
+		else if (c < 0x20 || c == 0x7f)
+			rep = esc;
+		else if (c >= 0x80) {
+			len = utf8_decode(s + i, n - i, &cp);
+			if (!len)
+				len = 1, rep = esc; /* invalid: the byte itself */
+			else if (cp_hidden(cp))
+				rep = esc;
+		}
+		if (rep == esc) {
+			if (len == 1)
+				snprintf(esc, sizeof(esc), "\\x%02x", c);
+			else
+				snprintf(esc, sizeof(esc), "\\u%04x", (unsigned int)cp);
+		}
+		if (!rep) {
+			i += len;
+			run += len;
+			continue;
+		}
+		err = sb_append(sb, s + i - run, run);
+		if (!err)
+			err = sb_puts(sb, rep);
+		run = 0;
+		i += len;
+	}
+	return err ? err : sb_append(sb, s + i - run, run);
+}
+
+const char *text_str(struct strbuf *sb, const char *s, unsigned int flags)
+{
+	sb_reset(sb);
+	if (!s || text_escape(sb, s, strlen(s), flags))
+		return "?";
+	return sb_str(sb);
 }
 
 int xml_escape(struct strbuf *sb, const char *s, size_t n)
@@ -171,6 +240,9 @@ int json_string(struct strbuf *sb, const char *s, size_t n)
 			if (!len) {
 				rep = "\\ufffd";
 				len = 1;
+			} else if (cp_hidden(cp)) {
+				snprintf(esc, sizeof(esc), "\\u%04x", (unsigned int)cp);
+				rep = esc;
 			}
 		}
 		if (!rep) {

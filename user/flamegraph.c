@@ -159,18 +159,36 @@ void fg__free(struct fg *g)
 	free(g);
 }
 
+/* @s escaped for display (text_escape), malloc'd; NULL on ENOMEM. */
+static char *display_dup(const char *s)
+{
+	struct strbuf sb = {0};
+
+	if (text_escape(&sb, s, strlen(s), 0)) {
+		sb_free(&sb);
+		return NULL;
+	}
+	return sb.buf;
+}
+
 int fg__symbol(struct fg *g, const char *name, enum frame_kind kind, const char *module,
 	       uint32_t *sym)
 {
 	struct sym *s, *tmp;
 	uint64_t *slot;
+	char *shown;
 	int inserted;
 
-	slot = bmap__upsert(g->symmap, name, strlen(name), g->nsyms, &inserted);
-	if (!slot)
+	/* Symbols are keyed, merged and drawn by the name as displayed. */
+	shown = display_dup(name);
+	if (!shown)
 		return -ENOMEM;
+	slot = bmap__upsert(g->symmap, shown, strlen(shown), g->nsyms, &inserted);
+	if (!slot)
+		goto enomem;
 	if (!inserted) {
 		*sym = *slot;
+		free(shown);
 		return 0;
 	}
 	if (g->nsyms == g->capsyms) {
@@ -178,28 +196,27 @@ int fg__symbol(struct fg *g, const char *name, enum frame_kind kind, const char 
 
 		tmp = realloc(g->syms, cap * sizeof(*tmp));
 		if (!tmp)
-			goto enomem;
+			goto enomem_slot;
 		g->syms = tmp;
 		g->capsyms = cap;
 	}
 	s = &g->syms[g->nsyms];
 	memset(s, 0, sizeof(*s));
 	s->kind = kind;
-	s->name = strdup(name);
-	s->module = module ? strdup(module) : NULL;
-	if (!s->name || (module && !s->module)) {
-		free(s->name);
-		free(s->module);
-		goto enomem;
-	}
+	s->module = module ? display_dup(module) : NULL;
+	if (module && !s->module)
+		goto enomem_slot;
+	s->name = shown;
 	sym_colour(s);
 	if ((unsigned)kind < ARRAY_SIZE(g->kinds))
 		g->kinds[kind] = true;
 	*sym = g->nsyms++;
 	return 0;
-enomem:
+enomem_slot:
 	/* Keep the map consistent with the array: the name was inserted, point it nowhere. */
 	*slot = NO_SYM;
+enomem:
+	free(shown);
 	return -ENOMEM;
 }
 

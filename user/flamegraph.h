@@ -34,8 +34,9 @@ void fg__free(struct fg *g);
 /*
  * Intern a frame name: @name is what the graph shows and merges by (framename.h), @kind
  * picks its palette, @module (may be NULL) is shown in its tooltip. The first @kind and
- * @module given for a name stay. Strings are copied. Return 0 and the symbol in *@sym, or
- * -ENOMEM.
+ * @module given for a name stay. Strings are copied, escaped for display (text_escape,
+ * escape.h): names merge as displayed, and nothing the graph or the folded lines show holds
+ * a control character or invalid UTF-8. Return 0 and the symbol in *@sym, or -ENOMEM.
  */
 int fg__symbol(struct fg *g, const char *name, enum frame_kind kind, const char *module,
 	       uint32_t *sym);

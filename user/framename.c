@@ -4,34 +4,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "framename.h"
+
+/* Append @s escaped for display. */
+static int put_text(struct strbuf *sb, const char *s)
+{
+	return text_escape(sb, s, strlen(s), 0);
+}
 
 int frame_name(struct strbuf *sb, const struct frame *f)
 {
 	const char *name = f->func ? f->func : "[unknown]";
+	int err;
 
 	if (f->kind != FRAME_PYTHON)
-		return sb_puts(sb, name);
+		return put_text(sb, name);
 	if (f->qualname && *f->qualname)
 		name = f->qualname;
-	if (!f->file)
-		return sb_puts(sb, name);
-	if (f->line > 0)
-		return sb_printf(sb, "%s (%s:%d)", name, f->file, f->line);
-	return sb_printf(sb, "%s (%s)", name, f->file);
+	err = put_text(sb, name);
+	if (err || !f->file)
+		return err;
+	err = sb_puts(sb, " (");
+	err = err ?: put_text(sb, f->file);
+	if (!err && f->line > 0)
+		err = sb_printf(sb, ":%d", f->line);
+	return err ?: sb_puts(sb, ")");
 }
 
-/* Make the bytes from @start on usable inside a folded line. */
+/*
+ * Make the (escaped: no line breaks) bytes from @start on usable inside a folded line: ';'
+ * separates frames there, so it becomes ':' as in perf's and flamegraph.pl's stackcollapse.
+ */
 static void folded_sanitize(struct strbuf *sb, size_t start)
 {
 	size_t i;
 
-	for (i = start; i < sb->len; i++) {
+	for (i = start; i < sb->len; i++)
 		if (sb->buf[i] == ';')
 			sb->buf[i] = ':';
-		else if (sb->buf[i] == '\n' || sb->buf[i] == '\r')
-			sb->buf[i] = ' ';
-	}
 }
 
 int folded_append(struct strbuf *sb, const char *name, enum frame_kind kind)
@@ -39,7 +50,7 @@ int folded_append(struct strbuf *sb, const char *name, enum frame_kind kind)
 	size_t start = sb->len;
 	int err;
 
-	err = sb_puts(sb, name);
+	err = put_text(sb, name);
 	if (err)
 		return err;
 	folded_sanitize(sb, start);

@@ -16,17 +16,22 @@
 #include "frame.h"
 #include "util.h"
 
-/* Append the display name of @f to @sb. Return 0 or -ENOMEM. */
+/*
+ * Append the display name of @f to @sb, its parts (names, file) escaped by text_escape
+ * (escape.h): a display name holds no control character and no invalid UTF-8, whatever
+ * the target or the recording held. Return 0 or -ENOMEM.
+ */
 int frame_name(struct strbuf *sb, const struct frame *f);
 
 /*
- * Append the name of @f as one element of a folded stack: the display name with ';' (the
- * frame separator) turned into ':' and line breaks into spaces, "_[k]" after kernel frames.
- * Return 0 or -ENOMEM.
+ * Append the name of @f as one element of a folded stack: the display name (line breaks
+ * escaped like every control character) with ';' (the frame separator) turned into ':',
+ * "_[k]" after kernel frames. Return 0 or -ENOMEM.
  */
 int frame_folded_name(struct strbuf *sb, const struct frame *f);
 
-/* The same for a frame already named: append display name @name of a @kind frame. */
+/* The same for a frame already named: append display name @name (escaped here too) of a @kind
+ * frame. */
 int folded_append(struct strbuf *sb, const char *name, enum frame_kind kind);
 
 /*

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sqlite3.h>
 
+#include "escape.h"
 #include "jsonq.h"
 #include "util.h"
 
@@ -161,16 +162,5 @@ cleanup:
 
 int jq_quote(struct strbuf *out, const char *s)
 {
-	const unsigned char *p = (const unsigned char *)(s ? s : "");
-	int err = sb_append(out, "\"", 1);
-
-	for (; !err && *p; p++) {
-		if (*p == '"' || *p == '\\')
-			err = sb_printf(out, "\\%c", *p);
-		else if (*p < 0x20)
-			err = sb_printf(out, "\\u%04x", *p);
-		else
-			err = sb_append(out, (const char *)p, 1);
-	}
-	return err ? err : sb_append(out, "\"", 1);
+	return json_string(out, s ? s : "", s ? strlen(s) : 0);
 }

@@ -30,7 +30,10 @@ bool jq_bool(const char *json, const char *path);
 int jq_each(const char *json, const char *array_path, const char *const *paths, int n,
 	    int (*fn)(char **vals, int n, void *ctx), void *ctx);
 
-/* Append @s to @out as a JSON string literal (quotes and escapes). 0 or -ENOMEM. */
+/*
+ * Append @s (NULL: "") to @out as a JSON string literal, escaped as json_string (escape.h)
+ * does. 0 or -ENOMEM.
+ */
 struct strbuf;
 int jq_quote(struct strbuf *out, const char *s);
 

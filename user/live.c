@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "elfsym.h"
 #include "hostport.h"
+#include "escape.h"
 #include "jsonq.h"
 #include "live.h"
 #include "log.h"
@@ -61,14 +62,18 @@ int live__target(const char *cmd, const char *pid_arg, const char *t_arg, struct
 	return cli_usage_error(cmd, "which process? Give -p PID");
 }
 
+/* The process's name, escaped (escape.h): the process chose it. */
 static void comm_of(pid_t pid, char *out, size_t len)
 {
+	struct strbuf e = {0};
 	char fn[64], *s;
 
 	snprintf(fn, sizeof(fn), "/proc/%d/comm", pid);
 	s = read_file(fn, 256, NULL);
-	snprintf(out, len, "%s", s ? s : "?");
-	out[strcspn(out, "\n")] = '\0';
+	if (s)
+		s[strcspn(s, "\n")] = '\0'; /* the kernel's line end */
+	snprintf(out, len, "%s", text_str(&e, s, 0));
+	sb_free(&e);
 	free(s);
 }
 
@@ -192,13 +197,18 @@ static int connect_wait(pid_t pid, int ms, struct agent_client **out)
 	}
 }
 
+/* The injector's messages are lines of ours with names of the target's in them: escaped. */
 static void print_inject_error(const char *cmd, pid_t pid, int err, const struct inject_info *info)
 {
+	struct strbuf e = {0};
+	const char *msg = text_str(&e, info->error, TEXT_LINES);
+
 	if (err == -ESRCH || err == -EPERM || err == -EBUSY || err == -EAGAIN)
-		fprintf(stderr, "probing %s: %s\n", cmd, info->error);
+		fprintf(stderr, "probing %s: %s\n", cmd, msg);
 	else
 		fprintf(stderr, "probing %s: cannot load the agent into process %d: %s\n", cmd, pid,
-			info->error[0] ? info->error : strerror(-err));
+			info->error[0] ? msg : strerror(-err));
+	sb_free(&e);
 }
 
 int live__ensure_agent(const char *cmd, pid_t pid, enum live_agent_state *state,
@@ -340,6 +350,7 @@ int live__request(const char *cmd, const struct live_target *t, struct agent_cli
 		  volatile sig_atomic_t *interrupt, char **json)
 {
 	struct agent_reply r = {0};
+	struct strbuf esc = {0};
 	char desc[128], *e;
 	int err;
 
@@ -380,18 +391,20 @@ int live__request(const char *cmd, const struct live_target *t, struct agent_cli
 		return EXIT_OK;
 	}
 	live__describe(t, desc, sizeof(desc));
+	/* What the agent says comes from inside the target: escaped (escape.h). */
 	if (r.type == FRAME_PYERROR) {
 		e = jq_text(r.data, "$.error");
 		fprintf(stderr, "probing %s: the agent in %s failed: %s\n", cmd, desc,
-			e ? e : r.data);
+			text_str(&esc, e ? e : r.data, 0));
 		free(e);
 		e = jq_text(r.data, "$.traceback");
 		if (e && log_verbosity > 0)
-			fputs(e, stderr);
+			fputs(text_str(&esc, e, TEXT_LINES), stderr);
 		free(e);
 	} else {
-		fprintf(stderr, "probing %s: %s: %s\n", cmd, desc, r.data);
+		fprintf(stderr, "probing %s: %s: %s\n", cmd, desc, text_str(&esc, r.data, 0));
 	}
+	sb_free(&esc);
 	agent_reply__free(&r);
 	return EXIT_FAIL;
 }

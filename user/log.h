@@ -14,7 +14,11 @@ enum log_level {
 /* Current verbosity; commands raise it for each -v. */
 extern int log_verbosity;
 
-/* Print "probing: <message>\n" on stderr if @level <= log_verbosity. */
+/*
+ * Print "probing: <message>\n" on stderr if @level <= log_verbosity. The message is one
+ * line: a trailing newline is dropped, and control characters (newlines too) and invalid
+ * UTF-8 in it are escaped (text_escape, escape.h), so names from a target are safe in it.
+ */
 void log_printf(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define pr_warn(...)  log_printf(LOG_WARN, __VA_ARGS__)

@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include "bmap.h"
+#include "escape.h"
 #include "pprof.h"
 #include "protobuf.h"
 
@@ -54,19 +55,30 @@ struct enc {
 	struct strbuf msg, sub, key; /* scratch */
 };
 
-/* The string table index of @s (interned; "" is index 0). */
+/*
+ * The string table index of @s (interned; "" is index 0). Every string is display text
+ * (names, files, thread names), stored as text_escape (escape.h) shows it: valid UTF-8, as
+ * profile.proto's string fields must be, and inert in pprof's text reports.
+ */
 static int str_id(struct enc *e, const char *s, uint64_t *id)
 {
+	struct strbuf shown = {0};
 	uint64_t *slot;
-	int inserted;
+	int inserted, err;
 
-	if (!s)
-		s = "";
-	slot = bmap__upsert(e->string_ids, s, strlen(s), bmap__size(e->string_ids), &inserted);
+	err = text_escape(&shown, s ? s : "", s ? strlen(s) : 0, 0);
+	if (err)
+		return err;
+	slot = bmap__upsert(e->string_ids, shown.buf, shown.len, bmap__size(e->string_ids),
+			    &inserted);
 	if (!slot)
-		return -ENOMEM;
-	*id = *slot;
-	return inserted ? pb_bytes(&e->strings, PROFILE_STRING_TABLE, s, strlen(s)) : 0;
+		err = -ENOMEM;
+	else
+		*id = *slot;
+	if (!err && inserted)
+		err = pb_bytes(&e->strings, PROFILE_STRING_TABLE, shown.buf, shown.len);
+	sb_free(&shown);
+	return err;
 }
 
 /* A ValueType{type, unit} field. */

@@ -13,6 +13,7 @@
 
 #define CHUNK_SIZE (64 * 1024)
 #define TABLE_MAX  (1 << 20) /* a line table larger than this is not believed */
+#define CODE_MAX   (1 << 20) /* nor bytecode larger than this */
 #define UNKNOWN	   "[unknown]"
 
 const char *pp_intern(struct pyproc *pp, const char *s, size_t len)
@@ -147,6 +148,53 @@ static struct pycode *get_code(struct pyproc *pp, uint64_t addr, uint32_t checks
 	return &pp->code_arr[*slot - 1];
 }
 
+/*
+ * The code units of the code object at @addr into @pc, read on first need (3.10+): 3.11+
+ * holds them inline (co_code_adaptive, Py_SIZE(code) units), 3.10 in the bytes co_code.
+ * Return 0 or -errno (also on later calls, without reading again).
+ */
+static int load_bytecode(struct pyproc *pp, uint64_t addr, struct pycode *pc)
+{
+	const struct py_offsets *o = &pp->off;
+	uint64_t bytes;
+	int64_t units;
+	size_t len;
+	int err;
+
+	if (pc->code_read)
+		return pc->code ? 0 : -ENOENT;
+	pc->code_read = true;
+	if (o->co_code_adaptive != PYO_NONE) {
+		err = pp_read(pp, addr + o->ob_size, &units, sizeof(units));
+		if (err)
+			return err;
+		if (units <= 0 || units > CODE_MAX / 2)
+			return -EINVAL;
+		pc->code = malloc(units * 2);
+		if (!pc->code)
+			return -ENOMEM;
+		err = pp_read(pp, addr + o->co_code_adaptive, pc->code, units * 2);
+		if (err) {
+			free(pc->code);
+			pc->code = NULL;
+			return err;
+		}
+		pc->ncode = units;
+		return 0;
+	}
+	if (o->co_code == PYO_NONE)
+		return -ENOENT;
+	err = pp_ptr(pp, addr + o->co_code, &bytes);
+	if (!err)
+		err = py_read_bytes(pp, bytes, CODE_MAX, &pc->code, &len);
+	if (err) {
+		pc->code = NULL;
+		return err;
+	}
+	pc->ncode = len / 2;
+	return 0;
+}
+
 int pyproc__resolve(struct pyproc *pp, const struct py_frame_rec *rec, struct frame *out)
 {
 	struct code_key key = {rec->code, rec->meta >> 1, rec->lasti};
@@ -175,7 +223,11 @@ int pyproc__resolve(struct pyproc *pp, const struct py_frame_rec *rec, struct fr
 	line = pc->table ? pylines_line(pp->version, pc->table, pc->table_len, pc->firstlineno,
 					rec->lasti)
 			 : 0;
-	out->line = line > 0 ? line : 0;
+	/* An instruction without a line: a jump resumes at its target's (pylines.h). */
+	if (line < 0 && pp->version >= 0x030a && !load_bytecode(pp, rec->code, pc))
+		line = pylines_jump_line(pp->version, pc->table, pc->table_len, pc->firstlineno,
+					 pc->code, pc->ncode, rec->lasti);
+	out->line = line > 0 ? line : 0; /* 0: unknown */
 	if (slot)
 		*slot = (uint64_t)out->line + 1;
 	return 0;

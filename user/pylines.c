@@ -8,6 +8,7 @@
 #include <limits.h>
 
 #include "pylines.h"
+#include "pyopcodes.h"
 
 int pylines_lnotab(const uint8_t *tab, size_t len, int firstlineno, int addr)
 {
@@ -139,4 +140,57 @@ int pylines_line(unsigned int version, const uint8_t *tab, size_t len, int first
 	if (version == 0x030a)
 		return pylines_linetable310(tab, len, firstlineno, addr);
 	return pylines_locations(tab, len, firstlineno, addr);
+}
+
+int pylines_jump_target(unsigned int version, const uint8_t *code, size_t n, int lasti)
+{
+	const struct py_opcodes *ops = py_opcodes_for(version);
+	unsigned int op;
+	uint64_t arg, ext = 0; /* the code is the target's: any prefix chain, no overflow */
+	size_t i = 0;
+	int64_t target;
+
+	if (!ops || !code || lasti < 0 || (size_t)lasti >= n)
+		return -1;
+	/* Walk instruction by instruction: the length of each is its opcode's. */
+	while (i < (size_t)lasti) {
+		op = code[2 * i];
+		if (ops->caches[op] == PY_OP_UNDECODABLE)
+			return -1;
+		ext = ops->extended_arg[op] ? ((ext << 8) & 0xffffffff) | code[2 * i + 1] : 0;
+		i += 1 + ops->caches[op];
+	}
+	if (i != (size_t)lasti)
+		return -1; /* inside an instruction's caches */
+	op = code[2 * i];
+	arg = (ext << 8) | code[2 * i + 1];
+	switch (ops->jump[op]) {
+	case PY_JUMP_FORWARD:
+		target = (int64_t)lasti + 1 + ops->caches[op] + (int64_t)arg;
+		break;
+	case PY_JUMP_BACKWARD:
+		target = (int64_t)lasti + 1 + ops->caches[op] - (int64_t)arg;
+		break;
+	case PY_JUMP_ABSOLUTE:
+		target = (int64_t)arg;
+		break;
+	default:
+		return -1;
+	}
+	return target >= 0 && (uint64_t)target < n ? (int)target : -1;
+}
+
+int pylines_jump_line(unsigned int version, const uint8_t *tab, size_t len, int firstlineno,
+		      const uint8_t *code, size_t n, int lasti)
+{
+	int hops, line = -1;
+
+	/* A jump lands on a jump without a line in rare shapes only: a few hops suffice. */
+	for (hops = 0; hops < 4 && line < 0; hops++) {
+		lasti = pylines_jump_target(version, code, n, lasti);
+		if (lasti < 0)
+			return -1;
+		line = pylines_line(version, tab, len, firstlineno, lasti);
+	}
+	return line;
 }

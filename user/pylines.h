@@ -31,4 +31,24 @@ int pylines_locations(const uint8_t *tab, size_t len, int firstlineno, int addr)
  */
 int pylines_line(unsigned int version, const uint8_t *tab, size_t len, int firstlineno, int lasti);
 
+/*
+ * Where the unconditional jump at instruction index @lasti goes, read from @code: the first
+ * @n code units (2 bytes each) of the code as the process holds it (co_code up to 3.10,
+ * co_code_adaptive since: quickened, maybe instrumented), 3.10+. The code is decoded from
+ * its start (pyopcodes.h), so an EXTENDED_ARG prefix is told from an inline cache entry.
+ * Return the target's instruction index, or -1: not an unconditional jump, past @n or
+ * inside an instruction, or code that cannot be decoded up to it (3.12+ line monitoring).
+ */
+int pylines_jump_target(unsigned int version, const uint8_t *code, size_t n, int lasti);
+
+/*
+ * The line a frame at instruction @lasti resumes at when pylines_line says the instruction
+ * has none: the loop back-edge (JUMP_ABSOLUTE in 3.10, JUMP_BACKWARD in 3.11) after an if
+ * statement has no line, and it is where a thread waits for the GIL. For an unconditional
+ * jump that is the line of its target (following a few jumps without lines). Return it, or
+ * -1 (not a jump: unknown). @code and @n as for pylines_jump_target.
+ */
+int pylines_jump_line(unsigned int version, const uint8_t *tab, size_t len, int firstlineno,
+		      const uint8_t *code, size_t n, int lasti);
+
 #endif

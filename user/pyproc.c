@@ -297,8 +297,10 @@ void pyproc__free(struct pyproc *pp)
 
 	if (!pp)
 		return;
-	for (i = 0; i < pp->ncode; i++)
+	for (i = 0; i < pp->ncode; i++) {
 		free(pp->code_arr[i].table);
+		free(pp->code_arr[i].code);
+	}
 	free(pp->code_arr);
 	while (pp->chunks) {
 		struct strchunk *next = pp->chunks->next;

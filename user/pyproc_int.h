@@ -20,7 +20,10 @@ struct pycode {
 	int firstlineno;
 	uint8_t *table; /* line table bytes (co_lnotab / co_linetable) */
 	size_t table_len;
-	int err; /* non-zero: the object could not be read (cached failure) */
+	uint8_t *code;	/* its code units, read when an instruction without a line needs them */
+	size_t ncode;	/* how many (2 bytes each) */
+	bool code_read; /* reading them was tried */
+	int err;	/* non-zero: the object could not be read (cached failure) */
 };
 
 /* A block of interned strings. */

@@ -13,6 +13,7 @@
 
 #include "agent.h"
 #include "cli.h"
+#include "escape.h"
 #include "jsonq.h"
 #include "log.h"
 #include "repl.h"
@@ -148,6 +149,7 @@ static int run_source(const char *cmd, const struct live_target *t, struct agent
 static int banner(const char *cmd, const struct live_target *t, struct agent_client *c)
 {
 	struct agent_reply r = {0};
+	struct strbuf e = {0};
 	char desc[128], *ver = NULL;
 
 	if (!agent_client__request(c, "hello", "", 2000, 2000, NULL, &r) && r.type == FRAME_RESULT)
@@ -159,8 +161,9 @@ static int banner(const char *cmd, const struct live_target *t, struct agent_cli
 		"Python %s in %s, through the probing agent.\n"
 		"Code runs in __main__ on the agent's thread. Ctrl-C cancels the input or "
 		"interrupts running code; Ctrl-D leaves (the process keeps running).\n",
-		ver ? ver : "?", live__describe(t, desc, sizeof(desc)));
+		text_str(&e, ver, 0), live__describe(t, desc, sizeof(desc)));
 	free(ver);
+	sb_free(&e);
 	return 0;
 }
 

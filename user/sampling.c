@@ -91,20 +91,20 @@ static int perf_event_open(struct perf_event_attr *attr, pid_t pid, int cpu)
 /* Explain a failure to load BPF in terms the user can act on. */
 static void explain_load_error(int err)
 {
-	if ((err == -EPERM || err == -EACCES) && geteuid() == 0)
+	if ((err == -EPERM || err == -EACCES) && geteuid() == 0) {
 		pr_warn("the kernel's BPF verifier rejected the sampler program (%s); this kernel "
 			"may be too old or configured without what it needs (run with -v to see "
 			"the "
 			"verifier's log)",
 			strerror(-err));
-	else if (err == -EPERM || err == -EACCES)
-		pr_warn("the kernel refused to load the BPF sampler: %s.\n"
-			"record needs root, or the capabilities CAP_BPF and CAP_PERFMON "
-			"(sudo probing record ...)",
-			strerror(-err));
-	else
+	} else if (err == -EPERM || err == -EACCES) {
+		pr_warn("the kernel refused to load the BPF sampler: %s.", strerror(-err));
+		pr_warn("record needs root, or the capabilities CAP_BPF and CAP_PERFMON "
+			"(sudo probing record ...)");
+	} else {
 		pr_warn("cannot load the BPF sampler: %s (run with -vv for the verifier's log)",
 			strerror(-err));
+	}
 }
 
 static int ring_cb(void *ctx, void *data, size_t len)
@@ -192,14 +192,15 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 			err = -errno;
 			if (err == -ENODEV) /* CPU went offline meanwhile */
 				continue;
-			if (err == -EACCES || err == -EPERM)
-				pr_warn("cannot open a perf event on CPU %d: %s.\n"
-					"record needs root, or the capability CAP_PERFMON "
-					"(see /proc/sys/kernel/perf_event_paranoid)",
-					i, strerror(-err));
-			else
+			if (err == -EACCES || err == -EPERM) {
+				pr_warn("cannot open a perf event on CPU %d: %s.", i,
+					strerror(-err));
+				pr_warn("record needs root, or the capability CAP_PERFMON "
+					"(see /proc/sys/kernel/perf_event_paranoid)");
+			} else {
 				pr_warn("cannot open a cpu-clock perf event on CPU %d: %s", i,
 					strerror(-err));
+			}
 			goto cleanup;
 		}
 		s->links[i] = bpf_program__attach_perf_event(s->skel->progs.on_sample, s->pfds[i]);

@@ -36,9 +36,11 @@ static int frames_json(const struct profile *p, struct strbuf *sb)
 		if (!err)
 			err = json_string(sb, name.buf, name.len);
 		if (!err && f->file) {
+			/* Display text like the name (escape.h), so the file shows as it does there. */
+			sb_reset(&name);
 			err = sb_puts(sb, ",\"file\":");
-			if (!err)
-				err = json_string(sb, f->file, strlen(f->file));
+			err = err ?: text_escape(&name, f->file, strlen(f->file), 0);
+			err = err ?: json_string(sb, name.buf, name.len);
 		}
 		if (!err && f->line > 0)
 			err = sb_printf(sb, ",\"line\":%d", f->line);
@@ -56,7 +58,7 @@ static int thread_json(const struct profile *p, size_t first, size_t end, struct
 		       FILE *f)
 {
 	const struct profile_sample *s0 = &p->samples[first];
-	const char *tname = profile__thread_name(p, s0->pid, s0->tid);
+	const char *tname = profile__thread_name(p, s0->pid, s0->tid) ?: "thread";
 	uint64_t total = 0;
 	size_t i;
 	uint32_t d;
@@ -68,8 +70,8 @@ static int thread_json(const struct profile *p, size_t first, size_t end, struct
 	if (!err) {
 		struct strbuf name = {0};
 
-		err = sb_printf(&name, "%s (pid %d, tid %d)", tname ? tname : "thread",
-				(int)s0->pid, (int)s0->tid);
+		err = text_escape(&name, tname, strlen(tname), 0);
+		err = err ?: sb_printf(&name, " (pid %d, tid %d)", (int)s0->pid, (int)s0->tid);
 		if (!err)
 			err = json_string(sb, name.buf, name.len);
 		sb_free(&name);

@@ -55,11 +55,14 @@ struct table {
 	bool *seen;    /* the column had a non-NULL value */
 };
 
-/* A value as the table shows it: control characters escaped so a row stays on one line. */
+/*
+ * A value as the table shows it: escaped by text_escape, so a row stays on one line and
+ * nothing in a value can drive the terminal.
+ */
 static int table_text(sqlite3_stmt *st, int i, struct strbuf *sb)
 {
 	const unsigned char *s;
-	int n, k, err = 0;
+	int n, err = 0;
 
 	switch (sqlite3_column_type(st, i)) {
 	case SQLITE_INTEGER:
@@ -75,19 +78,7 @@ static int table_text(sqlite3_stmt *st, int i, struct strbuf *sb)
 	default:
 		s = sqlite3_column_text(st, i);
 		n = sqlite3_column_bytes(st, i);
-		for (k = 0; !err && k < n; k++) {
-			if (s[k] == '\n')
-				err = sb_puts(sb, "\\n");
-			else if (s[k] == '\t')
-				err = sb_puts(sb, "\\t");
-			else if (s[k] == '\r')
-				err = sb_puts(sb, "\\r");
-			else if (s[k] < 0x20 || s[k] == 0x7f)
-				err = sb_printf(sb, "\\x%02x", s[k]);
-			else
-				err = sb_append(sb, (const char *)s + k, 1);
-		}
-		return err;
+		return text_escape(sb, (const char *)s, n, 0);
 	}
 }
 
@@ -126,16 +117,24 @@ static void put_row(FILE *out, const struct table *t, const struct cell *row)
 	putc('\n', out);
 }
 
+/* Column @c's name as the table header shows it (a view's column is named by its maker). */
+static const char *header_name(sqlite3_stmt *st, int c, struct strbuf *tmp)
+{
+	return text_str(tmp, sqlite3_column_name(st, c), 0);
+}
+
 static void put_header(FILE *out, const struct table *t, sqlite3_stmt *st)
 {
+	struct strbuf tmp = {0};
 	const char *name;
 	size_t i;
 	int c;
 
 	for (c = 0; c < t->ncols; c++) {
-		name = sqlite3_column_name(st, c);
+		name = header_name(st, c, &tmp);
 		put_cell(out, t, c, name, strlen(name), utf8_width(name, strlen(name)));
 	}
+	sb_free(&tmp);
 	putc('\n', out);
 	for (c = 0; c < t->ncols; c++) {
 		if (c)
@@ -220,7 +219,7 @@ static int print_table(sqlite3_stmt *st, const struct sqlout_options *o, FILE *o
 		goto cleanup;
 	}
 	for (c = 0; c < t.ncols; c++) {
-		const char *name = sqlite3_column_name(st, c);
+		const char *name = header_name(st, c, &tmp);
 
 		t.numeric[c] = true;
 		t.widths[c] = o->no_header ? 0 : utf8_width(name, strlen(name));

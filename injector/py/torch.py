@@ -49,6 +49,11 @@ import weakref
 
 import probing_agent as agent
 
+try:
+    import resource  # getrusage: the cheap way to the peak RSS (_Hooks.peak_rss)
+except ImportError:
+    resource = None
+
 _hooks = None  # the installed _Hooks, or None
 _waiter = None  # the sys.meta_path finder of install(wait), or None
 _wait_error = None  # why installing after the import failed
@@ -206,6 +211,8 @@ class _Hooks(object):
         self.last_error = None
         self.cuda = None
         self.statm = None
+        self.status = None
+        self.peak = None  # peak_rss's reader, chosen at the first read
         self.page = os.sysconf("SC_PAGE_SIZE")
         self.off = False
         self.load_settings()
@@ -246,8 +253,9 @@ class _Hooks(object):
 
     def mem(self):
         """(allocated, max_allocated, reserved): CUDA's caching allocator on the current
-        device when CUDA is in use, else (RSS of the process, None, None). (No peak RSS:
-        getrusage() costs more than the rest of a row.)"""
+        device when CUDA is in use, else (RSS of the process, peak RSS of the process, None).
+        (The kernel's RSS counters lag by up to 64 pages per thread, so two reads can
+        disagree by that much: a peak below the RSS read with it is that RSS.)"""
         c = self.cuda
         if c is not None or self.cuda_ready():
             c = self.cuda
@@ -255,7 +263,36 @@ class _Hooks(object):
         fd = self.statm
         if fd is None:
             fd = self.statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
-        return (int(os.pread(fd, 64, 0).split()[1]) * self.page, None, None)
+        rss = int(os.pread(fd, 64, 0).split()[1]) * self.page
+        return (rss, max(rss, self.peak_rss()), None)
+
+    def peak_rss(self):
+        """The peak RSS of this process since it started, in bytes: the kernel's high-water
+        mark (VmHWM in /proc/self/status), which a transient allocation freed before the row
+        is read still raised. Never reset (that would take writing /proc/self/clear_refs,
+        which changes what every other tool reads), so it only grows, like CUDA's
+        max_memory_allocated() when the program does not reset it.
+
+        getrusage()'s ru_maxrss is the same mark for a fifth of the cost of reading the
+        status file, except that it also covers what the process was before its exec (a
+        launcher that forked or vforked it, torchrun's agent say): it is used once seen to
+        be no higher than VmHWM, i.e. when the process itself holds the peak."""
+        peak = self.peak
+        if peak is None:
+            fd = self.status = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+
+            def vm_hwm():
+                s = os.pread(fd, 16384, 0)
+                i = s.index(b"VmHWM:") + 6
+                return int(s[i:s.index(b"kB", i)]) * 1024
+
+            peak = vm_hwm
+            if resource is not None:
+                getrusage, who = resource.getrusage, resource.RUSAGE_SELF
+                if getrusage(who).ru_maxrss * 1024 <= vm_hwm():
+                    peak = (lambda: getrusage(who).ru_maxrss * 1024)
+            self.peak = peak
+        return peak()
 
     def row(self, step, name, stage, dur, mem, t0, tid, depth):
         rows = _rows
@@ -756,12 +793,13 @@ class _Hooks(object):
         finally:
             self.remove_forward()
             self.remove_optimizer()
-            if self.statm is not None:
-                try:
-                    os.close(self.statm)
-                except OSError:
-                    pass
-                self.statm = None
+            for fd in (self.statm, self.status):
+                if fd is not None:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            self.statm = self.status = self.peak = None
 
 
 # ---- the table ---------------------------------------------------------------------------
@@ -774,8 +812,8 @@ _COLUMNS = [
     ("duration", "REAL", "seconds"),
     ("allocated", "INTEGER", "bytes at the end: CUDA memory_allocated() when CUDA is in use, "
      "else the process's RSS"),
-    ("max_allocated", "INTEGER", "CUDA max_memory_allocated() (peak since start or the "
-     "program's last reset), else peak RSS"),
+    ("max_allocated", "INTEGER", "bytes: CUDA max_memory_allocated() (peak since start or "
+     "the program's last reset), else the process's peak RSS since it started (VmHWM)"),
     ("ts", "REAL", "start, unix seconds"),
     ("rank", "INTEGER", "$RANK of the process (torchrun), NULL if unset"),
     ("reserved", "INTEGER", "CUDA memory_reserved(), NULL without CUDA"),

@@ -28,11 +28,12 @@ EPS = 2e-6  # s: times are stored as unix seconds in a double (about 0.24 us apa
 class Train:
     """A torch_train.py process driven through its pauses."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, launcher=()):
         self.out_path = harness.tmp("train-%d.out" % id(self))
         self.err_path = harness.tmp("train-%d.err" % id(self))
         self.times_path = harness.tmp("train-%d.times" % id(self))
-        self.proc = harness.spawn([PY, WORKLOAD, "--times", self.times_path, *map(str, args)],
+        self.proc = harness.spawn([*launcher, PY, WORKLOAD, "--times", self.times_path,
+                                   *map(str, args)],
                                   stdin=subprocess.PIPE, stdout=open(self.out_path, "w"),
                                   stderr=open(self.err_path, "w"))
         self.pid = self.proc.pid
@@ -195,6 +196,47 @@ def test_torch_trace_every_module_every_step():
         first = min(r["ts"] for r in rs)
         last = max(r["ts"] + r["duration"] for r in rs)
         assert last - first <= wall + 0.01 and abs(first - w0) < 0.05, (first, last, w0, wall)
+
+
+# Exec the training from a process that touched 1 GiB first: the kernel's getrusage()
+# ru_maxrss of the new image starts at that old peak, its VmHWM does not.
+BIG_LAUNCHER = (PY, "-c", "import os, sys\nb = bytearray(1 << 30)\n"
+                "b[::4096] = b'x' * (len(b) // 4096)\nos.execv(sys.argv[1], sys.argv[1:])")
+
+
+@harness.timeout(240)
+@harness.params([(), BIG_LAUNCHER], ["direct", "exec-from-1GiB"])
+def test_torch_peak_rss_without_cuda(launcher):
+    """Without CUDA, max_allocated is the process's peak RSS: the module "spike" fills a
+    256 MiB tensor and frees it before returning (from iteration 2 on), so its rows, and
+    every row after it, show a peak at least 256 MiB above the RSS; the rows before it none
+    (also when what the process was before its exec had a higher peak)."""
+    size = 256 << 20
+    t = Train("--steps", 4, "--pause-at", "1,4", "--spike", 256, "--spike-from", 2,
+              launcher=launcher)
+    t.wait_line("PAUSE 1")
+    inject(t.pid)
+    config(t.pid, "torch_every=1")
+    inject(t.pid, "--torch")
+    t.go("PAUSE 4")
+    got = rows(t.pid)
+    t.go()
+    t.result()
+    # Iteration 1 is step 1; the spike runs in steps 2 and 3.
+    assert sorted({r["step"] for r in got}) == [1, 2, 3], {r["step"] for r in got}
+    for r in got:
+        assert r["reserved"] is None, r
+        # The peak of a row is never below its RSS.
+        assert r["max_allocated"] is not None and r["max_allocated"] >= r["allocated"], r
+    spikes = [r for r in got if r["module"] == "spike" and r["stage"] == "forward"]
+    assert [r["step"] for r in spikes] == [1, 2, 3], spikes
+    before = [r for r in got if r["seq"] < spikes[1]["seq"]]
+    assert before and all(r["max_allocated"] < r["allocated"] + size // 2 for r in before), \
+        before
+    base = spikes[1]["allocated"]  # the tensor is freed again: RSS is back to about where it was
+    for r in got:
+        if r["seq"] >= spikes[1]["seq"]:
+            assert r["max_allocated"] >= base + size * 0.95, (base, r)
 
 
 @harness.timeout(240)

@@ -20,7 +20,8 @@ PYSTACKS_ASAN := $(BUILD)/tests/tools/pystacks-asan
 PYSTACKS_ASAN_SRCS := tests/tools/pystacks.c user/pyproc.c user/pythreads.c user/pycode.c \
 	user/pyobj.c user/pylocals.c user/pyrepr.c user/pyrepr_unicode.c user/pymem.c \
 	user/pyelf.c user/pylines.c user/procmaps.c user/bmap.c user/util.c user/log.c \
-	pyoffsets/pyoffsets.c pyoffsets/tables.c
+	user/escape.c \
+	pyoffsets/pyoffsets.c pyoffsets/tables.c pyoffsets/opcodes.c
 
 $(PYSTACKS_ASAN): $(PYSTACKS_ASAN_SRCS) $(wildcard user/*.h pyoffsets/*.h bpf/*.h)
 	$(call msg,LINK,$@)

@@ -1,8 +1,17 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests: XML / JSON / CSV escaping, number formatting, UTF-8 decoding and widths. */
+/* Unit tests: text / XML / JSON / CSV escaping, number formatting, UTF-8 decoding and widths. */
 #include "test.h"
 
 #include "escape.h"
+
+static const char *text(const char *s, size_t n, unsigned int flags)
+{
+	static struct strbuf sb;
+
+	sb_reset(&sb);
+	CHECK_EQ(text_escape(&sb, s, n, flags), 0);
+	return sb_str(&sb);
+}
 
 static const char *xml(const char *s, size_t n)
 {
@@ -42,6 +51,69 @@ static const char *dbl(double v)
 
 #define S(lit) lit, sizeof(lit) - 1
 
+TEST(text_keeps_printable_utf8)
+{
+	CHECK_STR(text(S("work (train.py:12)"), 0), "work (train.py:12)");
+	CHECK_STR(text(S("caf\xc3\xa9 \xe6\xbc\xa2 \xf0\x9f\x90\x8d a\\nb \"q\""), 0),
+		  "caf\xc3\xa9 \xe6\xbc\xa2 \xf0\x9f\x90\x8d a\\nb \"q\"");
+	CHECK_STR(text(S(""), 0), "");
+}
+
+TEST(text_escapes_control_characters)
+{
+	/* A newline would forge a line; ESC ] 0 ; ... BEL retitles a terminal. */
+	CHECK_STR(text(S("a\nThread 1 \"fake\""), 0), "a\\nThread 1 \"fake\"");
+	CHECK_STR(text(S("\x1b]0;pwned\x07x"), 0), "\\x1b]0;pwned\\x07x");
+	CHECK_STR(text(S("t\tr\rn\n\x7f"), 0), "t\\tr\\rn\\n\\x7f");
+	/* NUL inside the given length is a byte like any other. */
+	CHECK_STR(text(S("a\0b"), 0), "a\\x00b");
+	/* A block of lines keeps its newlines and tabs, nothing else. */
+	CHECK_STR(text(S("l1\n\tl2\r\x1b[2J"), TEXT_LINES), "l1\n\tl2\\r\\x1b[2J");
+}
+
+TEST(text_escapes_invalid_utf8_and_hidden_code_points)
+{
+	/* Each invalid byte as itself: a lone continuation, a truncated sequence, overlong. */
+	CHECK_STR(text(S("a\x80z\xe6\xbc"), 0), "a\\x80z\\xe6\\xbc");
+	CHECK_STR(text(S("\xc0\xaf\xff"), 0), "\\xc0\\xaf\\xff");
+	/* C1 CSI (U+009B), right-to-left override, line separator, isolates. */
+	CHECK_STR(text(S("\xc2\x9b"
+			 "2J"),
+		       0),
+		  "\\u009b2J");
+	CHECK_STR(text(S("ab\xe2\x80\xae"
+			 "dc"),
+		       0),
+		  "ab\\u202edc");
+	CHECK_STR(text(S("\xe2\x80\xa8\xe2\x81\xa6\xd8\x9c"), 0), "\\u2028\\u2066\\u061c");
+	/* Neighbours of those ranges stay. */
+	CHECK_STR(text(S("\xc2\xa0\xe2\x80\xaf"), 0), "\xc2\xa0\xe2\x80\xaf");
+}
+
+TEST(text_escape_is_idempotent_and_leaves_no_control)
+{
+	static struct strbuf once, twice;
+	unsigned char all[256 + 6];
+	size_t i, controls = 0;
+
+	for (i = 0; i < 256; i++)
+		all[i] = (unsigned char)i;
+	memcpy(all + 256, "\xc2\x85\xe2\x80\xae", 5);
+	all[261] = 'x';
+	CHECK_EQ(text_escape(&once, (const char *)all, sizeof(all), 0), 0);
+	for (i = 0; i < once.len; i++)
+		controls += (unsigned char)once.buf[i] < 0x20 || once.buf[i] == 0x7f;
+	CHECK_EQ(controls, 0);
+	/* Here every byte >= 0x80 was invalid or hidden: the result is ASCII. */
+	CHECK_EQ(utf8_width(once.buf, once.len), once.len);
+	CHECK_EQ(text_escape(&twice, once.buf, once.len, 0), 0);
+	CHECK_STR(twice.buf, once.buf);
+	CHECK_STR(text_str(&twice, NULL, 0), "?");
+	CHECK_STR(text_str(&twice, "a\nb", 0), "a\\nb");
+	sb_free(&once);
+	sb_free(&twice);
+}
+
 TEST(xml_escapes_markup)
 {
 	CHECK_STR(xml(S("std::vector<int>")), "std::vector&lt;int&gt;");
@@ -77,6 +149,9 @@ TEST(json_strings)
 	CHECK_STR(json(S("\x01\x1f")), "\"\\u0001\\u001f\"");
 	CHECK_STR(json(S("caf\xc3\xa9")), "\"caf\xc3\xa9\"");
 	CHECK_STR(json(S("bad\xff")), "\"bad\\ufffd\"");
+	/* C1 controls and text-moving invisibles as \u escapes: the same string, inert. */
+	CHECK_STR(json(S("\xc2\x9b\xe2\x80\xae\xe2\x80\xa8\x7f")),
+		  "\"\\u009b\\u202e\\u2028\\u007f\"");
 	CHECK_STR(json(NULL, 0), "null");
 	CHECK_STR(json(S("")), "\"\"");
 }

@@ -200,13 +200,17 @@ TEST(svg_escapes_names)
 	REQUIRE(g);
 	add(g, "std::vector<int>::push_back;<module> (a&b.py:1);it's \"x\"", 5);
 	add(g, "bad\xff;\xe6\xbc\xa2", 5);
+	add(g, "t\x1b[31mred\x07\nforged", 1);
 	REQUIRE(fg__svg(g, &o, &svg) == 0);
 	s = sb_str(&svg);
-	CHECK(strstr(s, "<title>std::vector&lt;int&gt;::push_back\n5 samples, 50.00%\n"
+	CHECK(strstr(s, "<title>std::vector&lt;int&gt;::push_back\n5 samples, 45.45%\n"
 			"/lib/libx.so</title>"));
 	CHECK(strstr(s, "&lt;module&gt; (a&amp;b.py:1)"));
 	CHECK(strstr(s, "it&#39;s &quot;x&quot;"));
-	CHECK(strstr(s, "bad\xef\xbf\xbd"));
+	/* Names as text_escape shows them: invalid UTF-8 and control characters visible. */
+	CHECK(strstr(s, "bad\\xff"));
+	CHECK(strstr(s, "<title>t\\x1b[31mred\\x07\\nforged\n"));
+	CHECK(!strchr(s, '\x1b') && !strchr(s, '\x07'));
 	CHECK(strstr(s, "<title>\xe6\xbc\xa2\n"));
 	CHECK(strstr(s, ">T &lt;&amp;&gt; &quot;q&quot;</text>"));
 	CHECK(strstr(s, ">caf\xc3\xa9</text>"));

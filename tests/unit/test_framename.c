@@ -56,8 +56,28 @@ TEST(native_and_kernel_names)
 TEST(folded_names_cannot_break_the_line)
 {
 	struct frame f = {.kind = FRAME_PYTHON, .func = "f", .file = "odd;name\n.py", .line = 1};
+	struct frame g = {.kind = FRAME_NATIVE, .func = "a;b\r\nc 1", .module = "/lib/x.so"};
 
-	CHECK_STR(folded(&f), "f (odd:name .py:1)");
+	CHECK_STR(folded(&f), "f (odd:name\\n.py:1)");
+	CHECK_STR(folded(&g), "a:b\\r\\nc 1");
+}
+
+TEST(names_are_escaped_for_display)
+{
+	/* Names read from a target: an OSC title sequence, a forged line, invalid UTF-8. */
+	struct frame f = {.kind = FRAME_PYTHON,
+			  .func = "f",
+			  .qualname = "C.\x1b]0;pwned\x07m",
+			  .file = "a\nThread 1 \"x\"\xff.py",
+			  .line = 3};
+	struct frame n = {.kind = FRAME_NATIVE,
+			  .func = "sym\xc2\x9b"
+				  "2J",
+			  .module = "/x"};
+
+	CHECK_STR(name(&f), "C.\\x1b]0;pwned\\x07m (a\\nThread 1 \"x\"\\xff.py:3)");
+	CHECK_STR(folded(&f), "C.\\x1b]0:pwned\\x07m (a\\nThread 1 \"x\"\\xff.py:3)");
+	CHECK_STR(name(&n), "sym\\u009b2J");
 }
 
 TEST(parse_python)

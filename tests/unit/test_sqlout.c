@@ -83,6 +83,21 @@ TEST(table_escapes_line_breaks_and_drops_header_on_request)
 		  " one\n-----\n(0 rows)\n");
 }
 
+TEST(table_escapes_terminal_controls_and_invalid_utf8)
+{
+	int ret = -1;
+
+	/* An OSC title sequence, C1 CSI, invalid UTF-8, and the same in a column name. */
+	CHECK_STR(run("SELECT char(27) || ']0;pwned' || char(7) || char(155) || '2J'"
+		      " || CAST(x'ff41' AS TEXT) AS \"n\x1b[1m\"",
+		      SQLOUT_TABLE, false, &ret),
+		  " n\\x1b[1m\n"
+		  "-------------------------------\n"
+		  " \\x1b]0;pwned\\x07\\u009b2J\\xffA\n"
+		  "(1 row)\n");
+	CHECK_EQ(ret, 0);
+}
+
 TEST(statements_run_in_order)
 {
 	int ret = -1;

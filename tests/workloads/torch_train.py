@@ -3,6 +3,7 @@ bench/bench_torch.py.
 
     torch_train.py [--steps N] [--pause-at I,J,...] [--late-import] [--no-optimizer]
                    [--times FILE] [--size tiny|bench] [--seconds S] [--seed S]
+                   [--spike MIB --spike-from I]
 
 Prints "READY PID", then trains. Before iteration I of --pause-at (I == N: after the last
 one) it prints "PAUSE I" and waits for a line on stdin, so a test can inject, configure or
@@ -11,7 +12,9 @@ parameter's bytes>" (bit-identical runs print the same line). --times writes, as
 iteration's [start (perf_counter), end, wall-clock start]. --late-import waits for a stdin
 line before importing torch. --seconds trains until that much time has passed (bench), and
 prints "STEP <start> <end> <cpu>" per iteration (perf_counter, and the main thread's CPU
-seconds, which other processes on a busy machine do not inflate).
+seconds, which other processes on a busy machine do not inflate). --spike adds a module
+"spike" at the start of the model whose forward, from iteration --spike-from on, fills a
+MIB MiB tensor and frees it before returning its input unchanged: a known transient peak.
 
 check_clean() (called through 'probing eval') lists every hook left in torch's registries,
 on the modules, and on the optimizer classes, compared with the state before training.
@@ -32,6 +35,8 @@ ap.add_argument("--times")
 ap.add_argument("--size", default="tiny", choices=("tiny", "bench"))
 ap.add_argument("--seconds", type=float, default=0)
 ap.add_argument("--seed", type=int, default=1234)
+ap.add_argument("--spike", type=int, default=0)
+ap.add_argument("--spike-from", type=int, default=0)
 args = ap.parse_args()
 pauses = {int(x) for x in args.pause_at.split(",") if x.strip()}
 
@@ -99,15 +104,32 @@ class Encoder(nn.Module):
         return x
 
 
+class Spike(nn.Module):
+    def __init__(self, mib):
+        super().__init__()
+        self.mib = mib
+        self.active = False
+
+    def forward(self, x):
+        if self.active:
+            t = torch.ones(self.mib << 18)  # float32: every page written, so resident
+            del t
+        return x
+
+
 class TinyTransformer(nn.Module):
     def __init__(self, vocab, d, n):
         super().__init__()
+        if args.spike:
+            self.spike = Spike(args.spike)
         self.embed = nn.Embedding(vocab, d)
         self.encoder = Encoder(d, n)
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab)
 
     def forward(self, tokens):
+        if args.spike:
+            tokens = self.spike(tokens)
         return self.head(self.norm(self.encoder(self.embed(tokens))))
 
 
@@ -215,6 +237,8 @@ if args.seconds:
 else:
     for i in range(args.steps):
         pause(i)
+        if args.spike:
+            model.spike.active = i >= args.spike_from
         t0, w0 = time.perf_counter(), time.time()
         loss = train_step()
         times.append([t0, time.perf_counter(), w0])
