@@ -189,7 +189,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (store__create(output, &c.st))
+	if (store__create(output, STORE_FORCE, &c.st))
 		return 1;
 	store__meta_int(c.st, "frequency", freq);
 	store__meta_int(c.st, "start", c.start);
@@ -205,16 +205,12 @@ int main(int argc, char **argv)
 	if (!err)
 		err = store__close(c.st);
 	else
-		store__close(c.st);
+		store__discard(c.st);
 	if (in != stdin)
 		fclose(in);
 	free(line);
 	free(c.ids);
-	if (err) {
-		unlink(output);
-		return 1;
-	}
-	return 0;
+	return err ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: folded2db -o OUT.db [-F HZ] [--seconds N] [--start T] [INPUT|-]\n");
 	return 2;
