@@ -468,6 +468,10 @@ static void report(sqlite3 *db, const char *sql, const char *stmt_start)
 	else if (sqlite3_errcode(db) == SQLITE_READONLY)
 		pr_warn("recordings are read-only for queries; to keep intermediate results use "
 			"TEMP tables or views (CREATE TEMP TABLE t AS SELECT ...)");
+	else if (sqlite3_errcode(db) == SQLITE_AUTH)
+		pr_warn("queries on a recording cannot reach other files: ATTACH and VACUUM INTO "
+			"are refused. Keep intermediate results in TEMP tables or views; to copy "
+			"a recording, copy the file");
 	sb_free(&tables);
 }
 

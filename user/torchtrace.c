@@ -221,7 +221,6 @@ cleanup:
 
 int torchtrace__alias(sqlite3 *db, const char *path)
 {
-	sqlite3_stmt *st = NULL;
 	char msg[256];
 	long long n = 0;
 	int err;
@@ -232,15 +231,11 @@ int torchtrace__alias(sqlite3 *db, const char *path)
 			 &n, msg, sizeof(msg));
 	if (err || !n)
 		return 0; /* nothing to alias; the caller's queries report any real trouble */
-	/* Attached databases inherit the connection's read-only flag (recording__open). */
-	if (sqlite3_prepare_v2(db, "ATTACH ?1 AS python", -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_DONE) {
+	/* Read-only like the connection (recording__open). */
+	err = recording__attach_self(db, "python");
+	if (err)
 		pr_warn("%s: cannot show torch_trace as python.torch_trace: %s", path,
 			sqlite3_errmsg(db));
-		err = -EIO;
-	}
-	sqlite3_finalize(st);
 	return err;
 }
 
