@@ -6,6 +6,7 @@ import os
 import re
 import sqlite3
 import sys
+import time
 
 import harness
 import recordings
@@ -238,6 +239,40 @@ def test_queries_cannot_create_or_change_files():
                 "SELECT value FROM meta WHERE key = 'late'")
     assert p.stdout.strip() == "1", p.stderr
     assert snapshot(d) == before
+
+
+def test_timeout_stops_sql_that_never_ends():
+    db = recordings.make_db()
+    con = sqlite3.connect(db)
+    con.execute("CREATE VIEW forever AS WITH RECURSIVE c(x) AS "
+                "(SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c")
+    con.commit()
+    con.close()
+    start = time.monotonic()
+    p = probing("query", "-i", db, "--timeout", "0.5", "SELECT count(*) FROM forever",
+                timeout=60)
+    assert p.returncode == 1 and "--timeout" in p.stderr and "0.5 s" in p.stderr, p.stderr
+    assert time.monotonic() - start < 30
+    # Rows printed before the limit stay printed (csv streams).
+    p = probing("query", "-i", db, "--timeout", "0.5", "-f", "csv", "--no-header",
+                "SELECT x FROM forever", timeout=60)
+    assert p.returncode == 1 and p.stdout.startswith("1\n2\n3\n"), p.stderr
+    # Without --timeout a recording's query has no limit; with it, quick SQL is unaffected.
+    p = probing("query", "-i", db, "--timeout", "5", "SELECT count(*) FROM samples")
+    assert p.returncode == 0, p.stderr
+
+
+def test_sql_may_start_with_a_comment():
+    db = recordings.make_db()
+    sql = "-- the busiest thread\nSELECT thread FROM samples GROUP BY thread ORDER BY " \
+          "SUM(count) DESC LIMIT 1"
+    for args in (["-i", db, sql], [sql, "-f", "csv", "-i", db], ["-i", db, "--", sql]):
+        p = probing("query", *args)
+        assert p.returncode == 0 and "MainThread" in p.stdout, (args, p.stderr)
+    p = probing("query", "-i", db, "-- one", "SELECT 2")
+    assert p.returncode == 2 and "one argument" in p.stderr
+    p = probing("query", "-i", db, "--bogus", "SELECT 2")
+    assert p.returncode == 2 and "unknown option '--bogus'" in p.stderr
 
 
 def test_missing_recording_points_to_partial():
