@@ -34,7 +34,9 @@ int agent_client__connect_pid(pid_t pid, int timeout_ms, struct agent_client **o
 
 /*
  * Connect to an agent serving TCP at @hostport ("HOST:PORT", "[V6]:PORT") and authenticate
- * with @token. Return 0 and *@out, or -errno (-EACCES: the token was refused).
+ * with @token. Return 0 and *@out, or -errno: -EACCES the token was refused, -ENXIO HOST
+ * does not resolve (no such name), -EAGAIN the name service did not answer, -ECONNREFUSED
+ * nothing listens there, -ETIMEDOUT no answer within @timeout_ms.
  */
 int agent_client__connect_tcp(const char *hostport, const char *token, int timeout_ms,
 			      struct agent_client **out);

@@ -280,3 +280,20 @@ def test_missing_recording_points_to_partial():
     os.rename(db, harness.tmp("app.db.partial"))
     p = probing("query", "-i", harness.tmp("app.db"), "SELECT 1")
     assert p.returncode == 1 and "app.db.partial" in p.stderr, p.stderr
+
+
+# ---- live targets: true messages ------------------------------------------------------------
+def test_live_query_messages():
+    t = harness.spawn(["sleep", "60"])
+    p = probing("query", "-p", t.pid, "SELECT * FROM python.backtrace")
+    assert p.returncode == 1 and "is not a Python process" in p.stderr, p.stderr
+    assert "No such file" not in p.stderr and "--native" not in p.stderr
+    p = probing("query", "-p", t.pid, "SELECT name FROM system.threads")
+    assert p.returncode == 0 and "sleep" in p.stdout
+    # .invalid never resolves (RFC 6761); without a name server the lookup fails as well.
+    p = probing("query", "-t", "host.invalid:4242", "SELECT 1")
+    assert p.returncode == 1 and "cannot find the host 'host.invalid'" in p.stderr, p.stderr
+    assert "route" not in p.stderr
+    for bad in ("localhost:http", "localhost:0", "localhost:70000", ":4242"):
+        p = probing("query", "-t", bad, "SELECT 1")
+        assert p.returncode == 2 and bad in p.stderr, (bad, p.stderr)
