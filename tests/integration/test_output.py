@@ -24,9 +24,10 @@ def special_files():
     os.mkdir(d)
     paths = {k: os.path.join(d, k) for k in
              ("chardev", "blockdev", "fifo", "socket", "directory", "link-to-chardev")}
-    # The numbers of /dev/full, and of a loop device that does not exist: never written.
+    # The numbers of /dev/full, and of a block device no driver has (major 241, for local
+    # use): never written, never opened.
     os.mknod(paths["chardev"], stat.S_IFCHR | 0o666, os.makedev(1, 7))
-    os.mknod(paths["blockdev"], stat.S_IFBLK | 0o600, os.makedev(7, 250))
+    os.mknod(paths["blockdev"], stat.S_IFBLK | 0o600, os.makedev(241, 0))
     os.mkfifo(paths["fifo"])
     s = socket.socket(socket.AF_UNIX)
     s.bind(paths["socket"])
