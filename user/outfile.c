@@ -77,16 +77,29 @@ static int check_existing(struct outpath *op, const struct stat *st, unsigned in
 }
 
 /*
- * May we follow the symbolic link @path (@lst)? Not when it sits in a sticky world-writable
- * directory and belongs to neither us nor the directory's owner (fs.protected_symlinks).
+ * May we follow the symbolic link @path (@lst)? Yes if it is ours or root's. Not if we are
+ * root and it belongs to another user, who could have pointed it at any file (root would
+ * then replace it). Not if it sits in a sticky world-writable directory and belongs to
+ * neither us nor the directory's owner (fs.protected_symlinks). Otherwise yes: it can lead
+ * us to nothing we could not write anyway.
  */
 static int check_link(const char *path, const struct stat *lst)
 {
 	struct stat dst;
-	char *copy = strdup(path);
+	char *copy;
 	const char *dir;
 	int err = 0;
 
+	if (lst->st_uid == geteuid() || lst->st_uid == 0)
+		return 0;
+	if (geteuid() == 0) {
+		pr_warn("not following the symbolic link %s: it belongs to user %u, who could have "
+			"pointed it at any file, and probing runs as root. Give the path of the "
+			"file itself",
+			path, (unsigned int)lst->st_uid);
+		return -EACCES;
+	}
+	copy = strdup(path);
 	if (!copy)
 		return -ENOMEM;
 	dir = dirname(copy);
@@ -94,7 +107,7 @@ static int check_link(const char *path, const struct stat *lst)
 		err = -errno;
 		pr_warn("cannot write %s: %s: %s", path, dir, strerror(errno));
 	} else if ((dst.st_mode & (S_ISVTX | S_IWOTH)) == (S_ISVTX | S_IWOTH) &&
-		   lst->st_uid != geteuid() && lst->st_uid != dst.st_uid) {
+		   lst->st_uid != dst.st_uid) {
 		pr_warn("not following the symbolic link %s: it is in the shared directory %s "
 			"(sticky, writable by everyone) and belongs to user %u, so anyone could "
 			"have pointed it at a file of yours. Give the path of the file itself",

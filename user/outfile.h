@@ -11,10 +11,11 @@
  *   - a read-only file (no write permission bit, or none for us) is refused, as cp(1) would,
  *     unless the command was given --force (OUTFILE_FORCE);
  *   - a symbolic link is followed to the file it names, which is then created or replaced
- *     under the rules above; the link stays. A link to nothing is refused, and so is a link
- *     in a sticky world-writable directory (/tmp) owned by neither us nor the directory's
- *     owner (the rule of the kernel's fs.protected_symlinks, applied whatever its setting):
- *     anyone could have pointed it at a file of ours;
+ *     under the rules above; the link stays. A link to nothing is refused, and so are links
+ *     someone else could have pointed at a file of ours: as root, any link that belongs to
+ *     another user than root; otherwise a link in a sticky world-writable directory (/tmp)
+ *     owned by neither us nor the directory's owner (the rule of the kernel's
+ *     fs.protected_symlinks, applied whatever its setting);
  *   - anything else (a directory, a device, a FIFO, a socket) is refused and left untouched,
  *     except that streams (OUTFILE_STREAM: character devices such as /dev/null or
  *     /dev/stdout, and FIFOs) are written in place, never replaced;

@@ -91,7 +91,7 @@ def test_record_replaces_a_file_only_once_complete():
     assert leftovers(out) == [], leftovers(out)
 
 
-def test_record_follows_links_it_can_trust():
+def test_links_are_followed_only_when_trusted():
     split = h.workload("split")
     real = h.tmp("real")
     os.mkdir(real)
@@ -111,17 +111,40 @@ def test_record_follows_links_it_can_trust():
     refused(h.probing("record", "-d", "0.3", "-o", dangling, "--", split, "1"),
             "does not exist")
     assert not os.path.exists(os.path.join(real, "none.db"))
-    # A link someone else planted in a sticky world-writable directory (like /tmp): refused.
+    # A link another user could have pointed anywhere: refused as root, in a directory of
+    # ours or in a sticky world-writable one (like /tmp).
     shared = h.tmp("shared")
     os.mkdir(shared)
     os.chmod(shared, 0o1777)
-    planted = os.path.join(shared, "x.db")
-    os.symlink(target, planted)
-    os.lchown(planted, NOBODY, NOBODY)
     before = identity(target)
-    refused(h.probing("record", "-d", "0.3", "-o", planted, "--", split, "1"),
-            "not following the symbolic link")
-    assert identity(target) == before and os.path.islink(planted)
+    for planted in (h.tmp("theirs.db"), os.path.join(shared, "x.db")):
+        os.symlink(target, planted)
+        os.lchown(planted, NOBODY, NOBODY)
+        refused(h.probing("record", "-d", "0.3", "-o", planted, "--", split, "1"),
+                "not following the symbolic link")
+        assert identity(target) == before and os.path.islink(planted)
+    # Not as root, in /tmp-like directories only: the kernel's protected_symlinks rule.
+    svg = os.path.join(shared, "out.svg")
+    with open(svg, "w") as f:
+        f.write("old")
+    os.chown(svg, NOBODY, NOBODY)
+    mine = os.path.join(shared, "mine.svg")
+    os.symlink(os.path.join(shared, "out.svg"), mine)
+    os.lchown(mine, NOBODY, NOBODY)
+    planted = os.path.join(shared, "planted.svg")
+    os.symlink(os.path.join(shared, "out.svg"), planted)
+    os.lchown(planted, 1, 1)  # daemon
+    db = recordings.make_db()
+    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", h.PROBING,
+                 "flamegraph", "-i", db, "-o"]
+    os.chmod(h.tmp(), 0o755)  # let nobody reach the test's files
+    os.chmod(db, 0o644)
+    p = h.run(as_nobody + [planted])
+    refused(p, "not following the symbolic link", "shared directory")
+    assert open(svg).read() == "old"
+    p = h.run(as_nobody + [mine])
+    assert p.returncode == 0, p.stderr
+    assert open(svg).read().startswith("<?xml") and os.stat(svg).st_uid == NOBODY
 
 
 def test_record_read_only_file_needs_force():
