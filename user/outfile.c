@@ -118,6 +118,25 @@ static int check_link(const char *path, const struct stat *lst)
 	return err;
 }
 
+/* The descriptor /dev/stdout, /dev/stderr, /dev/fd/N or /proc/self/fd/N names, or -1. */
+static int descriptor_name(const char *path)
+{
+	const char *num = NULL;
+	long v;
+
+	if (!strcmp(path, "/dev/stdout"))
+		return 1;
+	if (!strcmp(path, "/dev/stderr"))
+		return 2;
+	if (!strncmp(path, "/dev/fd/", 8))
+		num = path + 8;
+	else if (!strncmp(path, "/proc/self/fd/", 14))
+		num = path + 14;
+	if (!num || parse_long(num, 0, INT_MAX, &v))
+		return -1;
+	return v;
+}
+
 int outpath__check(const char *path, unsigned int flags, struct outpath *op)
 {
 	char target[PATH_MAX];
@@ -126,9 +145,29 @@ int outpath__check(const char *path, unsigned int flags, struct outpath *op)
 	int err;
 
 	memset(op, 0, sizeof(*op));
+	op->fd = -1;
 	op->name = strdup(path);
 	if (!op->name)
 		return -ENOMEM;
+	op->fd = descriptor_name(path);
+	if (op->fd >= 0) {
+		/* Already open: nothing to create or replace, and no real name to rename onto. */
+		if (!(flags & OUTFILE_STREAM)) {
+			pr_warn("not writing %s: it names an open file descriptor, not a file; "
+				"give "
+				"a file name",
+				path);
+			err = -EINVAL;
+			goto fail;
+		}
+		op->dest = strdup(path);
+		op->in_place = true;
+		if (!op->dest) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		return 0;
+	}
 	if (lstat(path, &st)) {
 		if (errno != ENOENT) {
 			err = -errno;
@@ -268,6 +307,21 @@ static int open_in_place(struct outfile *of)
 	struct stat st;
 	int fd;
 
+	if (of->op.fd >= 0) {
+		/* Our own descriptor, shared: offset and O_APPEND as the shell set them. */
+		fd = fcntl(of->op.fd, F_DUPFD_CLOEXEC, 3);
+		if (fd < 0) {
+			pr_warn("cannot write %s: descriptor %d is not open", of->op.name,
+				of->op.fd);
+			return -EBADF;
+		}
+		of->fp = fdopen(fd, "w");
+		if (!of->fp) {
+			close(fd);
+			return -ENOMEM;
+		}
+		return 0;
+	}
 	fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) || !(S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
 		int e = fd < 0 ? errno : EEXIST;

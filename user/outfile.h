@@ -17,9 +17,12 @@
  *     owned by neither us nor the directory's owner (the rule of the kernel's
  *     fs.protected_symlinks, applied whatever its setting);
  *   - anything else (a directory, a device, a FIFO, a socket) is refused and left untouched,
- *     except that streams (OUTFILE_STREAM: character devices such as /dev/null or
- *     /dev/stdout, and FIFOs) are written in place, never replaced;
- *   - "-" means stdout.
+ *     except that streams (OUTFILE_STREAM: character devices such as /dev/null, and FIFOs)
+ *     are written in place, never replaced;
+ *   - "-" means stdout; /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N name our
+ *     open descriptors (a shell's redirection, a process substitution): with
+ *     OUTFILE_STREAM they are written as they are, like "-" (appending where the shell
+ *     opened them for appending), else refused.
  * The rules are checked when the output is opened and again just before the rename.
  */
 #ifndef PROBING_OUTFILE_H
@@ -37,6 +40,7 @@ struct outpath {
 	char *name;    /* the path as the user gave it, for messages */
 	char *dest;    /* what is created or replaced: the path, or where its symbolic link leads */
 	bool in_place; /* dest is a stream written in place (OUTFILE_STREAM) */
+	int fd;	       /* with in_place: the descriptor @name names (/dev/stdout...), or -1 */
 };
 
 /*

@@ -60,6 +60,11 @@ def test_record_refuses_what_is_not_a_regular_file():
         refused(p, "directory" if kind == "directory" else "not a regular file")
         assert not os.path.exists(path + ".partial")
     assert {k: identity(p) for k, p in paths.items()} == before, "a special file was changed"
+    # A recording is a file: not a descriptor such as stdout (even redirected to a file).
+    out = h.tmp("redirected")
+    p = h.run(["sh", "-c", f"{h.PROBING} record -d 0.2 -o /dev/stdout -- /bin/true >{out}"])
+    refused(p, "open file descriptor")
+    assert os.path.getsize(out) == 0
 
 
 def test_record_replaces_a_file_only_once_complete():
@@ -200,6 +205,18 @@ def test_flamegraph_and_export_write_streams_in_place():
         assert p.returncode == 0, p.stderr
         assert b"at::matmul" in data
         assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+        # /dev/stdout is our stdout as the shell set it up: a pipe, a file opened to append.
+        p = subprocess.run([h.PROBING, *cmd, "-i", db, "-o", "/dev/stdout"],
+                           capture_output=True, timeout=60)
+        assert p.returncode == 0 and b"at::matmul" in p.stdout, p.stderr
+        log = h.tmp("log.txt")
+        with open(log, "w") as f:
+            f.write("first line\n")
+        p = h.run(["sh", "-c", f"{h.PROBING} {' '.join(cmd)} -i {db} -o /dev/stdout >>{log}"])
+        assert p.returncode == 0, p.stderr
+        text = open(log).read()
+        assert text.startswith("first line\n") and "at::matmul" in text
+        refused(h.probing(*cmd, "-i", db, "-o", "/dev/fd/9"), "descriptor 9 is not open")
 
 
 # ---- query --save ---------------------------------------------------------------------------
