@@ -263,15 +263,22 @@ int agent_client__connect_tcp(const char *hostport, const char *token, int timeo
 	struct agent_reply r = {0};
 	char host[256], port[8], why[200];
 	unsigned int pn;
-	int fd = -1, err = -EINVAL, one = 1;
+	int fd = -1, err = -EINVAL, one = 1, rc;
 
 	if (hostport_parse(hostport, true, false, host, sizeof(host), &pn, why, sizeof(why)))
 		return -EINVAL;
 	snprintf(port, sizeof(port), "%u", pn);
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_NUMERICSERV;
-	if (getaddrinfo(host, port, &hints, &res))
-		return -EHOSTUNREACH;
+	rc = getaddrinfo(host, port, &hints, &res);
+	if (rc == EAI_AGAIN)
+		return -EHOSTDOWN; /* the name service did not answer */
+	if (rc == EAI_MEMORY)
+		return -ENOMEM;
+	if (rc == EAI_SYSTEM)
+		return errno ? -errno : -EIO;
+	if (rc)
+		return -ENXIO; /* no such host (or no address of a usable family) */
 	for (ai = res; ai; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
 		if (fd < 0)

@@ -36,7 +36,9 @@ int agent_client__connect_pid(pid_t pid, int timeout_ms, struct agent_client **o
  * Connect to an agent serving TCP at @hostport ("HOST:PORT", "[V6]:PORT", hostport.h) and
  * authenticate with @token. Return 0 and *@out, or -errno: -EINVAL a bad address, -EACCES the
  * token was refused, -EAGAIN too many failed authentications from this address lately (the
- * token was not looked at: try again in a few seconds).
+ * token was not looked at: try again in a few seconds), -ENXIO HOST does not resolve (no such
+ * name), -EHOSTDOWN the name service did not answer, -ECONNREFUSED nothing listens there,
+ * -ETIMEDOUT no answer within @timeout_ms.
  */
 int agent_client__connect_tcp(const char *hostport, const char *token, int timeout_ms,
 			      struct agent_client **out);

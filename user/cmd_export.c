@@ -27,8 +27,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: probing export [-i FILE] --format pprof|folded|speedscope -o OUT\n"
-		"                      [--pid N] [--tid N]\n"
-		"       probing export (-p PID | -i FILE) --format chrome -o OUT\n"
+		"                      [--pid N] [--tid N] [--force]\n"
+		"       probing export (-p PID | -i FILE) --format chrome -o OUT [--force]\n"
 		"\n"
 		"Write a recording in a format other tools read:\n"
 		"  pprof       gzipped profile.proto, for 'go tool pprof', Pyroscope, Parca: "
@@ -54,8 +54,11 @@ static void usage(FILE *f)
 		"                        is the sample filter below)\n"
 		"  -t, --target T        the same for a PID, or HOST:PORT of an agent serving TCP\n"
 		"  -f, --format FORMAT   pprof, folded, speedscope or chrome\n"
-		"  -o, --output FILE     where to write; '-' = stdout. The file is replaced only\n"
-		"                        once complete\n"
+		"  -o, --output FILE     where to write; '-' = stdout. An existing file is\n"
+		"                        replaced only once the new one is complete, keeping its\n"
+		"                        permissions; a symbolic link is followed; devices and\n"
+		"                        FIFOs are written in place, directories refused\n"
+		"      --force           replace FILE even if it is read-only\n"
 		"      --pid N           only the samples of process N\n"
 		"      --tid N           only the samples of thread N\n"
 		"  -h, --help            show this help\n"
@@ -80,13 +83,19 @@ enum format {
 enum {
 	OPT_PID = 256,
 	OPT_TID,
+	OPT_FORCE,
 };
 
 static const struct option options[] = {
-	{"input", required_argument, NULL, 'i'},   {"target", required_argument, NULL, 't'},
-	{"format", required_argument, NULL, 'f'},  {"output", required_argument, NULL, 'o'},
-	{"pid", required_argument, NULL, OPT_PID}, {"tid", required_argument, NULL, OPT_TID},
-	{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
+	{"input", required_argument, NULL, 'i'},
+	{"target", required_argument, NULL, 't'},
+	{"format", required_argument, NULL, 'f'},
+	{"output", required_argument, NULL, 'o'},
+	{"pid", required_argument, NULL, OPT_PID},
+	{"tid", required_argument, NULL, OPT_TID},
+	{"force", no_argument, NULL, OPT_FORCE},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
 };
 
 static int write_pprof(const struct profile *p, const char *input, FILE *f)
@@ -129,7 +138,7 @@ static int write_folded(const struct profile *p, FILE *f)
  * table of the recording @input, to @output. Return an exit status.
  */
 static int export_chrome(const char *input, const char *pid_arg, const char *t_arg,
-			 const char *output)
+			 const char *output, unsigned int out_flags)
 {
 	struct live_target t = {0};
 	struct outfile *of = NULL;
@@ -143,12 +152,17 @@ static int export_chrome(const char *input, const char *pid_arg, const char *t_a
 		rc = live__target("export", pid_arg, t_arg, &t);
 		if (rc)
 			return rc;
+	}
+	/* The output first: a file that may not be written is refused before any work. */
+	if (outfile__open(output, out_flags, &of))
+		return EXIT_FAIL;
+	if (pid_arg || t_arg) {
 		if (livedb__open_target(&t, LIVE_GIL_TIMEOUT_MS, &db))
-			return EXIT_FAIL;
+			goto cleanup;
 		live__describe(&t, desc, sizeof(desc));
 	} else {
 		if (recording__open(input, &db))
-			return EXIT_FAIL;
+			goto cleanup;
 		table = "torch_trace";
 		snprintf(desc, sizeof(desc), "%s", input);
 		if (sqlite3_table_column_metadata(db, "main", "torch_trace", NULL, NULL, NULL, NULL,
@@ -159,8 +173,6 @@ static int export_chrome(const char *input, const char *pid_arg, const char *t_a
 			goto cleanup;
 		}
 	}
-	if (outfile__open(output, &of))
-		goto cleanup;
 	err = torchtrace__chrome(db, table, outfile__fp(of), &n);
 	if (err) {
 		if (err == -ENOENT)
@@ -174,14 +186,16 @@ static int export_chrome(const char *input, const char *pid_arg, const char *t_a
 		else if (pid_arg || t_arg)
 			pr_warn("(are the PyTorch hooks installed? 'probing inject -p PID "
 				"--torch')");
-		outfile__abort(of);
 		goto cleanup;
 	}
-	if (outfile__commit(of))
+	err = outfile__commit(of);
+	of = NULL;
+	if (err)
 		goto cleanup;
 	pr_info("%lld events from %s written to %s", n, desc, output);
 	ret = EXIT_OK;
 cleanup:
+	outfile__abort(of);
 	if (pid_arg || t_arg)
 		sqlite3_close(db);
 	else
@@ -195,6 +209,7 @@ int cmd_export(int argc, char **argv)
 	bool input_given = false;
 	struct profile_filter flt = {0};
 	enum format fmt = FMT_NONE;
+	unsigned int out_flags = OUTFILE_FORCE_HINT;
 	struct outfile *of = NULL;
 	struct profile *prof = NULL;
 	sqlite3 *db = NULL;
@@ -239,6 +254,9 @@ int cmd_export(int argc, char **argv)
 			if (cli_parse_id("export", "--tid", optarg, &flt.tid))
 				return EXIT_USAGE;
 			break;
+		case OPT_FORCE:
+			out_flags |= OUTFILE_FORCE;
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -264,11 +282,14 @@ int cmd_export(int argc, char **argv)
 		return cli_usage_error("export", "--pid/--tid filter samples: filter the timeline "
 						 "with SQL (query --save) instead");
 	if (fmt == FMT_CHROME)
-		return export_chrome(input, pid_arg, t_arg, output);
+		return export_chrome(input, pid_arg, t_arg, output, out_flags);
 	if (fmt == FMT_PPROF && !strcmp(output, "-") && stdout_is_tty())
 		return cli_usage_error("export", "pprof is binary: write it to a file (-o FILE), "
 						 "or redirect stdout");
 
+	/* The output first: a file that may not be written is refused before any work. */
+	if (outfile__open(output, out_flags, &of))
+		goto cleanup;
 	if (recording__open(input, &db))
 		goto cleanup;
 	if (fmt == FMT_SPEEDSCOPE)
@@ -283,8 +304,6 @@ int cmd_export(int argc, char **argv)
 		profile__explain_empty(db, input, &flt);
 		goto cleanup;
 	}
-	if (outfile__open(output, &of))
-		goto cleanup;
 	switch (fmt) {
 	case FMT_PPROF:
 		err = write_pprof(prof, input, outfile__fp(of));
@@ -299,13 +318,15 @@ int cmd_export(int argc, char **argv)
 	if (err) {
 		pr_warn("cannot write %s: %s", output,
 			err == -ENOMEM ? "out of memory" : strerror(errno ? errno : EIO));
-		outfile__abort(of);
 		goto cleanup;
 	}
-	if (outfile__commit(of))
+	err = outfile__commit(of);
+	of = NULL;
+	if (err)
 		goto cleanup;
 	ret = EXIT_OK;
 cleanup:
+	outfile__abort(of);
 	profile__free(prof);
 	recording__close(db);
 	return ret;

@@ -20,6 +20,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: probing flamegraph [-i FILE] [-o OUT.svg] [--folded] [--pid N] [--tid N]\n"
 		"                          [--title T] [--width PX] [--min-width PX] [--inverted]\n"
+		"                          [--force]\n"
 		"\n"
 		"Draw the samples of a recording as a flame graph: an interactive SVG to open in "
 		"a\n"
@@ -34,8 +35,11 @@ static void usage(FILE *f)
 		"\n"
 		"Options:\n"
 		"  -i, --input FILE    the recording to read (default: probing.db)\n"
-		"  -o, --output FILE   write to FILE instead of stdout; it is replaced only once\n"
-		"                      complete ('-' = stdout)\n"
+		"  -o, --output FILE   write to FILE instead of stdout ('-'); an existing file is\n"
+		"                      replaced only once the new one is complete, keeping its\n"
+		"                      permissions; a symbolic link is followed; devices and\n"
+		"                      FIFOs are written in place, directories refused\n"
+		"      --force         replace FILE even if it is read-only\n"
 		"      --folded        print folded stacks instead of an SVG: one line per "
 		"distinct\n"
 		"                      stack, \"root;...;leaf COUNT\", sorted (for flamegraph.pl,\n"
@@ -64,6 +68,7 @@ enum {
 	OPT_WIDTH,
 	OPT_MIN_WIDTH,
 	OPT_INVERTED,
+	OPT_FORCE,
 };
 
 static const struct option options[] = {
@@ -76,6 +81,7 @@ static const struct option options[] = {
 	{"width", required_argument, NULL, OPT_WIDTH},
 	{"min-width", required_argument, NULL, OPT_MIN_WIDTH},
 	{"inverted", no_argument, NULL, OPT_INVERTED},
+	{"force", no_argument, NULL, OPT_FORCE},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -135,6 +141,7 @@ int cmd_flamegraph(int argc, char **argv)
 	struct profile *prof = NULL;
 	struct fg *g = NULL;
 	sqlite3 *db = NULL;
+	unsigned int out_flags = OUTFILE_FORCE_HINT;
 	bool folded = false;
 	int c, ret = EXIT_FAIL, err;
 	long v;
@@ -184,6 +191,9 @@ int cmd_flamegraph(int argc, char **argv)
 		case OPT_INVERTED:
 			fo.inverted = true;
 			break;
+		case OPT_FORCE:
+			out_flags |= OUTFILE_FORCE;
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -194,6 +204,9 @@ int cmd_flamegraph(int argc, char **argv)
 	if (optind < argc)
 		return cli_usage_error("flamegraph", "unexpected argument '%s'", argv[optind]);
 
+	/* The output first: a file that may not be written is refused before any work. */
+	if (outfile__open(output, out_flags, &of))
+		goto cleanup;
 	if (recording__open(input, &db))
 		goto cleanup;
 	err = profile__load(db, &flt, &prof);
@@ -222,14 +235,13 @@ int cmd_flamegraph(int argc, char **argv)
 	}
 	if (err)
 		goto nomem;
-	if (outfile__open(output, &of))
-		goto cleanup;
 	if (text.len && fwrite(text.buf, 1, text.len, outfile__fp(of)) != text.len) {
 		pr_warn("cannot write %s: %s", output, strerror(errno));
-		outfile__abort(of);
 		goto cleanup;
 	}
-	if (outfile__commit(of))
+	err = outfile__commit(of);
+	of = NULL;
+	if (err)
 		goto cleanup;
 	if (strcmp(output, "-"))
 		pr_info("wrote %s (%zu bytes)", output, text.len);
@@ -238,6 +250,7 @@ int cmd_flamegraph(int argc, char **argv)
 nomem:
 	pr_warn("out of memory drawing the flame graph of %s", input);
 cleanup:
+	outfile__abort(of);
 	sb_free(&text);
 	sb_free(&sub);
 	fg__free(g);

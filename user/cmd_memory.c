@@ -11,6 +11,7 @@
 #include "jsonq.h"
 #include "live.h"
 #include "log.h"
+#include "procinfo.h"
 #include "util.h"
 
 static void usage(FILE *f)
@@ -270,15 +271,33 @@ static int cmd_memory(int argc, char **argv)
 	rc = cli_check_pid("memory", t.pid);
 	if (rc)
 		return rc;
+	if (procinfo_is_kernel_thread(t.pid)) {
+		char desc[128];
+
+		fprintf(stderr,
+			"probing memory: %s is a kernel thread: it has no user-space memory to "
+			"report.\nGive the PID of a user process (e.g. from 'ps -ef' or 'pgrep -f "
+			"NAME').\n",
+			live__describe(&t, desc, sizeof(desc)));
+		return EXIT_FAIL;
+	}
 	snprintf(fn, sizeof(fn), "/proc/%d/status", t.pid);
 	status = read_file(fn, 0, NULL);
 	snprintf(fn, sizeof(fn), "/proc/%d/smaps_rollup", t.pid);
-	rollup = read_file(fn, 0, NULL);
+	rollup = status ? read_file(fn, 0, NULL) : NULL;
 	if (!status || !rollup) {
-		fprintf(stderr,
-			"probing memory: cannot read /proc/%d/status and smaps_rollup: %s\n"
-			"Only the process's owner or root may read its memory map.\n",
-			t.pid, strerror(errno));
+		int e = errno;
+
+		if (e == EACCES || e == EPERM)
+			fprintf(stderr,
+				"probing memory: not allowed to read %s: %s.\nOnly the process's "
+				"owner or root may read its memory map; run probing as that user "
+				"or with sudo.\n",
+				fn, strerror(e));
+		else if (e == ESRCH || e == ENOENT)
+			fprintf(stderr, "probing memory: process %d has exited\n", t.pid);
+		else
+			fprintf(stderr, "probing memory: cannot read %s: %s\n", fn, strerror(e));
 		rc = EXIT_FAIL;
 		goto cleanup;
 	}

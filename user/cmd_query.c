@@ -40,14 +40,17 @@ static void usage(FILE *f)
 		"serves (docs/live.md). Several statements separated by ';' run in order and each\n"
 		"prints its result. The recording is opened read-only: keep intermediate results "
 		"in\n"
-		"TEMP tables or views.\n"
+		"TEMP tables or views; ATTACH and VACUUM INTO, which reach other files, are\n"
+		"refused. SQL may start with a '-- comment' line.\n"
 		"\n"
 		"Options:\n"
 		"  -i, --input FILE      the recording to read (default: probing.db)\n"
 		"  -p, --pid PID         query the live tables of process PID instead\n"
 		"  -t, --target T        the same for a PID, or HOST:PORT of an agent serving TCP\n"
 		"                        (token in $PROBING_TOKEN)\n"
-		"      --timeout SEC     how long to wait for the target's GIL (default 5)\n"
+		"      --timeout SEC     live: how long to wait for the target's GIL (default 5);\n"
+		"                        -i: stop the SQL if it runs longer than SEC (default: no\n"
+		"                        limit)\n"
 		"      --save FILE       (live) first copy python.torch_trace, the PyTorch hooks'\n"
 		"                        table, into the recording FILE (created if missing), "
 		"where\n"
@@ -152,6 +155,21 @@ static bool blank(const char *s)
 	return strspn(s, " \t\r\n") == strlen(s);
 }
 
+/*
+ * Is @arg, which getopt took for an unknown long option, SQL that starts with a comment
+ * ("-- the busiest threads\nSELECT ...")? Option names hold no white space: a "--" followed
+ * by white space before any '=' is no option.
+ */
+static bool sql_comment_arg(const char *arg)
+{
+	size_t space;
+
+	if (strncmp(arg, "--", 2))
+		return false;
+	space = strcspn(arg + 2, " \t\r\n");
+	return arg[2 + space] && space < strcspn(arg + 2, "=");
+}
+
 enum {
 	OPT_NO_HEADER = 256,
 	OPT_TIMEOUT,
@@ -173,8 +191,8 @@ static const struct option options[] = {
 int cmd_query(int argc, char **argv)
 {
 	struct source src = {.input = "probing.db", .gil_ms = LIVE_GIL_TIMEOUT_MS};
-	bool input_given = false;
-	const char *save = NULL;
+	bool input_given = false, timeout_given = false;
+	const char *save = NULL, *sql_arg = NULL;
 	struct sqlout_options o = {.format = SQLOUT_TABLE};
 	char *sql = NULL;
 	sqlite3 *db = NULL;
@@ -200,6 +218,7 @@ int cmd_query(int argc, char **argv)
 			c = live__parse_timeout("query", optarg, &src.gil_ms);
 			if (c)
 				return c;
+			timeout_given = true;
 			break;
 		case 'f':
 			if (sqlout__parse_format(optarg, &o.format))
@@ -214,6 +233,11 @@ int cmd_query(int argc, char **argv)
 			usage(stdout);
 			return EXIT_OK;
 		default:
+			if (c == '?' && !optopt && optind > 0 &&
+			    sql_comment_arg(argv[optind - 1]) && !sql_arg) {
+				sql_arg = argv[optind - 1];
+				break;
+			}
 			return cli_bad_option("query", c, argv);
 		}
 	}
@@ -225,17 +249,26 @@ int cmd_query(int argc, char **argv)
 				       "--save copies a live process's table: give -p PID");
 	if (save && !*save)
 		return cli_usage_error("query", "--save needs a file name");
-	if (optind >= argc && save)
+	if (sql_arg && optind < argc)
+		return cli_usage_error("query",
+				       "give the SQL as one argument (quote it): got '%s' and '%s'",
+				       sql_arg, argv[optind]);
+	if (sql_arg)
+		sql = strdup(sql_arg);
+	else if (optind >= argc && save)
 		sql = strdup("");
 	else if (optind >= argc)
 		return cli_usage_error("query", "no SQL given");
-	if (argc - optind > 1)
+	else if (argc - optind > 1)
 		return cli_usage_error("query",
 				       "give the SQL as one argument (quote it): got %d arguments "
 				       "starting with '%s'",
 				       argc - optind, argv[optind]);
-	if (!sql)
+	else
 		sql = !strcmp(argv[optind], "-") ? read_stdin() : strdup(argv[optind]);
+	/* On a recording, --timeout bounds the SQL (a live target's bounds the GIL wait). */
+	if (timeout_given && !is_live(&src))
+		o.time_limit_ms = src.gil_ms;
 	if (!sql)
 		goto cleanup;
 	if (blank(sql) && !save) {

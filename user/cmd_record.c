@@ -38,7 +38,13 @@ static const char usage_text[] =
 	"  -p, --pid PID[,PID...]  processes to record (all their threads)\n"
 	"  -F, --freq HZ           samples per second per CPU, 1-10000 (default 99)\n"
 	"  -d, --duration SECONDS  stop after this long (default: until Ctrl-C or exit)\n"
-	"  -o, --output FILE       recording to write (default probing.db; replaced if present)\n"
+	"  -o, --output FILE       recording to write (default probing.db). While recording, the\n"
+	"                          data is in FILE.partial, readable at any time; it becomes\n"
+	"                          FILE when recording ends (a killed recorder leaves it as\n"
+	"                          FILE.partial). An existing FILE is replaced then, keeping its\n"
+	"                          permissions; a symbolic link is followed; anything but a\n"
+	"                          regular file is refused\n"
+	"      --force             replace FILE even if it is read-only\n"
 	"      --stack-size SIZE   bytes of user stack copied per sample, 8K-64K (default 16K);\n"
 	"                          more lets deeper native stacks unwind completely\n"
 	"      --kernel            also record kernel stacks\n"
@@ -63,6 +69,7 @@ enum {
 	OPT_NO_PYTHON,
 	OPT_CHILDREN,
 	OPT_PY_DEPTH,
+	OPT_FORCE,
 };
 
 static const struct option long_opts[] = {
@@ -76,6 +83,7 @@ static const struct option long_opts[] = {
 	{"no-python", no_argument, NULL, OPT_NO_PYTHON},
 	{"py-depth", required_argument, NULL, OPT_PY_DEPTH},
 	{"children", no_argument, NULL, OPT_CHILDREN},
+	{"force", no_argument, NULL, OPT_FORCE},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{"target", required_argument, NULL, 't'},
@@ -253,8 +261,8 @@ int cmd_record(int argc, char **argv)
 	int npids = 0, c, i, err, ret = EXIT_FAIL, release = -1, errfd = -1, live = 0;
 	double duration = 0, start, last_tick, now, end = 0, start_real;
 	uint64_t samples = 0, lost = 0, dropped, bpf_ns, bpf_runs;
+	unsigned int store_flags = 0;
 	bool started = false;
-	struct stat sb;
 	long v;
 	void *data;
 	long len;
@@ -313,6 +321,9 @@ int cmd_record(int argc, char **argv)
 		case OPT_CHILDREN:
 			sopts.children = true;
 			break;
+		case OPT_FORCE:
+			store_flags |= STORE_FORCE;
+			break;
 		case 'v':
 			log_verbosity++;
 			break;
@@ -344,13 +355,6 @@ int cmd_record(int argc, char **argv)
 			goto cleanup;
 	if (check_privileges())
 		goto cleanup;
-	if (!stat(output, &sb) && S_ISDIR(sb.st_mode)) {
-		fprintf(stderr,
-			"probing record: the output %s is a directory; give a file name "
-			"with -o\n",
-			output);
-		goto cleanup;
-	}
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -359,7 +363,7 @@ int cmd_record(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	err = store__create(output, &st);
+	err = store__create(output, store_flags, &st);
 	if (err)
 		goto cleanup;
 	err = sampling__open(&sopts, &smp);
@@ -413,7 +417,8 @@ int cmd_record(int argc, char **argv)
 	started = true;
 	start_real = now_real_ns() / 1e9;
 	write_meta(st, sopts.freq, sopts.stack_size, start_real, 0, argc, argv);
-	pr_info("recording at %u Hz into %s", sopts.freq, output);
+	pr_info("recording at %u Hz into %s (%s once complete)", sopts.freq, store__path(st),
+		output);
 	live = recorder__live_targets(rec);
 
 	while (!stop_signal && live > 0) {
@@ -530,13 +535,11 @@ cleanup:
 	}
 	recorder__free(rec);
 	sampling__free(smp);
-	if (st && store__close(st) && ret == EXIT_OK) {
-		pr_warn("could not finish writing %s", output);
-		ret = EXIT_FAIL;
-	}
 	/* A recording that never started is not left behind as an empty file. */
-	if (st && ret != EXIT_OK && !started)
-		unlink(output);
+	if (!started)
+		store__discard(st);
+	else if (store__close(st) && ret == EXIT_OK)
+		ret = EXIT_FAIL; /* the reason and where the data is were printed */
 	free(pids);
 	return ret;
 }

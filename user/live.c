@@ -294,6 +294,49 @@ int live__ensure_agent(const char *cmd, pid_t pid, enum live_agent_state *state,
 	return EXIT_OK;
 }
 
+void live__tcp_error(const char *cmd, const struct live_target *t, int err)
+{
+	const char *hp = t->hostport, *colon = strrchr(hp, ':');
+	int hostlen = colon ? (int)(colon - hp) : (int)strlen(hp);
+
+	if (err == -EACCES)
+		fprintf(stderr,
+			"probing %s: the agent at %s refused the token.\nSet $PROBING_TOKEN to the "
+			"token 'probing inject --listen' printed ('probing inject -p PID "
+			"--show-token' prints it again).\n",
+			cmd, hp);
+	else if (err == -EAGAIN)
+		fprintf(stderr,
+			"probing %s: the agent at %s did not look at the token: too many failed "
+			"authentications came from this address lately.\nWait a few seconds, and "
+			"check $PROBING_TOKEN ('probing inject -p PID --show-token' prints the right "
+			"one).\n",
+			cmd, hp);
+	else if (err == -ENXIO)
+		fprintf(stderr,
+			"probing %s: cannot find the host '%.*s' of %s: no such host name.\nCheck "
+			"the name, or give the agent's IP address (-t ADDRESS:PORT).\n",
+			cmd, hostlen, hp, hp);
+	else if (err == -EHOSTDOWN)
+		fprintf(stderr,
+			"probing %s: cannot find the host '%.*s' of %s: the name service did not "
+			"answer.\nTry again, or give the agent's IP address (-t ADDRESS:PORT).\n",
+			cmd, hostlen, hp, hp);
+	else if (err == -ECONNREFUSED)
+		fprintf(stderr,
+			"probing %s: nothing accepts connections at %s.\nIs an agent serving TCP "
+			"there ('probing inject -p PID --listen [HOST:]PORT')? Check the port.\n",
+			cmd, hp);
+	else if (err == -ETIMEDOUT)
+		fprintf(stderr,
+			"probing %s: %s did not answer in time: a wrong address, or a firewall "
+			"dropping the connection.\n",
+			cmd, hp);
+	else
+		fprintf(stderr, "probing %s: cannot connect to the agent at %s: %s\n", cmd, hp,
+			strerror(-err));
+}
+
 int live__connect(const char *cmd, const struct live_target *t, bool inject,
 		  struct agent_client **out)
 {
@@ -305,22 +348,7 @@ int live__connect(const char *cmd, const struct live_target *t, bool inject,
 		err = agent_client__connect_tcp(t->hostport, t->token, 5000, out);
 		if (!err)
 			return EXIT_OK;
-		if (err == -EACCES)
-			fprintf(stderr,
-				"probing %s: the agent at %s refused the token.\nSet "
-				"$PROBING_TOKEN to the token 'probing inject --listen' printed "
-				"('probing inject -p PID --show-token' prints it again).\n",
-				cmd, t->hostport);
-		else if (err == -EAGAIN)
-			fprintf(stderr,
-				"probing %s: the agent at %s did not look at the token: too many "
-				"failed authentications came from this address lately.\nWait a "
-				"few seconds, and check $PROBING_TOKEN ('probing inject -p PID "
-				"--show-token' prints the right one).\n",
-				cmd, t->hostport);
-		else
-			fprintf(stderr, "probing %s: cannot connect to the agent at %s: %s\n", cmd,
-				t->hostport, strerror(-err));
+		live__tcp_error(cmd, t, err);
 		return EXIT_FAIL;
 	}
 	if (inject) {

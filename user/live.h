@@ -82,6 +82,12 @@ int live__ensure_agent(const char *cmd, pid_t pid, enum live_agent_state *state,
 		       struct inject_info *info);
 
 /*
+ * Print why connecting to the TCP agent of @t failed (@err from agent_client__connect_tcp):
+ * what, why and what to do (a refused token, a host name that does not resolve, ...).
+ */
+void live__tcp_error(const char *cmd, const struct live_target *t, int err);
+
+/*
  * Connect to the agent of @t; for a pid target with @inject set, inject it first if needed.
  * Return EXIT_OK and *@out, or EXIT_FAIL (message printed).
  */

@@ -51,6 +51,7 @@ struct livedb {
 	struct live_target t;
 	struct agent_client *c; /* NULL: no agent */
 	int gil_ms;
+	int python;   /* live__is_python() of t.pid once asked; -1 until then */
 	char *served; /* ",backtrace,threads,..." the python tables the agent serves */
 };
 
@@ -275,6 +276,15 @@ static bool agent_serves(const struct livedb *l, const char *name)
 	return strstr(l->served, pat) != NULL;
 }
 
+/* Does the target run CPython? Asked once; an error (e.g. no permission) counts as yes, so
+ * that the table's own read reports it. */
+static bool python_process(struct livedb *l)
+{
+	if (l->python < 0)
+		l->python = live__is_python(l->t.pid) != 0;
+	return l->python;
+}
+
 static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	struct livedb *l = sqlite3_user_data(ctx);
@@ -337,13 +347,29 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		agent_reply__free(&r);
 		return;
 	}
+	/* Without the agent, a process that runs no Python has no python.* table at all. */
+	if (!l->c && l->t.pid && !python_process(l)) {
+		char desc[128];
+
+		snprintf(msg, sizeof(msg),
+			 "python.%s: %s is not a Python process (no CPython 3.8-3.13 interpreter "
+			 "in it); its system.process and system.threads can be queried, and "
+			 "'probing backtrace -p %d' shows its native stacks",
+			 name, live__describe(&l->t, desc, sizeof(desc)), l->t.pid);
+		sqlite3_result_error(ctx, msg, -1);
+		return;
+	}
 	if (!strcmp(name, "backtrace") && !l->c && outside_backtrace && l->t.pid) {
 		err = sb_puts(&sb, "{\"rows\": ");
 		err = err ?: outside_backtrace(l->t.pid, &sb);
 		err = err ?: sb_puts(&sb, "}");
 		if (err) {
 			snprintf(msg, sizeof(msg), "python.backtrace of process %d: %s", l->t.pid,
-				 strerror(-err));
+				 err == -ENOENT
+					 ? "its Python interpreter cannot be read from outside "
+					   "(not CPython 3.8-3.13?)"
+				 : err == -ESRCH ? "no such process (it exited?)"
+						 : strerror(-err));
 			sqlite3_result_error(ctx, msg, -1);
 		} else {
 			sqlite3_result_text(ctx, sb_str(&sb), sb.len, SQLITE_TRANSIENT);
@@ -486,6 +512,7 @@ int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out)
 	if (!l)
 		return -ENOMEM;
 	l->t = *t;
+	l->python = -1;
 	l->gil_ms = gil_ms;
 	if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL) !=
 		    SQLITE_OK ||
@@ -509,8 +536,7 @@ int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out)
 	else
 		err = agent_client__connect_tcp(t->hostport, t->token, 5000, &l->c);
 	if (err && !t->pid) {
-		fprintf(stderr, "probing query: cannot connect to the agent at %s: %s\n",
-			t->hostport, strerror(-err));
+		live__tcp_error("query", t, err);
 		goto fail;
 	}
 	err = 0;

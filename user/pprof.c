@@ -134,23 +134,20 @@ static int function_id(struct enc *e, const struct frame *f, uint64_t *id)
 	return err;
 }
 
-/* The Mapping id of a native/kernel module (0 for none), adding the Mapping on first use. */
-static int mapping_id(struct enc *e, const struct frame *f, uint64_t *id)
+/* The Mapping id of the ELF file @path, adding the Mapping on first use. */
+static int mapping_of_file(struct enc *e, const char *path, uint64_t *id)
 {
 	uint64_t file, *slot;
 	int inserted, err;
 
-	*id = 0;
-	if (f->kind == FRAME_PYTHON || !f->module)
-		return 0;
-	slot = bmap__upsert(e->mapping_ids, f->module, strlen(f->module),
-			    bmap__size(e->mapping_ids) + 1, &inserted);
+	slot = bmap__upsert(e->mapping_ids, path, strlen(path), bmap__size(e->mapping_ids) + 1,
+			    &inserted);
 	if (!slot)
 		return -ENOMEM;
 	*id = *slot;
 	if (!inserted)
 		return 0;
-	err = str_id(e, f->module, &file);
+	err = str_id(e, path, &file);
 	sb_reset(&e->msg);
 	if (!err)
 		err = pb_uint(&e->msg, MAPPING_ID, *id);
@@ -165,6 +162,74 @@ static int mapping_id(struct enc *e, const struct frame *f, uint64_t *id)
 		err = pb_uint(&e->msg, MAPPING_HAS_LINE_NUMBERS, 1);
 	if (!err)
 		err = pb_bytes(&e->out, PROFILE_MAPPING, e->msg.buf, e->msg.len);
+	return err;
+}
+
+/* The Mapping id of a native/kernel frame's module (0 for none). */
+static int mapping_id(struct enc *e, const struct frame *f, uint64_t *id)
+{
+	*id = 0;
+	if (f->kind == FRAME_PYTHON || !f->module)
+		return 0;
+	return mapping_of_file(e, f->module, id);
+}
+
+/* The index in p->processes of @pid, or -1 (processes are sorted by pid). */
+static long process_index(const struct profile *p, pid_t pid)
+{
+	size_t lo = 0, hi = p->nprocesses, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (p->processes[mid].pid == pid)
+			return mid;
+		if (p->processes[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+/*
+ * The mappings of the executables of the processes with samples, the busiest process's
+ * first, before any library's: pprof takes the first mapping for the profile's main binary
+ * (the "File:" of its reports) and would otherwise name whatever library the first frame
+ * came from, such as libc.so.6.
+ */
+static int executable_mappings(struct enc *e, const struct profile *p)
+{
+	uint64_t *totals, id, t;
+	size_t *order, i, j, n = p->nprocesses;
+	long k;
+	int err = 0;
+
+	if (!n)
+		return 0;
+	totals = calloc(n, sizeof(*totals));
+	order = calloc(n, sizeof(*order));
+	if (!totals || !order) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < p->nsamples; i++) {
+		k = process_index(p, p->samples[i].pid);
+		if (k >= 0)
+			totals[k] += p->samples[i].count;
+	}
+	/* Insertion sort by samples, most first (ties: lower pid first); few processes. */
+	for (i = 0; i < n; i++) {
+		t = totals[i];
+		for (j = i; j > 0 && totals[order[j - 1]] < t; j--)
+			order[j] = order[j - 1];
+		order[j] = i;
+	}
+	for (i = 0; !err && i < n; i++)
+		if (totals[order[i]] && p->processes[order[i]].exe)
+			err = mapping_of_file(e, p->processes[order[i]].exe, &id);
+out:
+	free(totals);
+	free(order);
 	return err;
 }
 
@@ -268,6 +333,8 @@ int pprof__encode(const struct profile *p, double frequency, struct strbuf *out)
 		err = value_type(&e, PROFILE_SAMPLE_TYPE, "samples", "count");
 	if (!err)
 		err = value_type(&e, PROFILE_SAMPLE_TYPE, "cpu", "nanoseconds");
+	if (!err)
+		err = executable_mappings(&e, p);
 	for (i = 0; !err && i < p->nframes; i++)
 		err = location(&e, p, i);
 	for (i = 0; !err && i < p->nsamples; i++)

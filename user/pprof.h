@@ -11,7 +11,9 @@
  *   functions       one per (name, file), Python ones named by their qualname; no
  *                   system names (frames are demangled already, and pprof would
  *                   "simplify" a name equal to its system name like a C++ symbol)
- *   mappings        one per native/kernel module (file name only: there are no addresses)
+ *   mappings        one per native/kernel module (file name only: there are no addresses),
+ *                   the executables of the recorded processes first (the busiest one's
+ *                   first of all): pprof names the first mapping as the profile's file
  */
 #ifndef PROBING_PPROF_H
 #define PROBING_PPROF_H

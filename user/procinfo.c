@@ -132,3 +132,20 @@ long procinfo_uid(pid_t pid)
 	free(text);
 	return uid;
 }
+
+bool procinfo_is_kernel_thread(pid_t pid)
+{
+	char path[64], *text, *p;
+	unsigned long flags = 0;
+	bool found;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	text = read_file(path, 4096, NULL);
+	if (!text)
+		return false;
+	/* "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm may hold ')'. */
+	p = strrchr(text, ')');
+	found = p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1;
+	free(text);
+	return found && (flags & 0x00200000); /* PF_KTHREAD */
+}

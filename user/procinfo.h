@@ -28,4 +28,7 @@ char *procinfo_getenv(pid_t pid, const char *name);
 /* Real uid of @pid, or -errno. */
 long procinfo_uid(pid_t pid);
 
+/* true if @pid is a kernel thread (PF_KTHREAD: no user memory, no executable). */
+bool procinfo_is_kernel_thread(pid_t pid);
+
 #endif

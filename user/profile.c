@@ -388,7 +388,7 @@ static int load_threads(sqlite3 *db, struct profile *p)
 	st = NULL;
 
 	cap = 0;
-	rc = sqlite3_prepare_v2(db, "SELECT pid, command FROM processes ORDER BY pid", -1, &st,
+	rc = sqlite3_prepare_v2(db, "SELECT pid, command, exe FROM processes ORDER BY pid", -1, &st,
 				NULL);
 	if (rc != SQLITE_OK)
 		return sql_fail(db, "processes");
@@ -401,6 +401,8 @@ static int load_threads(sqlite3 *db, struct profile *p)
 		pr = &p->processes[p->nprocesses++];
 		pr->pid = sqlite3_column_int(st, 0);
 		err = keep_column(p, st, 1, &pr->command);
+		if (!err)
+			err = keep_column(p, st, 2, &pr->exe);
 		if (err)
 			goto cleanup;
 	}

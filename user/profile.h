@@ -38,6 +38,7 @@ struct profile_thread {
 struct profile_process {
 	pid_t pid;
 	const char *command; /* or NULL */
+	const char *exe;     /* the executable's path, or NULL */
 };
 
 struct profile {

@@ -4,6 +4,9 @@
  * wrong path, a file that is something else entirely, a SQLite file from another program.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -15,6 +18,25 @@ static const char record_hint[] = "Make one with 'sudo probing record -p PID -o 
 				  "'sudo probing record -o %s -- COMMAND ARGS...'.";
 static const char wrong_file_hint[] = "Check the path: recordings are the files 'probing record -o "
 				      "FILE' writes (probing.db by default).";
+
+/* Set while recording__attach_self runs: the one ATTACH the authorizer lets through. */
+static bool attaching_self;
+
+/*
+ * The authorizer of every recording connection. The connection is read-only
+ * (SQLITE_OPEN_READONLY: every write to the recording fails), but two statements reach other
+ * files: ATTACH (of a file that exists: SQLite opens it read-only too, but a database in WAL
+ * mode gets -wal and -shm files made next to it) and VACUUM INTO, which creates its output
+ * file even on a read-only connection (it attaches that file read-write internally, which is
+ * authorized as an ATTACH). Both are refused; TEMP tables and views stay allowed.
+ */
+static int authorize(void *ctx, int action, const char *a, const char *b, const char *db,
+		     const char *trigger)
+{
+	if (action == SQLITE_ATTACH && !attaching_self)
+		return SQLITE_DENY;
+	return SQLITE_OK;
+}
 
 /* How many of the public views (DESIGN.md §4) the database has; -1 if it cannot be read. */
 static int count_views(sqlite3 *db)
@@ -34,6 +56,7 @@ static int count_views(sqlite3 *db)
 
 int recording__open(const char *path, sqlite3 **out)
 {
+	char name[PATH_MAX + 8];
 	sqlite3 *db = NULL;
 	struct stat sb;
 	int rc, err, n;
@@ -41,8 +64,16 @@ int recording__open(const char *path, sqlite3 **out)
 	if (stat(path, &sb)) {
 		err = -errno;
 		if (err == -ENOENT) {
+			char partial[PATH_MAX + 16];
+
 			pr_warn("cannot open the recording %s: no such file", path);
-			pr_warn(record_hint, path, path);
+			snprintf(partial, sizeof(partial), "%s.partial", path);
+			if (!access(partial, F_OK))
+				pr_warn("%s holds a recording still being written, or one whose "
+					"recorder was killed: read that ('-i %s')",
+					partial, partial);
+			else
+				pr_warn(record_hint, path, path);
 		} else {
 			pr_warn("cannot open the recording %s: %s", path, strerror(-err));
 		}
@@ -67,11 +98,13 @@ int recording__open(const char *path, sqlite3 **out)
 	}
 
 	/*
-	 * No URI parsing (a path may contain '?' or '#'). READONLY: every write, including a
-	 * user's DELETE in 'probing query', fails with SQLITE_READONLY, and attached databases
-	 * inherit the flag. NOMUTEX: one thread uses the connection; no locking per call.
+	 * READONLY: every write, including a user's DELETE in 'probing query', fails with
+	 * SQLITE_READONLY. NOMUTEX: one thread uses the connection; no locking per call.
+	 * SQLite may be built to read "file:..." names as URIs (Debian's is): such a relative
+	 * path is given as "./file:...", which is not one.
 	 */
-	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+	snprintf(name, sizeof(name), "%s%s", strncmp(path, "file:", 5) ? "" : "./", path);
+	rc = sqlite3_open_v2(name, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		pr_warn("cannot open the recording %s: %s", path,
 			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -84,6 +117,13 @@ int recording__open(const char *path, sqlite3 **out)
 	 * database file, which a read-only connection must not do. Be explicit about it.
 	 */
 	sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+	/* Nothing reaches other files: no ATTACH, no VACUUM INTO, no extensions. */
+	if (sqlite3_set_authorizer(db, authorize, NULL) != SQLITE_OK ||
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK) {
+		pr_warn("cannot open the recording %s: %s", path, sqlite3_errmsg(db));
+		err = -EIO;
+		goto cleanup;
+	}
 	/* The recorder holds the write lock for the length of one flush at most. */
 	sqlite3_busy_timeout(db, 5000);
 
@@ -113,6 +153,27 @@ int recording__open(const char *path, sqlite3 **out)
 cleanup:
 	sqlite3_close(db);
 	return err;
+}
+
+int recording__attach_self(sqlite3 *db, const char *schema)
+{
+	const char *file = sqlite3_db_filename(db, "main");
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (!file || !*file)
+		return -EINVAL;
+	attaching_self = true;
+	rc = sqlite3_prepare_v2(db, "ATTACH ?1 AS ?2", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 1, file, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 2, schema, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
+	attaching_self = false;
+	sqlite3_finalize(st);
+	return rc == SQLITE_OK ? 0 : rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
 }
 
 void recording__close(sqlite3 *db)

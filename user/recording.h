@@ -13,8 +13,12 @@
 /*
  * Open @path read-only and check that it is a probing recording (it has the public views
  * `samples` and `frames`). On success store the connection in *@out (close it with
- * recording__close) and return 0. Nothing done through it can change the file: it is opened
- * with SQLITE_OPEN_READONLY and never checkpoints a WAL left by a killed recorder.
+ * recording__close) and return 0. Nothing done through it, whatever SQL it runs, can create
+ * or change a file: it is opened with SQLITE_OPEN_READONLY, never checkpoints a WAL left by
+ * a killed recorder, and an authorizer refuses ATTACH and VACUUM INTO (which reach other
+ * files; "not authorized"). TEMP tables and views work. The -shm file of a recording in WAL
+ * mode is used as SQLite's readers do (and made if it was removed: the WAL cannot be read
+ * without it).
  *
  * On failure print what failed, why and what to do (on stderr), and return
  *   -ENOENT      no such file (the message says how to make one: probing record)
@@ -25,6 +29,12 @@
  *   -EIO         any other SQLite failure
  */
 int recording__open(const char *path, sqlite3 **out);
+
+/*
+ * Attach the recording open on @db once more, read-only, as @schema (the one ATTACH its
+ * authorizer allows). Return 0, or -errno (the reason is in sqlite3_errmsg(@db)).
+ */
+int recording__attach_self(sqlite3 *db, const char *schema);
 
 /* Close a connection from recording__open. NULL is a no-op. */
 void recording__close(sqlite3 *db);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
 #include <histedit.h>
 #include <limits.h>
 #include <locale.h>
@@ -99,6 +100,59 @@ static void history_path(char *out, size_t len)
 	const char *home = getenv("HOME");
 
 	snprintf(out, len, "%s/.probing_history", home && *home ? home : ".");
+}
+
+/*
+ * Open the history file @path (@flags: O_RDONLY, or O_WRONLY | O_CREAT) if it is ours: a
+ * regular file we own with no other name, not reached through a symbolic link. As root
+ * with another user's $HOME (sudo -E), that user's ~/.probing_history could otherwise be a
+ * link or a hard link to any file, which the history would be read from or written over.
+ * Return the descriptor, or -1 (quietly: the history is a convenience).
+ */
+static int open_history(const char *path, int flags)
+{
+	struct stat st;
+	int fd;
+
+	fd = open(path, flags | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+		pr_debug("not using %s for the history: not a regular file of ours", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void load_history(History *hist, const char *path)
+{
+	char proc[64];
+	HistEvent ev;
+	int fd = open_history(path, O_RDONLY);
+
+	if (fd < 0)
+		return;
+	/* The file just checked, whatever its name now leads to. */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	history(hist, &ev, H_LOAD, proc);
+	close(fd);
+}
+
+static void save_history(History *hist, const char *path)
+{
+	HistEvent ev;
+	FILE *f;
+	int fd = open_history(path, O_WRONLY | O_CREAT);
+
+	if (fd < 0)
+		return;
+	if (ftruncate(fd, 0) || fchmod(fd, 0600) || !(f = fdopen(fd, "w"))) {
+		close(fd);
+		return;
+	}
+	history(hist, &ev, H_SAVE_FP, f);
+	fclose(f);
 }
 
 /* Run @code in repl mode; print its output. -1: the connection is unusable. */
@@ -201,7 +255,7 @@ int repl__run(const char *cmd, const struct live_target *t, struct agent_client 
 		}
 		history(hist, &ev, H_SETSIZE, 2000);
 		history(hist, &ev, H_SETUNIQUE, 1);
-		history(hist, &ev, H_LOAD, hist_file);
+		load_history(hist, hist_file);
 		el_set(el, EL_EDITOR, "emacs");
 		el_set(el, EL_PROMPT, prompt);
 		el_set(el, EL_HIST, history, hist);
@@ -261,8 +315,7 @@ int repl__run(const char *cmd, const struct live_target *t, struct agent_client 
 	}
 cleanup:
 	if (hist) {
-		if (history(hist, &ev, H_SAVE, hist_file) >= 0)
-			chmod(hist_file, 0600);
+		save_history(hist, hist_file);
 		history_end(hist);
 	}
 	if (el)

@@ -467,17 +467,33 @@ static void report(sqlite3 *db, const char *sql, const char *stmt_start)
 	else if (sqlite3_errcode(db) == SQLITE_READONLY)
 		pr_warn("recordings are read-only for queries; to keep intermediate results use "
 			"TEMP tables or views (CREATE TEMP TABLE t AS SELECT ...)");
+	else if (sqlite3_errcode(db) == SQLITE_AUTH)
+		pr_warn("queries on a recording cannot reach other files: ATTACH and VACUUM INTO "
+			"are refused. Keep intermediate results in TEMP tables or views; to copy "
+			"a recording, copy the file");
 	sb_free(&tables);
 }
 
 /* ---- running -------------------------------------------------------------------------------- */
 
+/* sqlite3_progress_handler: interrupt once the deadline (CLOCK_MONOTONIC ns) has passed. */
+static int past_deadline(void *deadline)
+{
+	return now_mono_ns() >= *(uint64_t *)deadline;
+}
+
 int sqlout__run(sqlite3 *db, const char *sql, const struct sqlout_options *o, FILE *out)
 {
 	const char *next = sql, *start;
 	sqlite3_stmt *st = NULL;
+	uint64_t deadline = 0;
 	int rc, err = 0, results = 0;
 
+	if (o->time_limit_ms > 0) {
+		deadline = now_mono_ns() + (uint64_t)o->time_limit_ms * 1000000;
+		/* Every 1000 virtual machine instructions: microseconds apart. */
+		sqlite3_progress_handler(db, 1000, past_deadline, &deadline);
+	}
 	while (*next) {
 		start = next;
 		rc = sqlite3_prepare_v2(db, start, -1, &st, &next);
@@ -507,6 +523,14 @@ int sqlout__run(sqlite3 *db, const char *sql, const struct sqlout_options *o, FI
 			pr_warn("out of memory printing the result");
 			break;
 		}
+		if (rc && deadline && sqlite3_errcode(db) == SQLITE_INTERRUPT &&
+		    now_mono_ns() >= deadline) {
+			pr_warn("the SQL was stopped: it ran longer than the time limit of %g s "
+				"(--timeout)",
+				o->time_limit_ms / 1000.0);
+			err = -ETIMEDOUT;
+			break;
+		}
 		if (rc) {
 			report(db, sql, start);
 			err = -EINVAL;
@@ -516,6 +540,8 @@ int sqlout__run(sqlite3 *db, const char *sql, const struct sqlout_options *o, FI
 		st = NULL;
 	}
 	sqlite3_finalize(st);
+	if (deadline)
+		sqlite3_progress_handler(db, 0, NULL, NULL);
 	errno = 0;
 	if (fflush(out) || ferror(out)) {
 		if (!err)

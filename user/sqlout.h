@@ -32,6 +32,7 @@ enum sqlout_format {
 struct sqlout_options {
 	enum sqlout_format format;
 	bool no_header;
+	int time_limit_ms; /* stop the SQL after this long (all statements together); 0 = never */
 };
 
 /* "table" / "csv" / "json" -> *@out; return 0 or -EINVAL. */
@@ -40,8 +41,10 @@ int sqlout__parse_format(const char *s, enum sqlout_format *out);
 /*
  * Run the statements of @sql on @db in order and print their rows to @out. Stop at the first
  * error and print it on stderr: SQLite's message, where in @sql it is (line, column and a
- * caret), and for an unknown table the tables and views @db has.
- * Return 0, -EINVAL (an SQL error), -EPIPE/-EIO (the output could not be written) or -ENOMEM.
+ * caret), and for an unknown table the tables and views @db has. With @o->time_limit_ms, SQL
+ * still running after that long is interrupted (what was printed stays) and reported.
+ * Return 0, -EINVAL (an SQL error), -ETIMEDOUT (the time limit), -EPIPE/-EIO (the output could
+ * not be written) or -ENOMEM.
  */
 int sqlout__run(sqlite3 *db, const char *sql, const struct sqlout_options *o, FILE *out);
 

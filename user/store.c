@@ -4,15 +4,19 @@
  * in-memory maps; SQLite is written in store__flush, once per second, in one transaction.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sqlite3.h>
 
 #include "bmap.h"
 #include "log.h"
+#include "outfile.h"
 #include "store.h"
 #include "util.h"
 
@@ -68,7 +72,9 @@ struct pending_stack {
 
 struct store {
 	sqlite3 *db;
-	char *path;
+	char *path;	    /* the file written: DEST.partial */
+	struct outpath out; /* DEST, where it goes when complete */
+	unsigned int out_flags;
 	struct bmap *frames; /* serialized frame -> id */
 	struct bmap *stacks; /* flags + ids -> id */
 	struct bmap *counts; /* count_key -> samples since last flush */
@@ -89,49 +95,77 @@ static int sql_err(struct store *st, int rc, const char *what)
 	return rc == SQLITE_FULL ? -ENOSPC : rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
 }
 
-int store__create(const char *path, struct store **out)
+/* The SQLite files that belong to the database @path: its WAL, shared memory and journal. */
+static const char *const side_suffixes[] = {"-wal", "-shm", "-journal"};
+
+/* Remove the side files of @path that are regular files (ours to remove: they go with it). */
+static void remove_side_files(const char *path)
+{
+	char side[PATH_MAX + 16];
+	struct stat sb;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(side_suffixes); i++) {
+		snprintf(side, sizeof(side), "%s%s", path, side_suffixes[i]);
+		if (!lstat(side, &sb) && S_ISREG(sb.st_mode) && unlink(side))
+			pr_debug("cannot remove %s: %s", side, strerror(errno));
+	}
+}
+
+int store__create(const char *path, unsigned int flags, struct store **out)
 {
 	struct store *st = NULL;
-	char side[4096];
 	char *errmsg = NULL;
-	int rc, err = 0;
-	FILE *probe;
+	int rc, fd, err = 0;
 
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
-	st->path = strdup(path);
 	st->frames = bmap__new();
 	st->stacks = bmap__new();
 	st->counts = bmap__new();
-	if (!st->path || !st->frames || !st->stacks || !st->counts) {
+	if (!st->frames || !st->stacks || !st->counts) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	/* Fail early, with the reason, if the path cannot be written. */
-	probe = fopen(path, "a");
-	if (!probe) {
-		err = -errno;
-		pr_warn("cannot write the recording %s: %s", path, strerror(errno));
+	st->out_flags = OUTFILE_FORCE_HINT | (flags & STORE_FORCE ? OUTFILE_FORCE : 0);
+	err = outpath__check(path, st->out_flags, &st->out);
+	if (err)
+		goto cleanup;
+	if (asprintf(&st->path, "%s.partial", st->out.dest) < 0) {
+		st->path = NULL;
+		err = -ENOMEM;
 		goto cleanup;
 	}
-	fclose(probe);
-	unlink(path);
-	snprintf(side, sizeof(side), "%s-wal", path);
-	unlink(side);
-	snprintf(side, sizeof(side), "%s-shm", path);
-	unlink(side);
-	snprintf(side, sizeof(side), "%s-journal", path);
-	unlink(side);
+	/* Ours alone: never a file that was there already (a killed recorder's data). */
+	fd = open(st->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		err = -errno;
+		if (err == -EEXIST) {
+			pr_warn("cannot record into %s: %s already exists", path, st->path);
+			pr_warn("it holds the recording of a recorder that was killed, or of one "
+				"still writing %s; it is a readable recording ('probing query -i "
+				"%s')",
+				st->out.dest, st->path);
+			pr_warn("move it away or delete it (with its -wal and -shm files), then "
+				"record again");
+		} else {
+			pr_warn("cannot write the recording %s: %s", path, strerror(-err));
+		}
+		free(st->path);
+		st->path = NULL; /* not ours: leave it */
+		goto cleanup;
+	}
+	close(fd);
 
-	rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	rc = sqlite3_open_v2(st->path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL);
 	if (rc != SQLITE_OK) {
 		err = st->db ? sql_err(st, rc, "cannot create") : -ENOMEM;
 		goto cleanup;
 	}
 	rc = sqlite3_exec(st->db, schema_sql, NULL, NULL, &errmsg);
 	if (rc != SQLITE_OK) {
-		pr_warn("%s: cannot create the schema: %s", path, errmsg ? errmsg : "?");
+		pr_warn("%s: cannot create the schema: %s", st->path, errmsg ? errmsg : "?");
 		sqlite3_free(errmsg);
 		err = -EIO;
 		goto cleanup;
@@ -139,10 +173,13 @@ int store__create(const char *path, struct store **out)
 	*out = st;
 	return 0;
 cleanup:
-	if (st && st->db)
-		unlink(path);
-	store__close(st);
+	store__discard(st);
 	return err;
+}
+
+const char *store__path(const struct store *st)
+{
+	return st->path;
 }
 
 /* Queue one SQL statement built with sqlite3_mprintf (%Q quotes, or NULL). */
@@ -488,24 +525,11 @@ void store__stats(const struct store *st, uint64_t *samples, uint64_t *stacks, u
 		*frames = bmap__size(st->frames);
 }
 
-int store__close(struct store *st)
+/* Free everything but the file. */
+static void store_free(struct store *st)
 {
 	size_t i;
-	int err = 0;
 
-	if (!st)
-		return 0;
-	if (st->db) {
-		err = store__flush(st);
-		/* One self-contained file: fold the WAL back in. */
-		sqlite3_exec(st->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
-		if (sqlite3_exec(st->db, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL) !=
-		    SQLITE_OK)
-			pr_debug("%s: could not leave WAL mode: %s", st->path,
-				 sqlite3_errmsg(st->db));
-		if (sqlite3_close(st->db) != SQLITE_OK && !err)
-			err = -EIO;
-	}
 	for (i = 0; i < st->npstacks; i++)
 		free(st->pstacks[i].ids);
 	free(st->pstacks);
@@ -518,7 +542,84 @@ int store__close(struct store *st)
 	bmap__free(st->counts);
 	sb_free(&st->pending_sql);
 	sb_free(&st->key);
+	outpath__release(&st->out);
 	free(st->path);
 	free(st);
+}
+
+/*
+ * Fold the WAL into the file and leave WAL mode, so that the file alone is the recording (it
+ * is renamed without its -wal). Readers of the file being written can delay that: wait for
+ * them a while.
+ */
+static int leave_wal(struct store *st)
+{
+	sqlite3_stmt *s = NULL;
+	const char *mode;
+	int rc, err = -EBUSY;
+
+	sqlite3_busy_timeout(st->db, 10000);
+	sqlite3_exec(st->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+	rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = DELETE", -1, &s, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+		mode = (const char *)sqlite3_column_text(s, 0);
+		if (mode && !strcmp(mode, "delete"))
+			err = 0;
+	}
+	if (err)
+		pr_warn("%s: cannot fold the WAL into the file (%s); a reader may hold it open",
+			st->path, sqlite3_errmsg(st->db));
+	sqlite3_finalize(s);
 	return err;
+}
+
+/* Move the complete recording over its destination; on failure say where it is. */
+static int publish(struct store *st)
+{
+	int err;
+
+	/* The side files of the file replaced would be read as part of the new one. */
+	err = outpath__recheck(&st->out, st->out_flags);
+	if (!err) {
+		remove_side_files(st->out.dest);
+		err = outpath__replace(&st->out, st->path, st->out_flags);
+	}
+	if (err)
+		pr_warn("the recording is complete in %s", st->path);
+	return err;
+}
+
+int store__close(struct store *st)
+{
+	int err = 0;
+
+	if (!st)
+		return 0;
+	if (st->db) {
+		err = store__flush(st);
+		err = err ?: leave_wal(st);
+		if (sqlite3_close(st->db) != SQLITE_OK && !err)
+			err = -EIO;
+		st->db = NULL;
+	}
+	if (err && st->path)
+		pr_warn("what was recorded until then is in %s (keep its -wal file with it)",
+			st->path);
+	else if (st->path)
+		err = publish(st);
+	store_free(st);
+	return err;
+}
+
+void store__discard(struct store *st)
+{
+	if (!st)
+		return;
+	if (st->db)
+		sqlite3_close(st->db);
+	if (st->path) {
+		unlink(st->path);
+		remove_side_files(st->path);
+	}
+	store_free(st);
 }

@@ -20,17 +20,32 @@ struct store;
 #define STACK_TRUNC_PYTHON 1u /* the Python stack was deeper than --py-depth */
 #define STACK_TRUNC_NATIVE 2u /* native unwinding stopped before the outermost frame */
 
-/*
- * Create the recording @path (an existing file there is replaced) with the schema and views.
- * Return 0 and *@out, or -errno with a message for the user already printed.
- */
-int store__create(const char *path, struct store **out);
+#define STORE_FORCE 1u /* replace a read-only file too (record --force) */
 
 /*
- * Write what is pending, checkpoint the WAL into the main file and switch it to a
- * single-file (rollback journal) database. NULL is a no-op. Return 0 or -errno.
+ * Create the recording @path with the schema and views. The data goes to @path.partial (in
+ * the directory of what a symbolic link at @path leads to), created anew: an existing
+ * .partial file (a killed recorder's data) is never reused. Between flushes it is a complete,
+ * readable database in WAL mode. store__close moves it over @path once complete, under the
+ * rules of outfile.h: an existing regular file is replaced (read-only only with STORE_FORCE),
+ * anything else refused untouched. Return 0 and *@out, or -errno with a message for the user
+ * already printed.
+ */
+int store__create(const char *path, unsigned int flags, struct store **out);
+
+/* The file being written (@path.partial). */
+const char *store__path(const struct store *st);
+
+/*
+ * Write what is pending, checkpoint the WAL into the file and switch it to a single-file
+ * (rollback journal) database, then move it over the destination (replacing the side files
+ * -wal, -shm, -journal of the file it replaces). NULL is a no-op. Return 0, or -errno with
+ * the reason and where the data is (the .partial file) printed.
  */
 int store__close(struct store *st);
+
+/* Close and delete the recording being written (it never started). NULL is a no-op. */
+void store__discard(struct store *st);
 
 /* Set meta(key, value); text, integer or real. Written at the next flush. */
 int store__meta_text(struct store *st, const char *key, const char *value);

@@ -14,6 +14,7 @@
 
 #include "jsonq.h"
 #include "log.h"
+#include "outfile.h"
 #include "recording.h"
 #include "store.h"
 #include "torchtrace.h"
@@ -66,15 +67,14 @@ static int create_recording(const char *path)
 	struct store *st = NULL;
 	int err;
 
-	err = store__create(path, &st);
+	err = store__create(path, 0, &st);
 	if (err)
 		return err;
 	err = store__meta_text(st, "source", "probing query --save (python.torch_trace)");
 	err = err ?: store__meta_real(st, "start", now_real_ns() / 1e9);
 	err = err ?: store__flush(st);
 	if (err) {
-		store__close(st);
-		unlink(path);
+		store__discard(st);
 		return err;
 	}
 	return store__close(st);
@@ -107,10 +107,12 @@ static int copy_rows(sqlite3 *live, sqlite3_stmt *sel, sqlite3 *file, sqlite3_st
 	return 0;
 }
 
-int torchtrace__save(sqlite3 *live, const char *path, long long *added, long long *total)
+int torchtrace__save(sqlite3 *live, const char *user_path, long long *added, long long *total)
 {
 	sqlite3_stmt *sel = NULL, *ins = NULL;
+	struct outpath op = {0};
 	sqlite3 *file = NULL;
+	const char *path;
 	char msg[512];
 	long long n = 0, procs = 0;
 	struct stat sb;
@@ -118,21 +120,30 @@ int torchtrace__save(sqlite3 *live, const char *path, long long *added, long lon
 	int err;
 
 	*added = *total = 0;
-	/* Read the live table first: if the hooks are not there, say so before touching files. */
+	/*
+	 * Where to write (outfile.h's rules: a regular file or a new one, a symbolic link
+	 * followed, read-only files and anything else refused), then the live table: if the
+	 * hooks are not there, say so before touching files.
+	 */
+	err = outpath__check(user_path, 0, &op);
+	if (err)
+		return err;
+	path = op.dest;
 	err = count_rows(live, "SELECT count(*) FROM python.torch_trace", &n, msg, sizeof(msg));
 	if (err) {
 		pr_warn("cannot save python.torch_trace: %s", msg);
-		return err;
+		goto cleanup;
 	}
 	if (stat(path, &sb)) {
 		if (errno != ENOENT) {
 			err = -errno;
-			pr_warn("cannot save into %s: %s", path, strerror(errno));
-			return err;
+			pr_warn("cannot save into %s: %s", user_path, strerror(errno));
+			goto cleanup;
 		}
+		/* Created whole (store.h): no half-made file is left if this fails. */
 		err = create_recording(path);
 		if (err)
-			return err;
+			goto cleanup;
 		created = true;
 	} else {
 		/* Only into a recording: query -i must be able to open the result. */
@@ -141,13 +152,14 @@ int torchtrace__save(sqlite3 *live, const char *path, long long *added, long lon
 		file = NULL;
 		if (err) {
 			pr_warn("not saving into %s: give a new file name or a probing recording",
-				path);
-			return err;
+				user_path);
+			goto cleanup;
 		}
 	}
 	/* A connection of its own: the live database is in-memory, and so would be anything
 	 * attached to it (SQLITE_OPEN_MEMORY is inherited by ATTACH). */
-	if (sqlite3_open_v2(path, &file, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+	if (sqlite3_open_v2(path, &file, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) !=
+	    SQLITE_OK) {
 		pr_warn("cannot open %s: %s", path, file ? sqlite3_errmsg(file) : "out of memory");
 		err = -EIO;
 		goto cleanup;
@@ -202,13 +214,13 @@ cleanup:
 		sqlite3_exec(file, "ROLLBACK", NULL, NULL, NULL);
 	sqlite3_close(file);
 	if (err && created)
-		unlink(path);
+		unlink(path); /* the empty recording made above */
+	outpath__release(&op);
 	return err;
 }
 
 int torchtrace__alias(sqlite3 *db, const char *path)
 {
-	sqlite3_stmt *st = NULL;
 	char msg[256];
 	long long n = 0;
 	int err;
@@ -219,15 +231,11 @@ int torchtrace__alias(sqlite3 *db, const char *path)
 			 &n, msg, sizeof(msg));
 	if (err || !n)
 		return 0; /* nothing to alias; the caller's queries report any real trouble */
-	/* Attached databases inherit the connection's read-only flag (recording__open). */
-	if (sqlite3_prepare_v2(db, "ATTACH ?1 AS python", -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_step(st) != SQLITE_DONE) {
+	/* Read-only like the connection (recording__open). */
+	err = recording__attach_self(db, "python");
+	if (err)
 		pr_warn("%s: cannot show torch_trace as python.torch_trace: %s", path,
 			sqlite3_errmsg(db));
-		err = -EIO;
-	}
-	sqlite3_finalize(st);
 	return err;
 }
 

@@ -14,7 +14,8 @@
  * Copy every row of python.torch_trace from the live database @live (livedb.h) into the
  * recording @path, table torch_trace: @path is created as an empty recording when it does
  * not exist; an existing file must be a probing recording (`probing record` makes them) and
- * keeps what it has. A row already in the file (same pid, seq and ts: saved before) is not
+ * keeps what it has. @path follows outfile.h's rules, checked first: a symbolic link is
+ * followed, a read-only file or anything but a regular file is refused untouched. A row already in the file (same pid, seq and ts: saved before) is not
  * added twice. The process is added to the recording's processes table when known.
  * On success *@added is the number of rows added, *@total the rows the table now holds.
  * Return 0, or -errno with what failed printed (e.g. the hooks are not installed).

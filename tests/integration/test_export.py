@@ -80,7 +80,7 @@ def decode_profile(data):
     for b in p.get(5, []):
         f = fields(b)
         functions[one(f, 1)] = {"name": strings[one(f, 2)], "file": strings[one(f, 4)]}
-    mappings = {}
+    mappings = {}  # in the order of the message: pprof's main binary is among the first
     for b in p.get(3, []):
         f = fields(b)
         mappings[one(f, 1)] = strings[one(f, 5)]
@@ -157,6 +157,43 @@ def test_pprof_filters_and_stdout():
     assert p.returncode == 0
     prof = decode_profile(gzip.decompress(p.stdout))
     assert sum(s["values"][0] for s in prof["samples"]) == recordings.total(recordings.THREAD_101)
+
+
+# The executable of the busiest process, then the other's; no frame runs in either: only the
+# libraries have samples (a Python linked with libpython, a program busy in libc).
+MAPPINGS = ("@exe 100 /opt/py/bin/python3.12\n@process 100 python3.12 train.py\n"
+            "@exe 200 /usr/bin/gzip\n@process 200 gzip -9\n"
+            "@pid 100\n"
+            "memcpy [/lib/x86_64-linux-gnu/libc.so.6];"
+            "_PyEval_EvalFrameDefault [/opt/py/lib/libpython3.12.so.1.0] 30\n"
+            "deflate [/lib/x86_64-linux-gnu/libz.so.1] 10\n"
+            "@pid 200\n"
+            "read [/lib/x86_64-linux-gnu/libc.so.6];entry_SYSCALL_64_[k] 5\n")
+
+
+def pprof_main_binary(mappings):
+    """The mapping 'go tool pprof' reports as the profile's file (profile.massageMappings):
+    the first one that is neither a shared library nor a pseudo file such as [kernel]."""
+    import re
+    for m in mappings:
+        if m and not re.search(r"([.]so$|[.]so[._][0-9]+)", m) and not m.startswith("["):
+            return m
+    return mappings[0] if mappings else None
+
+
+def test_pprof_names_the_executable_first():
+    db = recordings.make_db(MAPPINGS)
+    libs = {"/lib/x86_64-linux-gnu/libc.so.6", "/opt/py/lib/libpython3.12.so.1.0",
+            "/lib/x86_64-linux-gnu/libz.so.1", "[kernel]"}
+    # The executables of the processes with samples come first, the busiest one's first.
+    for args, exes in (([], ["/opt/py/bin/python3.12", "/usr/bin/gzip"]),
+                       (["--pid", "200"], ["/usr/bin/gzip"])):
+        out = harness.tmp("m.pb.gz")
+        probing("export", "-i", db, "--format", "pprof", "-o", out, *args, check=True)
+        mappings = decode_profile(gzip.open(out).read())["mappings"]
+        order = [mappings[i] for i in sorted(mappings)]
+        assert order[:len(exes)] == exes and set(order[len(exes):]) <= libs, order
+        assert pprof_main_binary(order) == exes[0]
 
 
 # ---- folded ---------------------------------------------------------------------------------
@@ -238,6 +275,9 @@ def test_export_errors():
 
 def test_help_lists_only_what_works():
     p = probing("export", "--help", check=True)
-    for word in ("pprof", "folded", "speedscope", "chrome", "--pid", "-o", " -p "):
+    for word in ("pprof", "folded", "speedscope", "chrome", "--pid", "-o", " -p ", "--force"):
         assert word in p.stdout
+    # The docs do not call what works "not implemented".
+    doc = open(os.path.join(harness.ROOT, "docs", "export.md")).read()
+    assert "not implemented" not in doc and "--format chrome" in doc
     # chrome (and -p) are tested in test_torch.py.

@@ -184,6 +184,15 @@ def test_memory_report():
     t.finish()
 
 
+def test_memory_of_a_kernel_thread():
+    # kthreadd (pid 2 on the host) or any other kernel thread: no user memory to report.
+    kthread = next(pid for pid in sorted(int(d) for d in os.listdir("/proc") if d.isdigit())
+                   if int(_proc_stat(pid)[6]) & 0x00200000)  # PF_KTHREAD
+    p = harness.probing("memory", "-p", kthread)
+    assert p.returncode == 1 and "is a kernel thread" in p.stderr, p.stderr
+    assert "No such process" not in p.stderr and "owner or root" not in p.stderr
+
+
 def test_memory_cuda_not_initialized_with_torch():
     """torch imported but CUDA never used: the agent must not initialize CUDA itself."""
     code = ("import torch, time, sys\nprint('READY', flush=True)\ntime.sleep(20)\n")

@@ -5,6 +5,8 @@ import json
 import os
 import re
 import sqlite3
+import sys
+import time
 
 import harness
 import recordings
@@ -179,3 +181,119 @@ def test_help():
 def test_live_and_file_are_exclusive():
     p = probing("query", "-i", "x.db", "-p", "1", "SELECT 1")
     assert p.returncode == 2 and "not both" in p.stderr
+
+
+# ---- nothing done through a query creates or changes a file ---------------------------------
+WAL_WRITER = r"""
+import os, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+assert con.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal"
+con.execute("INSERT INTO meta VALUES ('late', 1)")
+if sys.argv[2] == "killed":
+    os._exit(0)  # like a killed recorder: -wal and -shm stay
+"""
+
+
+def snapshot(d):
+    """Every file of @d and its content; a -shm file (SQLite's shared memory between the
+    readers of a database in WAL mode, which every reader writes its read marks to) by name."""
+    return {f: None if f.endswith("-shm") else recordings.sha256(os.path.join(d, f))
+            for f in sorted(os.listdir(d))}
+
+
+def test_queries_cannot_create_or_change_files():
+    d = harness.tmp("files")
+    os.mkdir(d)
+    done = recordings.make_db(name="files/done.db")
+    killed = recordings.make_db(name="files/killed.db")
+    harness.run([sys.executable, "-c", WAL_WRITER, killed, "killed"], check=True)
+    other = os.path.join(d, "other.db")  # a WAL-mode database without its -shm: opening
+    harness.run([sys.executable, "-c", WAL_WRITER, recordings.make_db(name="files/other.db"),
+                 "closed"], check=True)  # it would make one
+    for f in ("done.db.folded", "killed.db.folded", "other.db.folded"):
+        os.unlink(os.path.join(d, f))
+    assert os.path.exists(killed + "-wal") and not os.path.exists(other + "-shm")
+    before = snapshot(d)
+    escapes = (f"VACUUM INTO '{d}/copy.db'",
+               f"ATTACH '{d}/new.db' AS n; CREATE TABLE n.t(x)",
+               f"ATTACH 'file:{d}/uri.db?mode=rwc' AS n; CREATE TABLE n.t(x)",
+               f"ATTACH '{other}' AS o; SELECT count(*) FROM o.meta",
+               f"SELECT load_extension('{d}/x.so')", "DELETE FROM meta", "VACUUM")
+    # Pragmas that write on a writable connection: here they fail or change nothing.
+    pragmas = ("PRAGMA journal_mode = DELETE", "PRAGMA journal_mode = WAL",
+               "PRAGMA wal_checkpoint(TRUNCATE)", "PRAGMA user_version = 7")
+    for db in (done, killed):
+        for sql in escapes + pragmas:
+            p = probing("query", "-i", db, sql)
+            if sql in escapes:
+                assert p.returncode == 1 and p.stdout == "", (db, sql, p.stdout)
+            assert snapshot(d) == before, (db, sql)
+        p = probing("query", "-i", db, f"VACUUM INTO '{d}/copy.db'")
+        assert "ATTACH and VACUUM INTO are refused" in p.stderr, p.stderr
+        # What queries may do: TEMP tables and views, in memory.
+        p = probing("query", "-i", db, "-f", "csv", "--no-header",
+                    "CREATE TEMP TABLE t AS SELECT * FROM samples; SELECT count(*) > 0 FROM t")
+        assert p.returncode == 0 and p.stdout.strip() == "1", p.stderr
+    # The killed recorder's last commit is visible: the WAL was read, not folded in.
+    p = probing("query", "-i", killed, "-f", "csv", "--no-header",
+                "SELECT value FROM meta WHERE key = 'late'")
+    assert p.stdout.strip() == "1", p.stderr
+    assert snapshot(d) == before
+
+
+def test_timeout_stops_sql_that_never_ends():
+    db = recordings.make_db()
+    con = sqlite3.connect(db)
+    con.execute("CREATE VIEW forever AS WITH RECURSIVE c(x) AS "
+                "(SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c")
+    con.commit()
+    con.close()
+    start = time.monotonic()
+    p = probing("query", "-i", db, "--timeout", "0.5", "SELECT count(*) FROM forever",
+                timeout=60)
+    assert p.returncode == 1 and "--timeout" in p.stderr and "0.5 s" in p.stderr, p.stderr
+    assert time.monotonic() - start < 30
+    # Rows printed before the limit stay printed (csv streams).
+    p = probing("query", "-i", db, "--timeout", "0.5", "-f", "csv", "--no-header",
+                "SELECT x FROM forever", timeout=60)
+    assert p.returncode == 1 and p.stdout.startswith("1\n2\n3\n"), p.stderr
+    # Without --timeout a recording's query has no limit; with it, quick SQL is unaffected.
+    p = probing("query", "-i", db, "--timeout", "5", "SELECT count(*) FROM samples")
+    assert p.returncode == 0, p.stderr
+
+
+def test_sql_may_start_with_a_comment():
+    db = recordings.make_db()
+    sql = "-- the busiest thread\nSELECT thread FROM samples GROUP BY thread ORDER BY " \
+          "SUM(count) DESC LIMIT 1"
+    for args in (["-i", db, sql], [sql, "-f", "csv", "-i", db], ["-i", db, "--", sql]):
+        p = probing("query", *args)
+        assert p.returncode == 0 and "MainThread" in p.stdout, (args, p.stderr)
+    p = probing("query", "-i", db, "-- one", "SELECT 2")
+    assert p.returncode == 2 and "one argument" in p.stderr
+    p = probing("query", "-i", db, "--bogus", "SELECT 2")
+    assert p.returncode == 2 and "unknown option '--bogus'" in p.stderr
+
+
+def test_missing_recording_points_to_partial():
+    db = recordings.make_db()
+    os.rename(db, harness.tmp("app.db.partial"))
+    p = probing("query", "-i", harness.tmp("app.db"), "SELECT 1")
+    assert p.returncode == 1 and "app.db.partial" in p.stderr, p.stderr
+
+
+# ---- live targets: true messages ------------------------------------------------------------
+def test_live_query_messages():
+    t = harness.spawn(["sleep", "60"])
+    p = probing("query", "-p", t.pid, "SELECT * FROM python.backtrace")
+    assert p.returncode == 1 and "is not a Python process" in p.stderr, p.stderr
+    assert "No such file" not in p.stderr and "--native" not in p.stderr
+    p = probing("query", "-p", t.pid, "SELECT name FROM system.threads")
+    assert p.returncode == 0 and "sleep" in p.stdout
+    # .invalid never resolves (RFC 6761); without a name server the lookup fails as well.
+    p = probing("query", "-t", "host.invalid:4242", "SELECT 1")
+    assert p.returncode == 1 and "cannot find the host 'host.invalid'" in p.stderr, p.stderr
+    assert "route" not in p.stderr
+    for bad in ("localhost:http", "localhost:0", "localhost:70000", ":4242"):
+        p = probing("query", "-t", bad, "SELECT 1")
+        assert p.returncode == 2 and bad in p.stderr, (bad, p.stderr)

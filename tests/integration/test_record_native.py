@@ -3,6 +3,7 @@
 The workloads are built -O2 without frame pointers, so every complete chain proves DWARF
 unwinding from the copied stack.
 """
+import hashlib
 import os
 import signal
 import sqlite3
@@ -204,18 +205,55 @@ def test_target_exits_mid_recording():
     assert "recorded" in p.stderr, p.stderr
 
 
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of process @pid so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def partial_samples(path):
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        return con.execute("SELECT SUM(count) FROM samples").fetchone()[0] or 0
+    except sqlite3.Error:
+        return 0
+
+
 def test_sigkill_of_recorder_leaves_readable_file():
     target = h.spawn([h.workload("split"), "30"])
     out = h.tmp("rec.db")
+    partial = out + ".partial"
+    with open(out, "w") as f:
+        f.write("an older recording")
     rec = h.spawn([h.PROBING, "record", "-F", "999", "-p", str(target.pid), "-o", out])
-    time.sleep(3.5)
+    # From the first flush on, every second the target spends on a CPU is in the file
+    # (999 samples each), but for the last second before the kill (flushed once a second).
+    h.wait_for(lambda: partial_samples(partial) > 0, timeout=20, what="a first flush")
+    t0, c0 = time.monotonic(), cpu_seconds(target.pid)
+    time.sleep(2.5)
+    t1, c1 = time.monotonic(), cpu_seconds(target.pid)
     rec.send_signal(signal.SIGKILL)
     rec.wait()
-    con = sqlite3.connect(f"file:{out}?mode=ro", uri=True)
+    # The recording in progress is OUT.partial; OUT is replaced only once it is complete.
+    assert open(out).read() == "an older recording"
+    before = {s: sha256(partial + s) for s in ("", "-wal")}
+    # A new recording does not reuse or overwrite the killed one's data.
+    p = h.probing("record", "-d", 1, "-p", target.pid, "-o", out)
+    assert p.returncode == 1 and "rec.db.partial already exists" in p.stderr, p.stderr
+    assert {s: sha256(partial + s) for s in ("", "-wal")} == before
+    con = sqlite3.connect(f"file:{partial}?mode=ro", uri=True)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     n = con.execute("SELECT SUM(count) FROM samples").fetchone()[0] or 0
-    # At most one second of samples may be missing (flushed every second).
-    assert n >= 1500, f"only {n} samples survived"
+    cpu = c1 - c0
+    flushed_cpu = cpu - cpu / (t1 - t0) * 1.0  # the CPU time of all but the last second
+    assert cpu > 0.2, f"the target hardly ran ({cpu:.2f} s of CPU): machine overloaded?"
+    assert n >= 0.8 * 999 * flushed_cpu, f"only {n} samples survived ({cpu:.2f} s of CPU)"
     frames = con.execute("SELECT COUNT(*) FROM frames").fetchone()[0]
     assert frames > 0
 

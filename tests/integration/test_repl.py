@@ -4,6 +4,7 @@ import pty
 import re
 import select
 import signal
+import stat
 import time
 
 import harness
@@ -171,6 +172,37 @@ def test_repl_history_survives_sessions():
         assert term.wait() == 0
     finally:
         term.kill()
+
+
+def test_repl_history_only_in_a_file_of_its_own():
+    # As root with someone else's $HOME (sudo -E), ~/.probing_history may be a link or a
+    # hard link to any file: it is neither read (the history would show its lines) nor
+    # written over.
+    victim = harness.tmp("victim")
+    with open(victim, "w") as f:
+        f.write("_HiStOrY_V2_\nsecret\040line\n")
+    os.chmod(victim, 0o640)
+    hist = os.path.join(harness.tmp(), ".probing_history")
+    t = Target("sleep", seconds=3).wait_ready()
+    for make in (lambda: os.symlink(victim, hist), lambda: os.link(victim, hist)):
+        make()
+        term = Term(["repl", "-p", t.pid], _env())
+        try:
+            term.expect(PROMPT)
+            term.send("\x1b[A")  # the history is empty: nothing is recalled
+            term.send("\r")
+            term.expect(PROMPT)
+            term.send("typed = 1\r")
+            term.expect(PROMPT)
+            term.send("\x04")
+            assert term.wait() == 0
+        finally:
+            term.kill()
+        assert "secret" not in ANSI.sub("", term.buf)
+        assert open(victim).read() == "_HiStOrY_V2_\nsecret\040line\n"
+        assert stat.S_IMODE(os.stat(victim).st_mode) == 0o640
+        os.unlink(hist)
+    t.finish()
 
 
 def test_repl_without_a_terminal():

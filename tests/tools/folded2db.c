@@ -11,6 +11,7 @@
  *   @pid PID [TID [NAME...]]   the process and thread of the stacks that follow (default
  *                              pid 1, tid = pid); NAME is the thread's name
  *   @process PID COMMAND...    the command line of process PID
+ *   @exe PID PATH              the executable of process PID (before its @process line)
  *   @meta KEY VALUE            a meta row (an integer VALUE is stored as an integer)
  *
  * Frames are named as 'probing flamegraph --folded' prints them, so its output is the input:
@@ -42,6 +43,8 @@ struct ctx {
 	size_t cap;
 	int lineno;
 	const char *input;
+	int exe_pid;
+	char exe[4096];
 };
 
 static int fail(struct ctx *c, const char *what)
@@ -77,8 +80,18 @@ static int directive(struct ctx *c, char *line)
 			return fail(c, "@process needs a process id");
 		p.pid = v;
 		p.command = strtok_r(NULL, "", &save);
+		p.exe = c->exe_pid == p.pid ? c->exe : NULL;
 		p.start_time = c->start;
 		return store__process(c->st, &p);
+	}
+	if (!strcmp(word, "@exe")) {
+		char *pid = strtok_r(NULL, " \t", &save), *path = strtok_r(NULL, "", &save);
+
+		if (!pid || parse_long(pid, 1, INT_MAX, &v) || !path)
+			return fail(c, "@exe needs a process id and a path");
+		c->exe_pid = v;
+		snprintf(c->exe, sizeof(c->exe), "%s", path);
+		return 0;
 	}
 	if (!strcmp(word, "@meta")) {
 		char *key = strtok_r(NULL, " \t", &save), *value = strtok_r(NULL, "", &save);
@@ -189,7 +202,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (store__create(output, &c.st))
+	if (store__create(output, STORE_FORCE, &c.st))
 		return 1;
 	store__meta_int(c.st, "frequency", freq);
 	store__meta_int(c.st, "start", c.start);
@@ -205,16 +218,12 @@ int main(int argc, char **argv)
 	if (!err)
 		err = store__close(c.st);
 	else
-		store__close(c.st);
+		store__discard(c.st);
 	if (in != stdin)
 		fclose(in);
 	free(line);
 	free(c.ids);
-	if (err) {
-		unlink(output);
-		return 1;
-	}
-	return 0;
+	return err ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: folded2db -o OUT.db [-F HZ] [--seconds N] [--start T] [INPUT|-]\n");
 	return 2;

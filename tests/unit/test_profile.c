@@ -55,7 +55,7 @@ static int make_recording(const char *p)
 	uint64_t m, w, r, k, s1, s2, s3, ids[3];
 	int err;
 
-	err = store__create(p, &st);
+	err = store__create(p, 0, &st);
 	if (err)
 		return err;
 	err = store__frame_id(st, &fmain, &m) ?: store__frame_id(st, &fwork, &w) ?:
@@ -78,7 +78,7 @@ static int make_recording(const char *p)
 	err = err ?: store__meta_int(st, "start", 100);
 	err = err ?: store__meta_int(st, "duration", 2);
 	if (err) {
-		store__close(st);
+		store__discard(st);
 		return err;
 	}
 	return store__close(st);

@@ -2,18 +2,24 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "store.h"
 #include "test.h"
 
 static char path[] = "/tmp/probing-test-store-XXXXXX";
 
-static sqlite3 *reopen(void)
+static sqlite3 *reopen_file(const char *file)
 {
 	sqlite3 *db = NULL;
 
-	sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+	sqlite3_open_v2(file, &db, SQLITE_OPEN_READONLY, NULL);
 	return db;
+}
+
+static sqlite3 *reopen(void)
+{
+	return reopen_file(path);
 }
 
 static long long one(sqlite3 *db, const char *sql)
@@ -55,13 +61,16 @@ TEST(interns_frames_and_stacks_and_aggregates_counts)
 	struct frame leaf2 = leaf;
 	struct store *st;
 	uint64_t a, b, c, a2, s1, s2, s3, ids[3];
-	char buf[256];
+	char buf[256], partial[sizeof(path) + 16];
+	struct stat sb;
 	sqlite3 *db;
 	int fd = mkstemp(path);
 
 	REQUIRE(fd >= 0);
 	close(fd);
-	REQUIRE(store__create(path, &st) == 0);
+	REQUIRE(store__create(path, 0, &st) == 0);
+	snprintf(partial, sizeof(partial), "%s.partial", path);
+	CHECK_STR(store__path(st), partial);
 	REQUIRE(store__frame_id(st, &leaf, &a) == 0);
 	REQUIRE(store__frame_id(st, &mid, &b) == 0);
 	REQUIRE(store__frame_id(st, &root, &c) == 0);
@@ -85,8 +94,9 @@ TEST(interns_frames_and_stacks_and_aggregates_counts)
 	store__thread(st, 10, 11, "renamed", 1002.0);
 	store__meta_text(st, "host", "it's");
 	REQUIRE(store__flush(st) == 0);
-	/* Readable while the writer still has it open. */
-	db = reopen();
+	/* Readable while the writer still has it open; the file it replaces is untouched. */
+	CHECK(stat(path, &sb) == 0 && sb.st_size == 0);
+	db = reopen_file(partial);
 	REQUIRE(db);
 	CHECK_EQ(one(db, "SELECT SUM(count) FROM samples"), 10);
 	CHECK_EQ(one(db, "SELECT count FROM samples WHERE tid = 11"), 6);
@@ -113,9 +123,12 @@ TEST(interns_frames_and_stacks_and_aggregates_counts)
 	CHECK_EQ(one(db, "SELECT first_seen FROM threads WHERE tid = 11"), 1000);
 	CHECK_EQ(one(db, "SELECT last_seen FROM threads WHERE tid = 11"), 1002);
 	sqlite3_close(db);
-	/* A second flush adds; close leaves one file (no WAL). */
+	/* A second flush adds; close leaves one file (no WAL) under the final name. */
 	store__count(st, 10, 11, s1, 1001, 10);
 	REQUIRE(store__close(st) == 0);
+	CHECK(access(partial, F_OK) != 0);
+	strcat(partial, "-wal");
+	CHECK(access(partial, F_OK) != 0);
 	db = reopen();
 	CHECK_EQ(one(db, "SELECT SUM(count) FROM samples"), 20);
 	CHECK_EQ(one(db, "SELECT COUNT(*) FROM frame_defs"), 3);
@@ -129,7 +142,7 @@ TEST(refuses_unwritable_path)
 {
 	struct store *st = NULL;
 
-	CHECK(store__create("/nonexistent-dir/x.db", &st) < 0);
+	CHECK(store__create("/nonexistent-dir/x.db", 0, &st) < 0);
 	CHECK(st == NULL);
 	CHECK_EQ(store__close(NULL), 0);
 }
