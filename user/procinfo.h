@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* true if @pid exists and is not a zombie. */
@@ -27,5 +28,12 @@ char *procinfo_getenv(pid_t pid, const char *name);
 
 /* Real uid of @pid, or -errno. */
 long procinfo_uid(pid_t pid);
+
+/*
+ * The stack pointer @pid's main thread started its program with (/proc/PID/stat
+ * "startstack": the address of argc, set at exec) into *@start_stack; 0 when the kernel
+ * withholds it (no ptrace access to @pid). Returns 0 or -errno.
+ */
+int procinfo_start_stack(pid_t pid, uint64_t *start_stack);
 
 #endif

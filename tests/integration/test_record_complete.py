@@ -3,14 +3,19 @@ stack that does not is flagged (stacks.truncated bit 2), with meta.complete_nati
 counting exactly the others.
 
 Ground truth is independent of the flag: a stack reaches the outermost frame when its root
-frame is _start (the main thread) or clone3/clone (any other thread). The workload spends
-its time where unwinding used to stop early while the stack was still counted complete:
-PLT stubs (tests/workloads/native/plt.c; libpython 3.8 calls its own functions that way).
+frame is _start (the main thread) or clone3/clone (any other thread). The workloads spend
+their time where unwinding used to stop early while the stack was still counted complete:
+PLT stubs (tests/workloads/native/plt.c, and libpython 3.8's own calls) and deep Python
+stacks, 20 KiB of C stack on Python 3.8-3.10 (tests/workloads/python/deep_threads.py).
 """
+import os
 import subprocess
 
 import harness as h
 
+PYTHONS = h.pythons()
+IDS = [label for label, _ in PYTHONS]
+DEEP = os.path.join(h.ROOT, "tests", "workloads", "python", "deep_threads.py")
 MAIN_ROOTS = ("_start",)
 THREAD_ROOTS = ("clone3", "clone")
 
@@ -67,3 +72,37 @@ def test_plt_stubs_unwind_to_the_outermost_frame():
     """A sample in a PLT stub unwinds through it (its CFI needs rip as a register)."""
     total, reached, _ = record_running([h.workload("plt"), "30"], "ready", 500)
     assert reached >= 0.995 * total, f"{reached}/{total} samples reach _start or clone3"
+
+
+def whole_python_chains(recordings):
+    """Samples in leaf() with all 41 descend frames above it, of all @recordings."""
+    return sum(n for con, pid in recordings for n, chain, _ in h.stacks(con, pid=pid)
+               if "leaf" in chain and chain.count("descend") == 41)
+
+
+@h.params([p for _, p in PYTHONS], IDS)
+def test_python_threads_unwind_to_the_outermost_frame(py):
+    total, reached, recs = record_running([py, DEEP, "30", "40"], "ready", 400)
+    assert reached >= 0.995 * total, f"{reached}/{total} samples reach _start or clone3"
+    # The Python frames are all there too.
+    deep = whole_python_chains(recs)
+    assert deep >= 0.95 * total, f"{deep}/{total} samples with the whole Python chain"
+
+
+def test_stack_deeper_than_the_copy_is_flagged():
+    """With --stack-size 8K, Python 3.8's 20 KiB deep stacks cannot be unwound to the end:
+    each is flagged, none counted complete; the Python frames are still all there."""
+    py = [p for label, p in PYTHONS if label == "3.8"]
+    assert py, "pyenv Python 3.8 is needed"
+    total, reached, recs = record_running([py[0], DEEP, "30", "40"], "ready", 200,
+                                          opts=("--stack-size", "8K"))
+    assert reached <= 0.05 * total, f"{reached}/{total} samples reach the root with 8 KiB"
+    deep = whole_python_chains(recs)
+    assert deep >= 0.95 * total, f"{deep}/{total} samples with the whole Python chain"
+
+
+def test_no_native_stacks_are_not_complete():
+    """--no-native keeps only the running function: no stack is counted complete."""
+    total, reached, _ = record_running([h.workload("plt"), "30"], "ready", 100,
+                                       opts=("--no-native",))
+    assert reached == 0, f"{reached}/{total} samples reach the root without unwinding"
