@@ -18,7 +18,7 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Set by userspace before load. */
-const volatile __u32 stack_size = 16384; /* bytes of user stack to copy, multiple of 8 */
+const volatile __u32 stack_size = SAMPLER_MAX_STACK; /* most bytes to copy, multiple of 8 */
 const volatile bool want_kernel = false;
 const volatile bool want_python = true;
 const volatile bool follow_children = false;
