@@ -8,9 +8,9 @@ A fixed amount of CPU-bound Python work (bench/pywork.py) runs:
     it yourself from https://github.com/P403n1x87/austin outside this repository),
   - under `perf record --call-graph dwarf` at 99 and 999 Hz (if perf works),
 in interleaved rounds; the work reports its own time, so the slowdown is the median of the
-paired runs. For probing it also reports the recorder's CPU time per sample and the share of
+paired runs. For probing it also reports the recorder's CPU time per sample, the share of
 samples taken while the script runs whose Python stack is complete (reaches <module>) —
-the goal is 100%.
+the goal is 100% — and the share of all samples whose native stack reaches _start.
 
     bench/bench_python.py [--rounds N] [--seconds S] [--python PATH]
 """
@@ -64,6 +64,17 @@ def python_completeness(db):
     return total, complete
 
 
+def native_completeness(db):
+    """(samples, of which the native stack reaches _start): the interpreter's main thread
+    starts there, so every other root is a native unwind that stopped early."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    return con.execute(
+        "SELECT SUM(s.count), SUM(CASE WHEN f.kind = 'native' AND f.func = '_start' "
+        "THEN s.count ELSE 0 END) FROM samples s JOIN frames f ON f.stack_id = s.stack_id "
+        "AND f.depth = (SELECT MAX(depth) FROM frames g WHERE g.stack_id = s.stack_id)"
+    ).fetchone()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -86,8 +97,8 @@ def main():
             # The floor: the same timer interrupt, recording only the instruction pointer.
             configs.append((f"perf ip-only {hz} Hz", hz))
     enable_bpf_stats()
-    res = {name: {"wall": [], "cpu": [], "samples": [], "complete": [], "failed": 0, "bpf": []}
-           for name, _ in configs}
+    res = {name: {"wall": [], "cpu": [], "samples": [], "complete": [], "failed": 0, "bpf": [],
+                  "native": []} for name, _ in configs}
     print(f"python: {os.path.basename(py)} bench/pywork.py {iters} iterations "
           f"(~{args.seconds:.0f} s), {args.rounds} interleaved rounds", flush=True)
     if not austin:
@@ -111,6 +122,7 @@ def main():
                     "SELECT SUM(count) FROM samples").fetchone()[0] or 1
                 r["samples"].append(total)
                 r["complete"].append((n, comp))
+                r["native"].append(native_completeness(db))
                 r["bpf"].append(100.0 * bpf_run_seconds(db) / w)
             elif name.startswith("austin"):
                 outf = os.path.join(tmp, "a.austin")
@@ -137,7 +149,7 @@ def main():
     base = statistics.median(res["baseline"]["wall"])
     print()
     print(f"{'configuration':<20} {'slowdown':>9} {'tool CPU':>9} {'CPU/sample':>11} "
-          f"{'complete Python stacks':>23}")
+          f"{'complete Python stacks':>23} {'native to _start':>17}")
     print(f"{'baseline':<20} {'(' + format(base, '.2f') + ' s)':>9}")
     for name, hz in configs[1:]:
         r = res[name]
@@ -154,6 +166,9 @@ def main():
             n = sum(a for a, _ in r["complete"])
             c = sum(b for _, b in r["complete"])
             comp = f"{100.0 * c / max(1, n):.2f}% of {n}"
+        if r["native"]:
+            n = sum(a or 0 for a, _ in r["native"])
+            comp += f" {100.0 * sum(b or 0 for _, b in r['native']) / max(1, n):>16.2f}%"
         failed = f"  ({r['failed']} runs failed)" if r["failed"] else ""
         if r["bpf"] and any(r["bpf"]):
             failed += f"  BPF in target {statistics.median(r['bpf']):.2f}%"

@@ -18,7 +18,7 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Set by userspace before load. */
-const volatile __u32 stack_size = 16384; /* bytes of user stack to copy, multiple of 8 */
+const volatile __u32 stack_size = SAMPLER_MAX_STACK; /* most bytes to copy, multiple of 8 */
 const volatile bool want_kernel = false;
 const volatile bool want_python = true;
 const volatile bool follow_children = false;
@@ -109,32 +109,67 @@ static __always_inline void copy_regs(__u64 *r, const struct pt_regs *p)
 }
 
 /*
- * Copy up to stack_size bytes of user stack from @sp into @dst, a page at a time so that a
- * stack ending early (its top is the end of the mapping) still yields what is readable.
- * Returns the number of bytes copied (a multiple of 8).
+ * Where the thread's stack ends (exclusive): nothing above it is a frame of the thread, so
+ * the copy can stop there. The main thread: just above argc, where the kernel started the
+ * program (mm->start_stack). Other threads (glibc): the thread control block the fs base
+ * points to, which glibc puts right above the thread's stack, in the same mapping. 0 when
+ * that does not hold for @sp (another stack: sigaltstack, a coroutine, a foreign runtime).
  */
-static __always_inline __u32 copy_user_stack(__u8 *dst, __u64 sp, __u32 *flags)
+static __always_inline __u64 stack_top(struct task_struct *task, __u32 tgid, __u32 tid,
+				       __u64 fsbase, __u64 sp)
 {
-	__u32 want = stack_size, off = 0, chunk;
-	int i;
+	__u64 top = fsbase;
 
-	if (want > SAMPLER_MAX_STACK)
-		want = SAMPLER_MAX_STACK;
-	for (i = 0; i < SAMPLER_MAX_STACK / PAGE + 1; i++) {
-		chunk = PAGE - ((sp + off) & (PAGE - 1));
-		if (off + chunk > want)
-			chunk = want - off;
-		if (chunk == 0)
-			break;
-		chunk &= CHUNK_MAX - 1;
-		if (bpf_probe_read_user(dst + (off & (STACK_AREA - 1)), chunk,
-					(const void *)(sp + off))) {
-			*flags |= SAMPLE_F_STACK_SHORT;
-			break;
-		}
-		off += chunk;
+	if (tid == tgid)
+		top = BPF_CORE_READ(task, mm, start_stack) + 8;
+	return top > sp && top - sp <= SAMPLER_MAX_STACK ? top : 0;
+}
+
+struct stack_copy {
+	__u8 *dst;
+	__u64 sp;
+	__u32 want, off, flags;
+};
+
+/* One page (or the part of one from sp on): the bpf_loop callback. Returns 1 to stop. */
+static long copy_stack_page(__u32 i, void *arg)
+{
+	struct stack_copy *c = arg;
+	__u32 chunk = PAGE - ((c->sp + c->off) & (PAGE - 1));
+
+	if (c->off >= c->want)
+		return 1;
+	if (chunk > c->want - c->off)
+		chunk = c->want - c->off;
+	chunk &= CHUNK_MAX - 1;
+	if (bpf_probe_read_user(c->dst + (c->off & (STACK_AREA - 1)), chunk,
+				(const void *)(c->sp + c->off))) {
+		c->flags |= SAMPLE_F_STACK_SHORT;
+		return 1;
 	}
-	return off & ~7u;
+	c->off += chunk;
+	return 0;
+}
+
+/*
+ * Copy the user stack from @sp up to @top (0: unknown), at most stack_size bytes, into @dst,
+ * a page at a time so that a stack ending early (its top is the end of the mapping) still
+ * yields what is readable (SAMPLE_F_STACK_SHORT when a read fails). Shallow stacks cost only
+ * what they use. Returns the number of bytes copied (a multiple of 8).
+ */
+static __always_inline __u32 copy_user_stack(__u8 *dst, __u64 sp, __u64 top, __u32 *flags)
+{
+	struct stack_copy c = {.dst = dst, .sp = sp, .want = stack_size};
+
+	if (c.want > SAMPLER_MAX_STACK)
+		c.want = SAMPLER_MAX_STACK;
+	if (top && top - sp <= c.want)
+		c.want = (top - sp + 7) & ~7u;
+	/* The verifier checks the callback once; an unrolled loop with a bound known only at
+	 * run time took it up to a second per load. */
+	bpf_loop(SAMPLER_MAX_STACK / PAGE + 1, copy_stack_page, &c, 0);
+	*flags |= c.flags;
+	return c.off & ~7u;
 }
 
 SEC("perf_event")
@@ -211,7 +246,9 @@ int on_sample(struct bpf_perf_event_data *ctx)
 
 	if (!(e->flags & SAMPLE_F_NO_USER_REGS)) {
 		stack_dst = s->data + ((pyb + kb) & (PY_AREA - 1));
-		e->stack_len = copy_user_stack(stack_dst, uregs.sp, &e->flags);
+		e->stack_len = copy_user_stack(stack_dst, uregs.sp,
+					       stack_top(task, tgid, e->tid, e->fsbase, uregs.sp),
+					       &e->flags);
 	}
 
 	size = sizeof(*e) + pyb + kb + e->stack_len;

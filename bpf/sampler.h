@@ -41,7 +41,7 @@ enum sample_reg {
 /* sample_event.flags */
 #define SAMPLE_F_KERNEL_MODE  (1u << 0) /* the sample interrupted kernel code */
 #define SAMPLE_F_NO_USER_REGS (1u << 1) /* user registers unavailable (kernel thread) */
-#define SAMPLE_F_STACK_SHORT  (1u << 2) /* the user stack copy ended before --stack-size */
+#define SAMPLE_F_STACK_SHORT  (1u << 2) /* a read failed: the copy ended before it should */
 #define SAMPLE_F_PY_TRUNCATED (1u << 3) /* Python stack deeper than --py-depth */
 
 /* sample_event.py_status: what the Python walk found. */

@@ -45,8 +45,11 @@ static const char usage_text[] =
 	"                          permissions; a symbolic link is followed; anything but a\n"
 	"                          regular file is refused\n"
 	"      --force             replace FILE even if it is read-only\n"
-	"      --stack-size SIZE   bytes of user stack copied per sample, 8K-64K (default 16K);\n"
-	"                          more lets deeper native stacks unwind completely\n"
+	"      --stack-size SIZE   most bytes of user stack copied per sample, 8K-64K (default\n"
+	"                          64K); a sample copies only the part of its thread's stack in\n"
+	"                          use, so this bounds what deep stacks cost (Python 3.8-3.10\n"
+	"                          use about 0.5K per Python call); deeper stacks are kept but\n"
+	"                          marked as not unwound to their outermost frame\n"
 	"      --kernel            also record kernel stacks\n"
 	"      --no-python         do not read Python stacks (native frames only)\n"
 	"      --py-depth N        Python frames read per sample, 1-1024 (default 128); deeper\n"
@@ -247,7 +250,7 @@ static void progress(double elapsed, uint64_t samples, int live)
 
 int cmd_record(int argc, char **argv)
 {
-	struct sampling_opts sopts = {.freq = 99, .stack_size = 16384, .python = true};
+	struct sampling_opts sopts = {.freq = 99, .stack_size = SAMPLER_MAX_STACK, .python = true};
 	struct recorder_opts ropts = {.native = true, .python = true, .py_depth = 128};
 	const char *output = "probing.db";
 	struct sampling *smp = NULL;

@@ -19,6 +19,7 @@
 #include "bmap.h"
 #include "dwproc.h"
 #include "log.h"
+#include "procinfo.h"
 #include "sampler.h"
 #include "util.h"
 
@@ -35,6 +36,7 @@ struct dwproc {
 	struct bmap *reported;	 /* (dev, inode, start of its first executable mapping) */
 	struct modrange *ranges; /* sorted by start, non-overlapping */
 	size_t nranges, capranges;
+	uint64_t start_stack; /* the main thread's stack pointer at exec (argc); 0 unknown */
 	uint64_t last_refresh_ns;
 	unsigned int refresh_gap_ms; /* current back-off: 0 after a refresh found a module */
 	bool attached;
@@ -46,6 +48,7 @@ struct dwproc {
 	size_t stack_len;
 	struct dwproc_frame *out;
 	int max, n;
+	uint64_t last_sp; /* stack pointer of out[n - 1]; 0 if unknown */
 };
 
 static char *debuginfo_path;
@@ -238,7 +241,14 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
 
 	for (i = 0; i < DWREG_COUNT; i++)
 		regs[i] = dp->regs[i];
-	if (!dwfl_thread_state_registers(thread, 0, DWREG_RIP, regs))
+	/*
+	 * rip is a register too, not only the pc: the CFI of PLT stubs computes the CFA from it
+	 * (rsp + 8, or + 16 past the push in the lazy-binding half). Without it the first
+	 * unwinding step fails in every PLT stub, which libdwfl reports as the end of the
+	 * stack; libraries built without -fno-semantic-interposition (libpython 3.8) spend
+	 * a few percent of their time there.
+	 */
+	if (!dwfl_thread_state_registers(thread, 0, DWREG_COUNT, regs))
 		return false;
 	dwfl_thread_state_register_pc(thread, dp->regs[DWREG_RIP]);
 	return true;
@@ -301,6 +311,8 @@ struct dwproc *dwproc__new(pid_t pid)
 	err = procmaps__read(pid, &dp->maps);
 	if (err)
 		goto fail;
+	if (procinfo_start_stack(pid, &dp->start_stack))
+		dp->start_stack = 0;
 	dp->dwfl = dwfl_begin(&dwfl_callbacks);
 	if (!dp->dwfl) {
 		err = -ENOMEM;
@@ -368,6 +380,7 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 {
 	struct dwproc *dp = arg;
 	Dwarf_Addr pc;
+	Dwarf_Word sp;
 	bool activation;
 
 	if (!dwfl_frame_pc(state, &pc, &activation))
@@ -380,7 +393,60 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	dp->out[dp->n].pc = pc;
 	dp->out[dp->n].activation = activation;
 	dp->n++;
+	if (dwfl_frame_reg(state, DWREG_RSP, &sp))
+		sp = 0;
+	dp->last_sp = sp;
 	return DWARF_CB_OK;
+}
+
+/*
+ * Whether the CFI of the code at @pc (exact: already adjusted for a return address) says
+ * that its frame has no caller: the return address rule is "undefined". That is the ABI's
+ * end-of-stack mark; glibc puts it on _start and on the child side of clone and clone3, and
+ * it is in .eh_frame, so a stripped library has it too. Like libdwfl, the first CFI with an
+ * entry for @pc decides: .eh_frame, then .debug_frame.
+ */
+static bool cfi_says_outermost(struct dwproc *dp, uint64_t pc)
+{
+	Dwfl_Module *mod = dwproc__module(dp, pc);
+	Dwarf_Op ops_mem[3], *ops;
+	Dwarf_Frame *frame;
+	Dwarf_CFI *cfi;
+	Dwarf_Addr bias;
+	size_t nops;
+	bool undefined;
+	int which, ra;
+
+	if (!mod)
+		return false;
+	for (which = 0; which < 2; which++) {
+		cfi = which ? dwfl_module_dwarf_cfi(mod, &bias) : dwfl_module_eh_cfi(mod, &bias);
+		if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame))
+			continue;
+		ra = dwarf_frame_info(frame, NULL, NULL, NULL);
+		undefined = ra >= 0 && !dwarf_frame_register(frame, ra, ops_mem, &ops, &nops) &&
+			    nops == 0 && ops == ops_mem;
+		free(frame);
+		return undefined;
+	}
+	return false;
+}
+
+/*
+ * Whether out[n - 1], where the unwind ended, is the thread's outermost frame (see
+ * dwproc__unwind). @ended: the unwinder itself found no caller (not an error, not our
+ * limit). Stopping for lack of copied stack also looks like "no caller" to libdwfl (a
+ * return address it cannot read is as undefined as one the CFI declares so), hence the
+ * CFI check.
+ */
+static bool reached_outermost(struct dwproc *dp, bool ended)
+{
+	const struct dwproc_frame *last = &dp->out[dp->n - 1];
+
+	/* The frame the kernel started the program in: nothing is above argc. */
+	if (dp->start_stack && dp->last_sp == dp->start_stack)
+		return true;
+	return ended && cfi_says_outermost(dp, last->activation ? last->pc : last->pc - 1);
 }
 
 int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
@@ -408,18 +474,18 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
 	dp->max = max;
 	for (retried = false;; retried = true) {
 		dp->n = 0;
+		dp->last_sp = 0;
 		ret = dwfl_getthread_frames(dp->dwfl, tid, frame_cb, dp);
+		*complete = dp->n && reached_outermost(dp, ret == 0);
 		/*
 		 * Stopped at an address in no known module: a library mapped since the maps
 		 * were read (at start-up ld.so maps them after exec). If a refresh finds it,
 		 * unwind again, so the stack goes on through it.
 		 */
-		if (ret == 0 || retried || !dp->n || dwproc__module(dp, out[dp->n - 1].pc) ||
+		if (*complete || retried || !dp->n || dwproc__module(dp, out[dp->n - 1].pc) ||
 		    !dwproc__module_refreshed(dp, out[dp->n - 1].pc))
 			break;
 	}
-	/* 0: the unwinder found the outermost frame; else it stopped (or we did). */
-	*complete = ret == 0;
 	if (!dp->n && regs[DWREG_RIP]) {
 		out[0].pc = regs[DWREG_RIP];
 		out[0].activation = true;

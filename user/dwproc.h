@@ -47,9 +47,17 @@ struct dwproc_frame {
 /*
  * Unwind thread @tid from @regs (DWARF numbering, DWREG_COUNT of them, bpf/sampler.h) and the
  * @stack_len bytes of @stack copied from regs[DWREG_RSP]. Store up to @max frames, innermost
- * first, in @out; set *@complete when unwinding reached the outermost frame (not stopped by
- * missing stack or CFI). An unwind that stops at an address in no known module re-reads
- * the maps (dwproc__module_refreshed) and, if that finds the address's module, runs again.
+ * first, in @out. An unwind that stops at an address in no known module re-reads the maps
+ * (dwproc__module_refreshed) and, if that finds the address's module, runs again.
+ *
+ * *@complete is set only when the last frame is, by evidence, the thread's outermost one:
+ *  - its CFI says its return address is undefined, the ABI's end-of-stack mark (glibc:
+ *    _start of the executable; clone3/clone for every other thread). It lives in .eh_frame,
+ *    which stripping keeps, so stripped binaries and libraries count the same; or
+ *  - its stack pointer is the one the kernel started the program with (/proc/PID/stat
+ *    startstack): the dynamic loader's entry code, which has no CFI.
+ * A stop for any other reason (stack copy too short, a read outside it, missing CFI, the
+ * @max limit) leaves it false, even where libdwfl calls it the end of the stack.
  * Return the number of frames (>= 1 when the pc is non-zero) or -errno.
  */
 int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,

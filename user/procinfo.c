@@ -149,3 +149,25 @@ bool procinfo_is_kernel_thread(pid_t pid)
 	free(text);
 	return found && (flags & 0x00200000); /* PF_KTHREAD */
 }
+
+int procinfo_start_stack(pid_t pid, uint64_t *start_stack)
+{
+	char path[64], *text, *p;
+	unsigned long long v;
+	int i, err = -EINVAL;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	text = read_file(path, 4096, NULL);
+	if (!text)
+		return -errno;
+	/* Field 28 (startstack): the space after "(comm)" is the one before field 3. */
+	p = strrchr(text, ')');
+	for (i = 2; p && i < 28; i++)
+		p = strchr(p + 1, ' ');
+	if (p && sscanf(p + 1, "%llu", &v) == 1) {
+		*start_stack = v;
+		err = 0;
+	}
+	free(text);
+	return err;
+}

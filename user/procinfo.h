@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* true if @pid exists and is not a zombie. */
@@ -30,5 +31,12 @@ long procinfo_uid(pid_t pid);
 
 /* true if @pid is a kernel thread (PF_KTHREAD: no user memory, no executable). */
 bool procinfo_is_kernel_thread(pid_t pid);
+
+/*
+ * The stack pointer @pid's main thread started its program with (/proc/PID/stat
+ * "startstack": the address of argc, set at exec) into *@start_stack; 0 when the kernel
+ * withholds it (no ptrace access to @pid). Returns 0 or -errno.
+ */
+int procinfo_start_stack(pid_t pid, uint64_t *start_stack);
 
 #endif

@@ -392,6 +392,7 @@ static int native_frames(struct recorder *r, struct target *t, const struct samp
 
 	if (!dp) {
 		r->stats.unresolved++;
+		*trunc |= STACK_TRUNC_NATIVE;
 		r->nframes[0] = (struct pym_frame){
 			.f = {.kind = FRAME_NATIVE, .func = "[unknown: process exited]"}};
 		return 1;
@@ -400,10 +401,10 @@ static int native_frames(struct recorder *r, struct target *t, const struct samp
 		nn = dwproc__unwind(dp, e->tid, (const uint64_t *)e->regs, stack, e->stack_len,
 				    r->nat, MAX_NATIVE, &complete);
 	} else {
+		/* --no-native: the running function only, so not its outermost frame. */
 		r->nat[0].pc = e->regs[DWREG_RIP];
 		r->nat[0].activation = true;
 		nn = 1;
-		complete = true;
 	}
 	if (nn < 0)
 		nn = 0;
@@ -527,6 +528,8 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 		r->frames[n] = kallsyms__frame(r->ks, kst[i]);
 		r->stable[n++] = NULL;
 	}
+	if (e->flags & SAMPLE_F_NO_USER_REGS)
+		trunc |= STACK_TRUNC_NATIVE; /* the user stack is unknown */
 	nn = e->flags & SAMPLE_F_NO_USER_REGS ? 0 : native_frames(r, t, e, stack, &trunc);
 	np = python_frames(r, t, e, py, &trunc);
 	nm = pymerge(r->nframes, nn, r->pframes, np, r->merged, MAX_FRAMES - n);

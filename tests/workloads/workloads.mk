@@ -2,7 +2,7 @@
 WL_DIR    := $(BUILD)/workloads
 WL_CFLAGS := -O2 -g -fomit-frame-pointer -Itests/workloads/native
 WL_BINS   := $(addprefix $(WL_DIR)/,split deep shared inlined templ threads dlopen \
-	       libwlshared.so libwlplugin.so)
+	       libwlshared.so libwlplugin.so plt libwlplt.so)
 
 $(WL_DIR)/%: tests/workloads/native/%.c tests/workloads/native/wl.h
 	$(call msg,CC,$@)
@@ -22,6 +22,10 @@ $(WL_DIR)/lib%.so: tests/workloads/native/%.c
 $(WL_DIR)/shared: tests/workloads/native/shared.c $(WL_DIR)/libwlshared.so
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(WL_CFLAGS) -o $@ $< -L$(WL_DIR) -lwlshared -Wl,-rpath,'$$ORIGIN'
+
+$(WL_DIR)/plt: tests/workloads/native/plt.c tests/workloads/native/wl.h $(WL_DIR)/libwlplt.so
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(WL_CFLAGS) -o $@ $< -L$(WL_DIR) -lwlplt -lpthread -Wl,-rpath,'$$ORIGIN'
 
 .PHONY: workloads
 workloads: $(WL_BINS)
