@@ -35,7 +35,7 @@
 #define STOP_TIMEOUT_MS 2000  /* for a thread to reach its interrupt stop */
 #define CALL_TIMEOUT_MS 15000 /* for dlopen + constructors to return */
 #define PARK_MS		50    /* a thread done with its call waits that long for us */
-#define POLL_NS		20000 /* how often we look whether the call is done */
+#define POLL_NS		10000 /* how often we look whether the call is done */
 #define ROUNDS		25    /* passes over the candidate threads (~0.3 s in all) */
 #define MAX_CANDIDATES	16    /* threads tried per pass */
 #define MIN_STACK_ROOM	(64 * 1024)
@@ -1108,6 +1108,28 @@ static int find_tramp_site(pid_t pid, uint64_t *site, struct inject_info *info)
 }
 
 /*
+ * Write into a read-only executable mapping of the traced process: through /proc/PID/mem,
+ * which writes such pages for the tracer (FOLL_FORCE) in one call, else word by word with
+ * PTRACE_POKEDATA (a kernel that forbids the former, proc_mem.force_override=never).
+ */
+static int write_code(pid_t pid, pid_t tid, uint64_t addr, const void *buf, size_t len)
+{
+	char fn[64];
+	int fd;
+
+	snprintf(fn, sizeof(fn), "/proc/%d/mem", pid);
+	fd = open(fn, O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = pwrite(fd, buf, len, (off_t)addr);
+
+		close(fd);
+		if (n == (ssize_t)len)
+			return 0;
+	}
+	return write_mem(tid, addr, buf, len);
+}
+
+/*
  * Make sure the trampoline's code is at s->tramp (thread stopped, we are its tracer). The code
  * is the same for every call: it is written once (the page becomes a private copy, as with a
  * debugger's breakpoint) and left there, since a thread whose injector was killed may still
@@ -1124,7 +1146,7 @@ static int install_trampoline(struct session *s)
 		return -ENOMEM;
 	err = read_mem(s->tid, s->tramp, have, s->code.len);
 	if (!err && memcmp(have, s->code.bytes, s->code.len)) {
-		err = write_mem(s->tid, s->tramp, s->code.bytes, s->code.len);
+		err = write_code(s->pid, s->tid, s->tramp, s->code.bytes, s->code.len);
 		if (!err)
 			err = read_mem(s->tid, s->tramp, have, s->code.len);
 		if (!err && memcmp(have, s->code.bytes, s->code.len))
