@@ -11,6 +11,7 @@ itself when nobody takes over (injector/trampoline.h). Kills come two ways:
 The targets check their own results: tests/workloads/native/blocker.c (C, one thread) and
 tests/workloads/kill_target.py (Python, several threads, ctypes where EINTR would show).
 """
+import itertools
 import os
 import random
 import shutil
@@ -81,13 +82,12 @@ def pytarget(mode, python=PY):
     return Victim([python, KILL_TARGET, mode], mode)
 
 
-_libs = [0]
+_libs = itertools.count()
 
 
 def fresh_lib():
     """A new copy of the slow library (a copy, so that dlopen loads it again)."""
-    _libs[0] += 1
-    path = harness.tmp("slow-%d.so" % _libs[0])
+    path = harness.tmp("slow-%d.so" % next(_libs))
     shutil.copy(harness.workload("libslowctor.so"), path)
     return path
 
@@ -114,11 +114,17 @@ def inject(pid, lib, env=None):
 
 
 def kill_sweep(v, kills, rng, outcomes, lock, errors):
-    """@kills injections of @v, each SIGKILLed after a random delay."""
+    """@kills injections of @v, each SIGKILLed after a random delay within the time a whole
+    injection takes (measured first: a loaded machine stretches it)."""
+    t0 = time.monotonic()
+    p = inject(v.pid, fresh_lib())
+    p.communicate(timeout=30)
+    span = time.monotonic() - t0
+    time.sleep(SETTLE)
     for _ in range(kills):
         lib = fresh_lib()
         p = inject(v.pid, lib)
-        delay = rng.uniform(0.0, 0.04)
+        delay = rng.uniform(0.0, span)
         time.sleep(delay)
         p.kill()
         p.communicate(timeout=30)
@@ -176,8 +182,8 @@ def test_inject_killed_at_every_point_and_instant():
     kills = sum(outcomes.values())
     harness.log("random kills: %s in %.1f s" % (outcomes, time.monotonic() - t0))
     assert kills == 126, outcomes
-    # The kills must hit the borrowed call itself, not only its edges.
-    assert outcomes.get("killed in or after the call", 0) >= kills // 4, outcomes
+    # The kills must hit the borrowed call itself, not only its edges (about half do).
+    assert outcomes.get("killed in or after the call", 0) >= 20, outcomes
     for v in victims:
         lib = fresh_lib()
         r = harness.run([INJECTLIB, str(v.pid), lib])
