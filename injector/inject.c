@@ -13,11 +13,13 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -28,10 +30,13 @@
 #include "log.h"
 #include "procmaps.h"
 #include "safepoint.h"
+#include "trampoline.h"
 #include "util.h"
 
 #define STOP_TIMEOUT_MS 2000  /* for a thread to reach its interrupt stop */
 #define CALL_TIMEOUT_MS 15000 /* for dlopen + constructors to return */
+#define PARK_MS		50    /* a thread done with its call waits that long for us */
+#define POLL_NS		10000 /* how often we look whether the call is done */
 #define ROUNDS		25    /* passes over the candidate threads (~0.3 s in all) */
 #define MAX_CANDIDATES	16    /* threads tried per pass */
 #define MIN_STACK_ROOM	(64 * 1024)
@@ -568,26 +573,89 @@ cleanup:
 
 /* ---- one stopped thread ----------------------------------------------------------------- */
 
+/* How a stopped thread is let go. */
+enum fate {
+	FATE_UNTOUCHED, /* its registers are as stopped (an EINTR call maybe rewound) */
+	FATE_RESTORE,	/* registers, FP state, mask and stack are put back with ptrace */
+	FATE_CURRENT,	/* it runs its own course (restoring itself, or still in the call) */
+};
+
 struct session {
 	pid_t pid, tid;
 	bool seized;  /* we are its tracer */
 	bool stopped; /* it sits in a ptrace-stop */
-	bool dirty;   /* registers or mask changed: restore before letting go */
-	bool rewind;  /* restart an EINTR system call by hand on restore */
-	struct user_regs_struct regs;
+	bool rewound; /* an EINTR call was rewound at the stop (see save_state) */
+	enum fate fate;
+	struct user_regs_struct regs; /* as stopped, before any change */
 	unsigned char *xstate;
 	size_t xstate_len;
+	bool xstate_legacy; /* no XSAVE: the FXSAVE area (NT_PRFPREG) */
 	uint64_t sigmask;
 	bool have_mask;
-	/* Memory we overwrote in the target. */
-	uint64_t mem_addr;
-	unsigned char *mem_saved;
-	size_t mem_len;
+	/* A borrowed call: its data block below the red zone, and what was there. */
+	uint64_t d_addr;
+	unsigned char *d_saved;
+	size_t d_len;
+	uint64_t token;
+	uint64_t tramp; /* the trampoline's address in the target */
+	struct tramp_code code;
 	uint64_t t_stop;
 	struct inject_info *info;
 };
 
 static sigset_t chld_set;
+
+/*
+ * $PROBING_INJECT_TEST_POINT=NAME[:MS] (tests only; inert when unset): at the named point of
+ * a borrowed call or a hold, say so on stderr, wait MS milliseconds, then SIGKILL ourselves.
+ * The target must come out of it unharmed. The points, in their order: stopped, installed,
+ * staged, started, masked, running, parked, taken, fp-restored, mask-restored,
+ * regs-restored (a borrowed call); held, released (a hold: backtrace --native).
+ */
+static void test_point(const char *name)
+{
+	static const char *spec;
+	static bool looked;
+	const char *colon;
+	size_t n;
+	long ms = 0;
+
+	if (!looked) {
+		spec = getenv("PROBING_INJECT_TEST_POINT");
+		looked = true;
+	}
+	if (!spec)
+		return;
+	colon = strchr(spec, ':');
+	n = colon ? (size_t)(colon - spec) : strlen(spec);
+	if (n != strlen(name) || strncmp(spec, name, n))
+		return;
+	if (colon && parse_long(colon + 1, 0, 100000, &ms))
+		ms = 0;
+	fprintf(stderr, "probing: test point %s\n", name);
+	fflush(stderr);
+	if (ms) {
+		struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
+	kill(getpid(), SIGKILL);
+}
+
+/*
+ * How long a thread that finished its call waits for us before it restores itself.
+ * $PROBING_INJECT_PARK_MS (tests only) changes it; 0 makes every thread restore itself.
+ */
+static long park_ms(void)
+{
+	const char *v = getenv("PROBING_INJECT_PARK_MS");
+	long ms;
+
+	if (v && !parse_long(v, 0, 10000, &ms))
+		return ms;
+	return PARK_MS;
+}
 
 /* Wait for a state change of traced thread @tid. 0, -ETIMEDOUT, -ESRCH (it exited). */
 static int wait_stop(pid_t tid, int timeout_ms, int *status)
@@ -684,13 +752,60 @@ static int peek_regs(pid_t tid, struct user_regs_struct *r)
 	return ptrace(PTRACE_GETREGS, tid, 0, r) ? -errno : 0;
 }
 
+/* Stopped inside one of the calls that return EINTR when stopped (eintr_syscall)? */
+static bool in_eintr_call(const struct user_regs_struct *r)
+{
+	return (long)r->orig_rax >= 0 && (long)r->rax == -EINTR && eintr_syscall(r->orig_rax);
+}
+
+/* @r with its system call restarted by hand: what the kernel does for -ERESTARTNOINTR (back
+ * over the 2-byte syscall instruction, the call's number in rax again). */
+static struct user_regs_struct rewound(const struct user_regs_struct *r)
+{
+	struct user_regs_struct x = *r;
+
+	x.rax = x.orig_rax;
+	x.rip -= 2;
+	return x;
+}
+
+/*
+ * Is a signal pending for thread @tid that runs a handler once its mask is @mask? Then a call
+ * it was stopped in returns EINTR for real, as the handler would have interrupted it anyway.
+ * (Pending signals that are ignored are discarded when unblocked: they interrupt nothing.)
+ */
+static bool handler_pending(pid_t pid, pid_t tid, uint64_t mask)
+{
+	uint64_t pending = status_hex(pid, tid, "SigPnd") | status_hex(pid, 0, "ShdPnd");
+
+	return pending & ~mask & status_hex(pid, tid, "SigCgt");
+}
+
+/*
+ * Registers, extended FP state and signal mask of the stopped thread. A thread stopped in a
+ * call that returns EINTR (see eintr_syscall) is rewound to restart the call at once, before
+ * anything else, so that if we die from here on it resumes the call instead of seeing EINTR
+ * (unless a handler is due to run: then the EINTR is genuine).
+ */
 static int save_state(struct session *s)
 {
 	struct iovec iov;
-	uint64_t pending, blocked;
 
 	if (peek_regs(s->tid, &s->regs))
 		return -errno;
+	if (ptrace(PTRACE_GETSIGMASK, s->tid, (void *)sizeof(s->sigmask), &s->sigmask))
+		return -errno;
+	s->have_mask = true;
+	if (in_eintr_call(&s->regs) && !handler_pending(s->pid, s->tid, s->sigmask)) {
+		struct user_regs_struct r = rewound(&s->regs);
+
+		if (ptrace(PTRACE_SETREGS, s->tid, 0, &r))
+			return -errno;
+		s->rewound = true;
+		pr_debug("inject: thread %d was in syscall %llu (returns EINTR when stopped): "
+			 "restarting it",
+			 s->tid, s->regs.orig_rax);
+	}
 	s->xstate = malloc(XSTATE_MAX);
 	if (!s->xstate)
 		return -ENOMEM;
@@ -701,23 +816,9 @@ static int save_state(struct session *s)
 		iov.iov_len = sizeof(struct user_fpregs_struct);
 		if (ptrace(PTRACE_GETREGSET, s->tid, (void *)(long)NT_PRFPREG, &iov))
 			return -errno;
-		s->xstate_len = iov.iov_len | (1ULL << 62); /* mark: restore with NT_PRFPREG */
-	} else {
-		s->xstate_len = iov.iov_len;
+		s->xstate_legacy = true;
 	}
-	if (ptrace(PTRACE_GETSIGMASK, s->tid, (void *)sizeof(s->sigmask), &s->sigmask))
-		return -errno;
-	s->have_mask = true;
-	/* Interrupted in a call that would return EINTR (see eintr_syscall)? Restart it by
-	 * hand on restore, unless a real signal is pending for it (then EINTR is genuine). */
-	if ((long)s->regs.orig_rax >= 0 && (long)s->regs.rax == -EINTR &&
-	    eintr_syscall(s->regs.orig_rax)) {
-		pending = status_hex(s->pid, s->tid, "SigPnd") | status_hex(s->pid, 0, "ShdPnd");
-		blocked = status_hex(s->pid, s->tid, "SigBlk");
-		s->rewind = !(pending & ~blocked);
-		pr_debug("inject: thread %d interrupted in syscall %llu with EINTR; %s", s->tid,
-			 s->regs.orig_rax, s->rewind ? "restarting it" : "a signal is pending");
-	}
+	s->xstate_len = iov.iov_len;
 	return 0;
 }
 
@@ -728,7 +829,8 @@ static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
 
 	if (process_vm_writev(pid, &local, 1, &remote, 1, 0) == (ssize_t)len)
 		return 0;
-	/* Fall back to word-by-word pokes (e.g. process_vm_writev unavailable). */
+	/* Word-by-word pokes: process_vm_writev unavailable, or a read-only mapping (ptrace
+	 * writes those as debuggers write breakpoints: the page becomes a private copy). */
 	for (i = 0; i < len; i += 8) {
 		long word;
 		size_t n = min(len - i, (size_t)8);
@@ -765,57 +867,78 @@ static int read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return 0;
 }
 
-/* Put everything back as it was (memory, FP state, registers, signal mask). */
+/*
+ * Put a thread that never ran our code back: only an EINTR call's rewind is decided again,
+ * since a signal that runs a handler may have arrived meanwhile (@cur: what the thread has
+ * now, @orig: as stopped, for a thread whose registers we rewound).
+ */
+static int release_regs(struct session *s, const struct user_regs_struct *cur,
+			const struct user_regs_struct *orig, bool is_rewound)
+{
+	struct user_regs_struct r;
+	bool genuine;
+
+	if (is_rewound) {
+		/* The call returned EINTR when we stopped it, and was rewound. */
+		if (!handler_pending(s->pid, s->tid, s->sigmask))
+			return 0;
+		r = *orig;
+	} else {
+		if (!in_eintr_call(cur))
+			return 0;
+		genuine = handler_pending(s->pid, s->tid, s->sigmask);
+		if (genuine)
+			return 0;
+		r = rewound(cur);
+	}
+	return ptrace(PTRACE_SETREGS, s->tid, 0, &r) ? -errno : 0;
+}
+
+/*
+ * Put everything back as it was with ptrace (a thread stopped in the trampoline's park, or
+ * that crashed in the call): FP state, then the mask, then the registers (the one change that
+ * switches the thread back), then the stack bytes under the red zone. If we die in between,
+ * the thread is still in the trampoline, which restores it by itself.
+ */
 static int restore_state(struct session *s)
 {
 	struct user_regs_struct r = s->regs;
 	struct iovec iov;
 	int err = 0;
 
-	if (!s->stopped)
-		return -EINVAL;
-	if (s->mem_saved) {
-		if (write_mem(s->tid, s->mem_addr, s->mem_saved, s->mem_len))
-			err = -errno;
-		free(s->mem_saved);
-		s->mem_saved = NULL;
-	}
-	if (!s->dirty && !s->rewind)
-		return err;
 	if (s->xstate && s->xstate_len) {
-		bool legacy = s->xstate_len & (1ULL << 62);
-
 		iov.iov_base = s->xstate;
-		iov.iov_len = s->xstate_len & ~(1ULL << 62);
+		iov.iov_len = s->xstate_len;
 		if (ptrace(PTRACE_SETREGSET, s->tid,
-			   (void *)(long)(legacy ? NT_PRFPREG : NT_X86_XSTATE), &iov))
+			   (void *)(long)(s->xstate_legacy ? NT_PRFPREG : NT_X86_XSTATE), &iov))
 			err = -errno;
 	}
-	if (s->rewind) {
-		/* What the kernel does for -ERESTARTNOINTR: back over the 2-byte syscall
-		 * instruction with the call number in rax. */
-		r.rax = r.orig_rax;
-		r.rip -= 2;
-	}
-	if (ptrace(PTRACE_SETREGS, s->tid, 0, &r))
-		err = -errno;
+	test_point("fp-restored");
 	if (s->have_mask &&
 	    ptrace(PTRACE_SETSIGMASK, s->tid, (void *)sizeof(s->sigmask), &s->sigmask))
 		err = -errno;
-	if (!err) {
-		s->dirty = false;
-		s->rewind = false;
-	}
+	test_point("mask-restored");
+	/* The kernel restarts an interrupted call (its -ERESTART* code is in rax, its number in
+	 * orig_rax) or delivers a signal that arrived meanwhile, with its own rules; an EINTR
+	 * call is restarted by hand unless a handler is due. */
+	if (in_eintr_call(&r) && !handler_pending(s->pid, s->tid, s->sigmask))
+		r = rewound(&r);
+	if (ptrace(PTRACE_SETREGS, s->tid, 0, &r))
+		err = -errno;
+	test_point("regs-restored");
+	if (s->d_saved && write_mem(s->tid, s->d_addr, s->d_saved, s->d_len))
+		pr_debug("inject: could not put back the stack of thread %d", s->tid);
 	return err;
 }
 
 /*
- * Let the thread go: restore, then detach (discarding the SIGSEGV of our call's return, if
- * that is the stop it sits in). If it is running our call (a timeout), stop it first.
+ * Let the thread go as its fate says, then detach. A thread running (a failure in the middle
+ * of a call) is stopped first; it is then left to its own course.
  */
 static void session_end(struct session *s)
 {
-	int status;
+	struct user_regs_struct cur;
+	int status, err = 0;
 	uint64_t held;
 
 	if (!s->seized)
@@ -829,11 +952,25 @@ static void session_end(struct session *s)
 				}
 			}
 		}
+		s->fate = FATE_CURRENT;
 	}
 	if (s->stopped) {
-		if (restore_state(s))
+		switch (s->fate) {
+		case FATE_UNTOUCHED:
+			err = release_regs(s, &s->regs, &s->regs, s->rewound);
+			break;
+		case FATE_RESTORE:
+			err = restore_state(s);
+			break;
+		case FATE_CURRENT:
+			err = peek_regs(s->tid, &cur);
+			if (!err)
+				err = release_regs(s, &cur, &cur, false);
+			break;
+		}
+		if (err)
 			pr_warn("inject: could not fully restore thread %d: %s", s->tid,
-				strerror(errno));
+				strerror(-err));
 		held = now_mono_ns() - s->t_stop;
 		if (held > s->info->stopped_ns)
 			s->info->stopped_ns = held;
@@ -842,9 +979,9 @@ static void session_end(struct session *s)
 	ptrace(PTRACE_DETACH, s->tid, 0, 0);
 out:
 	free(s->xstate);
-	free(s->mem_saved);
+	free(s->d_saved);
 	s->xstate = NULL;
-	s->mem_saved = NULL;
+	s->d_saved = NULL;
 	s->seized = s->stopped = false;
 }
 
@@ -853,7 +990,7 @@ out:
  * was read before the thread was stopped (stacks do not move); a thread born since then is
  * looked up in a fresh read.
  */
-static bool stack_room_ok(pid_t pid, const struct procmaps *pm, uint64_t rsp)
+static bool stack_room_ok(pid_t pid, const struct procmaps *pm, uint64_t rsp, size_t need)
 {
 	struct procmaps fresh = {};
 	const struct procmap *m = procmaps__find(pm, rsp);
@@ -861,123 +998,492 @@ static bool stack_room_ok(pid_t pid, const struct procmaps *pm, uint64_t rsp)
 
 	if (!m && !procmaps__read(pid, &fresh))
 		m = procmaps__find(&fresh, rsp);
-	if (m && (!strcmp(m->path, "[stack]") || rsp - m->start >= MIN_STACK_ROOM))
+	if (m && (!strcmp(m->path, "[stack]") || rsp - m->start >= need))
 		ok = true;
 	procmaps__release(&fresh);
 	return ok;
 }
 
-/*
- * Write @data (the strings the call needs) into the thread's stack below the red zone, with a
- * return address of 0 under it; set *@data_addr and *@call_sp. Saves what was there.
- */
-static int stage_stack(struct session *s, const void *data, size_t len, uint64_t *data_addr,
-		       uint64_t *call_sp)
+/* ---- the trampoline in the target -------------------------------------------------------- */
+
+static bool is_ldso_name(const char *b)
 {
-	uint64_t top = (s->regs.rsp - RED_ZONE - 64) & ~15ULL;
-	uint64_t daddr = (top - len) & ~15ULL;
-	uint64_t sp = ((daddr - 256) & ~15ULL) - 8; /* rsp % 16 == 8 at function entry */
-	unsigned char *img;
-	size_t n = top - sp;
+	return !strncmp(b, "ld-linux", 8) || !strncmp(b, "ld-musl", 7) || !strncmp(b, "ld-2.", 5);
+}
+
+/*
+ * The unused end of the executable segment mapped by @m: the bytes from the segment's end
+ * (p_vaddr + p_filesz) to the end of its last page belong to no segment and are never
+ * executed or read through this mapping. Return 0 and where @len bytes (64-byte aligned) fit
+ * there in *@addr, or -errno (-ENOSPC: too little room).
+ */
+static int segment_tail(pid_t pid, const struct procmap *m, size_t len, uint64_t *addr)
+{
+	uint64_t page = sysconf(_SC_PAGESIZE), bias, end, a;
+	Elf64_Phdr ph[64];
+	Elf64_Ehdr eh;
+	int fd, i, err = -ENOSPC;
+
+	fd = procmaps__open(pid, m);
+	if (fd < 0)
+		return fd;
+	if (pread(fd, &eh, sizeof(eh), 0) != sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
+	    !eh.e_phnum || eh.e_phnum > ARRAY_SIZE(ph) ||
+	    pread(fd, ph, eh.e_phnum * sizeof(ph[0]), eh.e_phoff) !=
+		    (ssize_t)(eh.e_phnum * sizeof(ph[0]))) {
+		err = -ENOEXEC;
+		goto cleanup;
+	}
+	for (i = 0; i < eh.e_phnum; i++) {
+		if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X) ||
+		    (ph[i].p_offset & ~(page - 1)) != m->offset)
+			continue;
+		bias = m->start - (ph[i].p_vaddr & ~(page - 1));
+		end = bias + ph[i].p_vaddr + ph[i].p_filesz;
+		/* The mapping must end in the segment's last page (not split, not longer). */
+		if (end > m->end || m->end - end >= page)
+			continue;
+		a = (m->end - len) & ~63ULL;
+		if (a >= end && a + len <= m->end) {
+			*addr = a;
+			err = 0;
+			break;
+		}
+	}
+cleanup:
+	close(fd);
+	return err;
+}
+
+/*
+ * Where the trampoline's code goes in process @pid: in the tail of the executable segment of
+ * libc, else ld.so, else the executable, which are never unloaded, so the code cannot vanish
+ * under a thread running it. Found before any thread is stopped. 0 or -errno (@info says).
+ */
+static int find_tramp_site(pid_t pid, uint64_t *site, struct inject_info *info)
+{
+	struct procmaps pm = {};
+	struct tramp_code code;
+	char exe[64];
+	struct stat est;
+	bool have_exe;
+	int pass, i, err;
+
+	tramp__code(&code);
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+	have_exe = !stat(exe, &est);
+	err = procmaps__read(pid, &pm);
+	if (err) {
+		seterr(info, "cannot read /proc/%d/maps: %s", pid, strerror(-err));
+		return err;
+	}
+	err = -ENOSPC;
+	for (pass = 0; pass < 3 && err; pass++) {
+		for (i = 0; i < (int)pm.nr && err; i++) {
+			const struct procmap *m = &pm.maps[i];
+			const char *b = procmaps__basename(m);
+			bool match;
+
+			if (!m->x || m->path[0] != '/')
+				continue;
+			if (pass == 0)
+				match = is_libc_name(b);
+			else if (pass == 1)
+				match = is_ldso_name(b);
+			else
+				match = have_exe && m->inode == est.st_ino &&
+					m->dev_major == major(est.st_dev) &&
+					m->dev_minor == minor(est.st_dev);
+			if (match && !segment_tail(pid, m, code.len, site))
+				err = 0;
+		}
+	}
+	procmaps__release(&pm);
+	if (err)
+		seterr(info,
+		       "no room for probing's trampoline (%zu bytes) at the end of the code of "
+		       "libc, ld.so or the executable of process %d",
+		       code.len, pid);
+	return err;
+}
+
+/*
+ * Write into a read-only executable mapping of the traced process: through /proc/PID/mem,
+ * which writes such pages for the tracer (FOLL_FORCE) in one call, else word by word with
+ * PTRACE_POKEDATA (a kernel that forbids the former, proc_mem.force_override=never).
+ */
+static int write_code(pid_t pid, pid_t tid, uint64_t addr, const void *buf, size_t len)
+{
+	char fn[64];
+	int fd;
+
+	snprintf(fn, sizeof(fn), "/proc/%d/mem", pid);
+	fd = open(fn, O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = pwrite(fd, buf, len, (off_t)addr);
+
+		close(fd);
+		if (n == (ssize_t)len)
+			return 0;
+	}
+	return write_mem(tid, addr, buf, len);
+}
+
+/*
+ * Make sure the trampoline's code is at s->tramp (thread stopped, we are its tracer). The code
+ * is the same for every call: it is written once (the page becomes a private copy, as with a
+ * debugger's breakpoint) and left there, since a thread whose injector was killed may still
+ * run it.
+ */
+static int install_trampoline(struct session *s)
+{
+	unsigned char *have;
 	int err;
 
-	img = calloc(1, n);
-	s->mem_saved = malloc(n);
-	if (!img || !s->mem_saved) {
+	tramp__code(&s->code);
+	have = malloc(s->code.len);
+	if (!have)
+		return -ENOMEM;
+	err = read_mem(s->tid, s->tramp, have, s->code.len);
+	if (!err && memcmp(have, s->code.bytes, s->code.len)) {
+		err = write_code(s->pid, s->tid, s->tramp, s->code.bytes, s->code.len);
+		if (!err)
+			err = read_mem(s->tid, s->tramp, have, s->code.len);
+		if (!err && memcmp(have, s->code.bytes, s->code.len))
+			err = -EIO;
+	}
+	free(have);
+	if (err)
+		seterr(s->info, "cannot write probing's trampoline into process %d: %s", s->pid,
+		       strerror(-err));
+	return err;
+}
+
+/* ---- a borrowed call --------------------------------------------------------------------- */
+
+/*
+ * The signal mask during a call: every signal but synchronous faults, so that no handler of
+ * the target runs on the borrowed frame and nothing interrupts the loader's system calls.
+ * Faults stay unblocked: a blocked forced fault would reset the target's handler
+ * (force_sig_info_to_task sets SIG_DFL when the signal is blocked).
+ */
+static uint64_t call_mask(void)
+{
+	return ~((1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) | (1ULL << (SIGILL - 1)) |
+		 (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)));
+}
+
+struct call {
+	uint64_t fn, arg1, err_fn;
+	const char *str; /* arg0: a string copied into the target (NULL: arg0 = 0) */
+	uint64_t ret, err_ret;
+	bool ret_known;
+};
+
+static uint64_t xcr0(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return ((uint64_t)hi << 32) | lo;
+}
+
+/*
+ * Write the data block of @c for the stopped thread below its red zone: the call, the
+ * registers to come back to, the FP state, the masks. Save what was there.
+ */
+static int stage_call(struct session *s, const struct call *c, unsigned char **img_out)
+{
+	size_t xlen = s->xstate_len, slen = c->str ? strlen(c->str) + 1 : 0;
+	size_t len = TR_XSAVE + ((xlen + 63) & ~63UL) + slen;
+	uint64_t top = s->regs.rsp - RED_ZONE, base = (top - len) & ~63ULL;
+	struct tramp_data *d;
+	unsigned char *img;
+	long ms = park_ms();
+	int err;
+
+	img = calloc(1, len);
+	s->d_saved = malloc(len);
+	if (!img || !s->d_saved) {
 		free(img);
 		return -ENOMEM;
 	}
-	err = read_mem(s->tid, sp, s->mem_saved, n);
+	err = read_mem(s->tid, base, s->d_saved, len);
 	if (err) {
-		free(s->mem_saved);
-		s->mem_saved = NULL;
 		free(img);
+		free(s->d_saved);
+		s->d_saved = NULL;
 		return err;
 	}
-	s->mem_addr = sp;
-	s->mem_len = n;
-	memcpy(img + (daddr - sp), data, len); /* return address at sp stays 0 */
-	err = write_mem(s->tid, sp, img, n);
-	free(img);
-	if (err)
-		return err;
-	*data_addr = daddr;
-	*call_sp = sp;
+	s->d_addr = base;
+	s->d_len = len;
+	if (getrandom(&s->token, sizeof(s->token), 0) != sizeof(s->token))
+		s->token = now_mono_ns() * 0x9e3779b97f4a7c15ULL;
+	d = (struct tramp_data *)img;
+	d->token = s->token;
+	d->state = s->token + TR_CALLING;
+	d->fn = c->fn;
+	d->arg0 = c->str ? base + TR_XSAVE + ((xlen + 63) & ~63UL) : 0;
+	d->arg1 = c->arg1;
+	d->err_fn = c->err_fn;
+	d->call_mask = call_mask();
+	d->mask = s->sigmask;
+	d->park_ts[0] = ms / 1000;
+	d->park_ts[1] = (ms % 1000) * 1000000;
+	d->mxcsr = 0x1f80; /* the ABI's default: all exceptions masked, round to nearest */
+	tramp__set_regs(d, &s->regs, eintr_syscall(s->regs.orig_rax));
+	memcpy(img + TR_XSAVE, s->xstate, xlen);
+	if (s->xstate_legacy) {
+		d->fxonly = 1;
+	} else {
+		/* The standard-format header as xrstor wants it: the component bits the CPU
+		 * enables (XCR0), no compaction, reserved bytes zero. Restore what the thread had
+		 * and reset what the call may have changed (x87, SSE, AVX, AVX-512) but the thread
+		 * had in its initial state; leave alone what no call touches (PKRU, AMX tiles:
+		 * reloading those the thread never used could fault). */
+		uint64_t x = xcr0(), bv;
+
+		if (xlen < 576) {
+			free(img);
+			return -EINVAL;
+		}
+		memcpy(&bv, img + TR_XSAVE + 512, 8);
+		bv &= x;
+		memcpy(img + TR_XSAVE + 512, &bv, 8);
+		memset(img + TR_XSAVE + 520, 0, 56);
+		d->rfbm = x & (bv | 0xe7);
+	}
+	if (c->str)
+		memcpy(img + TR_XSAVE + ((xlen + 63) & ~63UL), c->str, slen);
+	*img_out = img;
+	return 0;
+}
+
+static bool is_fault_sig(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
+	       sig == SIGTRAP || sig == SIGSYS;
+}
+
+/*
+ * A signal-delivery-stop of the borrowed thread. A fault raised by the CPU while it runs the
+ * call or the trampoline crashed the call: it is put back as it was (the fault discarded),
+ * return -EFAULT. Any other signal is passed on untouched (the thread's own mask decides when
+ * a handler runs): return 0, the thread running again.
+ */
+static int signal_stop(struct session *s, int sig)
+{
+	struct user_regs_struct r;
+	uint64_t head[2] = {0, 0};
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	memset(&r, 0, sizeof(r));
+	ptrace(PTRACE_GETSIGINFO, s->tid, 0, &si);
+	peek_regs(s->tid, &r);
+	read_mem(s->tid, s->d_addr, head, sizeof(head));
+	if (is_fault_sig(sig) && si.si_code > 0 &&
+	    (head[1] == s->token + TR_CALLING || r.rip - s->tramp < s->code.len)) {
+		seterr(s->info,
+		       "the call crashed in thread %d with signal %d (%s) at pc %#llx, address "
+		       "%p; the fault was discarded and the thread restored",
+		       s->tid, sig, strsignal(sig), r.rip, si.si_addr);
+		s->fate = FATE_RESTORE;
+		return -EFAULT;
+	}
+	if (ptrace(PTRACE_CONT, s->tid, 0, (void *)(long)sig))
+		return -errno;
+	s->stopped = false;
 	return 0;
 }
 
 /*
- * Run fn(a0, a1) on the stopped thread and return what it returned. The stack is expected
- * to hold a 0 return address at @sp (stage_stack).
+ * Stop the running borrowed thread: our interrupt stop, or a group stop (either will do).
+ * Signal-delivery-stops on the way go through signal_stop(). 0 or -errno.
  */
-static int remote_call(struct session *s, uint64_t fn, uint64_t a0, uint64_t a1, uint64_t sp,
-		       uint64_t *ret)
+static int interrupt_stop(struct session *s)
 {
-	struct user_regs_struct r = s->regs;
-	siginfo_t si;
-	uint64_t mask;
-	int status, err, sig;
+	int status, err;
 
-	r.rip = fn;
-	r.rsp = sp;
-	r.rdi = a0;
-	r.rsi = a1;
-	r.rax = 0;
-	/* Not in a system call any more: the kernel must not "restart" into our function. */
-	r.orig_rax = -1;
-	r.eflags &= ~(EFLAGS_DF | EFLAGS_TF);
-	/* Block every signal but synchronous faults: no handler of the target runs on our
-	 * borrowed frame, and nothing interrupts the loader's system calls. Faults stay
-	 * unblocked: a blocked forced fault would reset the target's handler (the kernel's
-	 * force_sig_info_to_task sets SIG_DFL when the signal is blocked). */
-	mask = ~0ULL & ~((1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) | (1ULL << (SIGILL - 1)) |
-			 (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)));
-	s->dirty = true;
-	if (ptrace(PTRACE_SETSIGMASK, s->tid, (void *)sizeof(mask), &mask) ||
-	    ptrace(PTRACE_SETREGS, s->tid, 0, &r))
+	if (ptrace(PTRACE_INTERRUPT, s->tid, 0, 0))
 		return -errno;
-	if (ptrace(PTRACE_CONT, s->tid, 0, 0))
-		return -errno;
-	s->stopped = false;
 	for (;;) {
-		err = wait_stop(s->tid, CALL_TIMEOUT_MS, &status);
-		if (err == -ETIMEDOUT) {
-			seterr(s->info,
-			       "the call in thread %d did not return within %d s (a lock held by "
-			       "another thread?); it was interrupted and the thread restored",
-			       s->tid, CALL_TIMEOUT_MS / 1000);
+		err = wait_stop(s->tid, STOP_TIMEOUT_MS, &status);
+		if (err)
 			return err;
-		}
-		if (err) {
-			seterr(s->info, "process %d exited during the injection", s->pid);
-			return err;
-		}
 		if (!WIFSTOPPED(status))
 			continue;
 		s->stopped = true;
-		sig = WSTOPSIG(status);
-		if ((status >> 16) == PTRACE_EVENT_STOP) {
-			/* A group stop (SIGSTOP to the process) or a stray interrupt: finish our
-			 * call first; detaching later puts the thread back into the group stop. */
-			if (ptrace(PTRACE_CONT, s->tid, 0, 0))
-				return -errno;
-			s->stopped = false;
+		if (status >> 16)
+			return 0;
+		err = signal_stop(s, WSTOPSIG(status));
+		if (err)
+			return err;
+	}
+}
+
+/*
+ * The call has finished (or we gave up waiting): stop the thread and see where it is. In the
+ * park: restore it with ptrace (the kernel's own restart rules then apply). Restoring itself:
+ * let it finish. Elsewhere: back in its own code after restoring itself, or (@timed_out)
+ * still in the call, which it will finish and then restore itself.
+ */
+static int take_over(struct session *s, struct call *c, bool timed_out)
+{
+	struct user_regs_struct cur;
+	struct tramp_data d;
+	uint64_t off;
+	int err;
+
+	err = interrupt_stop(s);
+	if (err == -ESRCH)
+		seterr(s->info, "process %d exited during the injection", s->pid);
+	if (err)
+		return err;
+	err = peek_regs(s->tid, &cur);
+	if (err)
+		return err;
+	memset(&d, 0, sizeof(d));
+	read_mem(s->tid, s->d_addr, &d, sizeof(d));
+	off = cur.rip - s->tramp;
+	if (d.state == s->token + TR_PARKED || d.state == s->token + TR_RESTORING) {
+		c->ret = d.result;
+		c->err_ret = d.err_result;
+		c->ret_known = true;
+	}
+	/* In our park: up to its first instruction after ppoll (where a stop in ppoll is), on
+	 * our block (not in the park of an earlier call the thread was borrowed from). */
+	if (off >= s->code.park && off <= s->code.restore && cur.rsp == s->d_addr) {
+		test_point("taken");
+		s->fate = FATE_RESTORE;
+		return 0;
+	}
+	s->fate = FATE_CURRENT;
+	if (d.state == s->token + TR_CALLING) {
+		/* Still in the call (only after the time-out). */
+		seterr(s->info,
+		       "the call in thread %d did not return within %d s (a lock held by another "
+		       "thread?); the thread was let go: it finishes the call, then restores "
+		       "itself",
+		       s->tid, CALL_TIMEOUT_MS / 1000);
+		return -ETIMEDOUT;
+	}
+	pr_debug("inject: thread %d %s by itself", s->tid,
+		 off < s->code.len ? "is restoring itself" : "restored itself");
+	return timed_out && !c->ret_known ? -ETIMEDOUT : 0;
+}
+
+/*
+ * Run @c on the stopped thread through the trampoline. The thread's registers change once
+ * (rip, rsp into the trampoline) after everything it needs is in its memory; from then on it
+ * finishes the call and restores itself even if we die. Return 0 (the results in @c) or
+ * -errno with the reason; the session's fate says how the thread is let go.
+ */
+static int borrow_call(struct session *s, struct call *c)
+{
+	struct user_regs_struct r = s->regs;
+	unsigned char *img = NULL;
+	uint64_t deadline, slack, mask;
+	struct tramp_data d;
+	int status, err;
+
+	s->fate = FATE_UNTOUCHED;
+	if (s->regs.cs != 0x33) {
+		seterr(s->info, "thread %d runs 32-bit code: not supported", s->tid);
+		return -ENOEXEC;
+	}
+	err = install_trampoline(s);
+	if (err)
+		return err;
+	test_point("installed");
+	err = stage_call(s, c, &img);
+	if (!err)
+		err = write_mem(s->tid, s->d_addr, img, s->d_len);
+	free(img);
+	if (err) {
+		seterr(s->info, "cannot write to the stack of thread %d: %s", s->tid,
+		       strerror(-err));
+		if (s->d_saved)
+			s->fate = FATE_RESTORE;
+		return err;
+	}
+	test_point("staged");
+	r.rip = s->tramp;
+	r.rsp = s->d_addr;
+	r.rax = 0;
+	/* Not in a system call any more: the kernel must not "restart" into the trampoline. */
+	r.orig_rax = -1;
+	r.eflags &= ~(EFLAGS_DF | EFLAGS_TF);
+	s->fate = FATE_RESTORE;
+	if (ptrace(PTRACE_SETREGS, s->tid, 0, &r))
+		return -errno;
+	test_point("started");
+	/* Signals that arrive from now on stay pending until the thread's mask is back (the
+	 * trampoline sets the same mask first thing, in case we die right here). */
+	mask = call_mask();
+	if (ptrace(PTRACE_SETSIGMASK, s->tid, (void *)sizeof(mask), &mask))
+		return -errno;
+	test_point("masked");
+	if (ptrace(PTRACE_CONT, s->tid, 0, 0))
+		return -errno;
+	s->stopped = false;
+	s->fate = FATE_CURRENT;
+	test_point("running");
+	/* Poll the block's state; a SIGCHLD (a stop) wakes us at once. */
+	slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+	prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0);
+	deadline = now_mono_ns() + (uint64_t)CALL_TIMEOUT_MS * 1000000ULL;
+	for (;;) {
+		struct timespec ts = {0, POLL_NS};
+		pid_t w = waitpid(s->tid, &status, __WALL | WNOHANG);
+
+		if (w == s->tid && (WIFEXITED(status) || WIFSIGNALED(status))) {
+			seterr(s->info, "process %d exited during the injection", s->pid);
+			err = -ESRCH;
+			break;
+		}
+		if (w == s->tid && WIFSTOPPED(status)) {
+			s->stopped = true;
+			if ((status >> 16) == PTRACE_EVENT_STOP) {
+				/* A group stop (SIGSTOP to the process): finish our call first;
+				 * detaching later puts the thread back into the group stop. */
+				if (ptrace(PTRACE_CONT, s->tid, 0, 0)) {
+					err = -errno;
+					break;
+				}
+				s->stopped = false;
+				continue;
+			}
+			err = signal_stop(s, WSTOPSIG(status));
+			if (err)
+				break;
 			continue;
 		}
-		if (peek_regs(s->tid, &r))
-			return -errno;
-		if (sig == SIGSEGV && r.rip == 0) {
-			*ret = r.rax;
-			return 0;
+		if (w < 0 && errno != EINTR) {
+			seterr(s->info, "process %d exited during the injection", s->pid);
+			err = -ESRCH;
+			break;
 		}
-		memset(&si, 0, sizeof(si));
-		ptrace(PTRACE_GETSIGINFO, s->tid, 0, &si);
-		seterr(s->info,
-		       "the call crashed in thread %d with signal %d (%s) at pc %#llx, address %p; "
-		       "the fault was discarded and the thread restored",
-		       s->tid, sig, strsignal(sig), r.rip, si.si_addr);
-		return -EFAULT;
+		if (read_mem(s->tid, s->d_addr, &d, TR_FN)) {
+			seterr(s->info, "process %d exited during the injection", s->pid);
+			err = -ESRCH;
+			break;
+		}
+		if (d.state != s->token + TR_CALLING) {
+			if (d.state == s->token + TR_PARKED)
+				test_point("parked");
+			err = take_over(s, c, false);
+			break;
+		}
+		if (now_mono_ns() >= deadline) {
+			err = take_over(s, c, true);
+			break;
+		}
+		sigtimedwait(&chld_set, NULL, &ts);
 	}
+	prctl(PR_SET_TIMERSLACK, slack, 0, 0, 0);
+	return err;
 }
 
 static int read_remote_string(pid_t pid, uint64_t addr, char *out, size_t len)
@@ -1035,6 +1541,7 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 	sigset_t block, old;
 	char why[128] = "", lastwhy[256] = "";
 	int nc = 0, round, i, err = -EBUSY, r;
+	uint64_t site;
 	size_t k;
 
 	sigemptyset(&chld_set);
@@ -1043,6 +1550,10 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 	for (k = 0; k < ARRAY_SIZE(blocked_sigs); k++)
 		sigaddset(&block, blocked_sigs[k]);
 
+	err = find_tramp_site(pid, &site, info);
+	if (err)
+		return err;
+	err = -EBUSY;
 	spt = safepoint__new(pid);
 	if (!spt) {
 		err = errno == ESRCH ? -ESRCH : -errno;
@@ -1069,7 +1580,8 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 			break;
 		}
 		for (i = 0; i < nc && i < MAX_CANDIDATES; i++) {
-			struct session s = {.pid = pid, .tid = c[i].tid, .info = info};
+			struct session s = {
+				.pid = pid, .tid = c[i].tid, .tramp = site, .info = info};
 
 			r = seize_stop(&s);
 			if (!r)
@@ -1083,7 +1595,9 @@ static int run_on_safe_thread(pid_t pid, const struct op *op, struct inject_info
 					seterr(info, "process %d exited during the injection", pid);
 				goto done;
 			}
-			if (!stack_room_ok(pid, &pm, s.regs.rsp)) {
+			test_point("stopped");
+			if (!stack_room_ok(pid, &pm, s.regs.rsp,
+					   MIN_STACK_ROOM + s.xstate_len + PATH_MAX)) {
 				snprintf(lastwhy, sizeof(lastwhy),
 					 "thread %d: too little stack left below its stack pointer",
 					 s.tid);
@@ -1141,30 +1655,52 @@ struct dlopen_ctx {
 	const char *path;
 };
 
+/* Is a file the target sees at @path mapped into it? */
+static bool path_mapped(pid_t pid, const char *path)
+{
+	struct procmaps pm = {};
+	bool found = false;
+	size_t i;
+
+	if (procmaps__read(pid, &pm))
+		return false;
+	for (i = 0; i < pm.nr && !found; i++)
+		found = !strcmp(pm.maps[i].path, path);
+	procmaps__release(&pm);
+	return found;
+}
+
 static int op_dlopen(struct session *s, void *ctx)
 {
 	struct dlopen_ctx *d = ctx;
-	uint64_t str, sp, handle = 0, msg = 0;
+	struct call c = {.fn = d->lf->dlopen,
+			 .arg1 = (uint64_t)(unsigned int)d->lf->mode,
+			 .err_fn = d->lf->dlerror,
+			 .str = d->path};
 	struct strbuf e = {0};
-	char text[512];
+	char text[512] = "";
 	int err;
 
-	err = stage_stack(s, d->path, strlen(d->path) + 1, &str, &sp);
-	if (err) {
-		seterr(s->info, "cannot write to the stack of thread %d: %s", s->tid,
-		       strerror(-err));
-		return err;
-	}
-	err = remote_call(s, d->lf->dlopen, str, (uint64_t)(unsigned int)d->lf->mode, sp, &handle);
+	err = borrow_call(s, &c);
 	if (err)
 		return err;
-	s->info->ret = handle;
-	if (handle)
+	if (!c.ret_known) {
+		/* The thread restored itself and went on before we read the result (we were
+		 * late): the library's mapping tells. */
+		if (path_mapped(s->pid, d->path))
+			return 0;
+		seterr(s->info,
+		       "dlopen(\"%s\") failed in process %d (no error text: the thread "
+		       "went on before probing could read it)",
+		       d->path, s->pid);
+		return -EIO;
+	}
+	s->info->ret = c.ret;
+	if (c.ret)
 		return 0;
-	/* dlopen failed: ask dlerror() why, on the same thread (its state is thread-local). */
-	text[0] = '\0';
-	if (d->lf->dlerror && !remote_call(s, d->lf->dlerror, 0, 0, sp, &msg) && msg)
-		read_remote_string(s->pid, msg, text, sizeof(text));
+	/* dlerror() ran right after, on the same thread (its state is thread-local). */
+	if (c.err_ret)
+		read_remote_string(s->pid, c.err_ret, text, sizeof(text));
 	/* The text is the target's memory: escaped (escape.h), it cannot forge a line. */
 	seterr(s->info, "dlopen(\"%s\") failed in process %d: %s", d->path, s->pid,
 	       text[0] ? text_str(&e, text, 0) : "(no error text)");
@@ -1178,15 +1714,12 @@ struct call_ctx {
 
 static int op_call(struct session *s, void *ctx)
 {
-	struct call_ctx *c = ctx;
-	uint64_t str, sp, ret = 0;
+	struct call_ctx *cc = ctx;
+	struct call c = {.fn = cc->fn};
 	int err;
 
-	err = stage_stack(s, "", 1, &str, &sp);
-	if (err)
-		return err;
-	err = remote_call(s, c->fn, 0, 0, sp, &ret);
-	s->info->ret = ret;
+	err = borrow_call(s, &c);
+	s->info->ret = c.ret; /* 0 if we were too late to read it */
 	return err;
 }
 
@@ -1313,6 +1846,7 @@ int inject__hold(pid_t pid, pid_t tid, struct user_regs_struct *regs, struct inj
 		inject__release(h);
 		return err;
 	}
+	test_point("held");
 	*regs = h->s.regs;
 	*out = h;
 	return 0;
@@ -1324,6 +1858,7 @@ void inject__release(struct inject_hold *h)
 
 	if (!h)
 		return;
+	test_point("released");
 	session_end(&h->s);
 	while (sigtimedwait(&chld_set, NULL, &zero) > 0)
 		;

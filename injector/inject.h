@@ -15,21 +15,26 @@
  *     stopped with PTRACE_SEIZE + PTRACE_INTERRUPT (no signal is sent, other threads keep
  *     running), and its stack is unwound (safepoint.h): inside the loader, the allocator,
  *     fork... it is let go, and the next candidate is tried (up to 25 rounds, about 0.3 s).
- *  5. Registers, the extended FP/vector state (XSAVE) and the signal mask are saved; signals
- *     other than synchronous faults are blocked for the call; orig_rax = -1 so that the
- *     kernel does not try to restart the interrupted system call into our code; the call
- *     returns to address 0, whose fault is caught as a signal-delivery-stop and discarded.
- *  6. Memory written (the path, a return address, below the red zone of the thread's stack)
- *     and every register are restored, then the thread is detached. A thread interrupted in
- *     a system call resumes it through the kernel's own restart logic
- *     (-ERESTARTSYS/-ERESTARTNOHAND/-ERESTARTNOINTR: ip -= 2, ax = orig_ax;
- *     -ERESTART_RESTARTBLOCK: restart_syscall, arch/x86 arch_do_signal_or_restart), since
- *     the saved rax/orig_rax are put back untouched. For the few calls that return EINTR
- *     instead (epoll_wait...), the same restart is done by hand when no real signal is
- *     pending, so the target never sees EINTR.
- * Every failure rolls back (memory, registers, mask, detach) before returning. While a
+ *  5. Registers, the extended FP state (XSAVE) and the signal mask are saved; a thread stopped
+ *     in a call that returns EINTR when stopped (epoll_wait...) is rewound to restart it at
+ *     once, unless a signal with a handler is pending (then the EINTR is genuine).
+ *  6. The call runs through a trampoline (trampoline.h) whose code sits in the unused tail of
+ *     libc's executable segment and whose data (the call, the registers and FP state to come
+ *     back to, the masks) is written below the thread's red zone *before* its registers
+ *     change once (rip, rsp; orig_rax = -1 so that the kernel does not restart into it).
+ *     The thread blocks signals but synchronous faults, makes the call, then waits up to
+ *     50 ms for us: we stop it there and restore everything with ptrace (FP state, mask,
+ *     then registers), and the kernel restarts an interrupted system call with its own
+ *     rules (-ERESTARTSYS/-ERESTARTNOHAND/-ERESTARTNOINTR: ip -= 2, ax = orig_ax;
+ *     -ERESTART_RESTARTBLOCK: restart_syscall; arch/x86 arch_do_signal_or_restart), the
+ *     saved rax/orig_rax being put back untouched. If we were killed (SIGKILL) at any
+ *     instant, the thread restores itself the same way, deciding EINTR or restart for a
+ *     signal that arrived meanwhile as the kernel would.
+ * Every failure rolls back (memory, registers, mask, detach) before returning; a call that
+ * does not return within 15 s is left to finish (the thread then restores itself). While a
  * thread is held, SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGTSTP/SIGPIPE to probing are blocked and
- * take effect after the thread was let go.
+ * take effect after the thread was let go. The called code must not call nanosleep or
+ * clock_nanosleep (they reset the restart block a thread stopped in a relative sleep needs).
  */
 #ifndef PROBING_INJECT_H
 #define PROBING_INJECT_H
@@ -60,7 +65,9 @@ struct inject_info {
  *   -EBUSY  another tracer is attached, or no thread was at a safe point for 25 rounds
  *   -ENOEXEC  no dlopen in the target (static executable, unknown libc)
  *   -EIO    dlopen failed in the target (dlerror's text in @info->error)
- *   -ETIMEDOUT, -EFAULT  the call hung or crashed; the thread was restored
+ *   -ETIMEDOUT  the call did not return within 15 s; the thread finishes it on its own
+ *   -EFAULT  the call crashed; the thread was restored
+ *   -ENOSPC  no room for the trampoline's code in the target
  */
 int inject__dlopen(pid_t pid, const char *lib, struct inject_info *info);
 
@@ -74,9 +81,10 @@ int inject__call(pid_t pid, const char *module, const char *symbol, struct injec
 /*
  * Hold one thread still to look at it (probing backtrace --native): stop thread @tid of
  * @pid with PTRACE_SEIZE + PTRACE_INTERRUPT (no signal is sent, the other threads keep
- * running) and read its general registers into @regs. Nothing of the thread is changed;
- * inject__release() lets it go exactly as it was, restarting by hand a system call that
- * would otherwise return EINTR (see 6. above). While a thread is held, probing's
+ * running) and read its general registers into @regs (as stopped). Nothing of the thread
+ * is changed but the rewind of a call that returns EINTR when stopped (see 5. above), done
+ * at once so that the thread is fine even if we are killed while holding it;
+ * inject__release() lets it go. While a thread is held, probing's
  * terminating signals are deferred. Return 0 and *@out, or -errno (-ESRCH, -EPERM...) with
  * the reason in @info->error.
  */

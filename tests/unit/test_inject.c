@@ -468,6 +468,50 @@ TEST(read_is_restarted)
 	inject_into(2);
 }
 
+/*
+ * The same, with the thread restoring itself from the trampoline's data (xrstor, the signal
+ * mask, every register, iretq; restart_syscall for the nanosleep) instead of being put back
+ * by us: what it does when the injector is killed during the call. A park of 0 ms makes the
+ * thread restore itself before we come for it.
+ */
+static void inject_self_restoring(int mode)
+{
+	const char *lib = some_library();
+	struct inject_info info;
+	struct kid k = start_child(mode);
+	struct timespec ts = {0, 100000000};
+	char msg[128];
+	int err;
+
+	REQUIRE(lib && k.pid > 0);
+	nanosleep(&ts, NULL);
+	setenv("PROBING_INJECT_PARK_MS", "0", 1);
+	err = inject__dlopen(k.pid, lib, &info);
+	unsetenv("PROBING_INJECT_PARK_MS");
+	CHECK_EQ(err, 0);
+	if (err)
+		printf("    %s\n", info.error);
+	CHECK(mapped(k.pid, lib));
+	finish(&k, msg, sizeof(msg));
+	if (strncmp(msg, "OK", 2))
+		TEST_FAIL_("child says: %s", msg);
+}
+
+TEST(registers_survive_self_restore)
+{
+	inject_self_restoring(0);
+}
+
+TEST(nanosleep_is_restarted_self_restore)
+{
+	inject_self_restoring(1);
+}
+
+TEST(read_is_restarted_self_restore)
+{
+	inject_self_restoring(2);
+}
+
 TEST(dlopen_failure_reports_dlerror)
 {
 	char path[] = "/tmp/probing-notelf-XXXXXX";
