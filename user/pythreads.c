@@ -425,6 +425,67 @@ static void read_thread_names(struct pyproc *pp, uint64_t interp)
 	py_dict_foreach(pp, active, MAX_THREADS, name_from_active, &nc);
 }
 
+struct names_ctx {
+	void (*cb)(void *ctx, pid_t ns_tid, const char *name);
+	void *ctx;
+};
+
+/* threading._active entry -> (Thread._native_id, Thread._name). */
+static int name_of_active(struct pyproc *pp, uint64_t key, uint64_t value, void *arg)
+{
+	struct names_ctx *nc = arg;
+	uint64_t id_obj, name_obj, type;
+	int64_t ns_tid;
+	size_t len;
+	char *name;
+
+	/* _native_id is None until the thread has run (and without native ids). */
+	if (py_getattr_dict(pp, value, "_native_id", &id_obj) ||
+	    pp_ptr(pp, id_obj + pp->off.ob_type, &type) || !pp->objs[PYS_INT] ||
+	    type != pp->objs[PYS_INT] || py_read_long(pp, id_obj, &ns_tid) || ns_tid <= 0 ||
+	    ns_tid > 0x7fffffff)
+		return 0;
+	if (py_getattr_dict(pp, value, "_name", &name_obj))
+		return 0;
+	/* Not interned: a process that names a thread per request would grow the pool. */
+	if (py_read_str(pp, name_obj, &name, &len))
+		return 0;
+	if (*name && strlen(name) == len)
+		nc->cb(nc->ctx, (pid_t)ns_tid, name);
+	free(name);
+	return 0;
+}
+
+static int count_entry(struct pyproc *pp, uint64_t key, uint64_t value, void *arg)
+{
+	(*(int *)arg)++;
+	return 0;
+}
+
+int pyproc__thread_names(struct pyproc *pp, void (*cb)(void *ctx, pid_t ns_tid, const char *name),
+			 void *ctx)
+{
+	struct names_ctx nc = {cb, ctx};
+	uint64_t interp, modules, mod, mdict, active, limbo;
+	int n, err, starting = 0;
+
+	err = pp_ptr(pp, pp->runtime + pp->off.rt_interpreters_head, &interp);
+	for (n = 0; !err && interp && n < MAX_INTERPS; n++) {
+		if (!pp_ptr(pp, interp + pp->off.is_modules, &modules) && modules &&
+		    !py_dict_get_str(pp, modules, "threading", &mod) &&
+		    !pp_ptr(pp, mod + pp->off.md_dict, &mdict) && mdict) {
+			/* Thread.start() puts the thread in _limbo before it creates the OS
+			 * thread, which moves itself to _active once it holds the GIL. */
+			if (!py_dict_get_str(pp, mdict, "_limbo", &limbo))
+				py_dict_foreach(pp, limbo, MAX_THREADS, count_entry, &starting);
+			if (!py_dict_get_str(pp, mdict, "_active", &active))
+				py_dict_foreach(pp, active, MAX_THREADS, name_of_active, &nc);
+		}
+		err = pp_ptr(pp, interp + pp->off.is_next, &interp);
+	}
+	return err ? err : starting;
+}
+
 static const char *comm_name(struct pyproc *pp, pid_t tid)
 {
 	char path[96], *s;
