@@ -296,8 +296,17 @@ def test_module_level_loop_non_ascii_file(py):
 @h.params([p for _, p in PYTHONS], IDS)
 def test_threads_come_and_go(py):
     script = os.path.join(PYDIR, "churn.py")
-    con = record(py, script, "3")
+    truth = h.tmp("names.txt")
+    con = record(py, script, "3", truth)
     line = marker(script, "short_task")
+    # Every thread that was sampled carries its own threading name, although most were
+    # gone long before the recorder handled their samples (ground truth: the workload's
+    # list of native ids and names).
+    names = {int(tid): name for tid, name in (ln.split() for ln in open(truth))}
+    rows = con.execute("SELECT tid, name FROM threads").fetchall()
+    misnamed = [(tid, name, names.get(tid)) for tid, name in rows if names.get(tid) != name]
+    assert len(rows) >= 10 and not misnamed, \
+        f"{len(misnamed)} of {len(rows)} threads misnamed (tid, recorded, true): {misnamed[:8]}"
     tids, total, good, bad = set(), 0, 0, {}
     for n, tid, thread, frames in samples(con, "thread LIKE 'churn-%'"):
         chain = pychain(frames)
