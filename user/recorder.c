@@ -474,13 +474,14 @@ static struct target *unknown_target(struct recorder *r, const struct sample_eve
 /* A followed process forked a child: the child runs the parent's program until it execs. */
 static void follow_child(struct recorder *r, const struct proc_change_event *ev, double ts)
 {
-	struct target *parent = find_target(r, ev->ppid), *t;
+	struct target *parent, *t;
 	bool created;
 
 	pr_info("following new process %d (child of %d)", ev->pid, ev->ppid);
 	t = get_target(r, ev->pid, &created);
 	if (!t)
 		return;
+	parent = find_target(r, ev->ppid); /* after get_target: it may move the targets */
 	/* The fork precedes every sample of the child: a target with its pid is an older
 	 * process that had the same pid. */
 	if (!created)
