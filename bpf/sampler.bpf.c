@@ -339,6 +339,16 @@ struct {
 	__type(value, __u64);
 } thread_births SEC(".maps");
 
+/* Children followed since userspace last looked (child tgid -> struct new_child): a forked
+ * child runs its parent's interpreter at the same addresses, so its thread names can be read
+ * at once, long before its fork event is handled. Userspace deletes what it has seen. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct new_child);
+} new_children SEC(".maps");
+
 /* Scratch for PROC_EXEC events, too large for the BPF stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -368,6 +378,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
 	struct proc_change_event ev = {};
 	struct task_ids p = {}, c = {};
+	struct new_child nc;
 	__u32 one = 1;
 	__u64 *births, first = 1;
 
@@ -387,7 +398,12 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	if (!follow_children)
 		return 0;
 	bpf_map_update_elem(&targets, &c.pid, &one, BPF_ANY);
+	own_ids(parent, &p);
 	own_ids(child, &c);
+	nc.ppid = p.pid;
+	nc.fork_ns_tid = p.ns_tid;
+	nc.child_ns_pid = c.ns_pid;
+	bpf_map_update_elem(&new_children, &c.pid, &nc, BPF_ANY);
 	ev.ppid = p.pid;
 	/* Rare and important: wake the reader. */
 	if (send_proc_event(&ev, sizeof(ev), PROC_FORK, &c, child, 0))

@@ -105,6 +105,17 @@ struct proc_change_event {
 };
 #define PROC_F_ARGS_TRUNCATED 1 /* the command line was longer than PROC_ARGS_MAX */
 
+/*
+ * Map new_children (child tgid -> this): a child a target forked. The forking thread goes on
+ * as the child's main thread, so in the child, Python's Thread object for it still holds the
+ * forking thread's id (Thread._native_id is not updated at fork).
+ */
+struct new_child {
+	__u32 ppid;	    /* the parent, as the recorder numbers it */
+	__u32 fork_ns_tid;  /* the thread that forked, in the parent's own PID namespace */
+	__u32 child_ns_pid; /* the child's pid (its main thread's tid) in its own namespace */
+};
+
 /* PROC_EXEC records carry the new program's command line and file name. */
 struct proc_exec_event {
 	struct proc_change_event h;

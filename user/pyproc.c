@@ -291,7 +291,7 @@ cleanup:
 	return pp;
 }
 
-struct pyproc *pyproc__dup(const struct pyproc *src)
+struct pyproc *pyproc__dup(const struct pyproc *src, pid_t pid)
 {
 	struct pyproc *pp = malloc(sizeof(*pp));
 
@@ -299,6 +299,7 @@ struct pyproc *pyproc__dup(const struct pyproc *src)
 		goto nomem;
 	/* The layout facts are shared; every cache and everything owned starts empty. */
 	*pp = *src;
+	pp->pid = pid;
 	pp->threads = NULL;
 	pp->nthreads = pp->capthreads = 0;
 	pp->chunks = NULL;

@@ -44,10 +44,11 @@ struct pyproc;
 struct pyproc *pyproc__open(pid_t pid);
 
 /*
- * A second view of the same interpreter with caches of its own, for use by another thread
- * (pyproc is not thread-safe). NULL with errno ENOMEM.
+ * Another view of the same interpreter, with caches of its own (pyproc is not thread-safe: one
+ * per thread), in process @pid: @pp's own, or a child it forked, which runs the same
+ * interpreter at the same addresses until it execs. NULL with errno ENOMEM.
  */
-struct pyproc *pyproc__dup(const struct pyproc *pp);
+struct pyproc *pyproc__dup(const struct pyproc *pp, pid_t pid);
 
 /* Release everything; every string handed out becomes invalid. NULL is a no-op. */
 void pyproc__free(struct pyproc *pp);

@@ -35,6 +35,7 @@ struct target {
 	uint64_t py_tried_ns; /* when we last looked (monotonic) */
 	uint64_t started_ns;  /* when it became a target or exec'd (monotonic) */
 	uint64_t samples;
+	bool names_to_drop;	       /* exited: drop its Python thread names at a later tick */
 	long long cpu_first, cpu_last; /* its CPU ticks when added and at the last look; -1 */
 	/* Its processes row, kept: /proc may be gone when the row must be written again. */
 	double start_time, end_time; /* unix seconds; end_time 0: not seen to exit */
@@ -113,7 +114,8 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 				strerror(errno));
 	}
 	if (opts->python) {
-		r->tn = threadnames__start(sampling__map_fd(s, "thread_births"));
+		r->tn = threadnames__start(sampling__map_fd(s, "thread_births"),
+					   sampling__map_fd(s, "new_children"));
 		if (!r->tn)
 			pr_warn("cannot start reading Python thread names (%s): threads will have "
 				"their OS names",
@@ -357,8 +359,10 @@ static void drop_python(struct recorder *r, struct target *t)
 {
 	if (t->py)
 		sampling__set_python(r->s, t->pid, NULL);
-	if (r->tn)
+	if (r->tn) {
 		threadnames__unwatch(r->tn, t->pid);
+		threadnames__drop(r->tn, t->pid);
+	}
 	pyproc__free(t->py);
 	t->py = NULL;
 	t->py_unsupported = false;
@@ -555,8 +559,12 @@ static void target_exited(struct recorder *r, struct target *t, double ts, bool 
 	}
 	if (from_event) {
 		sampling__remove_target(r->s, t->pid);
-		if (r->tn)
+		/* Samples of its last thread's way out of the kernel may follow: its names are
+		 * dropped a tick later. */
+		if (r->tn) {
 			threadnames__unwatch(r->tn, t->pid);
+			t->names_to_drop = true;
+		}
 	}
 	if (!t->alive)
 		return;
@@ -911,6 +919,10 @@ int recorder__tick(struct recorder *r)
 	/* Exit events can be lost when the ring buffer is full: check. */
 	for (i = 0; i < r->ntargets; i++) {
 		t = &r->targets[i];
+		if (t->names_to_drop && now - t->end_time > 1.0) {
+			threadnames__drop(r->tn, t->pid);
+			t->names_to_drop = false;
+		}
 		if (!t->alive)
 			continue;
 		if (!procinfo_alive(t->pid)) {

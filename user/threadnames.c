@@ -16,8 +16,9 @@
 #include "threadnames.h"
 #include "util.h"
 
-#define POLL_NS	       5000000ULL   /* how often the reading thread looks */
-#define AFTER_BIRTH_NS 100000000ULL /* read this long after threads were created */
+#define POLL_NS	       5000000ULL    /* how often the reading thread looks */
+#define AFTER_BIRTH_NS 100000000ULL  /* read this long after threads were created */
+#define FORGET_NS      1000000000ULL /* keep a name this long after its thread exited */
 #define MAX_NAME       64
 #define READER_NICE    -10
 
@@ -28,7 +29,15 @@ struct watched {
 	bool gone;	     /* unwatched: the reading thread frees pp and drops the entry */
 	uint64_t births;     /* thread creations last seen in the BPF map */
 	int starting;	     /* threads waiting to run at the last read (threading._limbo) */
+	pid_t fork_tid;	     /* a forked child: its main thread's Thread object still holds */
+	pid_t main_tid;	     /* the forking thread's id (fork_tid); its id is main_tid */
 	uint64_t read_until; /* keep reading until then (monotonic ns) */
+};
+
+/* A thread that exited: its name is dropped a while later. */
+struct forget {
+	uint64_t key;
+	uint64_t when; /* monotonic ns */
 };
 
 struct threadnames {
@@ -37,13 +46,15 @@ struct threadnames {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop;
-	int births_fd;
+	int births_fd, children_fd;
 	struct watched *w;
 	size_t nw, capw;
 	uint64_t gens;
 	bool refresh_all;
 	struct bmap *names; /* (pid, ns_tid) -> (uintptr_t) malloc'd name, 0 once forgotten */
 	size_t live, dead;
+	struct forget *fq; /* threads that exited, oldest first, from fq[fq_head] */
+	size_t fq_head, fq_n, fq_cap;
 	uint64_t version;
 };
 
@@ -56,6 +67,7 @@ struct got {
 struct read_ctx {
 	struct got *v;
 	size_t n, cap;
+	pid_t fork_tid, main_tid; /* as in struct watched */
 };
 
 static uint64_t name_key(pid_t pid, pid_t tid)
@@ -71,6 +83,8 @@ static void collect(void *arg, pid_t ns_tid, const char *name)
 
 	if (grow_array(&c->v, &c->cap, c->n + 1, sizeof(*c->v)))
 		return;
+	if (c->fork_tid && ns_tid == c->fork_tid)
+		ns_tid = c->main_tid;
 	copy = strndup(name, MAX_NAME - 1);
 	if (copy)
 		c->v[c->n++] = (struct got){ns_tid, copy};
@@ -177,6 +191,61 @@ static struct watched *find_pid(struct threadnames *tn, pid_t pid)
 	return NULL;
 }
 
+/* Watch @pid through @pp (ours from now on); read it for a while. Locked. 0 or -ENOMEM. */
+static int add_watched(struct threadnames *tn, pid_t pid, struct pyproc *pp)
+{
+	struct watched *w;
+
+	if (grow_array(&tn->w, &tn->capw, tn->nw + 1, sizeof(*tn->w))) {
+		pyproc__free(pp);
+		return -ENOMEM;
+	}
+	w = &tn->w[tn->nw++];
+	memset(w, 0, sizeof(*w));
+	w->pid = pid;
+	w->pp = pp;
+	w->gen = ++tn->gens;
+	w->read_until = now_mono_ns() + AFTER_BIRTH_NS;
+	if (tn->births_fd >= 0)
+		bpf_map_lookup_elem(tn->births_fd, &pid, &w->births);
+	return 0;
+}
+
+/*
+ * Children the sampler followed since the last look: a child of a watched process runs its
+ * parent's interpreter, so watch it now (the recorder's watch, when it handles the fork,
+ * finds it watched). Locked.
+ */
+static void watch_new_children(struct threadnames *tn)
+{
+	struct watched *parent, *w;
+	struct new_child nc;
+	struct pyproc *pp;
+	__u32 child, next;
+	bool first = true;
+
+	while (!bpf_map_get_next_key(tn->children_fd, first ? NULL : &child, &next)) {
+		first = false;
+		child = next;
+		if (bpf_map_lookup_elem(tn->children_fd, &child, &nc))
+			continue;
+		bpf_map_delete_elem(tn->children_fd, &child);
+		first = true; /* deleting invalidates the iteration: start over */
+		parent = find_pid(tn, nc.ppid);
+		if (!parent)
+			continue;
+		w = find_pid(tn, child); /* the recorder may have been first */
+		if (!w) {
+			pp = pyproc__dup(parent->pp, child);
+			if (!pp || add_watched(tn, child, pp))
+				continue;
+			w = &tn->w[tn->nw - 1];
+		}
+		w->fork_tid = nc.fork_ns_tid;
+		w->main_tid = nc.child_ns_pid;
+	}
+}
+
 /* One round of the reading thread; called with the lock held, returns with it held. */
 static void read_round(struct threadnames *tn)
 {
@@ -196,6 +265,8 @@ static void read_round(struct threadnames *tn)
 		i++;
 	}
 	tn->refresh_all = false;
+	if (tn->children_fd >= 0)
+		watch_new_children(tn);
 	if (tn->nw) {
 		jobs = malloc(tn->nw * sizeof(*jobs));
 		if (jobs) {
@@ -216,6 +287,8 @@ static void read_round(struct threadnames *tn)
 		if (!all && now >= w->read_until && w->starting <= 0)
 			continue;
 		rc.n = 0;
+		rc.fork_tid = w->fork_tid;
+		rc.main_tid = w->main_tid;
 		w->starting = pyproc__thread_names(w->pp, collect, &rc);
 		pthread_mutex_lock(&tn->lock);
 		if ((w = find_gen(tn, jobs[i].gen)) && !w->gone)
@@ -262,6 +335,10 @@ static void *reader(void *arg)
 		read_round(tn);
 		if (tn->stop)
 			break;
+		if (!tn->nw && !tn->refresh_all) {
+			pthread_cond_wait(&tn->cond, &tn->lock); /* nothing to watch: sleep */
+			continue;
+		}
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		t = (uint64_t)until.tv_sec * 1000000000ULL + until.tv_nsec + POLL_NS;
 		until.tv_sec = t / 1000000000ULL;
@@ -272,7 +349,7 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-struct threadnames *threadnames__start(int births_fd)
+struct threadnames *threadnames__start(int births_fd, int children_fd)
 {
 	struct threadnames *tn = calloc(1, sizeof(*tn));
 	pthread_condattr_t ca;
@@ -281,6 +358,7 @@ struct threadnames *threadnames__start(int births_fd)
 	if (!tn)
 		return NULL;
 	tn->births_fd = births_fd;
+	tn->children_fd = children_fd;
 	tn->names = bmap__new();
 	if (!tn->names) {
 		free(tn);
@@ -324,6 +402,7 @@ void threadnames__free(struct threadnames *tn)
 	for (i = 0; i < tn->nw; i++)
 		pyproc__free(tn->w[i].pp);
 	free(tn->w);
+	free(tn->fq);
 	bmap__for_each(tn->names, free_name, NULL);
 	bmap__free(tn->names);
 	pthread_cond_destroy(&tn->cond);
@@ -333,29 +412,14 @@ void threadnames__free(struct threadnames *tn)
 
 int threadnames__watch(struct threadnames *tn, pid_t pid, const struct pyproc *pp)
 {
-	struct watched *w;
+	struct pyproc *view;
 	int err = 0;
 
 	pthread_mutex_lock(&tn->lock);
 	if (find_pid(tn, pid))
 		goto out;
-	if (grow_array(&tn->w, &tn->capw, tn->nw + 1, sizeof(*tn->w))) {
-		err = -ENOMEM;
-		goto out;
-	}
-	w = &tn->w[tn->nw];
-	memset(w, 0, sizeof(*w));
-	w->pp = pyproc__dup(pp);
-	if (!w->pp) {
-		err = -ENOMEM;
-		goto out;
-	}
-	tn->nw++;
-	w->pid = pid;
-	w->gen = ++tn->gens;
-	w->read_until = now_mono_ns() + AFTER_BIRTH_NS;
-	if (tn->births_fd >= 0)
-		bpf_map_lookup_elem(tn->births_fd, &pid, &w->births);
+	view = pyproc__dup(pp, pid);
+	err = view ? add_watched(tn, pid, view) : -ENOMEM;
 	pthread_cond_signal(&tn->cond);
 out:
 	pthread_mutex_unlock(&tn->lock);
@@ -370,6 +434,12 @@ void threadnames__unwatch(struct threadnames *tn, pid_t pid)
 	w = find_pid(tn, pid);
 	if (w)
 		w->gone = true;
+	pthread_mutex_unlock(&tn->lock);
+}
+
+void threadnames__drop(struct threadnames *tn, pid_t pid)
+{
+	pthread_mutex_lock(&tn->lock);
 	rebuild(tn, true, pid);
 	pthread_mutex_unlock(&tn->lock);
 }
@@ -391,18 +461,32 @@ bool threadnames__lookup(struct threadnames *tn, pid_t pid, pid_t ns_tid, char *
 
 void threadnames__forget(struct threadnames *tn, pid_t pid, pid_t ns_tid)
 {
-	uint64_t key = name_key(pid, ns_tid), *slot;
+	uint64_t now = now_mono_ns(), *slot;
+	struct forget *f;
 
 	pthread_mutex_lock(&tn->lock);
-	slot = bmap__find(tn->names, &key, sizeof(key));
-	if (slot && *slot) {
-		free((void *)(uintptr_t)*slot);
-		*slot = 0;
-		tn->live--;
-		tn->dead++;
-		if (tn->dead > 1024 && tn->dead > tn->live)
-			rebuild(tn, false, 0);
+	/* Not at once: samples of the thread's way out of the kernel may still come. */
+	if (!grow_array(&tn->fq, &tn->fq_cap, tn->fq_n + 1, sizeof(*tn->fq)))
+		tn->fq[tn->fq_n++] = (struct forget){name_key(pid, ns_tid), now};
+	for (; tn->fq_head < tn->fq_n; tn->fq_head++) {
+		f = &tn->fq[tn->fq_head];
+		if (now - f->when < FORGET_NS)
+			break;
+		slot = bmap__find(tn->names, &f->key, sizeof(f->key));
+		if (slot && *slot) {
+			free((void *)(uintptr_t)*slot);
+			*slot = 0;
+			tn->live--;
+			tn->dead++;
+		}
 	}
+	if (tn->fq_head > 256 && tn->fq_head * 2 > tn->fq_n) {
+		memmove(tn->fq, tn->fq + tn->fq_head, (tn->fq_n - tn->fq_head) * sizeof(*tn->fq));
+		tn->fq_n -= tn->fq_head;
+		tn->fq_head = 0;
+	}
+	if (tn->dead > 1024 && tn->dead > tn->live)
+		rebuild(tn, false, 0);
 	pthread_mutex_unlock(&tn->lock);
 }
 

@@ -324,6 +324,27 @@ def test_threads_come_and_go(py):
     assert total > 100 and good >= 0.95 * total, f"{good}/{total}; other stacks: {worst}"
 
 
+@h.params([PYTHONS[0][1], PYTHONS[-1][1]], [PYTHONS[0][0], PYTHONS[-1][0]])
+def test_forked_workers_threads_named(py):
+    """--children with a pool of forked workers whose tasks start short threads: each thread
+    has its threading name, also those that ran before the recorder handled the fork."""
+    truth = h.tmp("names.txt")
+    con = record(py, os.path.join(PYDIR, "forked.py"), "12", truth, opts=("--children",))
+    names = {}
+    for line in open(truth):
+        pid, tid, name = line.split(maxsplit=2)
+        names[(int(pid), int(tid))] = name.strip()
+    rows = con.execute("SELECT pid, tid, name FROM threads").fetchall()
+    misnamed = [(p, t, n, names.get((p, t))) for p, t, n in rows if names.get((p, t)) != n]
+    inner = [n for _, _, n in rows if n and n.startswith("inner-")]
+    assert len(inner) >= 4 and not misnamed, \
+        f"{len(misnamed)} of {len(rows)} threads misnamed (pid, tid, recorded, true): " \
+        f"{misnamed[:8]}"
+    workers = con.execute("SELECT COUNT(*) FROM processes WHERE end_time IS NOT NULL AND "
+                          "python_version IS NOT NULL").fetchone()[0]
+    assert workers >= 4, f"{workers} ended Python processes (parent and 3 workers expected)"
+
+
 def test_no_python_flag_and_native_program():
     py = PYTHONS[-1][1]
     script = os.path.join(PYDIR, "split.py")
