@@ -100,8 +100,8 @@ const struct pythread *pyproc__thread_by_pthread(const struct pyproc *pp, uint64
  * and Thread._name). Lighter than pyproc__refresh_threads (no /proc reads, no thread-state
  * walk), and exact for threads whose pthread_t was reused. @name is valid during the call
  * only. Return the number of threads started but not running yet (threading._limbo: they
- * join _active once they hold the GIL), or -errno (-ESRCH, -EFAULT: the process is gone
- * or changed).
+ * join _active once they hold the GIL), or -errno: -ESRCH (the process is gone), another
+ * (a dict changed while it was read, or the process exec'd): the names given may be partial.
  */
 int pyproc__thread_names(struct pyproc *pp, void (*cb)(void *ctx, pid_t ns_tid, const char *name),
 			 void *ctx);

@@ -467,7 +467,7 @@ int pyproc__thread_names(struct pyproc *pp, void (*cb)(void *ctx, pid_t ns_tid, 
 {
 	struct names_ctx nc = {cb, ctx};
 	uint64_t interp, modules, mod, mdict, active, limbo;
-	int n, err, starting = 0;
+	int n, err, starting = 0, failed = 0;
 
 	err = pp_ptr(pp, pp->runtime + pp->off.rt_interpreters_head, &interp);
 	for (n = 0; !err && interp && n < MAX_INTERPS; n++) {
@@ -476,14 +476,19 @@ int pyproc__thread_names(struct pyproc *pp, void (*cb)(void *ctx, pid_t ns_tid, 
 		    !pp_ptr(pp, mod + pp->off.md_dict, &mdict) && mdict) {
 			/* Thread.start() puts the thread in _limbo before it creates the OS
 			 * thread, which moves itself to _active once it holds the GIL. */
+			/* The dicts change while we read them: a failed read is said. */
 			if (!py_dict_get_str(pp, mdict, "_limbo", &limbo))
-				py_dict_foreach(pp, limbo, MAX_THREADS, count_entry, &starting);
+				failed = py_dict_foreach(pp, limbo, MAX_THREADS, count_entry,
+							 &starting)
+						 ?: failed;
 			if (!py_dict_get_str(pp, mdict, "_active", &active))
-				py_dict_foreach(pp, active, MAX_THREADS, name_of_active, &nc);
+				failed = py_dict_foreach(pp, active, MAX_THREADS, name_of_active,
+							 &nc)
+						 ?: failed;
 		}
 		err = pp_ptr(pp, interp + pp->off.is_next, &interp);
 	}
-	return err ? err : starting;
+	return err ?: failed ?: starting;
 }
 
 static const char *comm_name(struct pyproc *pp, pid_t tid)

@@ -557,14 +557,13 @@ static void target_exited(struct recorder *r, struct target *t, double ts, bool 
 		t->end_time = ts;
 		store__process_end(r->st, t->pid, ts);
 	}
-	if (from_event) {
+	if (from_event)
 		sampling__remove_target(r->s, t->pid);
-		/* Samples of its last thread's way out of the kernel may follow: its names are
-		 * dropped a tick later. */
-		if (r->tn) {
-			threadnames__unwatch(r->tn, t->pid);
-			t->names_to_drop = true;
-		}
+	/* Samples of its last thread's way out of the kernel (or, found gone, its queued
+	 * samples) may follow: its Python thread names are dropped a tick later. */
+	if (r->tn) {
+		threadnames__unwatch(r->tn, t->pid);
+		t->names_to_drop = true;
 	}
 	if (!t->alive)
 		return;

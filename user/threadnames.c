@@ -290,6 +290,8 @@ static void read_round(struct threadnames *tn)
 		rc.fork_tid = w->fork_tid;
 		rc.main_tid = w->main_tid;
 		w->starting = pyproc__thread_names(w->pp, collect, &rc);
+		if (w->starting < 0 && w->starting != -ESRCH)
+			w->starting = 1; /* read while it changed: read again */
 		pthread_mutex_lock(&tn->lock);
 		if ((w = find_gen(tn, jobs[i].gen)) && !w->gone)
 			for (j = 0; j < rc.n; j++)
