@@ -4,7 +4,7 @@
  * program pystack_test.bpf.c) after vmlinux.h, bpf_helpers.h, bpf_core_read.h, bpf_tracing.h
  * and sampler.h.
  *
- *   __u32 py_walk(cfg, fsbase, out, &status, &flags)
+ *   __u32 py_walk(cfg, tgid, fsbase, out, &status, &flags)
  *
  * finds the *sampled* thread's PyThreadState (not the GIL holder: the thread may be running
  * native code with the GIL released) by emulating glibc's pthread_getspecific() on the
@@ -230,11 +230,12 @@ static __always_inline long py_first_frame(const struct py_proc_cfg *cfg, __u64 
 	return bpf_probe_read_user(frame, 8, (const void *)(cframe + cfg->off.cframe_current));
 }
 
-/* Walk the Python stack of the current task. @cfg: the process's config;
+/* Walk the Python stack of the current task. @cfg: the process's config; @tgid: its
+ * pid as the py_tstates map is keyed (struct py_tstate_key);
  * @fsbase: the task's TLS base (task->thread.fsbase); @out: room for
  * SAMPLER_MAX_PYDEPTH records. Returns the number of frames written; sets
  * *status (enum py_status) and ORs SAMPLE_F_PY_TRUNCATED into *flags. */
-static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u64 fsbase,
+static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
 				     struct py_frame_rec *out, __s32 *status, __u32 *flags)
 {
 	struct py_walk_ctx c = {};
@@ -249,7 +250,7 @@ static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u64 fsbase
 	}
 	tstate = py_tss_tstate(cfg, fsbase);
 	if (!py_tstate_valid(cfg, tstate, fsbase)) {
-		key.pid = bpf_get_current_pid_tgid() >> 32;
+		key.pid = tgid;
 		key.pthread = fsbase;
 		mapped = bpf_map_lookup_elem(&py_tstates, &key);
 		if (!mapped) {

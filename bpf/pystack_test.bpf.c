@@ -73,7 +73,8 @@ int pystack_test(struct bpf_perf_event_data *ctx)
 	ev->flags = 0;
 	ev->user_mode = ctx->regs.ip < 0x800000000000ULL; /* the sample hit user code */
 	t0 = bpf_ktime_get_ns();
-	ev->n = py_walk(cfg, ev->fsbase, ev->frames, &ev->status, &ev->flags);
+	ev->n = py_walk(cfg, bpf_get_current_pid_tgid() >> 32, ev->fsbase, ev->frames, &ev->status,
+			&ev->flags);
 	ev->walk_ns = bpf_ktime_get_ns() - t0;
 	bpf_ringbuf_submit(ev, 0);
 	return 0;

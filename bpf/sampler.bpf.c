@@ -6,7 +6,12 @@
  * (struct sample_event in sampler.h). Userspace unwinds and symbolizes.
  *
  * Tracepoints keep the target set current: with --children, forked processes of targets
- * become targets; exec and exit of targets are reported so userspace can drop stale state.
+ * become targets; exec and exit of targets (every thread's, with its last name) are reported
+ * so userspace can drop stale state and name threads that are gone.
+ *
+ * Pids are numbered as the recorder's PID namespace numbers them (sampler.h): the kernel's
+ * numbers when it runs in the initial namespace; otherwise they are looked up in the tasks'
+ * struct pid, so that a recorder inside a container matches the pids it sees in its /proc.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -22,6 +27,11 @@ const volatile __u32 stack_size = SAMPLER_MAX_STACK; /* most bytes to copy, mult
 const volatile bool want_kernel = false;
 const volatile bool want_python = true;
 const volatile bool follow_children = false;
+/* Inode number of the recorder's PID namespace; 0: the initial namespace (kernel pids). */
+const volatile __u32 pidns_inum = 0;
+
+/* Level of that namespace, learned from the first task seen in it (0: not yet). */
+__u32 pidns_level = 0;
 
 /* Processes to sample: tgid -> unused. */
 struct {
@@ -85,6 +95,92 @@ static __always_inline void stat_inc(__u32 which)
 }
 
 #include "pystack.bpf.h"
+
+#define MAX_PIDNS_LEVEL 32 /* the kernel's limit on nested PID namespaces */
+
+/* The upid (number, namespace) of @pid at namespace level @level. */
+static __always_inline int read_upid(struct pid *pid, __u32 level, int *nr,
+				     struct pid_namespace **ns)
+{
+	const __u8 *u = (const __u8 *)pid + bpf_core_field_offset(struct pid, numbers) +
+			(__u64)level * bpf_core_type_size(struct upid);
+
+	if (bpf_probe_read_kernel(nr, sizeof(*nr), u + bpf_core_field_offset(struct upid, nr)))
+		return -1;
+	return bpf_probe_read_kernel(ns, sizeof(*ns), u + bpf_core_field_offset(struct upid, ns));
+}
+
+/* The number @pid has in the recorder's PID namespace; 0 if it has none there. */
+static __always_inline __u32 view_nr(struct pid *pid)
+{
+	struct pid_namespace *ns;
+	__u32 level, i;
+	int nr;
+
+	if (!pid)
+		return 0;
+	level = BPF_CORE_READ(pid, level);
+	if (pidns_level) {
+		if (level < pidns_level || read_upid(pid, pidns_level, &nr, &ns) ||
+		    BPF_CORE_READ(ns, ns.inum) != pidns_inum)
+			return 0;
+		return nr;
+	}
+	for (i = 1; i <= MAX_PIDNS_LEVEL; i++) {
+		if (i > level)
+			break;
+		if (read_upid(pid, i, &nr, &ns))
+			return 0;
+		if (BPF_CORE_READ(ns, ns.inum) == pidns_inum) {
+			pidns_level = i;
+			return nr;
+		}
+	}
+	return 0;
+}
+
+/* The number @pid has in its own (innermost) PID namespace. */
+static __always_inline __u32 own_nr(struct pid *pid)
+{
+	struct pid_namespace *ns;
+	int nr;
+
+	if (!pid || read_upid(pid, BPF_CORE_READ(pid, level), &nr, &ns))
+		return 0;
+	return nr;
+}
+
+struct task_ids {
+	__u32 pid, tid;	      /* as the recorder numbers them */
+	__u32 ns_pid, ns_tid; /* in the task's own namespace */
+};
+
+/* The pid (tgid) and tid of @task in the recorder's PID namespace; 0 where it has none. */
+static __always_inline void view_ids(struct task_struct *task, struct task_ids *ids)
+{
+	if (!pidns_inum) {
+		ids->pid = BPF_CORE_READ(task, tgid);
+		ids->tid = BPF_CORE_READ(task, pid);
+		return;
+	}
+	ids->pid = view_nr(BPF_CORE_READ(task, group_leader, thread_pid));
+	ids->tid = view_nr(BPF_CORE_READ(task, thread_pid));
+}
+
+/* ids->ns_pid and ns_tid of @task; its view ids must be set. */
+static __always_inline void own_ids(struct task_struct *task, struct task_ids *ids)
+{
+	struct pid *tp = BPF_CORE_READ(task, thread_pid);
+
+	/* In the recorder's own namespace (the common case) the numbers are the same. */
+	if (tp && BPF_CORE_READ(tp, level) == (pidns_inum ? pidns_level : 0)) {
+		ids->ns_pid = ids->pid;
+		ids->ns_tid = ids->tid;
+		return;
+	}
+	ids->ns_tid = own_nr(tp);
+	ids->ns_pid = own_nr(BPF_CORE_READ(task, group_leader, thread_pid));
+}
 
 /* Copy pt_regs into the DWARF-ordered array libdw wants. */
 static __always_inline void copy_regs(__u64 *r, const struct pt_regs *p)
@@ -175,14 +271,23 @@ static __always_inline __u32 copy_user_stack(__u8 *dst, __u64 sp, __u64 top, __u
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, cpu, pyb = 0, kb = 0, size;
-	struct task_struct *task;
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid, cpu, pyb = 0, kb = 0, size;
+	struct task_ids ids = {};
 	struct sample_event *e;
 	struct scratch *s;
 	struct pt_regs uregs;
 	__u8 *stack_dst;
 
+	if (!pidns_inum) {
+		__u64 id = bpf_get_current_pid_tgid();
+
+		ids.pid = id >> 32;
+		ids.tid = (__u32)id;
+	} else {
+		view_ids(task, &ids);
+	}
+	tgid = ids.pid;
 	if (!tgid || !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
 	stat_inc(STAT_SAMPLES);
@@ -193,7 +298,11 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	e = &s->hdr;
 	e->type = EVENT_SAMPLE;
 	e->pid = tgid;
-	e->tid = (__u32)id;
+	e->tid = ids.tid;
+	own_ids(task, &ids);
+	e->ns_pid = ids.ns_pid;
+	e->ns_tid = ids.ns_tid;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	e->cpu = cpu;
 	e->time_ns = bpf_ktime_get_ns();
 	e->flags = 0;
@@ -202,7 +311,6 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	e->kstack_len = 0;
 	e->py_status = PY_NONE;
 
-	task = bpf_get_current_task_btf();
 	e->fsbase = BPF_CORE_READ(task, thread.fsbase);
 
 	/* User registers: the sample's own if it hit user mode, else the task's saved ones. */
@@ -223,7 +331,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &tgid);
 
 		if (cfg) {
-			__u32 n = py_walk(cfg, e->fsbase, (struct py_frame_rec *)s->data,
+			__u32 n = py_walk(cfg, tgid, e->fsbase, (struct py_frame_rec *)s->data,
 					  &e->py_status, &e->flags);
 
 			if (n > SAMPLER_MAX_PYDEPTH)
@@ -259,55 +367,153 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-static __always_inline void send_proc_event(__u32 change, __u32 pid, __u32 ppid)
-{
-	struct proc_change_event ev = {
-		.type = EVENT_PROC,
-		.change = change,
-		.pid = pid,
-		.ppid = ppid,
-		.time_ns = bpf_ktime_get_ns(),
-	};
+/* Thread creations in each target (tgid -> count): userspace reads Python thread names soon
+ * after a change, while the new threads live. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} thread_births SEC(".maps");
 
-	/* Rare and important: wake the reader. */
-	bpf_ringbuf_output(&events, &ev, sizeof(ev), 0);
+/* Children followed since userspace last looked (child tgid -> struct new_child): a forked
+ * child runs its parent's interpreter at the same addresses, so its thread names can be read
+ * at once, long before its fork event is handled. Userspace deletes what it has seen. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct new_child);
+} new_children SEC(".maps");
+
+/* Scratch for PROC_EXEC events, too large for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct proc_exec_event);
+} exec_scratch SEC(".maps");
+
+/* A process event about @task; the ids must be set. Returns 0 or what the ring buffer said. */
+static __always_inline long send_proc_event(struct proc_change_event *ev, __u32 size, __u32 change,
+					    const struct task_ids *ids, struct task_struct *task,
+					    __u64 flags)
+{
+	ev->type = EVENT_PROC;
+	ev->change = change;
+	ev->pid = ids->pid;
+	ev->tid = ids->tid;
+	ev->ns_pid = ids->ns_pid;
+	ev->ns_tid = ids->ns_tid;
+	ev->time_ns = bpf_ktime_get_ns();
+	BPF_CORE_READ_STR_INTO(&ev->comm, task, comm);
+	return bpf_ringbuf_output(&events, ev, size, flags);
 }
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ppid = parent->tgid, pid = child->tgid, one = 1;
+	struct proc_change_event ev = {};
+	struct task_ids p = {}, c = {};
+	struct new_child nc;
+	__u32 one = 1;
+	__u64 *births, first = 1;
 
-	/* A new thread of a target is sampled already; only new processes matter. */
-	if (!follow_children || pid == ppid || !bpf_map_lookup_elem(&targets, &ppid))
+	view_ids(parent, &p);
+	view_ids(child, &c);
+	if (!p.pid || !c.pid || !bpf_map_lookup_elem(&targets, &p.pid))
 		return 0;
-	bpf_map_update_elem(&targets, &pid, &one, BPF_ANY);
-	send_proc_event(PROC_FORK, pid, ppid);
+	if (c.pid == p.pid) {
+		/* A new thread of a target: it is sampled already; say it was born. */
+		births = bpf_map_lookup_elem(&thread_births, &p.pid);
+		if (births)
+			__sync_fetch_and_add(births, 1);
+		else
+			bpf_map_update_elem(&thread_births, &p.pid, &first, BPF_NOEXIST);
+		return 0;
+	}
+	if (!follow_children)
+		return 0;
+	bpf_map_update_elem(&targets, &c.pid, &one, BPF_ANY);
+	own_ids(parent, &p);
+	own_ids(child, &c);
+	nc.ppid = p.pid;
+	nc.fork_ns_tid = p.ns_tid;
+	nc.child_ns_pid = c.ns_pid;
+	bpf_map_update_elem(&new_children, &c.pid, &nc, BPF_ANY);
+	ev.ppid = p.pid;
+	/* Rare and important: wake the reader. */
+	if (send_proc_event(&ev, sizeof(ev), PROC_FORK, &c, child, 0))
+		stat_inc(STAT_LOST_EVENTS);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	__u32 pid = p->tgid;
+	struct proc_exec_event *ev;
+	struct task_ids ids = {};
+	__u64 start, end, len;
+	__u32 zero = 0;
 
-	if (bpf_map_lookup_elem(&targets, &pid)) {
-		/* Its interpreter (if any) is gone with the old image. */
-		bpf_map_delete_elem(&py_procs, &pid);
-		send_proc_event(PROC_EXEC, pid, 0);
+	view_ids(p, &ids);
+	if (!ids.pid || !bpf_map_lookup_elem(&targets, &ids.pid))
+		return 0;
+	/* Its interpreter (if any) is gone with the old image. */
+	bpf_map_delete_elem(&py_procs, &ids.pid);
+	ev = bpf_map_lookup_elem(&exec_scratch, &zero);
+	if (!ev)
+		return 0;
+	own_ids(p, &ids);
+	ev->h.ppid = 0;
+	ev->h.flags = 0;
+	ev->h.args_len = 0;
+	/* The new command line, from the new image's stack (p is the current task). */
+	start = BPF_CORE_READ(p, mm, arg_start);
+	end = BPF_CORE_READ(p, mm, arg_end);
+	len = end - start;
+	if (end > start) {
+		if (len > PROC_ARGS_MAX) {
+			len = PROC_ARGS_MAX;
+			ev->h.flags |= PROC_F_ARGS_TRUNCATED;
+		}
+		if (!bpf_probe_read_user(ev->args, len, (void *)start))
+			ev->h.args_len = len;
 	}
+	if (bpf_probe_read_kernel_str(ev->path, sizeof(ev->path), BPF_CORE_READ(bprm, filename)) <
+	    0)
+		ev->path[0] = 0;
+	if (send_proc_event(&ev->h, sizeof(*ev), PROC_EXEC, &ids, p, 0))
+		stat_inc(STAT_LOST_EVENTS);
 	return 0;
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p)
 {
-	__u32 pid = p->tgid;
+	struct proc_change_event ev = {};
+	struct task_ids ids = {};
+	__u32 change;
 
-	/* The group leader exits last (it lingers as a zombie until its threads are gone). */
-	if (p->pid != p->tgid || !bpf_map_lookup_elem(&targets, &pid))
+	view_ids(p, &ids);
+	if (!ids.pid || !bpf_map_lookup_elem(&targets, &ids.pid))
 		return 0;
-	bpf_map_delete_elem(&py_procs, &pid);
-	send_proc_event(PROC_EXIT, pid, 0);
+	own_ids(p, &ids);
+	/*
+	 * The tracepoint fires for every thread, the group leader included, which may exit
+	 * before the others (pthread_exit in main). The process ends with its last thread: the
+	 * one that brought signal->live to 0 before the tracepoint.
+	 */
+	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
+		change = PROC_EXIT;
+		bpf_map_delete_elem(&py_procs, &ids.pid);
+		bpf_map_delete_elem(&thread_births, &ids.pid);
+	} else {
+		change = PROC_THREAD_EXIT;
+	}
+	/* The thread's last name: it may be gone before userspace reads its samples. */
+	if (send_proc_event(&ev, sizeof(ev), change, &ids, p,
+			    change == PROC_EXIT ? 0 : BPF_RB_NO_WAKEUP))
+		stat_inc(STAT_LOST_EVENTS);
 	return 0;
 }

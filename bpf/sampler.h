@@ -69,19 +69,58 @@ enum event_type {
 	EVENT_PROC = 2,	  /* struct proc_change_event */
 };
 
-/* A target process changed: it forked a followed child, exec'd, or exited. */
+/*
+ * Pids and tids in the records are numbered as the recorder's PID namespace numbers them (the
+ * namespace of the /proc it reads): the kernel's own numbers when it runs in the initial
+ * namespace, the namespace's when it runs inside a container. ns_pid and ns_tid are the
+ * numbers in the task's own (innermost) namespace: what the process itself sees as getpid()
+ * and gettid(); equal to pid and tid unless the task is in a deeper namespace (a container
+ * recorded from the host).
+ */
+
+/* A target process changed: it forked a followed child, exec'd, or one of its threads exited. */
 enum proc_change {
-	PROC_FORK = 1, /* pid is a new child of ppid (with --children) */
-	PROC_EXEC = 2, /* pid replaced its program: drop cached maps and interpreters */
-	PROC_EXIT = 3, /* the last thread of pid exited */
+	PROC_FORK = 1,	      /* pid is a new child of ppid (with --children) */
+	PROC_EXEC = 2,	      /* pid replaced its program: drop cached maps and interpreters */
+	PROC_EXIT = 3,	      /* thread tid of pid exited, and it was the last: pid ended */
+	PROC_THREAD_EXIT = 4, /* thread tid of pid exited; others live on */
 };
+
+#define PROC_ARGS_MAX 1024 /* bytes of the command line a PROC_EXEC event carries */
+#define PROC_PATH_MAX 256  /* bytes of the exec'd file name */
 
 struct proc_change_event {
 	__u32 type;   /* EVENT_PROC */
 	__u32 change; /* enum proc_change */
 	__u32 pid;
-	__u32 ppid;
+	__u32 ppid; /* PROC_FORK: the parent */
 	__u64 time_ns;
+	__u32 tid;    /* PROC_EXIT, PROC_THREAD_EXIT: the thread that exited */
+	__u32 ns_pid; /* pid and tid in the task's own PID namespace */
+	__u32 ns_tid;
+	__u16 args_len; /* PROC_EXEC: bytes of args used (NUL-separated argv) */
+	__u16 flags;	/* PROC_F_* */
+	char comm[16];	/* the task's name: at fork the parent's, at exec the new program's, at
+			 * exit its last */
+};
+#define PROC_F_ARGS_TRUNCATED 1 /* the command line was longer than PROC_ARGS_MAX */
+
+/*
+ * Map new_children (child tgid -> this): a child a target forked. The forking thread goes on
+ * as the child's main thread, so in the child, Python's Thread object for it still holds the
+ * forking thread's id (Thread._native_id is not updated at fork).
+ */
+struct new_child {
+	__u32 ppid;	    /* the parent, as the recorder numbers it */
+	__u32 fork_ns_tid;  /* the thread that forked, in the parent's own PID namespace */
+	__u32 child_ns_pid; /* the child's pid (its main thread's tid) in its own namespace */
+};
+
+/* PROC_EXEC records carry the new program's command line and file name. */
+struct proc_exec_event {
+	struct proc_change_event h;
+	char args[PROC_ARGS_MAX];
+	char path[PROC_PATH_MAX]; /* the file name given to execve, NUL-terminated */
 };
 
 /*
@@ -97,21 +136,23 @@ struct sample_event {
 	__u32 cpu;
 	__u64 time_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
 	__u32 flags;   /* SAMPLE_F_* */
-	__u32 _pad0;
+	__u32 ns_tid;  /* tid in the thread's own PID namespace */
 	__u64 regs[DWREG_COUNT];
 	__u64 fsbase;	 /* the thread's TLS base (x86_64 fs) */
 	__u32 stack_len; /* bytes of user stack that follow */
 	__u16 py_len;	 /* Python frames that follow the header */
 	__u16 kstack_len;
 	__s32 py_status; /* enum py_status */
-	__u32 _pad1;
+	__u32 ns_pid;	 /* pid in the process's own PID namespace */
+	char comm[16];	 /* the thread's name when it was sampled */
 };
 
 /* Counters in the per-CPU array map `stats` (index = enum sampler_stat). */
 enum sampler_stat {
-	STAT_SAMPLES = 0, /* samples of target threads seen by the program */
-	STAT_LOST = 1,	  /* samples dropped: ring buffer full */
-	STAT_NO_REGS = 2, /* samples without user registers */
+	STAT_SAMPLES = 0,     /* samples of target threads seen by the program */
+	STAT_LOST = 1,	      /* samples dropped: ring buffer full */
+	STAT_NO_REGS = 2,     /* samples without user registers */
+	STAT_LOST_EVENTS = 3, /* process events dropped: ring buffer full */
 	STAT_NR
 };
 
@@ -168,7 +209,7 @@ struct py_proc_cfg {
  * because a forked child has the same pthread_t (fs base) values as its parent.
  */
 struct py_tstate_key {
-	__u32 pid; /* tgid, as the kernel sees it (bpf_get_current_pid_tgid() >> 32) */
+	__u32 pid; /* tgid, as the sampler numbers it (the recorder's PID namespace) */
 	__u32 _pad;
 	__u64 pthread; /* pthread_self() == the thread's fs base on x86_64 glibc */
 };

@@ -271,7 +271,7 @@ static int cmd_memory(int argc, char **argv)
 	rc = cli_check_pid("memory", t.pid);
 	if (rc)
 		return rc;
-	if (procinfo_is_kernel_thread(t.pid)) {
+	if (procinfo_is_kernel_thread(t.pid) == 1) {
 		char desc[128];
 
 		fprintf(stderr,

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -28,14 +29,18 @@ static const char usage_text[] =
 	"       probing record [OPTIONS] -- COMMAND [ARGS...]\n"
 	"\n"
 	"Sample the native and Python stacks of every thread of running processes, or of a\n"
-	"command it starts, into a recording file (SQLite). Python frames (CPython 3.8-3.13)\n"
-	"are merged with the native frames: C extensions and libraries appear under the Python\n"
-	"function that called them. Recording ends after -d seconds, on Ctrl-C or SIGTERM, or\n"
-	"when every target has exited; the data is saved in every case.\n"
+	"command it starts (not both), into a recording file (SQLite). Python frames (CPython\n"
+	"3.8-3.13) are merged with the native frames: C extensions and libraries appear under\n"
+	"the Python function that called them. Recording ends after -d seconds, on Ctrl-C or\n"
+	"SIGTERM, or when every target has exited; the data is saved in every case.\n"
 	"Needs root (or the capabilities CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).\n"
+	"Sampling is on-CPU: a thread that sleeps or waits the whole time has no samples.\n"
+	"Pids are those of the PID namespace probing runs in (inside a container, the\n"
+	"container's; on the host, the host's); docs/sql.md has the details.\n"
 	"\n"
 	"Options:\n"
-	"  -p, --pid PID[,PID...]  processes to record (all their threads)\n"
+	"  -p, --pid PID[,PID...]  processes to record (all their threads); kernel threads\n"
+	"                          only with --kernel\n"
 	"  -F, --freq HZ           samples per second per CPU, 1-10000 (default 99)\n"
 	"  -d, --duration SECONDS  stop after this long (default: until Ctrl-C or exit)\n"
 	"  -o, --output FILE       recording to write (default probing.db). While recording, the\n"
@@ -240,6 +245,103 @@ static void write_meta(struct store *st, unsigned int freq, unsigned int stack_s
 	}
 }
 
+#define PROC_PID_INIT_INO 0xEFFFFFFCu /* include/linux/proc_ns.h: the initial PID namespace */
+
+/*
+ * The PID namespace whose numbers the recording uses: the one probing runs in, whose /proc
+ * it reads. *@inum: its inode number, 0 for the initial namespace (the kernel's own pids,
+ * which the sampler gets for free). Return 0, or EXIT_FAIL after saying why not.
+ */
+static int recording_pidns(__u32 *inum)
+{
+	char buf[32];
+	struct stat sb;
+	ssize_t n;
+	long self = 0;
+
+	n = readlink("/proc/self", buf, sizeof(buf) - 1);
+	if (n > 0)
+		buf[n] = '\0';
+	if (n <= 0 || parse_long(buf, 1, INT_MAX, &self) || stat("/proc/self/ns/pid", &sb)) {
+		fprintf(stderr,
+			"probing record: cannot read /proc/self (%s); recording needs /proc\n",
+			n <= 0 ? strerror(errno) : "unexpected contents");
+		return EXIT_FAIL;
+	}
+	if (self != getpid()) {
+		fprintf(stderr,
+			"probing record: /proc belongs to another PID namespace than probing: it "
+			"calls this process %ld, the process itself %d.\n"
+			"The recorder matches what it samples with /proc. Mount a /proc for this "
+			"namespace (unshare --pid --fork --mount-proc ...), or run probing outside "
+			"it.\n",
+			self, (int)getpid());
+		return EXIT_FAIL;
+	}
+	*inum = sb.st_ino == PROC_PID_INIT_INO ? 0 : (__u32)sb.st_ino;
+	if (*inum)
+		pr_info("in PID namespace %u: pids are this namespace's", *inum);
+	return 0;
+}
+
+/* Refuse kernel threads without --kernel: they have no user space to sample. */
+static int check_not_kernel_thread(pid_t pid, bool kernel)
+{
+	char name[64] = "?";
+
+	if (kernel || procinfo_is_kernel_thread(pid) != 1)
+		return 0;
+	procinfo_thread_name(pid, pid, name, sizeof(name));
+	fprintf(stderr,
+		"probing record: process %d (%s) is a kernel thread: it has no user space, so "
+		"there is no user stack and no Python to sample.\n"
+		"Add --kernel to record its kernel stacks.\n",
+		(int)pid, name);
+	return EXIT_FAIL;
+}
+
+/*
+ * A recording without samples says why. @cpu: CPU seconds the targets used while recorded
+ * (from /proc: 10 ms granularity); @seen: samples of targets the sampler saw; @live: targets
+ * still running at the end; @secs: how long it recorded. Return EXIT_FAIL when the targets
+ * ran but were not sampled (a fault of the recorder), else EXIT_OK: an empty recording of
+ * idle or short-lived processes is a true result.
+ */
+static int explain_no_samples(double cpu, uint64_t seen, int live, double secs, unsigned int freq)
+{
+	double period_ms = 1000.0 / freq;
+
+	if (seen)
+		return EXIT_OK; /* sampled, but every sample was lost: said above */
+	if (cpu * freq >= 5) {
+		fprintf(stderr,
+			"probing record: no samples, although the recorded processes used %.2f s "
+			"of "
+			"CPU time while recorded (about %.0f samples at %u Hz): the sampler did "
+			"not "
+			"see them run.\n"
+			"This is a fault of probing; please report it with the output of 'probing "
+			"record -vv ...'.\n",
+			cpu, cpu * freq, freq);
+		return EXIT_FAIL;
+	}
+	if (live)
+		fprintf(stderr,
+			"probing: no samples: the recorded process%s did not run on a CPU at any "
+			"sampling tick (%.0f ms of CPU time in %.1f s): %s blocked or sleeping. "
+			"Sampling records threads only while they run on a CPU.\n",
+			live == 1 ? "" : "es", cpu * 1000, secs,
+			live == 1 ? "it was" : "they were");
+	else
+		fprintf(stderr,
+			"probing: no samples: the recorded processes exited after %.1f ms of CPU "
+			"time, %s one sampling period (%.1f ms at %u Hz), and were not running at "
+			"any sampling tick. A higher -F may catch them.\n",
+			cpu * 1000, cpu * 1000 < period_ms ? "less than" : "about", period_ms,
+			freq);
+	return EXIT_OK;
+}
+
 static void progress(double elapsed, uint64_t samples, int live)
 {
 	if (!stderr_is_tty() || log_verbosity > 0)
@@ -263,8 +365,10 @@ int cmd_record(int argc, char **argv)
 	char **command = NULL;
 	int npids = 0, c, i, err, ret = EXIT_FAIL, release = -1, errfd = -1, live = 0;
 	double duration = 0, start, last_tick, now, end = 0, start_real;
-	uint64_t samples = 0, lost = 0, dropped, bpf_ns, bpf_runs;
+	uint64_t samples = 0, lost = 0, dropped, bpf_ns, bpf_runs, lost_events;
 	unsigned int store_flags = 0;
+	struct rusage child_ru = {};
+	double child_cpu = 0;
 	bool started = false;
 	long v;
 	void *data;
@@ -350,13 +454,19 @@ int cmd_record(int argc, char **argv)
 	}
 	if (!npids && !command)
 		return cli_usage_error(CMD, "say what to record: -p PID, or -- COMMAND");
+	if (npids && command) {
+		free(pids);
+		return cli_usage_error(CMD,
+				       "give either -p PID or a command after '--', not both (to "
+				       "record a process for a fixed time, use -p PID -d SECONDS)");
+	}
 	if (!ropts.native)
 		sopts.stack_size = 0;
 
 	for (i = 0; i < npids; i++)
-		if (cli_check_pid(CMD, pids[i]))
+		if (cli_check_pid(CMD, pids[i]) || check_not_kernel_thread(pids[i], sopts.kernel))
 			goto cleanup;
-	if (check_privileges())
+	if (check_privileges() || recording_pidns(&sopts.pidns_inum))
 		goto cleanup;
 
 	memset(&sa, 0, sizeof(sa));
@@ -437,8 +547,11 @@ int cmd_record(int argc, char **argv)
 			live = recorder__live_targets(rec);
 		}
 		now = now_mono_ns() / 1e9;
-		if (child > 0 && waitpid(child, NULL, WNOHANG) == child)
+		if (child > 0 && wait4(child, NULL, WNOHANG, &child_ru) == child) {
 			child = -1; /* reaped: it is no longer a live target */
+			child_cpu = child_ru.ru_utime.tv_sec + child_ru.ru_stime.tv_sec +
+				    (child_ru.ru_utime.tv_usec + child_ru.ru_stime.tv_usec) / 1e6;
+		}
 		if (now - last_tick >= 1.0) {
 			last_tick = now;
 			live = recorder__tick(rec);
@@ -487,6 +600,20 @@ int cmd_record(int argc, char **argv)
 			"probing: %llu samples were lost because the recorder could not "
 			"keep up; try a lower -F or a smaller --stack-size\n",
 			(unsigned long long)(lost + dropped));
+	lost_events = sampling__lost_events(smp);
+	if (lost_events)
+		fprintf(stderr,
+			"probing: %llu process events (new processes, exits, thread names) were "
+			"lost because the recorder could not keep up; some processes may lack "
+			"their "
+			"command line or end time\n",
+			(unsigned long long)lost_events);
+	if (!rs.samples) {
+		double cpu = recorder__target_cpu(rec);
+
+		ret = explain_no_samples(cpu > child_cpu ? cpu : child_cpu, samples,
+					 recorder__live_targets(rec), end - start, sopts.freq);
+	}
 	{
 		struct rusage ru;
 		double cpu;

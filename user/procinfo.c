@@ -133,41 +133,79 @@ long procinfo_uid(pid_t pid)
 	return uid;
 }
 
-bool procinfo_is_kernel_thread(pid_t pid)
+/* Field @n (1-based, as proc(5) numbers them; n >= 3) of /proc/PID/stat as a number. */
+static int stat_field(pid_t pid, int n, unsigned long long *out)
 {
-	char path[64], *text, *p;
-	unsigned long flags = 0;
-	bool found;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	text = read_file(path, 4096, NULL);
-	if (!text)
-		return false;
-	/* "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm may hold ')'. */
-	p = strrchr(text, ')');
-	found = p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1;
-	free(text);
-	return found && (flags & 0x00200000); /* PF_KTHREAD */
-}
-
-int procinfo_start_stack(pid_t pid, uint64_t *start_stack)
-{
-	char path[64], *text, *p;
-	unsigned long long v;
+	char path[64], *text, *p, *tok, *save = NULL;
 	int i, err = -EINVAL;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	text = read_file(path, 4096, NULL);
 	if (!text)
 		return -errno;
-	/* Field 28 (startstack): the space after "(comm)" is the one before field 3. */
+	/* "pid (comm) S ...": comm may contain spaces and ')' — count from the last ')'. */
 	p = strrchr(text, ')');
-	for (i = 2; p && i < 28; i++)
-		p = strchr(p + 1, ' ');
-	if (p && sscanf(p + 1, "%llu", &v) == 1) {
-		*start_stack = v;
-		err = 0;
+	if (p) {
+		for (i = 3, tok = strtok_r(p + 1, " ", &save); tok;
+		     i++, tok = strtok_r(NULL, " ", &save)) {
+			if (i == n) {
+				*out = strtoull(tok, NULL, 10);
+				err = 0;
+				break;
+			}
+		}
 	}
 	free(text);
+	return err;
+}
+
+#define PF_KTHREAD 0x00200000 /* include/linux/sched.h */
+
+int procinfo_is_kernel_thread(pid_t pid)
+{
+	unsigned long long flags;
+	int err = stat_field(pid, 9, &flags);
+
+	return err ? err : !!(flags & PF_KTHREAD);
+}
+
+long long procinfo_cpu_ticks(pid_t pid)
+{
+	unsigned long long utime, stime;
+	int err = stat_field(pid, 14, &utime);
+
+	if (!err)
+		err = stat_field(pid, 15, &stime);
+	return err ? err : (long long)(utime + stime);
+}
+
+pid_t procinfo_ns_pid(pid_t pid)
+{
+	char path[64], *text, *p, *end, *tok, *save = NULL;
+	long last = -EINVAL;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	text = read_file(path, 1 << 16, NULL);
+	if (!text)
+		return -errno;
+	p = strstr(text, "\nNSpid:");
+	if (p) {
+		end = strchr(p + 1, '\n');
+		if (end)
+			*end = '\0';
+		for (tok = strtok_r(p + 7, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
+			last = strtol(tok, NULL, 10);
+	}
+	free(text);
+	return last > 0 ? (pid_t)last : -EINVAL;
+}
+
+int procinfo_start_stack(pid_t pid, uint64_t *start_stack)
+{
+	unsigned long long v;
+	int err = stat_field(pid, 28, &v);
+
+	if (!err)
+		*start_stack = v;
 	return err;
 }

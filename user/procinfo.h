@@ -29,8 +29,15 @@ char *procinfo_getenv(pid_t pid, const char *name);
 /* Real uid of @pid, or -errno. */
 long procinfo_uid(pid_t pid);
 
-/* true if @pid is a kernel thread (PF_KTHREAD: no user memory, no executable). */
-bool procinfo_is_kernel_thread(pid_t pid);
+/* 1 if @pid is a kernel thread (no user space: nothing to unwind), 0 if not, or -errno. */
+int procinfo_is_kernel_thread(pid_t pid);
+
+/* CPU time @pid (all its threads, living and exited) has used, in clock ticks
+ * (sysconf(_SC_CLK_TCK)), or -errno. */
+long long procinfo_cpu_ticks(pid_t pid);
+
+/* @pid's pid in its own (innermost) PID namespace (the last NSpid field), or -errno. */
+pid_t procinfo_ns_pid(pid_t pid);
 
 /*
  * The stack pointer @pid's main thread started its program with (/proc/PID/stat

@@ -373,6 +373,7 @@ struct find_str {
 	const char *name;
 	uint64_t value;
 	bool found;
+	uint64_t *key; /* with a key address: match that key object only, reading nothing */
 };
 
 static int match_key(struct pyproc *pp, uint64_t key, uint64_t value, void *ctx)
@@ -381,33 +382,59 @@ static int match_key(struct pyproc *pp, uint64_t key, uint64_t value, void *ctx)
 	char *s;
 	size_t len;
 
+	if (f->key && *f->key) {
+		if (key != *f->key)
+			return 0;
+		f->value = value;
+		f->found = true;
+		return 1;
+	}
 	if (py_read_str(pp, key, &s, &len))
 		return 0; /* not a str key */
 	if (len == strlen(f->name) && !memcmp(s, f->name, len)) {
 		f->value = value;
 		f->found = true;
+		if (f->key)
+			*f->key = key;
 	}
 	free(s);
 	return f->found;
 }
 
-int py_dict_get_str(struct pyproc *pp, uint64_t dict, const char *name, uint64_t *value)
+/* Find @f in @dict: by key identity first if @f has a key address, then by contents. */
+static int dict_find(struct pyproc *pp, uint64_t dict, struct find_str *f)
 {
-	struct find_str f = {name, 0, false};
-	int err = py_dict_foreach(pp, dict, DICT_MAX_ENTRIES, match_key, &f);
+	int err = py_dict_foreach(pp, dict, DICT_MAX_ENTRIES, match_key, f);
 
+	if (err >= 0 && !f->found && f->key && *f->key) {
+		*f->key = 0; /* not that key object (any more): compare the strings */
+		err = py_dict_foreach(pp, dict, DICT_MAX_ENTRIES, match_key, f);
+	}
 	if (err < 0)
 		return err;
-	if (!f.found)
-		return -ENOENT;
-	*value = f.value;
-	return 0;
+	return f->found ? 0 : -ENOENT;
+}
+
+int py_dict_get_str(struct pyproc *pp, uint64_t dict, const char *name, uint64_t *value)
+{
+	struct find_str f = {name, 0, false, NULL};
+	int err = dict_find(pp, dict, &f);
+
+	if (!err)
+		*value = f.value;
+	return err;
 }
 
 int py_getattr_dict(struct pyproc *pp, uint64_t obj, const char *name, uint64_t *value)
 {
+	return py_getattr_dict_keyed(pp, obj, name, NULL, value);
+}
+
+int py_getattr_dict_keyed(struct pyproc *pp, uint64_t obj, const char *name, uint64_t *key,
+			  uint64_t *value)
+{
 	const struct py_offsets *o = &pp->off;
-	struct find_str f = {name, 0, false};
+	struct find_str f = {name, 0, false, key};
 	uint64_t type, flags, dict = 0, values = 0, keys;
 	int64_t dictoffset;
 	int err;
@@ -462,8 +489,12 @@ int py_getattr_dict(struct pyproc *pp, uint64_t obj, const char *name, uint64_t 
 		if (err)
 			return err;
 	}
-	if (dict)
-		return py_dict_get_str(pp, dict, name, value);
+	if (dict) {
+		err = dict_find(pp, dict, &f);
+		if (!err)
+			*value = f.value;
+		return err;
+	}
 	if (!values)
 		return -ENOENT;
 	/* Values without a dict: the keys are the type's shared keys. */
@@ -473,6 +504,11 @@ int py_getattr_dict(struct pyproc *pp, uint64_t obj, const char *name, uint64_t 
 	if (!keys)
 		return -ENOENT;
 	err = keys_foreach(pp, keys, split_values(pp, values), DICT_MAX_ENTRIES, match_key, &f);
+	if (err >= 0 && !f.found && key && *key) {
+		*key = 0;
+		err = keys_foreach(pp, keys, split_values(pp, values), DICT_MAX_ENTRIES, match_key,
+				   &f);
+	}
 	if (err < 0)
 		return err;
 	if (!f.found)

@@ -291,6 +291,34 @@ cleanup:
 	return pp;
 }
 
+struct pyproc *pyproc__dup(const struct pyproc *src, pid_t pid)
+{
+	struct pyproc *pp = malloc(sizeof(*pp));
+
+	if (!pp)
+		goto nomem;
+	/* The layout facts are shared; every cache and everything owned starts empty. */
+	*pp = *src;
+	pp->pid = pid;
+	pp->threads = NULL;
+	pp->nthreads = pp->capthreads = 0;
+	pp->chunks = NULL;
+	pp->code_arr = NULL;
+	pp->ncode = pp->capcode = 0;
+	pp->elf_path = src->elf_path ? strdup(src->elf_path) : NULL;
+	pp->strs = bmap__new();
+	pp->codes = bmap__new();
+	pp->lines = bmap__new();
+	if ((src->elf_path && !pp->elf_path) || !pp->strs || !pp->codes || !pp->lines) {
+		pyproc__free(pp);
+		goto nomem;
+	}
+	return pp;
+nomem:
+	errno = ENOMEM;
+	return NULL;
+}
+
 void pyproc__free(struct pyproc *pp)
 {
 	size_t i;

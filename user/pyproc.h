@@ -43,6 +43,13 @@ struct pyproc;
  */
 struct pyproc *pyproc__open(pid_t pid);
 
+/*
+ * Another view of the same interpreter, with caches of its own (pyproc is not thread-safe: one
+ * per thread), in process @pid: @pp's own, or a child it forked, which runs the same
+ * interpreter at the same addresses until it execs. NULL with errno ENOMEM.
+ */
+struct pyproc *pyproc__dup(const struct pyproc *pp, pid_t pid);
+
 /* Release everything; every string handed out becomes invalid. NULL is a no-op. */
 void pyproc__free(struct pyproc *pp);
 
@@ -86,6 +93,18 @@ const struct pythread *pyproc__threads(const struct pyproc *pp, size_t *nr);
 /* The thread with OS tid @tid (target namespace) or pthread_t @pthread, or NULL. */
 const struct pythread *pyproc__thread_by_tid(const struct pyproc *pp, pid_t tid);
 const struct pythread *pyproc__thread_by_pthread(const struct pyproc *pp, uint64_t pthread);
+
+/*
+ * Call @cb(@ctx, ns_tid, name) for every thread the interpreters' threading modules list as
+ * running (threading._active: Thread._native_id, the tid in the target's own PID namespace,
+ * and Thread._name). Lighter than pyproc__refresh_threads (no /proc reads, no thread-state
+ * walk), and exact for threads whose pthread_t was reused. @name is valid during the call
+ * only. Return the number of threads started but not running yet (threading._limbo: they
+ * join _active once they hold the GIL), or -errno: -ESRCH (the process is gone), another
+ * (a dict changed while it was read, or the process exec'd): the names given may be partial.
+ */
+int pyproc__thread_names(struct pyproc *pp, void (*cb)(void *ctx, pid_t ns_tid, const char *name),
+			 void *ctx);
 
 /*
  * Put every thread's (pid, pthread_t) -> tstate into the BPF hash map @map_fd (key struct

@@ -87,6 +87,9 @@ struct pyproc {
 	struct pycode *code_arr;
 	size_t ncode, capcode;
 	struct bmap *lines; /* (code addr, checksum, lasti) -> line + 1 */
+	/* pyproc__thread_names: the main interpreter's threading._active and _limbo dicts, and
+	 * the attribute name objects "_native_id" and "_name" (0: not found yet). */
+	uint64_t thr_active, thr_limbo, thr_key_native_id, thr_key_name;
 };
 
 /* Read helpers bound to the target. */
@@ -153,5 +156,14 @@ int py_dict_get_str(struct pyproc *pp, uint64_t dict, const char *name, uint64_t
 
 /* Instance attribute @name of @obj, looked up in its __dict__ (or inline values). */
 int py_getattr_dict(struct pyproc *pp, uint64_t obj, const char *name, uint64_t *value);
+
+/*
+ * As py_getattr_dict, for lookups repeated on many objects: *@key (0 at first) is set to the
+ * address of the str object that matched @name (an interned attribute name), and later
+ * lookups compare key addresses before reading any key; if none is that object, the
+ * strings are compared again.
+ */
+int py_getattr_dict_keyed(struct pyproc *pp, uint64_t obj, const char *name, uint64_t *key,
+			  uint64_t *value);
 
 #endif

@@ -425,6 +425,105 @@ static void read_thread_names(struct pyproc *pp, uint64_t interp)
 	py_dict_foreach(pp, active, MAX_THREADS, name_from_active, &nc);
 }
 
+struct names_ctx {
+	void (*cb)(void *ctx, pid_t ns_tid, const char *name);
+	void *ctx;
+};
+
+/* threading._active entry -> (Thread._native_id, Thread._name). */
+static int name_of_active(struct pyproc *pp, uint64_t key, uint64_t value, void *arg)
+{
+	struct names_ctx *nc = arg;
+	uint64_t id_obj, name_obj, type;
+	int64_t ns_tid;
+	size_t len;
+	char *name;
+
+	/* _native_id is None until the thread has run (and without native ids). */
+	if (py_getattr_dict_keyed(pp, value, "_native_id", &pp->thr_key_native_id, &id_obj) ||
+	    pp_ptr(pp, id_obj + pp->off.ob_type, &type) || !pp->objs[PYS_INT] ||
+	    type != pp->objs[PYS_INT] || py_read_long(pp, id_obj, &ns_tid) || ns_tid <= 0 ||
+	    ns_tid > 0x7fffffff)
+		return 0;
+	if (py_getattr_dict_keyed(pp, value, "_name", &pp->thr_key_name, &name_obj))
+		return 0;
+	/* Not interned: a process that names a thread per request would grow the pool. */
+	if (py_read_str(pp, name_obj, &name, &len))
+		return 0;
+	if (*name && strlen(name) == len)
+		nc->cb(nc->ctx, (pid_t)ns_tid, name);
+	free(name);
+	return 0;
+}
+
+static int count_entry(struct pyproc *pp, uint64_t key, uint64_t value, void *arg)
+{
+	(*(int *)arg)++;
+	return 0;
+}
+
+static bool is_dict(struct pyproc *pp, uint64_t obj)
+{
+	uint64_t type;
+
+	return obj && !pp_ptr(pp, obj + pp->off.ob_type, &type) && pp->objs[PYS_DICT] &&
+	       type == pp->objs[PYS_DICT];
+}
+
+/*
+ * threading._active and _limbo (0 if absent) of interpreter @interp. Found through
+ * sys.modules and the module's dict, which takes hundreds of reads; for the main interpreter
+ * they are kept (module globals live as long as the module) and checked to still be dicts.
+ */
+static int threading_dicts(struct pyproc *pp, uint64_t interp, bool main, uint64_t *active,
+			   uint64_t *limbo)
+{
+	uint64_t modules, mod, mdict;
+
+	if (main && is_dict(pp, pp->thr_active) && (!pp->thr_limbo || is_dict(pp, pp->thr_limbo))) {
+		*active = pp->thr_active;
+		*limbo = pp->thr_limbo;
+		return 0;
+	}
+	if (pp_ptr(pp, interp + pp->off.is_modules, &modules) || !modules ||
+	    py_dict_get_str(pp, modules, "threading", &mod) ||
+	    pp_ptr(pp, mod + pp->off.md_dict, &mdict) || !mdict ||
+	    py_dict_get_str(pp, mdict, "_active", active))
+		return -ENOENT; /* threading not imported (yet) */
+	if (py_dict_get_str(pp, mdict, "_limbo", limbo))
+		*limbo = 0;
+	if (main) {
+		pp->thr_active = *active;
+		pp->thr_limbo = *limbo;
+	}
+	return 0;
+}
+
+int pyproc__thread_names(struct pyproc *pp, void (*cb)(void *ctx, pid_t ns_tid, const char *name),
+			 void *ctx)
+{
+	struct names_ctx nc = {cb, ctx};
+	uint64_t interp, active, limbo;
+	int n, err, starting = 0, failed = 0;
+
+	err = pp_ptr(pp, pp->runtime + pp->off.rt_interpreters_head, &interp);
+	for (n = 0; !err && interp && n < MAX_INTERPS; n++) {
+		if (!threading_dicts(pp, interp, n == 0, &active, &limbo)) {
+			/* Thread.start() puts the thread in _limbo before it creates the OS
+			 * thread, which moves itself to _active once it holds the GIL. The dicts
+			 * change while we read them: a failed read is said. */
+			if (limbo)
+				failed = py_dict_foreach(pp, limbo, MAX_THREADS, count_entry,
+							 &starting)
+						 ?: failed;
+			failed = py_dict_foreach(pp, active, MAX_THREADS, name_of_active, &nc)
+					 ?: failed;
+		}
+		err = pp_ptr(pp, interp + pp->off.is_next, &interp);
+	}
+	return err ?: failed ?: starting;
+}
+
 static const char *comm_name(struct pyproc *pp, pid_t tid)
 {
 	char path[96], *s;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bmap.h"
 #include "dwproc.h"
@@ -14,6 +15,7 @@
 #include "recorder.h"
 #include "stackbuild.h"
 #include "symbolize.h"
+#include "threadnames.h"
 #include "util.h"
 
 #define MAX_NATIVE 512	/* native frames unwound per sample */
@@ -21,9 +23,11 @@
 
 struct target {
 	pid_t pid, ppid;
-	struct dwproc *dp; /* NULL until needed, or if the maps could not be read */
-	struct pyproc *py; /* its CPython interpreter, or NULL */
-	uint64_t py_gen;   /* which interpreter object: keys the resolved-frame cache */
+	pid_t ns_pid;	      /* its pid in its own PID namespace; 0 if unknown */
+	uint32_t incarnation; /* a new process with this pid (pid reuse) counts up */
+	struct dwproc *dp;    /* NULL until needed, or if the maps could not be read */
+	struct pyproc *py;    /* its CPython interpreter, or NULL */
+	uint64_t py_gen;      /* which interpreter object: keys the resolved-frame cache */
 	bool alive;
 	bool dp_failed;	      /* maps unreadable: do not retry on every sample */
 	bool py_unsupported;  /* a CPython we cannot read (already said): do not retry */
@@ -31,12 +35,26 @@ struct target {
 	uint64_t py_tried_ns; /* when we last looked (monotonic) */
 	uint64_t started_ns;  /* when it became a target or exec'd (monotonic) */
 	uint64_t samples;
+	bool names_to_drop;	       /* exited: drop its Python thread names at a later tick */
+	long long cpu_first, cpu_last; /* its CPU ticks when added and at the last look; -1 */
+	/* Its processes row, kept: /proc may be gone when the row must be written again. */
+	double start_time, end_time; /* unix seconds; end_time 0: not seen to exit */
+	char *command, *exe;
+	char pyver[32];
+	int rank, local_rank, world_size;
 };
 
 struct thread {
 	pid_t pid, tid;
+	pid_t ns_tid;	      /* in its own PID namespace (what Python calls its native id) */
+	uint32_t incarnation; /* of its process */
 	char name[64];
-	bool active; /* sampled since the last tick */
+	char comm[16];	     /* its OS name at its last sample or at its exit */
+	bool py_named;	     /* name is its Python threading name */
+	bool exited;	     /* its exit was seen: the name is final */
+	bool dirty;	     /* name changed since it was stored */
+	bool active;	     /* sampled since the last tick */
+	uint64_t names_seen; /* threadnames version at the last lookup */
 	double last_ts;
 };
 
@@ -52,6 +70,7 @@ struct recorder {
 	struct thread *threads;
 	size_t nthreads, capthreads;
 	struct bmap *thread_idx; /* (pid, tid) -> index + 1 */
+	struct threadnames *tn;	 /* Python thread names, read while the threads live */
 	int64_t mono_to_real_ns;
 	struct recorder_stats stats;
 	int live;		   /* targets not yet seen to exit */
@@ -94,6 +113,14 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 				"will be unnamed",
 				strerror(errno));
 	}
+	if (opts->python) {
+		r->tn = threadnames__start(sampling__map_fd(s, "thread_births"),
+					   sampling__map_fd(s, "new_children"));
+		if (!r->tn)
+			pr_warn("cannot start reading Python thread names (%s): threads will have "
+				"their OS names",
+				strerror(errno));
+	}
 	r->mono_to_real_ns = (int64_t)(now_real_ns() - now_mono_ns());
 	return r;
 nomem:
@@ -121,9 +148,12 @@ void recorder__free(struct recorder *r)
 
 	if (!r)
 		return;
+	threadnames__free(r->tn);
 	for (i = 0; i < r->ntargets; i++) {
 		dwproc__free(r->targets[i].dp);
 		pyproc__free(r->targets[i].py);
+		free(r->targets[i].command);
+		free(r->targets[i].exe);
 	}
 	free(r->targets);
 	free(r->threads);
@@ -151,33 +181,70 @@ static struct target *find_target(struct recorder *r, pid_t pid)
 	return idx ? &r->targets[*idx - 1] : NULL;
 }
 
-/* Record the process's metadata row (command line, rank, ...). */
-static void describe_process(struct recorder *r, struct target *t, double now)
+/* Replace *@dst by @src (owned), unless @src is NULL or empty. */
+static void set_str(char **dst, char *src)
 {
-	struct store_process p = {.pid = t->pid, .ppid = t->ppid, .start_time = now};
-	char *cmd = procinfo_cmdline(t->pid), *exe = procinfo_exe(t->pid);
-	char *rank = procinfo_getenv(t->pid, "RANK");
-	char *lrank = procinfo_getenv(t->pid, "LOCAL_RANK");
-	char *ws = procinfo_getenv(t->pid, "WORLD_SIZE");
-	pid_t ppid;
-	long v;
-
-	if (!p.ppid) {
-		ppid = procinfo_ppid(t->pid);
-		p.ppid = ppid > 0 ? ppid : 0;
+	if (!src || !*src) {
+		free(src);
+		return;
 	}
-	p.command = cmd;
-	p.exe = exe;
-	p.rank = rank && !parse_long(rank, 0, 1 << 30, &v) ? v : -1;
-	p.local_rank = lrank && !parse_long(lrank, 0, 1 << 30, &v) ? v : -1;
-	p.world_size = ws && !parse_long(ws, 0, 1 << 30, &v) ? v : -1;
-	p.python_version = t->py ? pyproc__version_str(t->py) : NULL;
+	free(*dst);
+	*dst = src;
+}
+
+/*
+ * Refresh what the target's row says from /proc, while the process is there: a zombie or a
+ * pid that is gone tells nothing, and what was known (from its parent, from the exec) stays.
+ */
+static void read_proc_info(struct target *t)
+{
+	static const char *const env[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE"};
+	int *dst[] = {&t->rank, &t->local_rank, &t->world_size};
+	pid_t ppid, ns;
+	size_t i;
+	char *v;
+	long n;
+
+	if (!procinfo_alive(t->pid))
+		return;
+	set_str(&t->command, procinfo_cmdline(t->pid));
+	set_str(&t->exe, procinfo_exe(t->pid));
+	for (i = 0; i < ARRAY_SIZE(env); i++) {
+		errno = 0;
+		v = procinfo_getenv(t->pid, env[i]);
+		if (v || errno == ENOENT)
+			*dst[i] = v && !parse_long(v, 0, 1 << 30, &n) ? n : -1;
+		free(v);
+	}
+	if (!t->ppid) {
+		ppid = procinfo_ppid(t->pid);
+		t->ppid = ppid > 0 ? ppid : 0;
+	}
+	ns = procinfo_ns_pid(t->pid);
+	if (ns > 0)
+		t->ns_pid = ns;
+}
+
+/* Write the target's processes row (the whole row: a later write replaces it). */
+static void store_process_row(struct recorder *r, struct target *t)
+{
+	struct store_process p = {
+		.pid = t->pid,
+		.ppid = t->ppid,
+		.command = t->command,
+		.exe = t->exe,
+		.start_time = t->start_time,
+		.end_time = t->end_time,
+		.rank = t->rank,
+		.local_rank = t->local_rank,
+		.world_size = t->world_size,
+		.ns_pid = t->ns_pid,
+	};
+
+	if (t->py)
+		snprintf(t->pyver, sizeof(t->pyver), "%s", pyproc__version_str(t->py));
+	p.python_version = t->pyver[0] ? t->pyver : NULL;
 	store__process(r->st, &p);
-	free(cmd);
-	free(exe);
-	free(rank);
-	free(lrank);
-	free(ws);
 }
 
 /* Make sure the target has its dwproc (created lazily: after exec, for new children). */
@@ -257,6 +324,8 @@ static void target_python(struct recorder *r, struct target *t)
 	fd = sampling__map_fd(r->s, "py_tstates");
 	if (fd >= 0)
 		pyproc__fill_tstates(t->py, fd, t->pid);
+	if (r->tn && threadnames__watch(r->tn, t->pid, t->py))
+		pr_debug("pid %d: cannot watch its thread names", t->pid);
 	pr_info("pid %d: CPython %s in %s", t->pid, pyproc__version_str(t->py),
 		pyproc__elf_path(t->py));
 	note_python_version(r, pyproc__version_str(t->py));
@@ -269,7 +338,7 @@ static void target_python(struct recorder *r, struct target *t)
  * far behind sample processing is); after that, once a second (an embedding program may
  * load libpython at any time).
  */
-static void retry_python(struct recorder *r, struct target *t, double ts)
+static void retry_python(struct recorder *r, struct target *t)
 {
 	uint64_t now = now_mono_ns();
 	uint64_t every = now - t->started_ns < 2000000000ULL ? 5000000ULL : 1000000000ULL;
@@ -282,7 +351,7 @@ static void retry_python(struct recorder *r, struct target *t, double ts)
 		return;
 	target_python(r, t);
 	if (t->py)
-		describe_process(r, t, ts);
+		store_process_row(r, t);
 }
 
 /* Forget the target's interpreter (exec replaced the program). */
@@ -290,72 +359,257 @@ static void drop_python(struct recorder *r, struct target *t)
 {
 	if (t->py)
 		sampling__set_python(r->s, t->pid, NULL);
+	if (r->tn) {
+		threadnames__unwatch(r->tn, t->pid);
+		threadnames__drop(r->tn, t->pid);
+	}
 	pyproc__free(t->py);
 	t->py = NULL;
 	t->py_unsupported = false;
 	t->py_maps_seen = 0;
 }
 
-int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
+/* The target of @pid, created (empty) if new; *@created says which. NULL on ENOMEM. */
+static struct target *get_target(struct recorder *r, pid_t pid, bool *created)
 {
 	uint32_t key = pid;
 	struct target *t;
 	uint64_t *slot;
-	int inserted, err;
+	int inserted;
 
+	*created = false;
 	slot = bmap__upsert(r->target_idx, &key, sizeof(key), 0, &inserted);
 	if (!slot)
-		return -ENOMEM;
-	if (!inserted) {
-		t = &r->targets[*slot - 1];
-	} else {
-		if (grow_array(&r->targets, &r->captargets, r->ntargets + 1, sizeof(*t)))
-			return -ENOMEM;
-		t = &r->targets[r->ntargets];
-		memset(t, 0, sizeof(*t));
-		t->pid = pid;
-		*slot = ++r->ntargets;
-	}
-	t->ppid = ppid;
-	t->started_ns = now_mono_ns();
+		return NULL;
+	if (!inserted)
+		return &r->targets[*slot - 1];
+	if (grow_array(&r->targets, &r->captargets, r->ntargets + 1, sizeof(*t)))
+		return NULL;
+	t = &r->targets[r->ntargets];
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->rank = t->local_rank = t->world_size = -1;
+	t->cpu_first = t->cpu_last = -1;
+	*slot = ++r->ntargets;
+	*created = true;
+	return t;
+}
+
+/* A new process has @t's pid (or the old one is seen anew): forget everything about it. */
+static void reset_target(struct recorder *r, struct target *t)
+{
+	pid_t pid = t->pid;
+	uint32_t incarnation = t->incarnation + 1;
+
+	if (t->alive)
+		r->live--;
+	drop_python(r, t);
+	dwproc__free(t->dp);
+	free(t->command);
+	free(t->exe);
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->incarnation = incarnation;
+	t->rank = t->local_rank = t->world_size = -1;
+	t->cpu_first = t->cpu_last = -1;
+}
+
+/* Start sampling @t: read its maps and interpreter now, so its first samples resolve. */
+static void start_target(struct recorder *r, struct target *t)
+{
+	int err;
+
 	if (!t->alive)
 		r->live++;
 	t->alive = true;
-	t->dp_failed = false;
-	if (!t->dp)
-		target_dwproc(t);
-	if (!t->dp && !procinfo_alive(pid))
-		return -ESRCH;
+	t->started_ns = now_mono_ns();
+	t->cpu_first = t->cpu_last = procinfo_cpu_ticks(t->pid);
+	target_dwproc(t);
 	target_python(r, t);
-	describe_process(r, t, unix_seconds(r, now_mono_ns()));
-	err = sampling__add_target(r->s, pid);
+	err = sampling__add_target(r->s, t->pid);
 	if (err)
-		return err;
+		pr_warn("pid %d: cannot add it to the sampler: %s", t->pid, strerror(-err));
+}
+
+int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
+{
+	struct target *t;
+	bool created;
+
+	t = get_target(r, pid, &created);
+	if (!t)
+		return -ENOMEM;
+	if (!created && t->alive)
+		return 0;
+	if (!created)
+		reset_target(r, t);
+	t->ppid = ppid;
+	t->start_time = unix_seconds(r, now_mono_ns());
+	if (!procinfo_alive(pid))
+		return -ESRCH;
+	read_proc_info(t);
+	start_target(r, t);
+	store_process_row(r, t);
 	return 0;
 }
 
 /*
- * The thread's name: Python's (threading) where the interpreter has one for it, else the
- * OS name. @refresh: re-read the interpreter's threads if the tid is unknown to it.
+ * A sample of a process we were not told about (its fork event was lost): make it a target
+ * with what the sample says, and what /proc says if it is still there.
  */
-static void thread_name(struct target *t, struct thread *th, bool refresh)
+static struct target *unknown_target(struct recorder *r, const struct sample_event *e, double ts)
 {
-	const struct pythread *pt = NULL;
+	struct target *t;
+	bool created;
 
-	if (t && t->py) {
-		pt = pyproc__thread_by_tid(t->py, th->tid);
-		if (!pt && refresh && pyproc__refresh_threads(t->py) > 0)
-			pt = pyproc__thread_by_tid(t->py, th->tid);
-	}
-	if (pt && pt->name && pt->name[0])
-		snprintf(th->name, sizeof(th->name), "%s", pt->name);
-	else
-		procinfo_thread_name(th->pid, th->tid, th->name, sizeof(th->name));
+	t = get_target(r, e->pid, &created);
+	if (!t)
+		return NULL;
+	if (!created)
+		reset_target(r, t);
+	t->ns_pid = e->ns_pid;
+	t->start_time = ts;
+	read_proc_info(t);
+	start_target(r, t);
+	store_process_row(r, t);
+	return t;
 }
 
-static struct thread *get_thread(struct recorder *r, struct target *t, pid_t tid, double ts)
+/* A followed process forked a child: the child runs the parent's program until it execs. */
+static void follow_child(struct recorder *r, const struct proc_change_event *ev, double ts)
 {
-	pid_t pid = t->pid;
+	struct target *parent, *t;
+	bool created;
+
+	pr_info("following new process %d (child of %d)", ev->pid, ev->ppid);
+	t = get_target(r, ev->pid, &created);
+	if (!t)
+		return;
+	parent = find_target(r, ev->ppid); /* after get_target: it may move the targets */
+	/* The fork precedes every sample of the child: a target with its pid is an older
+	 * process that had the same pid. */
+	if (!created)
+		reset_target(r, t);
+	t->ppid = ev->ppid;
+	t->ns_pid = ev->ns_pid;
+	t->start_time = ts;
+	if (parent) {
+		t->command = parent->command ? strdup(parent->command) : NULL;
+		t->exe = parent->exe ? strdup(parent->exe) : NULL;
+		t->rank = parent->rank;
+		t->local_rank = parent->local_rank;
+		t->world_size = parent->world_size;
+		if (parent->py)
+			snprintf(t->pyver, sizeof(t->pyver), "%s", pyproc__version_str(parent->py));
+	}
+	read_proc_info(t); /* it may have exec'd already: its exec event follows */
+	start_target(r, t);
+	store_process_row(r, t);
+}
+
+/* A target replaced its program: maps, interpreter and command line are new. */
+static void target_exec(struct recorder *r, struct target *t, const struct proc_exec_event *ev)
+{
+	size_t i, n = ev->h.args_len < sizeof(ev->args) ? ev->h.args_len : sizeof(ev->args);
+	char *cmd = NULL, *path;
+
+	dwproc__free(t->dp);
+	t->dp = NULL;
+	t->dp_failed = false; /* re-read lazily: the loader is still mapping */
+	/* Events are handled late: an interpreter found after the exec is the new program's
+	 * (and its threads' names are being read); one found before is the old one's. */
+	if (!t->py || t->py_tried_ns < ev->h.time_ns) {
+		drop_python(r, t);
+		t->pyver[0] = '\0';
+		t->started_ns = now_mono_ns();
+	}
+	t->ns_pid = ev->h.ns_pid;
+	read_proc_info(t);
+	/* The command line as it was at the exec (/proc may show a later one, or none), unless
+	 * it was too long for the event. */
+	while (n && !ev->args[n - 1])
+		n--;
+	if (n && !((ev->h.flags & PROC_F_ARGS_TRUNCATED) && t->command)) {
+		cmd = malloc(n + 1);
+		if (cmd) {
+			for (i = 0; i < n; i++)
+				cmd[i] = ev->args[i] ? ev->args[i] : ' ';
+			cmd[n] = '\0';
+			set_str(&t->command, cmd);
+		}
+	}
+	if (!t->exe || !procinfo_alive(t->pid)) {
+		path = strndup(ev->path, sizeof(ev->path) - 1);
+		set_str(&t->exe, path);
+	}
+	target_python(r, t);
+	store_process_row(r, t);
+}
+
+/*
+ * @t exited at @ts. @from_event: the kernel said so (the exact time; every earlier event of
+ * the process has been handled); else a check of /proc found it gone (the time is when we
+ * looked, and its last events may still be queued).
+ */
+static void target_exited(struct recorder *r, struct target *t, double ts, bool from_event)
+{
+	if (from_event || !t->end_time) {
+		t->end_time = ts;
+		store__process_end(r->st, t->pid, ts);
+	}
+	if (from_event)
+		sampling__remove_target(r->s, t->pid);
+	/* Samples of its last thread's way out of the kernel (or, found gone, its queued
+	 * samples) may follow: its Python thread names are dropped a tick later. */
+	if (r->tn) {
+		threadnames__unwatch(r->tn, t->pid);
+		t->names_to_drop = true;
+	}
+	if (!t->alive)
+		return;
+	t->alive = false;
+	r->live--;
+	pr_info("process %d exited", t->pid);
+}
+
+/*
+ * Name @th: its Python threading name where the interpreter has one for it, else its OS
+ * name (@comm, when given, is its OS name now). A Python name, once read, stays when the
+ * thread leaves threading's list at its end. Marks the thread dirty if the name changed.
+ */
+static void name_thread(struct recorder *r, struct thread *th, const char *comm)
+{
+	char py[64];
+	const char *name;
+
+	if (comm)
+		snprintf(th->comm, sizeof(th->comm), "%.*s", (int)sizeof(th->comm) - 1, comm);
+	if (r->tn) {
+		th->names_seen = threadnames__version(r->tn);
+		if (threadnames__lookup(r->tn, th->pid, th->ns_tid, py, sizeof(py)))
+			th->py_named = true;
+		else if (th->py_named)
+			return;
+	}
+	name = th->py_named ? py : th->comm;
+	if (strcmp(th->name, name)) {
+		snprintf(th->name, sizeof(th->name), "%s", name);
+		th->dirty = true;
+	}
+}
+
+static struct thread *find_thread(struct recorder *r, pid_t pid, pid_t tid)
+{
+	uint64_t key = (uint64_t)pid << 32 | (uint32_t)tid, *idx;
+
+	idx = bmap__find(r->thread_idx, &key, sizeof(key));
+	return idx ? &r->threads[*idx - 1] : NULL;
+}
+
+static struct thread *get_thread(struct recorder *r, struct target *t, const struct sample_event *e,
+				 double ts)
+{
+	pid_t pid = t->pid, tid = e->tid;
 	uint64_t key = (uint64_t)pid << 32 | (uint32_t)tid, *slot;
 	struct thread *th;
 	int inserted;
@@ -363,20 +617,55 @@ static struct thread *get_thread(struct recorder *r, struct target *t, pid_t tid
 	slot = bmap__upsert(r->thread_idx, &key, sizeof(key), 0, &inserted);
 	if (!slot)
 		return NULL;
-	if (!inserted)
-		return &r->threads[*slot - 1];
-	if (grow_array(&r->threads, &r->capthreads, r->nthreads + 1, sizeof(*th)))
-		return NULL;
-	th = &r->threads[r->nthreads];
+	if (!inserted) {
+		th = &r->threads[*slot - 1];
+		if (th->incarnation == t->incarnation) {
+			th->last_ts = ts;
+			/* After its exit only the kernel's exit path is left: the name is final. */
+			if (!th->exited &&
+			    (strncmp(th->comm, e->comm, sizeof(e->comm)) ||
+			     (r->tn && th->names_seen != threadnames__version(r->tn))))
+				name_thread(r, th, e->comm);
+			return th;
+		}
+		/* A thread of an older process that had this pid: start over. */
+	} else {
+		if (grow_array(&r->threads, &r->capthreads, r->nthreads + 1, sizeof(*th)))
+			return NULL;
+		th = &r->threads[r->nthreads];
+		*slot = ++r->nthreads;
+	}
 	memset(th, 0, sizeof(*th));
 	th->pid = pid;
 	th->tid = tid;
-	*slot = ++r->nthreads;
-	/* Read the name now: a short-lived thread may be gone by the next tick. */
-	thread_name(t, th, true);
+	th->ns_tid = e->ns_tid ? (pid_t)e->ns_tid : tid;
+	th->incarnation = t->incarnation;
+	th->last_ts = ts;
+	/* The name as it is now, from the sample: a short-lived thread is gone by the tick. */
+	name_thread(r, th, e->comm);
 	store__thread(r->st, pid, tid, th->name[0] ? th->name : NULL, ts);
+	if (th->ns_tid != tid)
+		store__thread_ns_tid(r->st, pid, tid, th->ns_tid);
+	th->dirty = false;
 	r->stats.threads++;
 	return th;
+}
+
+/* Thread @tid of @t exited with the OS name @comm: its name is final. */
+static void thread_exited(struct recorder *r, struct target *t, const struct proc_change_event *ev)
+{
+	struct thread *th = find_thread(r, ev->pid, ev->tid);
+
+	if (th && t && th->incarnation == t->incarnation && !th->exited) {
+		name_thread(r, th, ev->comm);
+		th->exited = true;
+		if (th->dirty)
+			store__thread(r->st, th->pid, th->tid, th->name[0] ? th->name : NULL,
+				      th->last_ts);
+		th->dirty = false;
+	}
+	if (r->tn)
+		threadnames__forget(r->tn, ev->pid, ev->ns_tid);
 }
 
 /*
@@ -511,16 +800,15 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 
 	t = find_target(r, e->pid);
 	if (!t) {
-		/* A child we have not heard of yet (its fork event may follow). */
-		recorder__add_target(r, e->pid, 0);
-		t = find_target(r, e->pid);
+		/* A process we have not heard of: its fork event was lost. */
+		t = unknown_target(r, e, ts);
 		if (!t)
-			return 0;
+			return -ENOMEM;
 	}
 	if (!t->samples++)
 		r->stats.processes++;
-	retry_python(r, t, ts);
-	th = get_thread(r, t, e->tid, ts);
+	retry_python(r, t);
+	th = get_thread(r, t, e, ts);
 	if (th)
 		th->active = true;
 
@@ -555,45 +843,28 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	return err;
 }
 
-static void target_exited(struct recorder *r, struct target *t, double ts)
-{
-	if (!t->alive)
-		return;
-	t->alive = false;
-	r->live--;
-	store__process_end(r->st, t->pid, ts);
-	pr_info("process %d exited", t->pid);
-}
-
-static int handle_proc(struct recorder *r, const struct proc_change_event *ev)
+static int handle_proc(struct recorder *r, const struct proc_change_event *ev, size_t len)
 {
 	struct target *t = find_target(r, ev->pid);
 	double ts = unix_seconds(r, ev->time_ns);
 
 	switch (ev->change) {
 	case PROC_FORK:
-		pr_info("following new process %d (child of %d)", ev->pid, ev->ppid);
-		if (recorder__add_target(r, ev->pid, ev->ppid) == -ESRCH) {
-			t = find_target(r, ev->pid);
-			if (t)
-				target_exited(r, t, ts);
-		}
+		follow_child(r, ev, ts);
 		return 0;
 	case PROC_EXEC:
-		if (t) {
-			/* New program image: maps, interpreter and command line are new. */
-			dwproc__free(t->dp);
-			t->dp = NULL;
-			t->dp_failed = false; /* re-read lazily: the loader is still mapping */
-			drop_python(r, t);
-			t->started_ns = now_mono_ns();
-			target_python(r, t);
-			describe_process(r, t, ts);
-		}
+		if (len < sizeof(struct proc_exec_event))
+			return -EINVAL;
+		if (t)
+			target_exec(r, t, (const struct proc_exec_event *)ev);
+		return 0;
+	case PROC_THREAD_EXIT:
+		thread_exited(r, t, ev);
 		return 0;
 	case PROC_EXIT:
+		thread_exited(r, t, ev);
 		if (t)
-			target_exited(r, t, ts);
+			target_exited(r, t, ts, true);
 		return 0;
 	}
 	return 0;
@@ -608,7 +879,7 @@ int recorder__handle(struct recorder *r, const void *rec, size_t len)
 	if (*type == EVENT_SAMPLE)
 		return handle_sample(r, rec, len);
 	if (*type == EVENT_PROC && len >= sizeof(struct proc_change_event))
-		return handle_proc(r, rec);
+		return handle_proc(r, rec, len);
 	return -EINVAL;
 }
 
@@ -617,6 +888,7 @@ int recorder__tick(struct recorder *r)
 	double now = unix_seconds(r, now_mono_ns());
 	struct target *t;
 	struct thread *th;
+	long long cpu;
 	size_t i;
 	int fd = sampling__map_fd(r->s, "py_tstates");
 
@@ -629,32 +901,49 @@ int recorder__tick(struct recorder *r)
 			if (fd >= 0)
 				pyproc__fill_tstates(t->py, fd, t->pid);
 		} else {
-			retry_python(r, t, now);
+			retry_python(r, t);
 		}
 	}
-	/* Names change (pthread_setname_np, threading): refresh those that ran. */
+	/* Python names change (thread.name = ...): have them read again, and store what
+	 * changed and how long the threads that ran were seen. */
+	if (r->tn)
+		threadnames__refresh(r->tn);
 	for (i = 0; i < r->nthreads; i++) {
 		th = &r->threads[i];
-		if (!th->active)
+		if (!th->active && !th->dirty)
 			continue;
+		if (!th->exited)
+			name_thread(r, th, NULL);
 		th->active = false;
-		thread_name(find_target(r, th->pid), th, false);
-		store__thread(r->st, th->pid, th->tid, th->name[0] ? th->name : NULL, now);
+		th->dirty = false;
+		store__thread(r->st, th->pid, th->tid, th->name[0] ? th->name : NULL, th->last_ts);
 	}
 	/* Exit events can be lost when the ring buffer is full: check. */
-	for (i = 0; i < r->ntargets; i++)
-		if (r->targets[i].alive && !procinfo_alive(r->targets[i].pid))
-			target_exited(r, &r->targets[i], now);
+	for (i = 0; i < r->ntargets; i++) {
+		t = &r->targets[i];
+		if (t->names_to_drop && now - t->end_time > 1.0) {
+			threadnames__drop(r->tn, t->pid);
+			t->names_to_drop = false;
+		}
+		if (!t->alive)
+			continue;
+		if (!procinfo_alive(t->pid)) {
+			target_exited(r, t, now, false);
+			continue;
+		}
+		cpu = procinfo_cpu_ticks(t->pid);
+		if (cpu >= 0)
+			t->cpu_last = cpu;
+	}
 	return store__flush(r->st) ?: recorder__live_targets(r);
 }
 
 void recorder__poll(struct recorder *r)
 {
-	double now = unix_seconds(r, now_mono_ns());
 	size_t i;
 
 	for (i = 0; i < r->ntargets; i++)
-		retry_python(r, &r->targets[i], now);
+		retry_python(r, &r->targets[i]);
 }
 
 int recorder__live_targets(const struct recorder *r)
@@ -665,4 +954,16 @@ int recorder__live_targets(const struct recorder *r)
 void recorder__stats(const struct recorder *r, struct recorder_stats *out)
 {
 	*out = r->stats;
+}
+
+double recorder__target_cpu(const struct recorder *r)
+{
+	long long ticks = 0;
+	size_t i;
+
+	for (i = 0; i < r->ntargets; i++)
+		if (r->targets[i].cpu_first >= 0 &&
+		    r->targets[i].cpu_last > r->targets[i].cpu_first)
+			ticks += r->targets[i].cpu_last - r->targets[i].cpu_first;
+	return (double)ticks / sysconf(_SC_CLK_TCK);
 }

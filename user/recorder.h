@@ -68,4 +68,10 @@ int recorder__live_targets(const struct recorder *r);
 
 void recorder__stats(const struct recorder *r, struct recorder_stats *out);
 
+/*
+ * CPU seconds the targets used while recorded, as /proc showed it when they were added and
+ * at the last tick (what a process used after the last tick before it exited is missing).
+ */
+double recorder__target_cpu(const struct recorder *r);
+
 #endif

@@ -149,6 +149,7 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 	s->skel->rodata->want_kernel = opts->kernel;
 	s->skel->rodata->want_python = opts->python;
 	s->skel->rodata->follow_children = opts->children;
+	s->skel->rodata->pidns_inum = opts->pidns_inum;
 	bpf_map__set_max_entries(s->skel->maps.scratch, s->nr_cpus);
 	rb_bytes = opts->ringbuf_bytes ? opts->ringbuf_bytes : 32u << 20;
 	bpf_map__set_max_entries(s->skel->maps.events, rb_bytes);
@@ -334,6 +335,21 @@ void sampling__stats(struct sampling *s, uint64_t *samples, uint64_t *lost)
 		else
 			*lost = sum;
 	}
+}
+
+uint64_t sampling__lost_events(struct sampling *s)
+{
+	__u64 vals[SAMPLER_MAX_CPUS];
+	__u32 key = STAT_LOST_EVENTS;
+	uint64_t sum = 0;
+	int i;
+
+	if (bpf_map__lookup_elem(s->skel->maps.stats, &key, sizeof(key), vals,
+				 sizeof(__u64) * s->nr_cpus, 0))
+		return 0;
+	for (i = 0; i < s->nr_cpus; i++)
+		sum += vals[i];
+	return sum;
 }
 
 int sampling__prog_stats(struct sampling *s, uint64_t *run_ns, uint64_t *runs)

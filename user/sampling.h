@@ -21,6 +21,7 @@ struct sampling_opts {
 	bool kernel;		 /* also kernel stacks */
 	bool python;		 /* walk Python frames where configured */
 	bool children;		 /* follow new child processes of targets */
+	__u32 pidns_inum;	 /* the PID namespace pids are numbered in; 0: the initial one */
 	size_t ringbuf_bytes;	 /* ring buffer size (power of two); 0 = default */
 };
 
@@ -61,6 +62,9 @@ int sampling__wait(struct sampling *s, int timeout_ms);
 
 /* Totals since open: samples the program saw for targets and samples lost (ring full). */
 void sampling__stats(struct sampling *s, uint64_t *samples, uint64_t *lost);
+
+/* Process events (fork, exec, exit) dropped since open because the ring buffer was full. */
+uint64_t sampling__lost_events(struct sampling *s);
 
 /*
  * The kernel's own accounting of the sampling program: total run time in ns and number of

@@ -26,9 +26,9 @@ static const char schema_sql[] =
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value);\n"
 	"CREATE TABLE processes(pid INTEGER PRIMARY KEY, ppid INTEGER, command TEXT, exe TEXT,\n"
 	"  start_time REAL, end_time REAL, rank INTEGER, local_rank INTEGER, world_size INTEGER,\n"
-	"  python_version TEXT);\n"
+	"  python_version TEXT, ns_pid INTEGER);\n"
 	"CREATE TABLE threads(pid INTEGER NOT NULL, tid INTEGER NOT NULL, name TEXT,\n"
-	"  first_seen REAL, last_seen REAL, PRIMARY KEY(pid, tid));\n"
+	"  first_seen REAL, last_seen REAL, ns_tid INTEGER, PRIMARY KEY(pid, tid));\n"
 	"CREATE TABLE frame_defs(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, func TEXT NOT NULL,\n"
 	"  qualname TEXT, file TEXT, lineno INTEGER, module TEXT);\n"
 	"CREATE TABLE stacks(stack_id INTEGER PRIMARY KEY, nframes INTEGER NOT NULL,\n"
@@ -227,18 +227,23 @@ static void int_or_null(char *buf, size_t n, long v)
 
 int store__process(struct store *st, const struct store_process *p)
 {
-	char rank[24], lrank[24], ws[24];
+	char rank[24], lrank[24], ws[24], nspid[24], end[32];
 
 	int_or_null(rank, sizeof(rank), p->rank);
 	int_or_null(lrank, sizeof(lrank), p->local_rank);
 	int_or_null(ws, sizeof(ws), p->world_size);
+	int_or_null(nspid, sizeof(nspid), p->ns_pid && p->ns_pid != p->pid ? p->ns_pid : -1);
+	if (p->end_time > 0)
+		snprintf(end, sizeof(end), "%.6f", p->end_time);
+	else
+		snprintf(end, sizeof(end), "NULL");
 	return pending_append(
 		st,
-		"INSERT OR REPLACE INTO processes(pid, ppid, command, exe, start_time,"
-		" rank, local_rank, world_size, python_version)"
-		" VALUES(%d, %d, %Q, %Q, %.6f, %s, %s, %s, %Q)",
-		(int)p->pid, (int)p->ppid, p->command, p->exe, p->start_time, rank, lrank, ws,
-		p->python_version);
+		"INSERT OR REPLACE INTO processes(pid, ppid, command, exe, start_time, end_time,"
+		" rank, local_rank, world_size, python_version, ns_pid)"
+		" VALUES(%d, %d, %Q, %Q, %.6f, %s, %s, %s, %s, %Q, %s)",
+		(int)p->pid, (int)p->ppid, p->command, p->exe, p->start_time, end, rank, lrank, ws,
+		p->python_version, nspid);
 }
 
 int store__process_end(struct store *st, pid_t pid, double end_time)
@@ -250,12 +255,19 @@ int store__process_end(struct store *st, pid_t pid, double end_time)
 int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, double ts)
 {
 	return pending_append(st,
-			      "INSERT INTO threads VALUES(%d, %d, %Q, %.6f, %.6f)"
+			      "INSERT INTO threads(pid, tid, name, first_seen, last_seen)"
+			      " VALUES(%d, %d, %Q, %.6f, %.6f)"
 			      " ON CONFLICT(pid, tid) DO UPDATE SET"
 			      " name = coalesce(excluded.name, name),"
 			      " first_seen = min(first_seen, excluded.first_seen),"
 			      " last_seen = max(last_seen, excluded.last_seen)",
 			      (int)pid, (int)tid, name, ts, ts);
+}
+
+int store__thread_ns_tid(struct store *st, pid_t pid, pid_t tid, pid_t ns_tid)
+{
+	return pending_append(st, "UPDATE threads SET ns_tid = %d WHERE pid = %d AND tid = %d",
+			      (int)ns_tid, (int)pid, (int)tid);
 }
 
 /* Serialize a frame into st->key: kind, line, then NUL-separated strings (NULL as \1). */

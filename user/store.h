@@ -57,9 +57,11 @@ struct store_process {
 	pid_t pid, ppid;
 	const char *command; /* command line, arguments separated by spaces */
 	const char *exe;
-	double start_time;		  /* unix seconds when first seen */
+	double start_time;		  /* unix seconds: its fork, or when first seen */
+	double end_time;		  /* unix seconds when it exited; 0: not (yet) */
 	int rank, local_rank, world_size; /* from RANK / LOCAL_RANK / WORLD_SIZE, -1 if unset */
 	const char *python_version;	  /* "3.12.1" or NULL */
+	pid_t ns_pid;			  /* its pid in its own PID namespace; 0: the same as pid */
 };
 int store__process(struct store *st, const struct store_process *p);
 /* Record when a process ended (unix seconds). */
@@ -67,6 +69,8 @@ int store__process_end(struct store *st, pid_t pid, double end_time);
 
 /* Upsert the thread's name and widen its [first_seen, last_seen] to include @ts (unix s). */
 int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, double ts);
+/* Set the thread's tid in its own PID namespace (after store__thread; only where it differs). */
+int store__thread_ns_tid(struct store *st, pid_t pid, pid_t tid, pid_t ns_tid);
 
 /*
  * Intern a frame (by content) and return its id in *@id. The frame's strings are copied

@@ -311,6 +311,35 @@ def test_bad_pid_zombie_or_exiting():
             assert "recorded" in p.stderr
 
 
+def test_bad_kernel_thread():
+    # A kernel thread has no user space: refused, unless its kernel stacks are wanted.
+    bad("-p", "2", "-o", h.tmp("x.db"), "-d", "0.3", want=("kernel thread", "--kernel"))
+    assert not os.path.exists(h.tmp("x.db"))
+    p = h.probing("record", "-p", "2", "--kernel", "-d", "0.3", "-o", h.tmp("k.db"))
+    assert p.returncode == 0, p.stderr
+    n = h.total_samples(h.db(h.tmp("k.db")))
+    assert n > 0 or "did not run on a CPU" in p.stderr, p.stderr
+
+
+def test_bad_pid_and_command():
+    target = h.spawn([h.workload("split"), "10"])
+    bad("-p", target.pid, "-o", h.tmp("x.db"), "--", "/bin/true", code=2,
+        want=("not both", "-d SECONDS"))
+    assert not os.path.exists(h.tmp("x.db")) and target.poll() is None
+
+
+def test_no_samples_says_why():
+    # A live target that sleeps the whole time: an empty recording, and the reason.
+    sleeper = h.spawn(["sleep", "30"])
+    p = h.probing("record", "-p", sleeper.pid, "-d", "0.5", "-o", h.tmp("idle.db"))
+    assert p.returncode == 0, p.stderr
+    assert "did not run on a CPU" in p.stderr and "sleeping" in p.stderr, p.stderr
+    # A command that is gone within a sampling period.
+    p = h.probing("record", "-o", h.tmp("short.db"), "--", "/bin/true")
+    assert p.returncode == 0, p.stderr
+    assert "exited after" in p.stderr and "sampling period" in p.stderr, p.stderr
+
+
 def test_bad_not_root():
     p = h.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                h.PROBING, "record", "-p", "1", "-o", "/tmp/never.db"])
@@ -366,6 +395,50 @@ def test_children_followed():
     assert "leaf_a" not in leaves, leaves
     procs = h.db(db).execute("SELECT COUNT(*) FROM processes").fetchone()[0]
     assert procs == 1, procs
+
+
+def test_children_churn_ground_truth():
+    """Threads and processes that come and go within milliseconds, with --children: every
+    process has its row (command, parent, end time after its last act), every thread its
+    own name, although most are gone before the recorder handles their samples."""
+    truth = h.tmp("truth.txt")
+    db = record(["--children"], h.workload("churn"), "2", truth)
+    con = h.db(db)
+    names, last_act = {}, {}
+    for line in open(truth):
+        f = line.split()
+        if f[0] == "T":
+            names[(int(f[1]), int(f[2]))] = f[3]
+        else:
+            last_act[int(f[1])] = float(f[2])
+    main = min(last_act)
+    procs = {pid: (ppid, cmd, end) for pid, ppid, cmd, end in con.execute(
+        "SELECT pid, ppid, command, end_time FROM processes")}
+    sampled = {pid for (pid,) in con.execute("SELECT DISTINCT pid FROM sample_counts")}
+    assert len(last_act) >= 6, f"only {len(last_act)} processes: the workload barely ran"
+    assert not sampled - set(procs), f"sampled pids without a row: {sampled - set(procs)}"
+    assert not set(last_act) - set(procs), f"followed processes without a row: " \
+        f"{set(last_act) - set(procs)}"
+    end = dict(con.execute("SELECT key, value FROM meta"))["end"]
+    # Each process ended after its last act (mode 1: after its last thread, not its leader).
+    bad_end = {pid: (procs[pid][2], t) for pid, t in last_act.items()
+               if procs[pid][2] is None or not t - 0.005 <= procs[pid][2] <= end + 0.005}
+    assert not bad_end, f"processes without a right end_time (end_time, last act): {bad_end}"
+    for pid in last_act:
+        if pid == main:
+            continue
+        ppid, cmd, _ = procs[pid]
+        assert ppid == main, f"process {pid}: ppid {ppid}, want {main}"
+        exec_round = [n for (p, t), n in names.items() if p == pid and n.startswith("exec-")]
+        if exec_round:  # the exec'd command line, even when it was gone within milliseconds
+            assert f"--exec-child {exec_round[0][5:]} " in (cmd or ""), (pid, cmd)
+        else:
+            assert cmd and cmd.startswith(h.workload("churn")), (pid, cmd)
+    rows = con.execute("SELECT pid, tid, name FROM threads").fetchall()
+    misnamed = [(p, t, n, names.get((p, t))) for p, t, n in rows if names.get((p, t)) != n]
+    assert len(rows) >= 20 and not misnamed, \
+        f"{len(misnamed)} of {len(rows)} threads misnamed (pid, tid, recorded, true): " \
+        f"{misnamed[:8]}"
 
 
 def test_several_pids():

@@ -296,8 +296,17 @@ def test_module_level_loop_non_ascii_file(py):
 @h.params([p for _, p in PYTHONS], IDS)
 def test_threads_come_and_go(py):
     script = os.path.join(PYDIR, "churn.py")
-    con = record(py, script, "3")
+    truth = h.tmp("names.txt")
+    con = record(py, script, "3", truth)
     line = marker(script, "short_task")
+    # Every thread that was sampled carries its own threading name, although most were
+    # gone long before the recorder handled their samples (ground truth: the workload's
+    # list of native ids and names).
+    names = {int(tid): name for tid, name in (ln.split() for ln in open(truth))}
+    rows = con.execute("SELECT tid, name FROM threads").fetchall()
+    misnamed = [(tid, name, names.get(tid)) for tid, name in rows if names.get(tid) != name]
+    assert len(rows) >= 10 and not misnamed, \
+        f"{len(misnamed)} of {len(rows)} threads misnamed (tid, recorded, true): {misnamed[:8]}"
     tids, total, good, bad = set(), 0, 0, {}
     for n, tid, thread, frames in samples(con, "thread LIKE 'churn-%'"):
         chain = pychain(frames)
@@ -313,6 +322,27 @@ def test_threads_come_and_go(py):
     assert len(tids) >= 10, f"only {len(tids)} short-lived threads sampled"
     worst = sorted(bad.items(), key=lambda kv: -kv[1])[:4]
     assert total > 100 and good >= 0.95 * total, f"{good}/{total}; other stacks: {worst}"
+
+
+@h.params([PYTHONS[0][1], PYTHONS[-1][1]], [PYTHONS[0][0], PYTHONS[-1][0]])
+def test_forked_workers_threads_named(py):
+    """--children with a pool of forked workers whose tasks start short threads: each thread
+    has its threading name, also those that ran before the recorder handled the fork."""
+    truth = h.tmp("names.txt")
+    con = record(py, os.path.join(PYDIR, "forked.py"), "12", truth, opts=("--children",))
+    names = {}
+    for line in open(truth):
+        pid, tid, name = line.split(maxsplit=2)
+        names[(int(pid), int(tid))] = name.strip()
+    rows = con.execute("SELECT pid, tid, name FROM threads").fetchall()
+    misnamed = [(p, t, n, names.get((p, t))) for p, t, n in rows if names.get((p, t)) != n]
+    inner = [n for _, _, n in rows if n and n.startswith("inner-")]
+    assert len(inner) >= 4 and not misnamed, \
+        f"{len(misnamed)} of {len(rows)} threads misnamed (pid, tid, recorded, true): " \
+        f"{misnamed[:8]}"
+    workers = con.execute("SELECT COUNT(*) FROM processes WHERE end_time IS NOT NULL AND "
+                          "python_version IS NOT NULL").fetchone()[0]
+    assert workers >= 4, f"{workers} ended Python processes (parent and 3 workers expected)"
 
 
 def test_no_python_flag_and_native_program():

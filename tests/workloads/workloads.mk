@@ -1,7 +1,7 @@
 # Native test workloads, built -O2 WITHOUT frame pointers (the unwinder must not need them).
 WL_DIR    := $(BUILD)/workloads
 WL_CFLAGS := -O2 -g -fomit-frame-pointer -Itests/workloads/native
-WL_BINS   := $(addprefix $(WL_DIR)/,split deep shared inlined templ threads dlopen blocker \
+WL_BINS   := $(addprefix $(WL_DIR)/,split deep shared inlined templ threads dlopen blocker churn \
 	       libwlshared.so libwlplugin.so plt libwlplt.so libslowctor.so)
 
 $(WL_DIR)/%: tests/workloads/native/%.c tests/workloads/native/wl.h
