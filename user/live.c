@@ -309,7 +309,8 @@ void live__tcp_error(const char *cmd, const struct live_target *t, int err)
 		fprintf(stderr,
 			"probing %s: the agent at %s did not look at the token: too many failed "
 			"authentications came from this address lately.\nWait a few seconds, and "
-			"check $PROBING_TOKEN ('probing inject -p PID --show-token' prints the right "
+			"check $PROBING_TOKEN ('probing inject -p PID --show-token' prints the "
+			"right "
 			"one).\n",
 			cmd, hp);
 	else if (err == -ENXIO)
