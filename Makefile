@@ -34,7 +34,7 @@ endif
 CFLAGS   ?= -O2 -g
 override CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	    -Wshadow -Wformat=2 -fno-strict-aliasing -D_GNU_SOURCE -MMD -MP
-INCLUDES := -I$(BUILD) -Iuser -Ibpf -Ipyoffsets -Iinjector
+INCLUDES := -I$(BUILD) -Iuser -I.
 LDLIBS   := -lbpf -lelf -ldw -lz -lsqlite3 -ledit -lpthread -ldl -lstdc++
 
 # ---- sources --------------------------------------------------------------------------------
@@ -44,8 +44,8 @@ SKELS      := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 
 # The probing binary: main.c + cmd_*.c + every other module (the latter also go into
 # libprobing.a so unit tests can link single modules).
-CMD_SRCS   := user/main.c $(wildcard user/cmd_*.c)
-LIB_SRCS   := $(filter-out $(CMD_SRCS),$(wildcard user/*.c)) \
+CMD_SRCS   := $(wildcard user/cmd/*.c)
+LIB_SRCS   := $(filter-out $(CMD_SRCS),$(wildcard user/*/*.c)) \
 	      $(filter-out pyoffsets/gen_%.c,$(wildcard pyoffsets/*.c)) \
 	      $(filter-out injector/agent%.c,$(wildcard injector/*.c))
 CMD_OBJS   := $(patsubst %.c,$(BUILD)/obj/%.o,$(CMD_SRCS))
@@ -152,12 +152,12 @@ vmlinux:
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > vmlinux/$(ARCH)/vmlinux.h
 
 format-check:
-	$(Q)clang-format --dry-run --Werror $(filter-out %/vmlinux.h,$(wildcard user/*.[ch] \
+	$(Q)clang-format --dry-run --Werror $(filter-out %/vmlinux.h,$(wildcard user/*/*.[ch] \
 		bpf/*.[ch] pyoffsets/*.[ch] injector/*.[ch] tests/unit/*.[ch] tests/workloads/*.[ch]))
 
 clean:
 	rm -rf $(BUILD)
 
 # Fragments: workloads, benchmarks, generators.
--include $(wildcard */*.mk tests/*/*.mk)
+-include $(wildcard */*.mk user/*/*.mk tests/*/*.mk)
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

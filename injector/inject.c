@@ -25,13 +25,13 @@
 #include <sys/wait.h>
 
 #include "elfsym.h"
-#include "escape.h"
+#include "base/escape.h"
 #include "inject.h"
-#include "log.h"
-#include "procmaps.h"
+#include "base/log.h"
+#include "base/procmaps.h"
 #include "safepoint.h"
 #include "trampoline.h"
-#include "util.h"
+#include "base/util.h"
 
 #define STOP_TIMEOUT_MS 2000  /* for a thread to reach its interrupt stop */
 #define CALL_TIMEOUT_MS 15000 /* for dlopen + constructors to return */

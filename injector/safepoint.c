@@ -11,9 +11,9 @@
 #include <elfutils/libdwfl.h>
 
 #include "elfsym.h"
-#include "procmaps.h"
+#include "base/procmaps.h"
 #include "safepoint.h"
-#include "util.h"
+#include "base/util.h"
 
 #define MAX_FRAMES  256
 #define STACK_CACHE (128 * 1024)

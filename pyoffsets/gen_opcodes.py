@@ -3,7 +3,7 @@
     python3.X pyoffsets/gen_opcodes.py
 
 probing decodes a code object's instructions only to find where an unconditional jump goes
-(pylines_jump_target, user/pylines.h), in the code as the target process holds it: 3.11+
+(pylines_jump_target, user/python/pylines.h), in the code as the target process holds it: 3.11+
 quickens it in place (specialized opcodes, inline caches), 3.12+ instruments it for
 sys.monitoring. So per opcode value (0-255):
 

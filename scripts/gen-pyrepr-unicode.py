@@ -1,7 +1,7 @@
-"""Print user/pyrepr_unicode.c: the code points str.isprintable() rejects, as ranges, for the
-escaping of str reprs read from other processes (user/pyrepr.c).
+"""Print user/python/pyrepr_unicode.c: the code points str.isprintable() rejects, as ranges, for the
+escaping of str reprs read from other processes (user/python/pyrepr.c).
 
-    python3.X scripts/gen-pyrepr-unicode.py > user/pyrepr_unicode.c     (make pyrepr-unicode)
+    python3.X scripts/gen-pyrepr-unicode.py > user/python/pyrepr_unicode.c     (make pyrepr-unicode)
 
 CPython's repr() escapes a non-ASCII character unless Py_UNICODE_ISPRINTABLE says otherwise:
 every character of the categories Cc, Cf, Cs, Co, Cn, Zl, Zp and Zs but the ASCII space is

@@ -1,4 +1,4 @@
-"""Live tables (user/livedb.c through tests/tools/livesql), list, config, memory."""
+"""Live tables (user/live/livedb.c through tests/tools/livesql), list, config, memory."""
 import os
 import re
 import time

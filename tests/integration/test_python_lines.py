@@ -1,4 +1,4 @@
-"""Line-table decoding (user/pylines.c) against every interpreter on the machine: vectors are
+"""Line-table decoding (user/python/pylines.c) against every interpreter on the machine: vectors are
 generated live by each interpreter (tests/unit/gen_pylines_vectors.py: its own
 PyCode_Addr2Line for every instruction of every code object of pylines_sample.py and of
 three stdlib modules) and the unit test binary checks the decoders on them. Jumps likewise

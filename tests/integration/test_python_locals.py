@@ -153,7 +153,7 @@ def test_namespace_of_module_and_class_body(exe):
 @h.timeout(120)
 @h.params([p for _, p in PYTHONS], ids=[label for label, _ in PYTHONS])
 def test_repr_formatting_matches_interpreter(exe):
-    """The C repr formatter (user/pyrepr.c) on vectors this interpreter's repr() wrote."""
+    """The C repr formatter (user/python/pyrepr.c) on vectors this interpreter's repr() wrote."""
     assert os.path.exists(UNIT_PYREPR), "test_pyrepr not built (run 'make test')"
     vec = h.tmp("vectors.txt")
     with open(vec, "w") as f:

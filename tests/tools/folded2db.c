@@ -30,9 +30,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "framename.h"
-#include "store.h"
-#include "util.h"
+#include "report/framename.h"
+#include "record/store.h"
+#include "base/util.h"
 
 struct ctx {
 	struct store *st;

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "inject.h"
+#include "injector/inject.h"
 
 int main(int argc, char **argv)
 {

@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "jsonq.h"
-#include "live.h"
-#include "livedb.h"
-#include "util.h"
+#include "base/cli.h"
+#include "base/jsonq.h"
+#include "live/live.h"
+#include "live/livedb.h"
+#include "base/util.h"
 
 static int dcmp(const void *a, const void *b)
 {

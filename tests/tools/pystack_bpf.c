@@ -27,12 +27,12 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "bmap.h"
-#include "log.h"
-#include "pyproc.h"
-#include "pystack_test.h"
+#include "base/bmap.h"
+#include "base/log.h"
+#include "python/pyproc.h"
+#include "bpf/pystack_test.h"
 #include "pystack_test.skel.h"
-#include "util.h"
+#include "base/util.h"
 
 struct tid_cost {
 	uint64_t samples, frames, ns, max_ns;

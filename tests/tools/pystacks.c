@@ -29,9 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "pyproc.h"
-#include "util.h"
+#include "base/log.h"
+#include "python/pyproc.h"
+#include "base/util.h"
 
 static void usage(FILE *f)
 {

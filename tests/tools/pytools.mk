@@ -17,13 +17,14 @@ TEST_TARGETS += $(PYTOOLS)
 # pystacks built with AddressSanitizer and UBSan over the modules that read the target
 # (pyproc and what it uses), for the stress test of reading locals that change under us.
 PYSTACKS_ASAN := $(BUILD)/tests/tools/pystacks-asan
-PYSTACKS_ASAN_SRCS := tests/tools/pystacks.c user/pyproc.c user/pythreads.c user/pycode.c \
-	user/pyobj.c user/pylocals.c user/pyrepr.c user/pyrepr_unicode.c user/pymem.c \
-	user/pyelf.c user/pylines.c user/procmaps.c user/bmap.c user/util.c user/log.c \
-	user/escape.c \
+PYSTACKS_ASAN_SRCS := tests/tools/pystacks.c \
+	user/python/pyproc.c user/python/pythreads.c user/python/pycode.c user/python/pyobj.c \
+	user/python/pylocals.c user/python/pyrepr.c user/python/pyrepr_unicode.c \
+	user/python/pymem.c user/python/pyelf.c user/python/pylines.c user/base/procmaps.c \
+	user/base/bmap.c user/base/util.c user/base/log.c user/base/escape.c \
 	pyoffsets/pyoffsets.c pyoffsets/tables.c pyoffsets/opcodes.c
 
-$(PYSTACKS_ASAN): $(PYSTACKS_ASAN_SRCS) $(wildcard user/*.h pyoffsets/*.h bpf/*.h)
+$(PYSTACKS_ASAN): $(PYSTACKS_ASAN_SRCS) $(wildcard user/*/*.h pyoffsets/*.h bpf/*.h)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <stdint.h>
 
-#include "bmap.h"
-#include "strpool.h"
+#include "base/bmap.h"
+#include "base/strpool.h"
 #include "test.h"
 
 TEST(insert_find_and_grow)

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "elfsym.h"
-#include "procmaps.h"
+#include "injector/elfsym.h"
+#include "base/procmaps.h"
 #include "test.h"
 
 /* Our libc's offset-0 mapping. */

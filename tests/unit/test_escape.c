@@ -2,7 +2,7 @@
 /* Unit tests: text / XML / JSON / CSV escaping, number formatting, UTF-8 decoding and widths. */
 #include "test.h"
 
-#include "escape.h"
+#include "base/escape.h"
 
 static const char *text(const char *s, size_t n, unsigned int flags)
 {

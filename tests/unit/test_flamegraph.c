@@ -4,7 +4,7 @@
 
 #include "test.h"
 
-#include "flamegraph.h"
+#include "report/flamegraph.h"
 
 /* Add "a;b;c" (native frames unless the name says otherwise) with @count samples. */
 static void add(struct fg *g, const char *stack, uint64_t count)

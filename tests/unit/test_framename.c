@@ -4,7 +4,7 @@
 
 #include "test.h"
 
-#include "framename.h"
+#include "report/framename.h"
 
 static const char *name(const struct frame *f)
 {

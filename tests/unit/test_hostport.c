@@ -4,7 +4,7 @@
 
 #include "test.h"
 
-#include "hostport.h"
+#include "injector/hostport.h"
 
 static char host[256], err[200];
 static unsigned int port;

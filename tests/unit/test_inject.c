@@ -18,10 +18,10 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
-#include "inject.h"
-#include "procmaps.h"
+#include "injector/inject.h"
+#include "base/procmaps.h"
 #include "test.h"
-#include "util.h"
+#include "base/util.h"
 
 struct regs {
 	uint64_t g[5];

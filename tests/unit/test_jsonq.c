@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonq.h"
+#include "base/jsonq.h"
 #include "test.h"
-#include "util.h"
+#include "base/util.h"
 
 TEST(extracts_values)
 {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "kallsyms.h"
+#include "native/kallsyms.h"
 #include "test.h"
 
 static const char text[] = "ffffffff81000000 T _stext\n"

@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "procmaps.h"
+#include "base/procmaps.h"
 #include "test.h"
 
 static const char maps[] =

@@ -10,9 +10,9 @@
 
 #include "test.h"
 
-#include "profile.h"
-#include "recording.h"
-#include "store.h"
+#include "report/profile.h"
+#include "report/recording.h"
+#include "record/store.h"
 
 static char dir[64];
 

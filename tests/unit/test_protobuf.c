@@ -2,7 +2,7 @@
 /* Unit tests: protocol buffers wire encoding (the examples of protobuf.dev's encoding page). */
 #include "test.h"
 
-#include "protobuf.h"
+#include "report/protobuf.h"
 
 /* The bytes of @sb as lowercase hex, space separated. */
 static const char *hex(const struct strbuf *sb)

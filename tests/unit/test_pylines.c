@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pylines.h"
+#include "python/pylines.h"
 #include "test.h"
-#include "util.h"
+#include "base/util.h"
 
 static const char *vectors_path(void)
 {

@@ -6,7 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "pymem.h"
+#include "python/pymem.h"
 #include "test.h"
 
 TEST(reads_own_memory)

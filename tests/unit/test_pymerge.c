@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-#include "pymerge.h"
-#include "sampler.h"
+#include "python/pymerge.h"
+#include "bpf/sampler.h"
 #include "test.h"
 
 #define LIBPY "/usr/lib/libpython3.12.so.1.0"

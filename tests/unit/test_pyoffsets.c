@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "pyoffsets.h"
+#include "pyoffsets/pyoffsets.h"
 #include "test.h"
 
 TEST(one_table_per_minor_version)

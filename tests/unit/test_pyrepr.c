@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pyrepr.h"
+#include "python/pyrepr.h"
 #include "test.h"
-#include "util.h"
+#include "base/util.h"
 
 static const char *vectors_path(void)
 {

@@ -5,7 +5,7 @@
 
 #include "test.h"
 
-#include "sqlout.h"
+#include "report/sqlout.h"
 
 static char *out_buf;
 static size_t out_len;

@@ -4,7 +4,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "store.h"
+#include "record/store.h"
 #include "test.h"
 
 static char path[] = "/tmp/probing-test-store-XXXXXX";

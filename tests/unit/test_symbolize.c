@@ -5,7 +5,7 @@
 #include <string.h>
 #include <elfutils/libdwfl.h>
 
-#include "symbolize.h"
+#include "native/symbolize.h"
 #include "test.h"
 
 static char *debuginfo_path;

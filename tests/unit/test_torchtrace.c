@@ -6,9 +6,9 @@
 #include <string.h>
 #include <sqlite3.h>
 
-#include "jsonq.h"
+#include "base/jsonq.h"
 #include "test.h"
-#include "torchtrace.h"
+#include "report/torchtrace.h"
 
 /* A day boundary + 1000 s, so that ts - base is exact in a double. */
 #define T0 1795305600.0

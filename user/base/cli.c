@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cli.h"
+#include "base/util.h"
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "probing %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'probing %s --help'.\n", cmd);
+	return EXIT_USAGE;
+}
+
+int cli_parse_id(const char *cmd, const char *opt, const char *arg, pid_t *out)
+{
+	long v;
+
+	if (parse_long(arg, 1, INT_MAX, &v))
+		return cli_usage_error(cmd, "invalid %s '%s': expected a positive integer", opt,
+				       arg);
+	*out = v;
+	return 0;
+}
+
+int cli_bad_option(const char *cmd, int c, char **argv)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : NULL;
+
+	if (c == ':')
+		return cli_usage_error(cmd, "option '%s' needs a value", arg ? arg : "?");
+	if (optopt) /* an unknown short option */
+		return cli_usage_error(cmd, "unknown option '-%c'", optopt);
+	return cli_usage_error(cmd, "unknown option '%s'", arg ? arg : "?");
+}
+
+void cli_getopt_reset(void)
+{
+	optind = 0; /* 0 makes glibc re-initialise its internal state */
+	opterr = 0;
+}
+
+int cli_parse_pids(const char *s, pid_t **pids, int *nr)
+{
+	char *copy = strdup(s), *tok, *save = NULL;
+	pid_t *out = NULL, *tmp;
+	int n = 0, err = 0;
+	long v;
+
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (parse_long(tok, 1, 0x7fffffff, &v)) {
+			err = -EINVAL;
+			goto cleanup;
+		}
+		tmp = realloc(out, (n + 1) * sizeof(*out));
+		if (!tmp) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+		out = tmp;
+		out[n++] = v;
+	}
+	if (!n)
+		err = -EINVAL;
+cleanup:
+	free(copy);
+	if (err) {
+		free(out);
+		return err;
+	}
+	*pids = out;
+	*nr = n;
+	return 0;
+}
+
+int cli_check_pid(const char *cmd, pid_t pid)
+{
+	char path[64];
+	FILE *f;
+	char state = 0;
+
+	if (kill(pid, 0) && errno == ESRCH) {
+		fprintf(stderr,
+			"probing %s: no such process: %d\n"
+			"Check the PID (e.g. with 'ps aux' or 'pgrep -f NAME').\n",
+			cmd, pid);
+		return EXIT_FAIL;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (f) {
+		/* "pid (comm) S ..." — comm may hold spaces and parentheses: find the last ')'. */
+		char buf[1024];
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		char *p;
+
+		buf[n] = '\0';
+		p = strrchr(buf, ')');
+		if (p && p[1] == ' ')
+			state = p[2];
+		fclose(f);
+	}
+	if (state == 'Z' || state == 'X') {
+		fprintf(stderr, "probing %s: process %d has exited (it is a zombie)\n", cmd, pid);
+		return EXIT_FAIL;
+	}
+	return 0;
+}

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+/* probing eval: run Python code in a running process and print the result. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/cli.h"
+#include "base/jsonq.h"
+#include "live/live.h"
+#include "base/log.h"
+#include "base/util.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: probing eval -p PID [OPTIONS] CODE\n"
+		   "       probing -t PID|HOST:PORT eval CODE\n"
+		   "\n"
+		   "Run Python CODE inside a running process, in its __main__ namespace (the "
+		   "script's\n"
+		   "globals are visible), injecting the agent first if it is not loaded. An "
+		   "expression\n"
+		   "prints its repr(); statements print what they write to stdout/stderr. An "
+		   "exception\n"
+		   "prints its traceback on stderr and exits with status 1. CODE '-' is read from "
+		   "stdin.\n"
+		   "The code runs on the agent's own thread, holding the GIL like any thread.\n"
+		   "\n"
+		   "Options:\n"
+		   "  -p, --pid PID        the process\n"
+		   "  -t, --target T       a PID, or HOST:PORT of an agent serving TCP (token in\n"
+		   "                       $PROBING_TOKEN)\n"
+		   "      --timeout SEC    how long to wait for the GIL before saying the target "
+		   "looks\n"
+		   "                       hung (default 5)\n"
+		   "      --no-inject      fail instead of loading the agent\n"
+		   "  -v                   more diagnostics (repeat for more)\n"
+		   "  -h, --help           this help\n"
+		   "\n"
+		   "Examples:\n"
+		   "  probing eval -p 1234 'import gc; print(len(gc.get_objects()))'\n"
+		   "  probing eval -p 1234 'import threading; print(threading.enumerate())'\n"
+		   "  probing eval -p 1234 'model.training'          # a global of the script\n"
+		   "  probing eval -p 1234 - < snippet.py\n");
+}
+
+static char *read_stdin(void)
+{
+	struct strbuf sb = {0};
+	char buf[65536];
+	ssize_t n;
+
+	while ((n = read(STDIN_FILENO, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || sb_append(&sb, buf, n)) {
+			sb_free(&sb);
+			return NULL;
+		}
+	}
+	return sb.buf ? sb.buf : strdup("");
+}
+
+static int cmd_eval(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"pid", required_argument, NULL, 'p'},	   {"target", required_argument, NULL, 't'},
+		{"timeout", required_argument, NULL, 'T'}, {"no-inject", no_argument, NULL, 'N'},
+		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
+	};
+	struct live_opts lo = LIVE_OPTS_INIT;
+	struct live_target t;
+	struct agent_client *c = NULL;
+	struct strbuf body = {0};
+	char *code = NULL, *json = NULL, *v;
+	int ch, rc;
+	bool inject = true;
+
+	cli_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "+p:t:vh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'N':
+			inject = false;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			rc = live__shared_option("eval", ch, true, &lo);
+			if (rc == LIVE_OPT_NOT_SHARED)
+				return cli_bad_option("eval", ch, argv);
+			if (rc)
+				return rc;
+		}
+	}
+	if (optind >= argc)
+		return cli_usage_error("eval", "no CODE to run");
+	if (optind + 1 < argc)
+		return cli_usage_error("eval", "give CODE as one argument (quote it)");
+	rc = live__target("eval", lo.pid_arg, lo.t_arg, &t);
+	if (rc)
+		return rc;
+	code = strcmp(argv[optind], "-") ? strdup(argv[optind]) : read_stdin();
+	if (!code) {
+		pr_warn("eval: cannot read the code: %s", strerror(errno));
+		return EXIT_FAIL;
+	}
+	rc = live__connect("eval", &t, inject, &c);
+	if (rc)
+		goto cleanup;
+	if (sb_puts(&body, "{\"mode\": \"eval\", \"code\": ") || jq_quote(&body, code) ||
+	    sb_puts(&body, "}")) {
+		rc = EXIT_FAIL;
+		goto cleanup;
+	}
+	/* Once the GIL came, the code may run as long as it likes (Ctrl-C here interrupts it:
+	 * the agent sees the connection close and raises KeyboardInterrupt in it). */
+	rc = live__request("eval", &t, c, "eval", sb_str(&body), lo.gil_ms, -1, NULL, &json);
+	if (rc)
+		goto cleanup;
+	v = jq_text(json, "$.stdout");
+	if (v)
+		fputs(v, stdout);
+	free(v);
+	fflush(stdout);
+	v = jq_text(json, "$.stderr");
+	if (v)
+		fputs(v, stderr);
+	free(v);
+	v = jq_text(json, "$.value");
+	if (v)
+		printf("%s\n", v);
+	free(v);
+	v = jq_text(json, "$.exception");
+	if (v) {
+		fflush(stdout);
+		fputs(v, stderr);
+		free(v);
+		rc = EXIT_FAIL;
+	}
+cleanup:
+	free(json);
+	free(code);
+	sb_free(&body);
+	agent_client__free(c);
+	return rc;
+}
+
+COMMAND(eval, cmd_eval, "run Python code in a running process and print the result", 70);

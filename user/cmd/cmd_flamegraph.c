@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: MIT
+/* probing flamegraph: a recording as an interactive SVG flame graph, or as folded stacks. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cli.h"
+#include "base/escape.h"
+#include "report/flamegraph.h"
+#include "base/log.h"
+#include "base/outfile.h"
+#include "report/profile.h"
+#include "report/recording.h"
+#include "base/util.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: probing flamegraph [-i FILE] [-o OUT.svg] [--folded] [--pid N] [--tid N]\n"
+		"                          [--title T] [--width PX] [--min-width PX] [--inverted]\n"
+		"                          [--force]\n"
+		"\n"
+		"Draw the samples of a recording as a flame graph: an interactive SVG to open in "
+		"a\n"
+		"browser. Each box is a function; its width is the share of samples in which it "
+		"was\n"
+		"on the stack, callers below callees. Hover for details, click to zoom in, 'Reset\n"
+		"Zoom' (or Escape) to zoom out, 'Search' (or Ctrl-F) to highlight frames matching "
+		"a\n"
+		"regular expression and see the share of samples they cover. Python frames are "
+		"blue,\n"
+		"native code warm colours, the kernel violet. See docs/flamegraph.md.\n"
+		"\n"
+		"Options:\n"
+		"  -i, --input FILE    the recording to read (default: probing.db)\n"
+		"  -o, --output FILE   write to FILE instead of stdout ('-'); an existing file is\n"
+		"                      replaced only once the new one is complete, keeping its\n"
+		"                      permissions; a symbolic link is followed; devices and\n"
+		"                      FIFOs are written in place, directories refused\n"
+		"      --force         replace FILE even if it is read-only\n"
+		"      --folded        print folded stacks instead of an SVG: one line per "
+		"distinct\n"
+		"                      stack, \"root;...;leaf COUNT\", sorted (for flamegraph.pl,\n"
+		"                      speedscope, diff, grep)\n"
+		"      --pid N         only the samples of process N\n"
+		"      --tid N         only the samples of thread N\n"
+		"      --title T       the title of the graph (default: \"Flame Graph\")\n"
+		"      --width PX      width of the image in pixels (default: 1200)\n"
+		"      --min-width PX  leave out frames narrower than PX pixels, and what they "
+		"call\n"
+		"                      (default: 0.1%% of the width); --folded keeps every stack\n"
+		"      --inverted      icicle graph: the root at the top, callees below callers\n"
+		"  -h, --help          show this help\n"
+		"\n"
+		"Examples:\n"
+		"  probing flamegraph -i app.db -o app.svg\n"
+		"  probing flamegraph -i app.db --pid 1234 --title 'trainer, rank 0' -o rank0.svg\n"
+		"  probing flamegraph -i app.db --folded | grep -F 'forward (' | head\n");
+}
+
+enum {
+	OPT_FOLDED = 256,
+	OPT_PID,
+	OPT_TID,
+	OPT_TITLE,
+	OPT_WIDTH,
+	OPT_MIN_WIDTH,
+	OPT_INVERTED,
+	OPT_FORCE,
+};
+
+static const struct option options[] = {
+	{"input", required_argument, NULL, 'i'},
+	{"output", required_argument, NULL, 'o'},
+	{"folded", no_argument, NULL, OPT_FOLDED},
+	{"pid", required_argument, NULL, OPT_PID},
+	{"tid", required_argument, NULL, OPT_TID},
+	{"title", required_argument, NULL, OPT_TITLE},
+	{"width", required_argument, NULL, OPT_WIDTH},
+	{"min-width", required_argument, NULL, OPT_MIN_WIDTH},
+	{"inverted", no_argument, NULL, OPT_INVERTED},
+	{"force", no_argument, NULL, OPT_FORCE},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+/* "1234567" -> "1,234,567" */
+static void thousands(char *buf, size_t size, uint64_t v)
+{
+	char digits[24];
+	size_t n, i, o = 0;
+
+	n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)v);
+	for (i = 0; i < n && o + 2 < size; i++) {
+		if (i && (n - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = digits[i];
+	}
+	buf[o] = '\0';
+}
+
+/* "12,345 samples at 99 Hz · pid 1234 (python train.py) · tid 1240 (loader) · app.db" */
+static int subtitle(struct strbuf *sb, const struct profile *p, const struct profile_filter *flt,
+		    const char *input)
+{
+	struct strbuf tmp = {0};
+	const char *cmd, *thread;
+	char n[32];
+	int err;
+
+	thousands(n, sizeof(n), p->total);
+	err = sb_printf(sb, "%s sample%s", n, p->total == 1 ? "" : "s");
+	if (!err && p->frequency > 0)
+		err = sb_printf(sb, " at %g Hz", p->frequency);
+	/* The command and thread names come from the recording: escaped (escape.h). */
+	if (!err && flt->pid) {
+		cmd = profile__command(p, flt->pid);
+		err = sb_printf(sb, " \xc2\xb7 pid %d%s%s%s", (int)flt->pid, cmd ? " (" : "",
+				cmd ? text_str(&tmp, cmd, 0) : "", cmd ? ")" : "");
+	}
+	if (!err && flt->tid) {
+		thread = p->nsamples ? profile__thread_name(p, p->samples[0].pid, flt->tid) : NULL;
+		err = sb_printf(sb, " \xc2\xb7 tid %d%s%s%s", (int)flt->tid, thread ? " (" : "",
+				thread ? text_str(&tmp, thread, 0) : "", thread ? ")" : "");
+	}
+	if (!err)
+		err = sb_printf(sb, " \xc2\xb7 %s", input);
+	sb_free(&tmp);
+	return err;
+}
+
+int cmd_flamegraph(int argc, char **argv)
+{
+	const char *input = "probing.db", *output = "-";
+	struct profile_filter flt = {0};
+	struct fg_options fo = {0};
+	struct strbuf text = {0}, sub = {0};
+	struct outfile *of = NULL;
+	struct profile *prof = NULL;
+	struct fg *g = NULL;
+	sqlite3 *db = NULL;
+	unsigned int out_flags = OUTFILE_FORCE_HINT;
+	bool folded = false;
+	int c, ret = EXIT_FAIL, err;
+	long v;
+	char *end;
+
+	cli_getopt_reset();
+	while ((c = getopt_long(argc, argv, ":i:o:h", options, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			input = optarg;
+			break;
+		case 'o':
+			output = optarg;
+			break;
+		case OPT_FOLDED:
+			folded = true;
+			break;
+		case OPT_PID:
+			if (cli_parse_id("flamegraph", "--pid", optarg, &flt.pid))
+				return EXIT_USAGE;
+			break;
+		case OPT_TID:
+			if (cli_parse_id("flamegraph", "--tid", optarg, &flt.tid))
+				return EXIT_USAGE;
+			break;
+		case OPT_TITLE:
+			fo.title = optarg;
+			break;
+		case OPT_WIDTH:
+			if (parse_long(optarg, 200, 100000, &v))
+				return cli_usage_error("flamegraph",
+						       "invalid --width '%s': expected pixels, "
+						       "200 to 100000",
+						       optarg);
+			fo.width = v;
+			break;
+		case OPT_MIN_WIDTH:
+			errno = 0;
+			fo.min_width = strtod(optarg, &end);
+			if (!*optarg || *end || errno ||
+			    !(fo.min_width > 0 && fo.min_width <= 1000))
+				return cli_usage_error("flamegraph",
+						       "invalid --min-width '%s': expected pixels, "
+						       "more than 0 (e.g. 0.5)",
+						       optarg);
+			break;
+		case OPT_INVERTED:
+			fo.inverted = true;
+			break;
+		case OPT_FORCE:
+			out_flags |= OUTFILE_FORCE;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			return cli_bad_option("flamegraph", c, argv);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("flamegraph", "unexpected argument '%s'", argv[optind]);
+
+	/* The output first: a file that may not be written is refused before any work. */
+	if (outfile__open(output, out_flags, &of))
+		goto cleanup;
+	if (recording__open(input, &db))
+		goto cleanup;
+	err = profile__load(db, &flt, &prof);
+	if (err) {
+		if (err == -ENOMEM)
+			pr_warn("out of memory reading %s", input);
+		goto cleanup;
+	}
+	if (!prof->total) {
+		profile__explain_empty(db, input, &flt);
+		goto cleanup;
+	}
+	g = fg__new();
+	if (!g)
+		goto nomem;
+	err = fg__add_profile(g, prof);
+	if (err)
+		goto nomem;
+	if (folded) {
+		err = fg__folded(g, &text);
+	} else {
+		err = subtitle(&sub, prof, &flt, input);
+		fo.subtitle = sb_str(&sub);
+		if (!err)
+			err = fg__svg(g, &fo, &text);
+	}
+	if (err)
+		goto nomem;
+	if (text.len && fwrite(text.buf, 1, text.len, outfile__fp(of)) != text.len) {
+		pr_warn("cannot write %s: %s", output, strerror(errno));
+		goto cleanup;
+	}
+	err = outfile__commit(of);
+	of = NULL;
+	if (err)
+		goto cleanup;
+	if (strcmp(output, "-"))
+		pr_info("wrote %s (%zu bytes)", output, text.len);
+	ret = EXIT_OK;
+	goto cleanup;
+nomem:
+	pr_warn("out of memory drawing the flame graph of %s", input);
+cleanup:
+	outfile__abort(of);
+	sb_free(&text);
+	sb_free(&sub);
+	fg__free(g);
+	profile__free(prof);
+	recording__close(db);
+	return ret;
+}
+
+COMMAND(flamegraph, cmd_flamegraph, "draw a recording as an interactive flame graph (SVG)", 20);

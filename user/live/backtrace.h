@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backtrace: every thread's current stack of a running process, read from outside (no agent,
+ * no injection): Python frames with pyproc (process_vm_readv, the target keeps running) and,
+ * if asked, native frames (each thread held still for a moment with ptrace to copy its
+ * registers and stack, unwound with libdw like a recorded sample) merged with them.
+ */
+#ifndef PROBING_BACKTRACE_H
+#define PROBING_BACKTRACE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "base/frame.h"
+
+struct strbuf;
+
+struct bt_opts {
+	bool native;	       /* hold each thread to unwind its native stack too */
+	bool locals;	       /* read the local variables of each Python frame */
+	unsigned int py_depth; /* Python frames per thread at most */
+	unsigned int max_repr; /* longest repr of a local read from outside (characters) */
+};
+
+/* One local variable; strings owned by the bt_process. */
+struct bt_var {
+	char *name;
+	char *type;
+	char *repr; /* never NULL: "<Foo object at 0x...>" for values not read from outside */
+};
+
+/* The local variables of one frame. */
+struct bt_vars {
+	int n;
+	size_t cap; /* room in v */
+	struct bt_var *v;
+	bool full; /* reprs from the agent (repr() in the process), not read from outside */
+};
+
+struct bt_thread {
+	pid_t tid;
+	char name[64];	/* threading name if the interpreter has one, else the OS name */
+	char state;	/* /proc state letter: R running, S sleeping, D disk wait... */
+	bool python;	/* the interpreter knows this thread */
+	bool truncated; /* more frames than shown */
+	int nframes;
+	struct frame *frames;	/* innermost first; strings owned by the bt_process */
+	struct bt_vars *locals; /* with opts.locals: one per frame (native ones empty) */
+	char error[256];	/* why the native stack is missing, if it is */
+};
+
+struct bt_process {
+	pid_t pid;
+	char *command;
+	char python[64];   /* "3.12.1", or "" for a native process */
+	char *interpreter; /* the ELF holding it */
+	int nthreads;
+	struct bt_thread *threads;
+	void *priv; /* the caches that own the frames' strings */
+};
+
+/*
+ * Read every thread's stack of @pid. Return 0 and *@out (free with backtrace__free), or
+ * -errno with a message for the user printed (-ESRCH no such process, -ENOENT not a Python
+ * process and no --native, -EPERM not allowed to read it).
+ */
+int backtrace__collect(pid_t pid, const struct bt_opts *opts, struct bt_process **out);
+
+void backtrace__free(struct bt_process *p);
+
+/*
+ * Replace the outside-read locals of Python frame @depth (0 = innermost Python frame) of
+ * thread @tid by those the agent reported (python.locals rows as JSON: [[thread, tid, depth,
+ * func, name, type, repr], ...]), for the frames whose function name matches (the thread
+ * may have moved on between the two reads). Return the number of frames updated or -errno.
+ */
+int backtrace__use_agent_locals(struct bt_process *p, const char *rows_json);
+
+/* Human-readable, one block per thread (py-spy dump style). */
+void backtrace__print(const struct bt_process *p, FILE *f);
+
+/*
+ * The livedb hook (livedb__set_outside_backtrace): rows [thread, tid, depth, func, file,
+ * lineno, kind] of every thread's Python stack, read from outside, as a JSON array.
+ */
+int backtrace__json_rows(pid_t pid, struct strbuf *rows);
+
+#endif

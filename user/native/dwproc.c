@@ -1,0 +1,526 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Modules are reported with dwfl_report_elf() from our own maps snapshot rather than
+ * dwfl_linux_proc_report(): the snapshot outlives the process (samples are unwound after
+ * the fact), ELF files are opened through /proc/PID/root (targets in other mount
+ * namespaces) or /proc/PID/map_files (deleted files), and the vDSO is taken from our own
+ * process (the kernel maps the same image into every process).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/bmap.h"
+#include "native/dwproc.h"
+#include "base/log.h"
+#include "base/procinfo.h"
+#include "bpf/sampler.h"
+#include "base/util.h"
+
+/* A reported module's address range, for our own lookups. */
+struct modrange {
+	uint64_t start, end;
+	Dwfl_Module *mod;
+};
+
+struct dwproc {
+	pid_t pid;
+	Dwfl *dwfl;
+	struct procmaps maps;
+	struct bmap *reported;	 /* (dev, inode, start of its first executable mapping) */
+	struct modrange *ranges; /* sorted by start, non-overlapping */
+	size_t nranges, capranges;
+	uint64_t start_stack; /* the main thread's stack pointer at exec (argc); 0 unknown */
+	uint64_t last_refresh_ns;
+	unsigned int refresh_gap_ms; /* current back-off: 0 after a refresh found a module */
+	bool attached;
+	/* The sample being unwound (dwfl callbacks read these). */
+	pid_t tid;
+	const uint64_t *regs;
+	const uint8_t *stack;
+	uint64_t sp;
+	size_t stack_len;
+	struct dwproc_frame *out;
+	int max, n;
+	uint64_t last_sp; /* stack pointer of out[n - 1]; 0 if unknown */
+};
+
+static char *debuginfo_path;
+static const Dwfl_Callbacks dwfl_callbacks = {
+	.find_elf = dwfl_linux_proc_find_elf, /* unused: every module comes with an fd */
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.debuginfo_path = &debuginfo_path,
+};
+
+/* A memfd holding this process's vDSO image, created once; -1 if unavailable. */
+static int vdso_fd(void)
+{
+	static int fd = -2;
+	const Elf64_Ehdr *eh;
+	size_t size;
+
+	if (fd != -2)
+		return fd;
+	fd = -1;
+	eh = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
+	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG))
+		return fd;
+	/* The image ends with its section headers. */
+	size = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	if (size > (1 << 20))
+		return fd;
+	fd = memfd_create("probing-vdso", MFD_CLOEXEC);
+	if (fd >= 0 && write_all(fd, eh, size)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Open the ELF file behind mapping @m of @pid; -errno on failure. */
+static int open_mapped_file(pid_t pid, const struct procmap *m)
+{
+	int fd;
+
+	if (!strcmp(m->path, "[vdso]")) {
+		fd = vdso_fd();
+		return fd < 0 ? -ENOENT : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	}
+	if (m->path[0] != '/')
+		return -ENOENT;
+	fd = procmaps__open(pid, m);
+	/* The process may be gone: the path itself still names the file. */
+	if (fd < 0 && !m->deleted && (fd = open(m->path, O_RDONLY | O_CLOEXEC)) < 0)
+		fd = -errno;
+	return fd;
+}
+
+/*
+ * The load bias of the ELF in @fd, given that mapping @m maps it at file offset m->offset:
+ * find the PT_LOAD segment that covers that offset.
+ */
+static int load_bias(int fd, const struct procmap *m, uint64_t *bias)
+{
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	GElf_Phdr ph;
+	size_t i, nph;
+	int err = -ENOEXEC;
+
+	if (!elf)
+		return -ENOEXEC;
+	if (elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &nph))
+		goto cleanup;
+	for (i = 0; i < nph; i++) {
+		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (m->offset >= (ph.p_offset & ~4095ULL) &&
+		    m->offset < ph.p_offset + ph.p_filesz) {
+			*bias = m->start - m->offset - (ph.p_vaddr - ph.p_offset);
+			err = 0;
+			break;
+		}
+	}
+cleanup:
+	elf_end(elf);
+	return err;
+}
+
+/* Key of a reported file: the same file mapped at another address is another module. */
+struct report_key {
+	uint64_t inode, start;
+	uint32_t dev_major, dev_minor;
+};
+
+/* Insert @mod's range into the sorted table (ranges do not overlap: they are mappings). */
+static int add_range(struct dwproc *dp, Dwfl_Module *mod)
+{
+	Dwarf_Addr lo, hi;
+	size_t i;
+
+	dwfl_module_info(mod, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+	if (grow_array(&dp->ranges, &dp->capranges, dp->nranges + 1, sizeof(*dp->ranges)))
+		return -ENOMEM;
+	for (i = dp->nranges; i > 0 && dp->ranges[i - 1].start > lo; i--)
+		dp->ranges[i] = dp->ranges[i - 1];
+	dp->ranges[i] = (struct modrange){lo, hi, mod};
+	dp->nranges++;
+	return 0;
+}
+
+/*
+ * Report every file with an executable mapping not reported yet. Modules are never removed
+ * (libdwfl would free state the unwinder still points to, and queued samples may still need
+ * a library that was unloaded since). We track what was reported ourselves: libdwfl's
+ * address lookup is not reliable for addresses outside every module.
+ */
+static int report_modules(struct dwproc *dp)
+{
+	const struct procmap *m;
+	struct report_key key;
+	Dwfl_Module *mod;
+	uint64_t bias;
+	size_t i;
+	int fd, inserted, added = 0;
+
+	for (i = 0; i < dp->maps.nr; i++) {
+		m = &dp->maps.maps[i];
+		if (!m->x || !m->path[0] || (m->path[0] == '[' && strcmp(m->path, "[vdso]")))
+			continue;
+		memset(&key, 0, sizeof(key));
+		key.inode = m->inode;
+		key.dev_major = m->dev_major;
+		key.dev_minor = m->dev_minor;
+		/* The file's first mapping: a shared object maps its header just before. */
+		key.start = m->start - m->offset;
+		if (!bmap__upsert(dp->reported, &key, sizeof(key), 0, &inserted))
+			return -ENOMEM;
+		if (!inserted)
+			continue;
+		fd = open_mapped_file(dp->pid, m);
+		if (fd < 0) {
+			pr_debug("pid %d: cannot open %s: %s", dp->pid, m->path, strerror(-fd));
+			continue;
+		}
+		if (load_bias(fd, m, &bias)) {
+			close(fd);
+			continue;
+		}
+		/* The fd is consumed by libdwfl on success. */
+		mod = dwfl_report_elf(dp->dwfl, m->path, m->path, fd, bias, true);
+		if (!mod) {
+			pr_debug("pid %d: cannot report %s: %s", dp->pid, m->path, dwfl_errmsg(-1));
+			close(fd);
+			continue;
+		}
+		if (add_range(dp, mod))
+			return -ENOMEM;
+		added++;
+	}
+	return added;
+}
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct dwproc *dp = arg;
+
+	if (*thread_argp)
+		return 0;
+	*thread_argp = dp;
+	return dp->tid;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	*thread_argp = arg;
+	return true;
+}
+
+/* Memory reads during unwinding: only the stack copy taken at sample time is trusted. */
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct dwproc *dp = arg;
+
+	if (addr < dp->sp || addr + sizeof(*result) > dp->sp + dp->stack_len ||
+	    addr + sizeof(*result) < addr)
+		return false;
+	memcpy(result, dp->stack + (addr - dp->sp), sizeof(*result));
+	return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	struct dwproc *dp = arg;
+	Dwarf_Word regs[DWREG_COUNT];
+	int i;
+
+	for (i = 0; i < DWREG_COUNT; i++)
+		regs[i] = dp->regs[i];
+	/*
+	 * rip is a register too, not only the pc: the CFI of PLT stubs computes the CFA from it
+	 * (rsp + 8, or + 16 past the push in the lazy-binding half). Without it the first
+	 * unwinding step fails in every PLT stub, which libdwfl reports as the end of the
+	 * stack; libraries built without -fno-semantic-interposition (libpython 3.8) spend
+	 * a few percent of their time there.
+	 */
+	if (!dwfl_thread_state_registers(thread, 0, DWREG_COUNT, regs))
+		return false;
+	dwfl_thread_state_register_pc(thread, dp->regs[DWREG_RIP]);
+	return true;
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+	.next_thread = next_thread,
+	.get_thread = get_thread,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+/*
+ * An x86_64 ELF for libdwfl's backend (register layout, default unwinder): our own
+ * executable, opened once and kept for the life of the program. Passing it explicitly
+ * keeps libdwfl from borrowing the backend of one of the target's modules.
+ */
+static Elf *backend_elf(void)
+{
+	static Elf *elf;
+	int fd;
+
+	if (!elf) {
+		elf_version(EV_CURRENT);
+		fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	}
+	return elf;
+}
+
+static int attach(struct dwproc *dp)
+{
+	if (dp->attached)
+		return 0;
+	if (!dwfl_attach_state(dp->dwfl, backend_elf(), dp->pid, &thread_callbacks, dp)) {
+		pr_debug("pid %d: dwfl_attach_state: %s", dp->pid, dwfl_errmsg(-1));
+		return -ENOEXEC;
+	}
+	dp->attached = true;
+	return 0;
+}
+
+struct dwproc *dwproc__new(pid_t pid)
+{
+	struct dwproc *dp;
+	int err;
+
+	dp = calloc(1, sizeof(*dp));
+	if (!dp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	dp->pid = pid;
+	dp->reported = bmap__new();
+	if (!dp->reported) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	err = procmaps__read(pid, &dp->maps);
+	if (err)
+		goto fail;
+	if (procinfo_start_stack(pid, &dp->start_stack))
+		dp->start_stack = 0;
+	dp->dwfl = dwfl_begin(&dwfl_callbacks);
+	if (!dp->dwfl) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	dwfl_report_begin(dp->dwfl);
+	err = report_modules(dp);
+	dwfl_report_end(dp->dwfl, NULL, NULL);
+	if (err < 0)
+		goto fail;
+	dp->last_refresh_ns = now_mono_ns();
+	return dp;
+fail:
+	dwproc__free(dp);
+	errno = -err;
+	return NULL;
+}
+
+void dwproc__free(struct dwproc *dp)
+{
+	if (!dp)
+		return;
+	if (dp->dwfl)
+		dwfl_end(dp->dwfl);
+	procmaps__release(&dp->maps);
+	bmap__free(dp->reported);
+	free(dp->ranges);
+	free(dp);
+}
+
+int dwproc__refresh(struct dwproc *dp, unsigned int max_interval_ms)
+{
+	struct procmaps fresh;
+	uint64_t now = now_mono_ns();
+	int err, added;
+
+	if (now - dp->last_refresh_ns < (uint64_t)dp->refresh_gap_ms * 1000000)
+		return 0;
+	dp->last_refresh_ns = now;
+	err = procmaps__read(dp->pid, &fresh);
+	if (err)
+		return err;
+	procmaps__release(&dp->maps);
+	dp->maps = fresh;
+	dwfl_report_begin_add(dp->dwfl);
+	added = report_modules(dp);
+	dwfl_report_end(dp->dwfl, NULL, NULL);
+	if (added < 0)
+		return added;
+	/*
+	 * While libraries keep appearing (a process starting: ld.so maps them one by one) look
+	 * again at once; while nothing new is found (JIT code, an address really in no file)
+	 * back off, doubling up to @max_interval_ms.
+	 */
+	if (added)
+		dp->refresh_gap_ms = 0;
+	else
+		dp->refresh_gap_ms = dp->refresh_gap_ms ? dp->refresh_gap_ms * 2 : 1;
+	if (dp->refresh_gap_ms > max_interval_ms)
+		dp->refresh_gap_ms = max_interval_ms;
+	return 1;
+}
+
+static int frame_cb(Dwfl_Frame *state, void *arg)
+{
+	struct dwproc *dp = arg;
+	Dwarf_Addr pc;
+	Dwarf_Word sp;
+	bool activation;
+
+	if (!dwfl_frame_pc(state, &pc, &activation))
+		return DWARF_CB_ABORT;
+	if (dp->n >= dp->max)
+		return DWARF_CB_ABORT;
+	/* A zero return address ends the chain (e.g. thread start). */
+	if (!pc && dp->n)
+		return DWARF_CB_ABORT;
+	dp->out[dp->n].pc = pc;
+	dp->out[dp->n].activation = activation;
+	dp->n++;
+	if (dwfl_frame_reg(state, DWREG_RSP, &sp))
+		sp = 0;
+	dp->last_sp = sp;
+	return DWARF_CB_OK;
+}
+
+/*
+ * Whether the CFI of the code at @pc (exact: already adjusted for a return address) says
+ * that its frame has no caller: the return address rule is "undefined". That is the ABI's
+ * end-of-stack mark; glibc puts it on _start and on the child side of clone and clone3, and
+ * it is in .eh_frame, so a stripped library has it too. Like libdwfl, the first CFI with an
+ * entry for @pc decides: .eh_frame, then .debug_frame.
+ */
+static bool cfi_says_outermost(struct dwproc *dp, uint64_t pc)
+{
+	Dwfl_Module *mod = dwproc__module(dp, pc);
+	Dwarf_Op ops_mem[3], *ops;
+	Dwarf_Frame *frame;
+	Dwarf_CFI *cfi;
+	Dwarf_Addr bias;
+	size_t nops;
+	bool undefined;
+	int which, ra;
+
+	if (!mod)
+		return false;
+	for (which = 0; which < 2; which++) {
+		cfi = which ? dwfl_module_dwarf_cfi(mod, &bias) : dwfl_module_eh_cfi(mod, &bias);
+		if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame))
+			continue;
+		ra = dwarf_frame_info(frame, NULL, NULL, NULL);
+		undefined = ra >= 0 && !dwarf_frame_register(frame, ra, ops_mem, &ops, &nops) &&
+			    nops == 0 && ops == ops_mem;
+		free(frame);
+		return undefined;
+	}
+	return false;
+}
+
+/*
+ * Whether out[n - 1], where the unwind ended, is the thread's outermost frame (see
+ * dwproc__unwind). @ended: the unwinder itself found no caller (not an error, not our
+ * limit). Stopping for lack of copied stack also looks like "no caller" to libdwfl (a
+ * return address it cannot read is as undefined as one the CFI declares so), hence the
+ * CFI check.
+ */
+static bool reached_outermost(struct dwproc *dp, bool ended)
+{
+	const struct dwproc_frame *last = &dp->out[dp->n - 1];
+
+	/* The frame the kernel started the program in: nothing is above argc. */
+	if (dp->start_stack && dp->last_sp == dp->start_stack)
+		return true;
+	return ended && cfi_says_outermost(dp, last->activation ? last->pc : last->pc - 1);
+}
+
+int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
+		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete)
+{
+	bool retried;
+	int err, ret;
+
+	*complete = false;
+	if (max <= 0)
+		return 0;
+	err = attach(dp);
+	if (err) {
+		/* Without a process state we can still name the interrupted frame. */
+		out[0].pc = regs[DWREG_RIP];
+		out[0].activation = true;
+		return regs[DWREG_RIP] ? 1 : 0;
+	}
+	dp->tid = tid;
+	dp->regs = regs;
+	dp->stack = stack;
+	dp->sp = regs[DWREG_RSP];
+	dp->stack_len = stack_len;
+	dp->out = out;
+	dp->max = max;
+	for (retried = false;; retried = true) {
+		dp->n = 0;
+		dp->last_sp = 0;
+		ret = dwfl_getthread_frames(dp->dwfl, tid, frame_cb, dp);
+		*complete = dp->n && reached_outermost(dp, ret == 0);
+		/*
+		 * Stopped at an address in no known module: a library mapped since the maps
+		 * were read (at start-up ld.so maps them after exec). If a refresh finds it,
+		 * unwind again, so the stack goes on through it.
+		 */
+		if (*complete || retried || !dp->n || dwproc__module(dp, out[dp->n - 1].pc) ||
+		    !dwproc__module_refreshed(dp, out[dp->n - 1].pc))
+			break;
+	}
+	if (!dp->n && regs[DWREG_RIP]) {
+		out[0].pc = regs[DWREG_RIP];
+		out[0].activation = true;
+		dp->n = 1;
+	}
+	return dp->n;
+}
+
+Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc)
+{
+	size_t lo = 0, hi = dp->nranges;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (pc < dp->ranges[mid].start)
+			hi = mid;
+		else if (pc >= dp->ranges[mid].end)
+			lo = mid + 1;
+		else
+			return dp->ranges[mid].mod;
+	}
+	return NULL;
+}
+
+Dwfl_Module *dwproc__module_refreshed(struct dwproc *dp, uint64_t pc)
+{
+	Dwfl_Module *mod = dwproc__module(dp, pc);
+
+	if (!mod && pc > 4096 && dwproc__refresh(dp, REFRESH_MAX_GAP_MS) > 0)
+		mod = dwproc__module(dp, pc);
+	return mod;
+}
+
+const struct procmaps *dwproc__maps(const struct dwproc *dp)
+{
+	return &dp->maps;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dwproc: the libdw (libdwfl) view of one target process — its ELF modules, reported from a
+ * snapshot of /proc/PID/maps (so samples can still be unwound after the process exits), and
+ * DWARF CFI unwinding of a sample from its registers and a copy of the top of its stack.
+ */
+#ifndef PROBING_DWPROC_H
+#define PROBING_DWPROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <elfutils/libdwfl.h>
+
+#include "base/procmaps.h"
+
+struct dwproc;
+
+/*
+ * Build the view of process @pid from its current maps. Return it, or NULL with errno set
+ * (ESRCH: the process is gone).
+ */
+struct dwproc *dwproc__new(pid_t pid);
+
+/* Free. NULL is a no-op. */
+void dwproc__free(struct dwproc *dp);
+
+/* Longest wait between two re-reads of the maps that find nothing new (ms). */
+#define REFRESH_MAX_GAP_MS 100
+
+/*
+ * Re-read the maps and report modules that appeared (dlopen, a starting process) or moved.
+ * Rate-limited with a back-off: right after a refresh that found a new module the next one
+ * may run at once; each refresh that finds nothing doubles the gap, up to
+ * @max_interval_ms. Returns 1 if it re-read, 0 if skipped, -errno on failure.
+ */
+int dwproc__refresh(struct dwproc *dp, unsigned int max_interval_ms);
+
+/* One unwound frame. */
+struct dwproc_frame {
+	uint64_t pc;
+	bool activation; /* true for the interrupted frame (and signal frames): pc is exact;
+			  * false for return addresses: symbolize pc - 1 */
+};
+
+/*
+ * Unwind thread @tid from @regs (DWARF numbering, DWREG_COUNT of them, bpf/sampler.h) and the
+ * @stack_len bytes of @stack copied from regs[DWREG_RSP]. Store up to @max frames, innermost
+ * first, in @out. An unwind that stops at an address in no known module re-reads the maps
+ * (dwproc__module_refreshed) and, if that finds the address's module, runs again.
+ *
+ * *@complete is set only when the last frame is, by evidence, the thread's outermost one:
+ *  - its CFI says its return address is undefined, the ABI's end-of-stack mark (glibc:
+ *    _start of the executable; clone3/clone for every other thread). It lives in .eh_frame,
+ *    which stripping keeps, so stripped binaries and libraries count the same; or
+ *  - its stack pointer is the one the kernel started the program with (/proc/PID/stat
+ *    startstack): the dynamic loader's entry code, which has no CFI.
+ * A stop for any other reason (stack copy too short, a read outside it, missing CFI, the
+ * @max limit) leaves it false, even where libdwfl calls it the end of the stack.
+ * Return the number of frames (>= 1 when the pc is non-zero) or -errno.
+ */
+int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
+		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete);
+
+/* The module holding @pc, or NULL (anonymous memory, JIT code, unknown). */
+Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc);
+
+/*
+ * As dwproc__module, but when no module holds @pc (and it is not a null-page address) the
+ * maps are re-read first (dwproc__refresh, at most every REFRESH_MAX_GAP_MS while nothing
+ * new turns up): a library may have been mapped since (dlopen, a process starting).
+ */
+Dwfl_Module *dwproc__module_refreshed(struct dwproc *dp, uint64_t pc);
+
+/* The maps snapshot the modules were reported from. */
+const struct procmaps *dwproc__maps(const struct dwproc *dp);
+
+#endif

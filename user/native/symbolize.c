@@ -1,0 +1,464 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Symbolization with libdw: DWARF scopes give the inline chain (innermost first) with call
+ * sites; without DWARF the ELF symbol table names the function; without either the frame is
+ * named after its module.
+ */
+#include <dwarf.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <elfutils/libdw.h>
+
+#include "base/bmap.h"
+#include "base/strpool.h"
+#include "native/symbolize.h"
+#include "base/util.h"
+
+/* From libstdc++ (the Itanium C++ ABI demangler). */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+#define MAX_INLINE 32
+
+/* What we remember about a Dwfl_Module, hung on its userdata slot. */
+struct modinfo {
+	uint64_t key_id;  /* interned identity: build-id, else path */
+	const char *path; /* interned */
+	const char *base; /* "[libc.so.6]": name for frames without a symbol */
+	struct modinfo *next;
+};
+
+struct cache_key {
+	uint64_t key_id;
+	uint64_t offset; /* looked-up address - module start */
+};
+
+struct cache_val {
+	int n;
+	struct frame frames[];
+};
+
+/*
+ * The functions of one compilation unit by address, built the first time an address falls
+ * in it: finding a pc's function is then a binary search instead of dwarf_getscopes()'s
+ * walk over every DIE of the CU (tens of thousands in an interpreter's ceval.c).
+ */
+struct fnrange {
+	Dwarf_Addr lo, hi; /* DWARF addresses */
+	Dwarf_Off die;	   /* the DW_TAG_subprogram */
+};
+
+struct fnindex {
+	size_t n;
+	struct fnrange r[];
+};
+
+struct symbolizer {
+	struct strpool *strings;
+	struct bmap *module_ids; /* identity string -> key_id */
+	struct bmap *cache;	 /* cache_key -> (uintptr_t) struct cache_val * */
+	struct bmap *cuindex;	 /* (key_id, CU offset) -> (uintptr_t) struct fnindex * */
+	struct modinfo *modinfos;
+	uint64_t hits, misses;
+};
+
+static const struct frame unknown_frame = {.kind = FRAME_NATIVE, .func = "[unknown]"};
+
+struct symbolizer *symbolizer__new(void)
+{
+	struct symbolizer *sz = calloc(1, sizeof(*sz));
+
+	if (!sz)
+		return NULL;
+	sz->strings = strpool__new();
+	sz->module_ids = bmap__new();
+	sz->cache = bmap__new();
+	sz->cuindex = bmap__new();
+	if (!sz->strings || !sz->module_ids || !sz->cache || !sz->cuindex) {
+		symbolizer__free(sz);
+		return NULL;
+	}
+	return sz;
+}
+
+static int free_val(const void *key, size_t len, uint64_t *value, void *ctx)
+{
+	free((void *)(uintptr_t)*value);
+	return 0;
+}
+
+void symbolizer__free(struct symbolizer *sz)
+{
+	struct modinfo *mi, *next;
+
+	if (!sz)
+		return;
+	if (sz->cache)
+		bmap__for_each(sz->cache, free_val, NULL);
+	bmap__free(sz->cache);
+	if (sz->cuindex)
+		bmap__for_each(sz->cuindex, free_val, NULL);
+	bmap__free(sz->cuindex);
+	bmap__free(sz->module_ids);
+	for (mi = sz->modinfos; mi; mi = next) {
+		next = mi->next;
+		free(mi);
+	}
+	strpool__free(sz->strings);
+	free(sz);
+}
+
+void symbolizer__stats(const struct symbolizer *sz, uint64_t *hits, uint64_t *misses)
+{
+	*hits = sz->hits;
+	*misses = sz->misses;
+}
+
+char *symbolize_demangle(const char *name)
+{
+	int status = 0;
+	char *out;
+
+	if (!name || strncmp(name, "_Z", 2))
+		return NULL;
+	out = __cxa_demangle(name, NULL, NULL, &status);
+	if (status) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static struct modinfo *module_info(struct symbolizer *sz, Dwfl_Module *mod, Dwarf_Addr *start)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	struct modinfo *mi;
+	char ident[512], base[512];
+	const char *name, *slash;
+	void **ud;
+	uint64_t *id;
+	int len, i, off = 0;
+
+	name = dwfl_module_info(mod, &ud, start, NULL, NULL, NULL, NULL, NULL);
+	if (*ud)
+		return *ud;
+	mi = calloc(1, sizeof(*mi));
+	if (!mi)
+		return NULL;
+	len = dwfl_module_build_id(mod, &bits, &vaddr);
+	if (len > 0) {
+		off = snprintf(ident, sizeof(ident), "build-id:");
+		for (i = 0; i < len && off < (int)sizeof(ident) - 3; i++)
+			off += snprintf(ident + off, sizeof(ident) - off, "%02x", bits[i]);
+		/* Identical files at different paths share entries; that is fine. */
+	} else {
+		snprintf(ident, sizeof(ident), "path:%s", name ? name : "?");
+	}
+	id = bmap__upsert(sz->module_ids, ident, strlen(ident), bmap__size(sz->module_ids) + 1,
+			  NULL);
+	if (!id) {
+		free(mi);
+		return NULL;
+	}
+	mi->key_id = *id;
+	mi->path = strpool__intern(sz->strings, name ? name : "?");
+	slash = name ? strrchr(name, '/') : NULL;
+	snprintf(base, sizeof(base), "[%s]", slash ? slash + 1 : name ? name : "unknown");
+	mi->base = strpool__intern(sz->strings, base);
+	mi->next = sz->modinfos;
+	sz->modinfos = mi;
+	*ud = mi;
+	return mi;
+}
+
+/* Name of a subprogram or inlined-subroutine DIE: demangled linkage name, else DW_AT_name. */
+static const char *die_func_name(struct symbolizer *sz, Dwarf_Die *die)
+{
+	Dwarf_Attribute attr;
+	const char *name = NULL;
+	char *dem;
+
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
+		name = dwarf_formstring(&attr);
+	if (name && (dem = symbolize_demangle(name))) {
+		name = strpool__intern(sz->strings, dem);
+		free(dem);
+		return name;
+	}
+	if (!name && dwarf_attr_integrate(die, DW_AT_name, &attr))
+		name = dwarf_formstring(&attr);
+	return name ? strpool__intern(sz->strings, name) : NULL;
+}
+
+/* The call site (file, line) of an inlined-subroutine DIE. */
+static void call_site(struct symbolizer *sz, Dwarf_Die *cu, Dwarf_Die *die, const char **file,
+		      int *line)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Files *files;
+	Dwarf_Word v;
+	size_t nfiles;
+	const char *f;
+
+	*file = NULL;
+	*line = 0;
+	if (dwarf_attr(die, DW_AT_call_line, &attr) && !dwarf_formudata(&attr, &v))
+		*line = (int)v;
+	if (dwarf_attr(die, DW_AT_call_file, &attr) && !dwarf_formudata(&attr, &v) &&
+	    !dwarf_getsrcfiles(cu, &files, &nfiles) && v < nfiles) {
+		f = dwarf_filesrc(files, v, NULL, NULL);
+		*file = f ? strpool__intern(sz->strings, f) : NULL;
+	}
+}
+
+struct fnvec {
+	struct fnrange *r;
+	size_t n, cap;
+};
+
+/* Collect the subprograms with code under @die (namespaces and classes included). */
+static int collect_functions(Dwarf_Die *die, struct fnvec *v, int depth)
+{
+	Dwarf_Addr base, lo, hi;
+	Dwarf_Die child;
+	ptrdiff_t off;
+	int tag;
+
+	if (depth > 16 || dwarf_child(die, &child) != 0)
+		return 0;
+	do {
+		tag = dwarf_tag(&child);
+		if (tag == DW_TAG_subprogram) {
+			for (off = 0; (off = dwarf_ranges(&child, off, &base, &lo, &hi)) > 0;) {
+				if (lo >= hi)
+					continue;
+				if (grow_array(&v->r, &v->cap, v->n + 1, sizeof(*v->r)))
+					return -ENOMEM;
+				v->r[v->n++] = (struct fnrange){lo, hi, dwarf_dieoffset(&child)};
+			}
+		} else if (tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+			   tag == DW_TAG_structure_type || tag == DW_TAG_union_type) {
+			if (collect_functions(&child, v, depth + 1))
+				return -ENOMEM;
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return 0;
+}
+
+static int cmp_fnrange(const void *a, const void *b)
+{
+	const struct fnrange *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The function index of the CU @cu of module @mi, built on first use; NULL on ENOMEM. */
+static struct fnindex *cu_functions(struct symbolizer *sz, const struct modinfo *mi, Dwarf_Die *cu)
+{
+	struct {
+		uint64_t key_id, cu;
+	} key = {mi->key_id, dwarf_dieoffset(cu)};
+	struct fnvec v = {};
+	struct fnindex *ix;
+	uint64_t *slot;
+	int inserted;
+
+	slot = bmap__upsert(sz->cuindex, &key, sizeof(key), 0, &inserted);
+	if (!slot)
+		return NULL;
+	if (!inserted && *slot)
+		return (struct fnindex *)(uintptr_t)*slot;
+	if (collect_functions(cu, &v, 0)) {
+		free(v.r);
+		return NULL;
+	}
+	qsort(v.r, v.n, sizeof(*v.r), cmp_fnrange);
+	ix = malloc(sizeof(*ix) + v.n * sizeof(ix->r[0]));
+	if (ix) {
+		ix->n = v.n;
+		memcpy(ix->r, v.r, v.n * sizeof(ix->r[0]));
+		*slot = (uintptr_t)ix;
+	}
+	free(v.r);
+	return ix;
+}
+
+/*
+ * The DIEs at DWARF address @a, outermost first: the function, then each inlined call
+ * inside it. Return their number in @chain (at most @max), 0 if no indexed function of the
+ * CU contains @a.
+ */
+static int die_chain(struct symbolizer *sz, const struct modinfo *mi, Dwarf_Die *cu, Dwarf_Addr a,
+		     Dwarf_Die *chain, int max)
+{
+	struct fnindex *ix = cu_functions(sz, mi, cu);
+	size_t lo = 0, hi = ix ? ix->n : 0, mid;
+	Dwarf_Die cur, child;
+	bool found;
+	int n = 0, tag;
+
+	/* The last range starting at or below @a. */
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (ix->r[mid].lo <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || a >= ix->r[lo - 1].hi ||
+	    !dwarf_offdie(dwarf_cu_getdwarf(cu->cu), ix->r[lo - 1].die, &cur))
+		return 0;
+	chain[n++] = cur;
+	/* Down through the blocks that contain @a, noting each inlined call. */
+	do {
+		found = false;
+		if (dwarf_child(&cur, &child) != 0)
+			break;
+		do {
+			tag = dwarf_tag(&child);
+			if ((tag == DW_TAG_lexical_block || tag == DW_TAG_inlined_subroutine ||
+			     tag == DW_TAG_try_block || tag == DW_TAG_catch_block) &&
+			    dwarf_haspc(&child, a) == 1) {
+				if (tag == DW_TAG_inlined_subroutine && n < max)
+					chain[n++] = child;
+				cur = child;
+				found = true;
+				break;
+			}
+		} while (dwarf_siblingof(&child, &child) == 0);
+	} while (found);
+	return n;
+}
+
+/* Resolve @addr (already adjusted) in @mod into @out (room for MAX_INLINE). */
+static int resolve(struct symbolizer *sz, Dwfl_Module *mod, const struct modinfo *mi,
+		   Dwarf_Addr addr, struct frame *out)
+{
+	Dwarf_Die *cu, *scopes = NULL;
+	Dwarf_Addr bias, symoff;
+	Dwfl_Line *ln;
+	GElf_Sym sym;
+	const char *file = NULL, *sname;
+	char *dem;
+	int line = 0, n = 0, ns, i, tag;
+
+	ln = dwfl_module_getsrc(mod, addr);
+	if (ln) {
+		file = dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL);
+		file = file ? strpool__intern(sz->strings, file) : NULL;
+	}
+	cu = dwfl_module_addrdie(mod, addr, &bias);
+	if (cu) {
+		Dwarf_Die chain[MAX_INLINE];
+		int nc = die_chain(sz, mi, cu, addr - bias, chain, MAX_INLINE);
+
+		/* Innermost first: the deepest inlined call, out to the function. */
+		for (i = nc - 1; i >= 0 && n < MAX_INLINE; i--) {
+			out[n] = (struct frame){.kind = FRAME_NATIVE, .module = mi->path};
+			out[n].func = die_func_name(sz, &chain[i]);
+			out[n].file = file;
+			out[n].line = line;
+			if (!out[n].func)
+				out[n].func = "[unknown]";
+			n++;
+			if (i > 0)
+				call_site(sz, cu, &chain[i], &file, &line);
+		}
+	}
+	/* Not found in the index (a function nested in another's DIE): the general walk. */
+	ns = cu && !n ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+	if (ns > 0) {
+		/*
+		 * dwarf_getscopes() follows an inlined instance to its abstract origin's scopes;
+		 * the physical nesting (inlined call -> the function it was inlined into) comes
+		 * from the innermost DIE's parents.
+		 */
+		Dwarf_Die inner = scopes[0];
+
+		free(scopes);
+		scopes = NULL;
+		ns = dwarf_getscopes_die(&inner, &scopes);
+	}
+	for (i = 0; i < ns && n < MAX_INLINE; i++) {
+		tag = dwarf_tag(&scopes[i]);
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+			continue;
+		out[n] = (struct frame){.kind = FRAME_NATIVE, .module = mi->path};
+		out[n].func = die_func_name(sz, &scopes[i]);
+		out[n].file = file;
+		out[n].line = line;
+		if (!out[n].func)
+			out[n].func = "[unknown]";
+		n++;
+		if (tag == DW_TAG_subprogram)
+			break;
+		call_site(sz, cu, &scopes[i], &file, &line);
+	}
+	free(scopes);
+	/* The ELF symbol table is more reliable for the outermost name (DWARF may be partial). */
+	sname = dwfl_module_addrinfo(mod, addr, &symoff, &sym, NULL, NULL, NULL);
+	if (n == 0) {
+		out[0] = (struct frame){.kind = FRAME_NATIVE, .module = mi->path};
+		out[0].file = file;
+		out[0].line = line;
+		if (sname && (dem = symbolize_demangle(sname))) {
+			out[0].func = strpool__intern(sz->strings, dem);
+			free(dem);
+		} else {
+			out[0].func = sname ? strpool__intern(sz->strings, sname) : mi->base;
+		}
+		n = 1;
+	}
+	for (i = 0; i < n; i++)
+		if (!out[i].func)
+			return -ENOMEM;
+	return n;
+}
+
+int symbolizer__lookup(struct symbolizer *sz, Dwfl_Module *mod, uint64_t pc, bool activation,
+		       const struct frame **frames, int *n)
+{
+	struct frame tmp[MAX_INLINE];
+	struct cache_val *val;
+	struct cache_key key;
+	struct modinfo *mi;
+	Dwarf_Addr start, addr = activation || !pc ? pc : pc - 1;
+	uint64_t *slot;
+	int inserted, cnt;
+
+	if (!mod || !(mi = module_info(sz, mod, &start))) {
+		*frames = &unknown_frame;
+		*n = 1;
+		return 0;
+	}
+	memset(&key, 0, sizeof(key));
+	key.key_id = mi->key_id;
+	key.offset = addr - start;
+	slot = bmap__upsert(sz->cache, &key, sizeof(key), 0, &inserted);
+	if (!slot)
+		return -ENOMEM;
+	if (!inserted && *slot) {
+		sz->hits++;
+		val = (struct cache_val *)(uintptr_t)*slot;
+		*frames = val->frames;
+		*n = val->n;
+		return 0;
+	}
+	sz->misses++;
+	cnt = resolve(sz, mod, mi, addr, tmp);
+	if (cnt < 0)
+		return cnt;
+	val = malloc(sizeof(*val) + cnt * sizeof(val->frames[0]));
+	if (!val)
+		return -ENOMEM;
+	val->n = cnt;
+	memcpy(val->frames, tmp, cnt * sizeof(tmp[0]));
+	*slot = (uintptr_t)val;
+	*frames = val->frames;
+	*n = cnt;
+	return 0;
+}

@@ -1,9 +1,0 @@
-# pyrepr: `make pyrepr-unicode` regenerates user/pyrepr_unicode.c (the characters repr()
-# escapes) from the Unicode database of the newest CPython (pyenv 3.13 by default).
-PYREPR_PYTHON ?= $(shell pyenv prefix 3.13 2>/dev/null)/bin/python3.13
-
-.PHONY: pyrepr-unicode
-pyrepr-unicode:
-	$(Q)$(PYREPR_PYTHON) scripts/gen-pyrepr-unicode.py > user/pyrepr_unicode.c.tmp
-	$(Q)mv user/pyrepr_unicode.c.tmp user/pyrepr_unicode.c
-	$(Q)echo "  GEN      user/pyrepr_unicode.c"

@@ -1,0 +1,620 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pyproc: find the CPython interpreter of a process, its threads and their Python stacks,
+ * from outside (process_vm_readv). See pyproc.h for the contract and DESIGN.md §5.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/procmaps.h"
+#include "python/pyelf.h"
+#include "python/pyproc_int.h"
+#include "base/util.h"
+
+#define MAX_FRAMES 100000 /* a frame chain longer than this is a loop */
+
+/* ---- discovery ---------------------------------------------------------------------------- */
+
+enum {
+	SYM_RUNTIME,
+	SYM_VERSION,
+	SYM_CODE_TYPE,
+	SYM_EVAL,
+	SYM_EVAL_COLD,
+	SYM_OBJ0,
+	SYM_NR = SYM_OBJ0 + PYS_NR
+};
+#define SYMOBJ_NAME_(id, sym) sym,
+static const char *const sym_names[SYM_NR] = {"_PyRuntime",
+					      "Py_Version",
+					      "PyCode_Type",
+					      "_PyEval_EvalFrameDefault",
+					      "_PyEval_EvalFrameDefault.cold",
+					      PY_SYMOBJS(SYMOBJ_NAME_)};
+#undef SYMOBJ_NAME_
+
+static bool looks_pythonic(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	return strstr(base ? base + 1 : path, "python") != NULL;
+}
+
+/* "python3.9", "libpython3.10.so.1.0", "python3.10d" -> minor version; 0 if none. */
+static unsigned int name_minor(const char *path)
+{
+	const char *base = strrchr(path, '/'), *p;
+
+	base = base ? base + 1 : path;
+	for (p = strstr(base, "python3."); p; p = strstr(p + 1, "python3."))
+		if (isdigit((unsigned char)p[8]))
+			return (unsigned int)strtoul(p + 8, NULL, 10);
+	return 0;
+}
+
+/* Look for a separate debug file (/usr/lib/debug/.build-id/xx/yyyy.debug) with a .symtab. */
+static struct pyelf *open_debug_file(pid_t pid, struct pyelf *e)
+{
+	char id[129], path[512];
+	struct pyelf *d;
+	int i;
+
+	if (pyelf__build_id(e, id, sizeof(id)) || strlen(id) < 3)
+		return NULL;
+	for (i = 0; i < 2; i++) {
+		if (i == 0)
+			snprintf(path, sizeof(path),
+				 "/proc/%d/root/usr/lib/debug/.build-id/%.2s/%s.debug", (int)pid,
+				 id, id + 2);
+		else
+			snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", id,
+				 id + 2);
+		d = pyelf__open_path(path);
+		if (d && pyelf__has_symtab(d))
+			return d;
+		pyelf__free(d);
+	}
+	return NULL;
+}
+
+static void add_eval_range(struct pyproc *pp, uint64_t start, uint64_t size)
+{
+	size_t i;
+
+	if (!start || !size || pp->neval >= ARRAY_SIZE(pp->eval))
+		return;
+	for (i = 0; i < pp->neval; i++)
+		if (pp->eval[i].start == start)
+			return;
+	pp->eval[pp->neval++] = (struct pyproc_range){start, start + size};
+}
+
+/* Take what we need from the interpreter's ELF @e mapped with @bias. */
+static int setup_from_elf(struct pyproc *pp, struct pyelf *e, const uint64_t *vals,
+			  const uint64_t *sizes)
+{
+	pp->runtime = pp->bias + vals[SYM_RUNTIME];
+	pp->code_type = vals[SYM_CODE_TYPE] ? pp->bias + vals[SYM_CODE_TYPE] : 0;
+	for (int i = 0; i < PYS_NR; i++)
+		pp->objs[i] = vals[SYM_OBJ0 + i] ? pp->bias + vals[SYM_OBJ0 + i] : 0;
+	add_eval_range(pp, vals[SYM_EVAL] ? pp->bias + vals[SYM_EVAL] : 0, sizes[SYM_EVAL]);
+	add_eval_range(pp, vals[SYM_EVAL_COLD] ? pp->bias + vals[SYM_EVAL_COLD] : 0,
+		       sizes[SYM_EVAL_COLD]);
+	if (!vals[SYM_EVAL_COLD] && !pyelf__has_symtab(e)) {
+		/* Stripped (Debian's python3.11): the .cold part has no symbol; a debug file with
+		 * the same build ID (python3.11-dbgsym) names it. */
+		struct pyelf *d = open_debug_file(pp->pid, e);
+		uint64_t dv[SYM_NR], ds[SYM_NR];
+
+		if (d && pyelf__symbols(d, sym_names, SYM_NR, true, dv, ds) > 0) {
+			add_eval_range(pp, dv[SYM_EVAL] ? pp->bias + dv[SYM_EVAL] : 0,
+				       ds[SYM_EVAL]);
+			add_eval_range(pp, dv[SYM_EVAL_COLD] ? pp->bias + dv[SYM_EVAL_COLD] : 0,
+				       ds[SYM_EVAL_COLD]);
+		}
+		pyelf__free(d);
+	}
+	if (pp->neval == 1 && !pyelf__has_symtab(e)) {
+		/* No name for the cold part anywhere: find it from the jumps into it. */
+		uint64_t cs, ce;
+
+		if (!pyelf__cold_part(e, vals[SYM_EVAL], sizes[SYM_EVAL], &cs, &ce))
+			add_eval_range(pp, pp->bias + cs, ce - cs);
+	}
+	return 0;
+}
+
+/* Find the ELF defining _PyRuntime among the mappings; fill pp->elf_path, bias, symbols. */
+static int find_interpreter(struct pyproc *pp, const struct procmaps *mp, uint64_t *py_version)
+{
+	size_t i, j;
+	int pass, err = -ENOENT;
+
+	/* Pass 0: files named like python (fast path); pass 1: every other file-backed mapping
+	 * (an embedding program that links libpython statically). Only .dynsym is searched in
+	 * pass 1: that is where an exported _PyRuntime lives and it is small. */
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < mp->nr; i++) {
+			const struct procmap *m = &mp->maps[i];
+			uint64_t vals[SYM_NR], sizes[SYM_NR];
+			struct pyelf *e;
+			bool seen = false;
+
+			if (m->path[0] != '/' || !strncmp(m->path, "/dev/", 5) ||
+			    looks_pythonic(m->path) != (pass == 0))
+				continue;
+			for (j = 0; j < i && !seen; j++)
+				seen = !strcmp(mp->maps[j].path, m->path);
+			if (seen)
+				continue; /* the first mapping of each file stands for it */
+			e = pyelf__open(pp->pid, m);
+			if (!e)
+				continue;
+			if (pyelf__symbols(e, sym_names, SYM_NR, pass == 0, vals, sizes) <= 0 ||
+			    !vals[SYM_RUNTIME]) {
+				pyelf__free(e);
+				continue;
+			}
+			if (pass == 1 && pyelf__has_symtab(e))
+				pyelf__symbols(e, sym_names, SYM_NR, true, vals, sizes);
+			err = pyelf__bias(e, m->start, m->offset, &pp->bias);
+			if (!err) {
+				pp->elf_path = strdup(m->path);
+				err = pp->elf_path ? setup_from_elf(pp, e, vals, sizes) : -ENOMEM;
+			}
+			/* Py_Version (3.11+): the constant, read from the file (no process read
+			 * needed, and it works before the interpreter initialises). */
+			*py_version = 0;
+			if (!err && vals[SYM_VERSION])
+				pyelf__read(e, vals[SYM_VERSION], py_version, 4);
+			pyelf__free(e);
+			return err;
+		}
+	}
+	return err;
+}
+
+static void format_version(struct pyproc *pp, uint64_t hex)
+{
+	if (hex)
+		snprintf(pp->version_str, sizeof(pp->version_str), "%u.%u.%u",
+			 (unsigned int)(hex >> 24) & 0xff, (unsigned int)(hex >> 16) & 0xff,
+			 (unsigned int)(hex >> 8) & 0xff);
+	else
+		snprintf(pp->version_str, sizeof(pp->version_str), "3.%u", pp->version & 0xff);
+}
+
+struct pyproc *pyproc__open(pid_t pid)
+{
+	struct pyproc *pp = NULL;
+	struct procmaps mp = {};
+	const struct py_offsets *table;
+	uint64_t hex = 0;
+	unsigned int minor;
+	uint8_t *dbg = NULL;
+	int err;
+
+	pp = calloc(1, sizeof(*pp));
+	if (!pp) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	pp->pid = pid;
+	pp->pthread_specific = -2;
+	pp->pthread_tid_off = -2;
+	pp->strs = bmap__new();
+	pp->codes = bmap__new();
+	pp->lines = bmap__new();
+	if (!pp->strs || !pp->codes || !pp->lines) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = procmaps__read(pid, &mp);
+	if (err)
+		goto cleanup;
+	err = find_interpreter(pp, &mp, &hex);
+	if (err)
+		goto cleanup;
+	minor = hex ? (unsigned int)(hex >> 16) & 0xff : name_minor(pp->elf_path);
+	if (!hex && !minor) {
+		/* 3.13+ without Py_Version would still carry _Py_DebugOffsets; try it. */
+		char cookie[16];
+
+		if (!pp_read(pp, pp->runtime, cookie, sizeof(cookie)) &&
+		    !memcmp(cookie, PY_DEBUG_COOKIE, 8)) {
+			memcpy(&hex, cookie + 8, 8);
+			minor = (unsigned int)(hex >> 16) & 0xff;
+		}
+	}
+	if (!minor || (hex && (hex >> 24) != 3)) {
+		pr_warn("pid %d: cannot tell the Python version of %s (no Py_Version symbol, no "
+			"version in the file name, no _Py_DebugOffsets); Python frames will be "
+			"missing",
+			(int)pid, pp->elf_path);
+		err = -ENOTSUP;
+		goto cleanup;
+	}
+	pp->version = 0x0300 | minor;
+	format_version(pp, hex);
+	table = py_offsets_for(pp->version);
+	if (!table) {
+		pr_warn("pid %d: Python %s (%s) is not supported (3.8-3.13 are); Python frames "
+			"will "
+			"be missing",
+			(int)pid, pp->version_str, pp->elf_path);
+		err = -ENOTSUP;
+		goto cleanup;
+	}
+	pp->off = *table;
+	if (table->dbg_size != PYO_NONE) {
+		/* 3.13+: the interpreter describes its own layout; prefer it to our table. */
+		uint64_t dhex = 0;
+
+		dbg = malloc(table->dbg_size);
+		if (!dbg) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+		err = pp_read(pp, pp->runtime, dbg, table->dbg_size);
+		if (!err)
+			err = py_offsets_apply_debug(table, dbg, table->dbg_size, &pp->off, &dhex);
+		if (err == -ENOTSUP) {
+			pr_warn("pid %d: free-threaded Python %s is not supported; Python frames "
+				"will be "
+				"missing",
+				(int)pid, pp->version_str);
+			goto cleanup;
+		}
+		if (err == -ESRCH)
+			goto cleanup;
+		if (err)
+			pr_debug("pid %d: _Py_DebugOffsets unusable (%s); using the built-in table",
+				 (int)pid, strerror(-err));
+		if (!hex && dhex)
+			format_version(pp, dhex);
+		err = 0;
+	}
+	pr_debug("pid %d: Python %s in %s, _PyRuntime at %#llx", (int)pid, pp->version_str,
+		 pp->elf_path, (unsigned long long)pp->runtime);
+cleanup:
+	free(dbg);
+	procmaps__release(&mp);
+	if (err) {
+		pyproc__free(pp);
+		errno = -err;
+		return NULL;
+	}
+	return pp;
+}
+
+struct pyproc *pyproc__dup(const struct pyproc *src, pid_t pid)
+{
+	struct pyproc *pp = malloc(sizeof(*pp));
+
+	if (!pp)
+		goto nomem;
+	/* The layout facts are shared; every cache and everything owned starts empty. */
+	*pp = *src;
+	pp->pid = pid;
+	pp->threads = NULL;
+	pp->nthreads = pp->capthreads = 0;
+	pp->chunks = NULL;
+	pp->code_arr = NULL;
+	pp->ncode = pp->capcode = 0;
+	pp->elf_path = src->elf_path ? strdup(src->elf_path) : NULL;
+	pp->strs = bmap__new();
+	pp->codes = bmap__new();
+	pp->lines = bmap__new();
+	if ((src->elf_path && !pp->elf_path) || !pp->strs || !pp->codes || !pp->lines) {
+		pyproc__free(pp);
+		goto nomem;
+	}
+	return pp;
+nomem:
+	errno = ENOMEM;
+	return NULL;
+}
+
+void pyproc__free(struct pyproc *pp)
+{
+	size_t i;
+
+	if (!pp)
+		return;
+	for (i = 0; i < pp->ncode; i++) {
+		free(pp->code_arr[i].table);
+		free(pp->code_arr[i].code);
+	}
+	free(pp->code_arr);
+	while (pp->chunks) {
+		struct strchunk *next = pp->chunks->next;
+
+		free(pp->chunks);
+		pp->chunks = next;
+	}
+	bmap__free(pp->strs);
+	bmap__free(pp->codes);
+	bmap__free(pp->lines);
+	free(pp->threads);
+	free(pp->elf_path);
+	free(pp);
+}
+
+pid_t pyproc__pid(const struct pyproc *pp)
+{
+	return pp->pid;
+}
+
+unsigned int pyproc__version(const struct pyproc *pp)
+{
+	return pp->version;
+}
+
+const char *pyproc__version_str(const struct pyproc *pp)
+{
+	return pp->version_str;
+}
+
+const char *pyproc__elf_path(const struct pyproc *pp)
+{
+	return pp->elf_path;
+}
+
+uint64_t pyproc__runtime_addr(const struct pyproc *pp)
+{
+	return pp->runtime;
+}
+
+const struct pyproc_range *pyproc__eval_ranges(const struct pyproc *pp, size_t *nr)
+{
+	*nr = pp->neval;
+	return pp->eval;
+}
+
+bool pyproc__in_eval(const struct pyproc *pp, uint64_t pc)
+{
+	size_t i;
+
+	for (i = 0; i < pp->neval; i++)
+		if (pc >= pp->eval[i].start && pc < pp->eval[i].end)
+			return true;
+	return false;
+}
+
+/* ---- BPF configuration -------------------------------------------------------------------- */
+
+static __u16 off16(uint32_t v)
+{
+	return v == PYO_NONE || v >= PY_OFF_NONE ? PY_OFF_NONE : (__u16)v;
+}
+
+/* Bytes to read so that every present field [off, off + size) is covered. */
+static void cover(uint32_t *size, uint32_t off, uint32_t len)
+{
+	if (off != PYO_NONE && off + len > *size)
+		*size = off + len;
+}
+
+/* Everything but the TSS lookup (which needs the live threads to calibrate). */
+static int walk_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cfg *cfg)
+{
+	const struct py_offsets *o = &pp->off;
+	uint32_t fsize = 0, csize = 0;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->version = pp->version;
+	cfg->max_depth = max_depth > SAMPLER_MAX_PYDEPTH ? SAMPLER_MAX_PYDEPTH : max_depth;
+	cfg->code_type_addr = pp->code_type;
+	cfg->pthread_specific = -1;
+	cfg->off.ts_thread_id = off16(o->ts_thread_id);
+	cfg->off.ts_native_tid = off16(o->ts_native_thread_id);
+	cfg->off.ts_frame = off16(o->ts_frame);
+	cfg->off.ts_cframe = off16(o->ts_cframe);
+	cfg->off.cframe_current = off16(o->cf_current_frame);
+	cfg->off.ts_current_frame = off16(o->ts_current_frame);
+	if (pp->version <= 0x030a) {
+		cfg->off.frame_back = off16(o->f_back);
+		cfg->off.frame_code = off16(o->f_code);
+		cfg->off.frame_lasti = off16(o->f_lasti);
+		cfg->off.frame_instr = PY_OFF_NONE;
+		cfg->off.frame_owner = PY_OFF_NONE;
+		cfg->off.frame_is_entry = PY_OFF_NONE;
+		cover(&fsize, o->f_back, 8);
+		cover(&fsize, o->f_code, 8);
+		cover(&fsize, o->f_lasti, 4);
+	} else {
+		cfg->off.frame_back = off16(o->if_previous);
+		cfg->off.frame_code = off16(o->if_code);
+		cfg->off.frame_lasti = PY_OFF_NONE;
+		cfg->off.frame_instr = off16(o->if_instr);
+		cfg->off.frame_owner = pp->version >= 0x030c ? off16(o->if_owner) : PY_OFF_NONE;
+		cfg->off.frame_is_entry = off16(o->if_is_entry);
+		cover(&fsize, o->if_previous, 8);
+		cover(&fsize, o->if_code, 8);
+		cover(&fsize, o->if_instr, 8);
+		if (pp->version >= 0x030c)
+			cover(&fsize, o->if_owner, 1);
+		cover(&fsize, o->if_is_entry, 1);
+	}
+	cfg->off.code_firstlineno = off16(o->co_firstlineno);
+	cfg->off.code_name = off16(o->co_name);
+	cfg->off.code_adaptive = off16(o->co_code_adaptive);
+	cfg->off.ob_type = off16(o->ob_type);
+	cfg->off.code_filename = off16(o->co_filename);
+	cfg->off.tss_key = off16(o->tss_key);
+	/* 3.13 pushes a shim frame running the static code object _Py_InitCleanup under an
+	 * __init__ called by CALL_ALLOC_AND_ENTER_INIT (gh-91095); like every "incomplete" frame
+	 * (_PyFrame_IsIncomplete: instr_ptr before _co_firsttraceable) CPython hides it. */
+	if (pp->version >= 0x030d) {
+		cfg->off.code_firsttraceable = off16(o->co_firsttraceable);
+		cover(&csize, o->co_firsttraceable, 4);
+	} else {
+		cfg->off.code_firsttraceable = PY_OFF_NONE;
+	}
+	cover(&csize, o->ob_type, 8);
+	cover(&csize, o->co_firstlineno, 4);
+	cover(&csize, o->co_name, 8);
+	cover(&csize, o->co_filename, 8);
+	if (fsize > PY_HDR_MAX || csize > PY_HDR_MAX || !fsize || !csize)
+		return -EINVAL; /* cannot happen with the shipped tables */
+	/* Round up to 8 so BPF reads whole words. */
+	cfg->off.frame_size = (__u16)((fsize + 7) & ~7u);
+	cfg->off.code_size = (__u16)((csize + 7) & ~7u);
+	return 0;
+}
+
+int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cfg *cfg)
+{
+	int err = walk_cfg(pp, max_depth, cfg);
+
+	if (err)
+		return err;
+	cfg->pthread_specific = pyproc__pthread_specific(pp);
+	if (cfg->pthread_specific >= 0)
+		cfg->tss_key_addr = pp->runtime + pp->off.rt_tss;
+	return 0;
+}
+
+/* ---- walking from outside ----------------------------------------------------------------- */
+
+static int first_frame(struct pyproc *pp, uint64_t tstate, uint64_t *frame)
+{
+	const struct py_offsets *o = &pp->off;
+	uint64_t cframe;
+	int err;
+
+	if (o->ts_frame != PYO_NONE)
+		return pp_ptr(pp, tstate + o->ts_frame, frame); /* <= 3.10 */
+	if (o->ts_current_frame != PYO_NONE)
+		return pp_ptr(pp, tstate + o->ts_current_frame, frame); /* 3.13+ */
+	/* 3.11, 3.12: tstate->cframe->current_frame */
+	err = pp_ptr(pp, tstate + o->ts_cframe, &cframe);
+	if (err)
+		return err;
+	if (!cframe) {
+		*frame = 0;
+		return 0;
+	}
+	return pp_ptr(pp, cframe + o->cf_current_frame, frame);
+}
+
+static uint64_t get64(const uint8_t *b, uint32_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, b + off, 8);
+	return v;
+}
+
+int pyproc__walk(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, unsigned int max,
+		 bool *truncated, unsigned int *n_partial)
+{
+	return pyproc__walk_ex(pp, tstate, out, NULL, max, truncated, n_partial);
+}
+
+int pyproc__walk_ex(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, uint64_t *frames,
+		    unsigned int max, bool *truncated, unsigned int *n_partial)
+{
+	struct py_proc_cfg cfg;
+	uint8_t fb[PY_HDR_MAX], cb[PY_HDR_MAX];
+	uint64_t frame;
+	unsigned int n = 0, steps;
+	int err;
+
+	*truncated = false;
+	if (n_partial)
+		*n_partial = 0;
+	/* The same read sizes and fields as the BPF walker. */
+	err = walk_cfg(pp, max, &cfg);
+	if (err)
+		return err;
+	err = first_frame(pp, tstate, &frame);
+	if (err)
+		return err;
+	for (steps = 0; frame && steps < MAX_FRAMES; steps++) {
+		uint64_t code, prev, name, filename;
+		uint32_t firstlineno, meta = 0;
+		int32_t lasti = -1;
+
+		err = pp_read(pp, frame, fb, cfg.off.frame_size);
+		if (err)
+			goto partial;
+		prev = get64(fb, cfg.off.frame_back);
+		code = get64(fb, cfg.off.frame_code);
+		/* 3.12+: the C stack pushes a shim frame under each entry into the interpreter
+		 * (gh-100762 trampoline, FRAME_OWNED_BY_CSTACK): mark the frame above it as the
+		 * entry frame and skip it. */
+		if (cfg.off.frame_owner != PY_OFF_NONE &&
+		    fb[cfg.off.frame_owner] == PY_FRAME_OWNED_BY_CSTACK) {
+			if (n)
+				out[n - 1].meta |= PYF_ENTRY;
+			frame = prev;
+			continue;
+		}
+		if (n >= max) {
+			*truncated = true;
+			break;
+		}
+		err = code ? pp_read(pp, code, cb, cfg.off.code_size) : -EFAULT;
+		if (err)
+			goto partial;
+		if (cfg.code_type_addr && get64(cb, cfg.off.ob_type) != cfg.code_type_addr) {
+			/* 3.13: f_executable may be something else than code (None for a shim
+			 * that is not marked CSTACK): not a Python frame. Before 3.13 f_code is
+			 * always code: the frame was rewritten under us. */
+			if (pp->version >= 0x030d) {
+				frame = prev;
+				continue;
+			}
+			err = -EFAULT;
+			goto partial;
+		}
+		name = get64(cb, cfg.off.code_name);
+		filename = get64(cb, cfg.off.code_filename);
+		memcpy(&firstlineno, cb + cfg.off.code_firstlineno, 4);
+		if (pp->version <= 0x030a) {
+			int32_t fl;
+
+			memcpy(&fl, fb + cfg.off.frame_lasti, 4);
+			/* f_lasti counts bytes in 3.8/3.9 (bpo-27129 made it instructions). */
+			lasti = pp->version <= 0x0309 && fl > 0 ? fl >> 1 : fl;
+			meta = PYF_ENTRY; /* one PyFrameObject per C-level eval call */
+		} else {
+			uint64_t instr = get64(fb, cfg.off.frame_instr);
+			int64_t d = (int64_t)(instr - (code + cfg.off.code_adaptive));
+
+			/* Exactly as the BPF walker computes it. */
+			lasti = d < 0 || d > 0x7ffffffe ? -1 : (int32_t)(d >> 1);
+			if (cfg.off.frame_is_entry != PY_OFF_NONE && fb[cfg.off.frame_is_entry])
+				meta = PYF_ENTRY; /* 3.11 */
+			/* An incomplete frame below another one is a 3.13 _Py_InitCleanup shim
+			 * (the only frames that call before their prologue ends): skip it. A leaf
+			 * in its prologue stays: it is the function being entered. */
+			if (cfg.off.code_firsttraceable != PY_OFF_NONE && n > 0) {
+				int32_t ft;
+
+				memcpy(&ft, cb + cfg.off.code_firsttraceable, 4);
+				if (lasti < ft) {
+					frame = prev;
+					continue;
+				}
+			}
+		}
+		out[n].code = code;
+		out[n].lasti = lasti;
+		out[n].meta = meta | py_code_checksum(name, filename, firstlineno) << 1;
+		if (frames)
+			frames[n] = frame;
+		n++;
+		frame = prev;
+	}
+	return (int)n;
+partial:
+	if (n_partial)
+		*n_partial = n;
+	return err;
+}

@@ -1,0 +1,689 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pythreads (part of pyproc): the interpreters' thread states, their OS tids and names, and
+ * the calibration of glibc's struct pthread that the BPF walker's TSS lookup relies on.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+
+#include "base/log.h"
+#include "python/pyproc_int.h"
+#include "base/util.h"
+
+#define MAX_INTERPS 256
+#define MAX_THREADS 65536
+
+/*
+ * glibc's struct pthread (nptl/descr.h), x86_64, glibc 2.26-2.38 (Debian 12 ships 2.36):
+ * `pid_t tid` at 0x2d0 and `struct pthread_key_data specific_1stblock[32]` at 0x310, followed
+ * by `struct pthread_key_data *specific[32]`. Both are calibrated from the live threads;
+ * these values only break ties and serve when no thread can confirm them.
+ */
+#define GLIBC_PTHREAD_TID_DEFAULT      0x2d0
+#define GLIBC_PTHREAD_SPECIFIC_DEFAULT 0x310
+#define PTHREAD_KEY_2NDLEVEL_SIZE      32 /* keys per block */
+#define PTHREAD_KEY_1STLEVEL_SIZE      32 /* blocks */
+#define PTHREAD_KEY_DATA_SIZE	       16 /* struct pthread_key_data { uintptr_t seq; void *data; } */
+#define PTHREAD_SCAN_SIZE	       0xc00 /* bytes of struct pthread scanned by calibration */
+
+/* ---- tasks and pid namespaces ------------------------------------------------------------- */
+
+struct task {
+	pid_t tid;    /* as our /proc sees it */
+	pid_t ns_tid; /* in the target's own pid namespace (last NSpid field) */
+};
+
+/* The target's tasks, with their tids in its namespace (NSpid, Linux 4.1+). */
+static int read_tasks(pid_t pid, struct task **out, size_t *nr)
+{
+	char path[96];
+	struct task *t = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? -ESRCH : -errno;
+	while ((de = readdir(d))) {
+		char *status, *p;
+		long tid;
+
+		if (parse_long(de->d_name, 1, 0x7fffffff, &tid))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct task *tmp = realloc(t, ncap * sizeof(*tmp));
+
+			if (!tmp) {
+				free(t);
+				closedir(d);
+				return -ENOMEM;
+			}
+			t = tmp;
+			cap = ncap;
+		}
+		t[n].tid = (pid_t)tid;
+		t[n].ns_tid = (pid_t)tid;
+		snprintf(path, sizeof(path), "/proc/%d/task/%ld/status", (int)pid, tid);
+		status = read_file(path, 1 << 16, NULL);
+		p = status ? strstr(status, "\nNSpid:") : NULL;
+		if (p) {
+			char *end = strchr(p + 1, '\n'), *tok, *last = NULL, *save = NULL;
+
+			if (end)
+				*end = 0;
+			for (tok = strtok_r(p + 7, " \t", &save); tok;
+			     tok = strtok_r(NULL, " \t", &save))
+				last = tok;
+			if (last)
+				t[n].ns_tid = (pid_t)atoi(last);
+		}
+		free(status);
+		n++;
+	}
+	closedir(d);
+	*out = t;
+	*nr = n;
+	return 0;
+}
+
+static pid_t ns_to_ours(const struct task *t, size_t n, pid_t ns_tid)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (t[i].ns_tid == ns_tid)
+			return t[i].tid;
+	return 0;
+}
+
+/* ---- calibration of glibc's struct pthread ------------------------------------------------ */
+
+static ssize_t read_pthread(struct pyproc *pp, uint64_t pthread, uint8_t *buf)
+{
+	ssize_t n = pymem_read_partial(pp->pid, pthread, buf, PTHREAD_SCAN_SIZE);
+
+	/* Not a struct pthread: its header starts with tcb and self, both equal to it. */
+	if (n >= 24) {
+		uint64_t tcb, self;
+
+		memcpy(&tcb, buf, 8);
+		memcpy(&self, buf + 16, 8);
+		if (tcb != pthread || self != pthread)
+			return -EINVAL;
+	}
+	return n;
+}
+
+/*
+ * Offset of `tid` in struct pthread: where the main thread holds the process's pid (in its
+ * namespace) and every other thread a tid of the process.
+ */
+static int calibrate_tid(struct pyproc *pp, const struct task *tasks, size_t ntasks)
+{
+	uint8_t buf[PTHREAD_SCAN_SIZE];
+	uint64_t main_pthread;
+	bool cand[PTHREAD_SCAN_SIZE / 4];
+	pid_t ns_pid = 0;
+	ssize_t n;
+	size_t i, k, t;
+	int best = -1;
+
+	for (i = 0; i < ntasks; i++)
+		if (tasks[i].tid == pp->pid)
+			ns_pid = tasks[i].ns_tid;
+	if (!ns_pid || pp_ptr(pp, pp->runtime + pp->off.rt_main_thread, &main_pthread) ||
+	    !main_pthread)
+		return -1;
+	n = read_pthread(pp, main_pthread, buf);
+	if (n < 8)
+		return -1;
+	for (k = 0; k < ARRAY_SIZE(cand); k++) {
+		int32_t v;
+
+		cand[k] = false;
+		if (k * 4 + 4 > (size_t)n || k * 4 < 24)
+			continue;
+		memcpy(&v, buf + k * 4, 4);
+		cand[k] = v == ns_pid;
+	}
+	/* Every other thread must hold one of the process's tids there, all different. */
+	for (t = 0; t < pp->nthreads; t++) {
+		uint64_t pt = pp->threads[t].pthread;
+
+		if (!pt || pt == main_pthread)
+			continue;
+		n = read_pthread(pp, pt, buf);
+		if (n < 0)
+			continue;
+		for (k = 0; k < ARRAY_SIZE(cand); k++) {
+			int32_t v;
+			bool ok = false;
+
+			if (!cand[k])
+				continue;
+			if (k * 4 + 4 <= (size_t)n) {
+				memcpy(&v, buf + k * 4, 4);
+				for (i = 0; i < ntasks && !ok; i++)
+					ok = tasks[i].ns_tid == v && v != ns_pid;
+			}
+			cand[k] = ok;
+		}
+	}
+	for (k = 0; k < ARRAY_SIZE(cand); k++) {
+		if (!cand[k])
+			continue;
+		if (k * 4 == GLIBC_PTHREAD_TID_DEFAULT)
+			return GLIBC_PTHREAD_TID_DEFAULT;
+		if (best < 0)
+			best = (int)(k * 4);
+	}
+	return best;
+}
+
+struct tss {
+	int32_t initialized;
+	uint32_t key;
+};
+
+static int read_tss(struct pyproc *pp, struct tss *tss)
+{
+	uint8_t buf[16];
+	int err;
+
+	if (pp->off.rt_tss == PYO_NONE)
+		return -ENOTSUP;
+	err = pp_read(pp, pp->runtime + pp->off.rt_tss, buf, sizeof(buf));
+	if (err)
+		return err;
+	memcpy(&tss->initialized, buf + pp->off.tss_initialized, 4);
+	memcpy(&tss->key, buf + pp->off.tss_key, 4);
+	return 0;
+}
+
+/* The TSS value of @key in the thread @pthread if glibc's specific_1stblock is at @off. */
+static int tss_value(struct pyproc *pp, const uint8_t *buf, ssize_t n, int off, uint32_t key,
+		     uint64_t *value)
+{
+	uint64_t slot[2], l2;
+
+	if (key < PTHREAD_KEY_2NDLEVEL_SIZE) {
+		size_t at = (size_t)off + key * PTHREAD_KEY_DATA_SIZE;
+
+		if (at + 16 > (size_t)n)
+			return -EFAULT;
+		memcpy(slot, buf + at, 16);
+	} else {
+		size_t at = (size_t)off + PTHREAD_KEY_2NDLEVEL_SIZE * PTHREAD_KEY_DATA_SIZE +
+			    (key / PTHREAD_KEY_2NDLEVEL_SIZE) * 8;
+
+		if (key >= PTHREAD_KEY_2NDLEVEL_SIZE * PTHREAD_KEY_1STLEVEL_SIZE ||
+		    at + 8 > (size_t)n)
+			return -EFAULT;
+		memcpy(&l2, buf + at, 8);
+		if (!l2 ||
+		    pp_read(pp, l2 + (key % PTHREAD_KEY_2NDLEVEL_SIZE) * PTHREAD_KEY_DATA_SIZE,
+			    slot, 16))
+			return -EFAULT;
+	}
+	/* glibc stores the key's sequence number with the value; an odd one is a live key. */
+	if (!(slot[0] & 1))
+		return -ENOENT;
+	*value = slot[1];
+	return 0;
+}
+
+/* The same, reading only the slot (what the BPF walker does). */
+static int thread_tss_value(struct pyproc *pp, uint64_t pthread, int off, uint32_t key,
+			    uint64_t *value)
+{
+	uint64_t slot[2], l2, base = pthread + (uint64_t)off;
+	int err;
+
+	if (!pthread)
+		return -EFAULT;
+	if (key < PTHREAD_KEY_2NDLEVEL_SIZE) {
+		err = pp_read(pp, base + key * PTHREAD_KEY_DATA_SIZE, slot, sizeof(slot));
+	} else if (key < PTHREAD_KEY_2NDLEVEL_SIZE * PTHREAD_KEY_1STLEVEL_SIZE) {
+		err = pp_ptr(pp,
+			     base + PTHREAD_KEY_2NDLEVEL_SIZE * PTHREAD_KEY_DATA_SIZE +
+				     (key / PTHREAD_KEY_2NDLEVEL_SIZE) * 8,
+			     &l2);
+		if (!err)
+			err = l2 ? pp_read(pp,
+					   l2 + (key % PTHREAD_KEY_2NDLEVEL_SIZE) *
+							   PTHREAD_KEY_DATA_SIZE,
+					   slot, sizeof(slot))
+				 : -ENOENT;
+	} else {
+		err = -EINVAL;
+	}
+	if (err)
+		return err;
+	if (!(slot[0] & 1))
+		return -ENOENT;
+	*value = slot[1];
+	return 0;
+}
+
+/*
+ * Find offsetof(struct pthread, specific_1stblock) from the threads bound to the TSS key.
+ * *@final is false when no thread could tell yet (the interpreter has not created its key or
+ * bound a thread to it: we may be looking right after exec): the glibc default is returned
+ * then, to be confirmed by a later call. BPF reads the key live and checks that it is
+ * initialized and that the thread state it finds is the thread's own, so a tentative offset
+ * is safe to hand over.
+ */
+static int calibrate_specific(struct pyproc *pp, bool *final)
+{
+	uint8_t(*bufs)[PTHREAD_SCAN_SIZE];
+	ssize_t lens[8];
+	uint64_t tss_[8];
+	struct tss tss;
+	size_t t, nb = 0;
+	int off, best = -1, best_count = 0;
+
+	*final = true;
+	if (read_tss(pp, &tss))
+		return -1;
+	if (!tss.initialized) {
+		*final = false;
+		return GLIBC_PTHREAD_SPECIFIC_DEFAULT;
+	}
+	if (tss.key >= PTHREAD_KEY_2NDLEVEL_SIZE * PTHREAD_KEY_1STLEVEL_SIZE)
+		return -1;
+	bufs = malloc(ARRAY_SIZE(lens) * sizeof(*bufs));
+	if (!bufs)
+		return GLIBC_PTHREAD_SPECIFIC_DEFAULT;
+	/* A handful of threads is plenty to agree on one offset. */
+	for (t = 0; t < pp->nthreads && nb < ARRAY_SIZE(lens); t++) {
+		if (!pp->threads[t].pthread)
+			continue;
+		lens[nb] = read_pthread(pp, pp->threads[t].pthread, bufs[nb]);
+		if (lens[nb] <= 0)
+			continue;
+		tss_[nb] = pp->threads[t].tstate;
+		nb++;
+	}
+	for (off = 24; off + PTHREAD_KEY_DATA_SIZE <= PTHREAD_SCAN_SIZE; off += 8) {
+		int count = 0;
+
+		for (t = 0; t < nb; t++) {
+			uint64_t v;
+
+			if (!tss_value(pp, bufs[t], lens[t], off, tss.key, &v) && v == tss_[t])
+				count++;
+		}
+		if (count > best_count ||
+		    (count && count == best_count && off == GLIBC_PTHREAD_SPECIFIC_DEFAULT)) {
+			best = off;
+			best_count = count;
+		}
+	}
+	free(bufs);
+	if (best < 0) {
+		pr_debug("pid %d: no thread confirms the pthread TSS layout (yet); assuming "
+			 "glibc's %#x",
+			 (int)pp->pid, GLIBC_PTHREAD_SPECIFIC_DEFAULT);
+		*final = false;
+		return GLIBC_PTHREAD_SPECIFIC_DEFAULT;
+	}
+	if (best != GLIBC_PTHREAD_SPECIFIC_DEFAULT)
+		pr_debug("pid %d: pthread specific_1stblock at %#x (%d threads agree)",
+			 (int)pp->pid, best, best_count);
+	return best;
+}
+
+int pyproc__pthread_specific(struct pyproc *pp)
+{
+	bool final;
+	int off;
+
+	if (pp->pthread_specific == -2 && !pp->nthreads)
+		pyproc__refresh_threads(pp); /* calibrates when it can */
+	if (pp->pthread_specific != -2)
+		return pp->pthread_specific;
+	off = calibrate_specific(pp, &final);
+	if (final)
+		pp->pthread_specific = off;
+	return off;
+}
+
+int pyproc__tss_key(struct pyproc *pp)
+{
+	struct tss tss;
+
+	if (read_tss(pp, &tss) || !tss.initialized || tss.key > 0x7fffffff)
+		return -1;
+	return (int)tss.key;
+}
+
+/* ---- threads ------------------------------------------------------------------------------ */
+
+static int add_thread(struct pyproc *pp, const struct pythread *th)
+{
+	if (pp->nthreads == pp->capthreads) {
+		size_t ncap = pp->capthreads ? pp->capthreads * 2 : 16;
+		struct pythread *tmp = realloc(pp->threads, ncap * sizeof(*tmp));
+
+		if (!tmp)
+			return -ENOMEM;
+		pp->threads = tmp;
+		pp->capthreads = ncap;
+	}
+	pp->threads[pp->nthreads++] = *th;
+	return 0;
+}
+
+struct name_ctx {
+	uint64_t interp;
+};
+
+/* threading._active: {ident: Thread}; name each of our threads from its Thread._name. */
+static int name_from_active(struct pyproc *pp, uint64_t key, uint64_t value, void *ctx)
+{
+	struct name_ctx *nc = ctx;
+	uint64_t name_obj;
+	int64_t ident;
+	size_t i;
+
+	if (py_read_long(pp, key, &ident))
+		return 0;
+	for (i = 0; i < pp->nthreads; i++) {
+		struct pythread *th = &pp->threads[i];
+		const char *name;
+
+		if (th->interp != nc->interp || th->pthread != (uint64_t)ident)
+			continue;
+		if (py_getattr_dict(pp, value, "_name", &name_obj))
+			return 0;
+		name = py_str_interned(pp, name_obj);
+		if (name)
+			th->name = name;
+	}
+	return 0;
+}
+
+/* Thread names from each interpreter's threading module, read like a debugger would. */
+static void read_thread_names(struct pyproc *pp, uint64_t interp)
+{
+	struct name_ctx nc = {interp};
+	uint64_t modules, mod, mdict, active;
+
+	if (pp_ptr(pp, interp + pp->off.is_modules, &modules) || !modules ||
+	    py_dict_get_str(pp, modules, "threading", &mod) ||
+	    pp_ptr(pp, mod + pp->off.md_dict, &mdict) || !mdict ||
+	    py_dict_get_str(pp, mdict, "_active", &active))
+		return; /* threading not imported (yet): the OS names stand */
+	py_dict_foreach(pp, active, MAX_THREADS, name_from_active, &nc);
+}
+
+struct names_ctx {
+	void (*cb)(void *ctx, pid_t ns_tid, const char *name);
+	void *ctx;
+};
+
+/* threading._active entry -> (Thread._native_id, Thread._name). */
+static int name_of_active(struct pyproc *pp, uint64_t key, uint64_t value, void *arg)
+{
+	struct names_ctx *nc = arg;
+	uint64_t id_obj, name_obj, type;
+	int64_t ns_tid;
+	size_t len;
+	char *name;
+
+	/* _native_id is None until the thread has run (and without native ids). */
+	if (py_getattr_dict_keyed(pp, value, "_native_id", &pp->thr_key_native_id, &id_obj) ||
+	    pp_ptr(pp, id_obj + pp->off.ob_type, &type) || !pp->objs[PYS_INT] ||
+	    type != pp->objs[PYS_INT] || py_read_long(pp, id_obj, &ns_tid) || ns_tid <= 0 ||
+	    ns_tid > 0x7fffffff)
+		return 0;
+	if (py_getattr_dict_keyed(pp, value, "_name", &pp->thr_key_name, &name_obj))
+		return 0;
+	/* Not interned: a process that names a thread per request would grow the pool. */
+	if (py_read_str(pp, name_obj, &name, &len))
+		return 0;
+	if (*name && strlen(name) == len)
+		nc->cb(nc->ctx, (pid_t)ns_tid, name);
+	free(name);
+	return 0;
+}
+
+static int count_entry(struct pyproc *pp, uint64_t key, uint64_t value, void *arg)
+{
+	(*(int *)arg)++;
+	return 0;
+}
+
+static bool is_dict(struct pyproc *pp, uint64_t obj)
+{
+	uint64_t type;
+
+	return obj && !pp_ptr(pp, obj + pp->off.ob_type, &type) && pp->objs[PYS_DICT] &&
+	       type == pp->objs[PYS_DICT];
+}
+
+/*
+ * threading._active and _limbo (0 if absent) of interpreter @interp. Found through
+ * sys.modules and the module's dict, which takes hundreds of reads; for the main interpreter
+ * they are kept (module globals live as long as the module) and checked to still be dicts.
+ */
+static int threading_dicts(struct pyproc *pp, uint64_t interp, bool main, uint64_t *active,
+			   uint64_t *limbo)
+{
+	uint64_t modules, mod, mdict;
+
+	if (main && is_dict(pp, pp->thr_active) && (!pp->thr_limbo || is_dict(pp, pp->thr_limbo))) {
+		*active = pp->thr_active;
+		*limbo = pp->thr_limbo;
+		return 0;
+	}
+	if (pp_ptr(pp, interp + pp->off.is_modules, &modules) || !modules ||
+	    py_dict_get_str(pp, modules, "threading", &mod) ||
+	    pp_ptr(pp, mod + pp->off.md_dict, &mdict) || !mdict ||
+	    py_dict_get_str(pp, mdict, "_active", active))
+		return -ENOENT; /* threading not imported (yet) */
+	if (py_dict_get_str(pp, mdict, "_limbo", limbo))
+		*limbo = 0;
+	if (main) {
+		pp->thr_active = *active;
+		pp->thr_limbo = *limbo;
+	}
+	return 0;
+}
+
+int pyproc__thread_names(struct pyproc *pp, void (*cb)(void *ctx, pid_t ns_tid, const char *name),
+			 void *ctx)
+{
+	struct names_ctx nc = {cb, ctx};
+	uint64_t interp, active, limbo;
+	int n, err, starting = 0, failed = 0;
+
+	err = pp_ptr(pp, pp->runtime + pp->off.rt_interpreters_head, &interp);
+	for (n = 0; !err && interp && n < MAX_INTERPS; n++) {
+		if (!threading_dicts(pp, interp, n == 0, &active, &limbo)) {
+			/* Thread.start() puts the thread in _limbo before it creates the OS
+			 * thread, which moves itself to _active once it holds the GIL. The dicts
+			 * change while we read them: a failed read is said. */
+			if (limbo)
+				failed = py_dict_foreach(pp, limbo, MAX_THREADS, count_entry,
+							 &starting)
+						 ?: failed;
+			failed = py_dict_foreach(pp, active, MAX_THREADS, name_of_active, &nc)
+					 ?: failed;
+		}
+		err = pp_ptr(pp, interp + pp->off.is_next, &interp);
+	}
+	return err ?: failed ?: starting;
+}
+
+static const char *comm_name(struct pyproc *pp, pid_t tid)
+{
+	char path[96], *s;
+	size_t len;
+	const char *r;
+
+	if (!tid)
+		return "";
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pp->pid, (int)tid);
+	s = read_file(path, 256, &len);
+	if (!s)
+		return "";
+	while (len && s[len - 1] == '\n')
+		len--;
+	r = pp_intern(pp, s, len);
+	free(s);
+	return r ? r : "";
+}
+
+int pyproc__refresh_threads(struct pyproc *pp)
+{
+	const struct py_offsets *o = &pp->off;
+	uint64_t interp, tstate, interps[MAX_INTERPS];
+	struct task *tasks = NULL;
+	size_t ntasks = 0, ninterp = 0, i;
+	struct tss tss;
+	int err;
+
+	pp->nthreads = 0;
+	err = read_tasks(pp->pid, &tasks, &ntasks);
+	if (err)
+		return err;
+	err = pp_ptr(pp, pp->runtime + o->rt_interpreters_head, &interp);
+	if (err)
+		goto cleanup;
+	for (; interp && ninterp < MAX_INTERPS; ninterp++) {
+		interps[ninterp] = interp;
+		err = pp_ptr(pp, interp + o->is_tstate_head, &tstate);
+		if (err)
+			goto cleanup;
+		while (tstate && pp->nthreads < MAX_THREADS) {
+			struct pythread th = {.tstate = tstate, .interp = interp, .name = ""};
+
+			err = pp_ptr(pp, tstate + o->ts_thread_id, &th.pthread);
+			if (!err && o->ts_native_thread_id != PYO_NONE) {
+				uint64_t ntid;
+
+				err = pp_ptr(pp, tstate + o->ts_native_thread_id, &ntid);
+				if (!err)
+					th.tid = ns_to_ours(tasks, ntasks, (pid_t)ntid);
+			}
+			if (!err)
+				err = add_thread(pp, &th);
+			if (!err)
+				err = pp_ptr(pp, tstate + o->ts_next, &tstate);
+			if (err)
+				goto cleanup;
+		}
+		err = pp_ptr(pp, interp + o->is_next, &interp);
+		if (err)
+			goto cleanup;
+	}
+	/* <= 3.10 has no native_thread_id: take the tid from glibc's struct pthread. */
+	if (o->ts_native_thread_id == PYO_NONE) {
+		if (pp->pthread_tid_off < 0)
+			pp->pthread_tid_off = calibrate_tid(pp, tasks, ntasks);
+		for (i = 0; i < pp->nthreads && pp->pthread_tid_off >= 0; i++) {
+			int32_t ns_tid;
+
+			if (pp->threads[i].pthread &&
+			    !pp_read(pp, pp->threads[i].pthread + pp->pthread_tid_off, &ns_tid, 4))
+				pp->threads[i].tid = ns_to_ours(tasks, ntasks, ns_tid);
+		}
+	}
+	/* Which thread states are what their thread's TSS slot holds (what BPF will find). */
+	if (pp->pthread_specific == -2 && pp->nthreads) {
+		bool final;
+		int off = calibrate_specific(pp, &final);
+
+		if (final)
+			pp->pthread_specific = off;
+	}
+	if (pp->pthread_specific >= 0 && !read_tss(pp, &tss) && tss.initialized) {
+		for (i = 0; i < pp->nthreads; i++) {
+			uint64_t v;
+
+			pp->threads[i].tss_bound =
+				!thread_tss_value(pp, pp->threads[i].pthread, pp->pthread_specific,
+						  tss.key, &v) &&
+				v == pp->threads[i].tstate;
+		}
+	}
+	for (i = 0; i < ninterp; i++)
+		read_thread_names(pp, interps[i]);
+	for (i = 0; i < pp->nthreads; i++)
+		if (!*pp->threads[i].name)
+			pp->threads[i].name = comm_name(pp, pp->threads[i].tid);
+	err = (int)pp->nthreads;
+cleanup:
+	free(tasks);
+	if (err < 0)
+		pp->nthreads = 0;
+	return err;
+}
+
+const struct pythread *pyproc__threads(const struct pyproc *pp, size_t *nr)
+{
+	*nr = pp->nthreads;
+	return pp->threads;
+}
+
+const struct pythread *pyproc__thread_by_tid(const struct pyproc *pp, pid_t tid)
+{
+	size_t i;
+
+	for (i = 0; i < pp->nthreads; i++)
+		if (pp->threads[i].tid == tid && tid)
+			return &pp->threads[i];
+	return NULL;
+}
+
+const struct pythread *pyproc__thread_by_pthread(const struct pyproc *pp, uint64_t pthread)
+{
+	size_t i;
+
+	for (i = 0; i < pp->nthreads; i++)
+		if (pp->threads[i].pthread == pthread && pthread)
+			return &pp->threads[i];
+	return NULL;
+}
+
+int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid)
+{
+	struct py_tstate_key key, next, *prev = NULL;
+	size_t i;
+	int err, n = 0;
+
+	err = pyproc__refresh_threads(pp);
+	if (err < 0)
+		return err;
+	/* Drop this process's entries for threads that are gone. */
+	while (!bpf_map_get_next_key(map_fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (next.pid != kernel_pid || pyproc__thread_by_pthread(pp, next.pthread))
+			continue;
+		bpf_map_delete_elem(map_fd, &next);
+		prev = NULL; /* deletion invalidates the iteration: restart */
+	}
+	for (i = 0; i < pp->nthreads; i++) {
+		__u64 value = pp->threads[i].tstate;
+
+		if (!pp->threads[i].pthread)
+			continue;
+		memset(&key, 0, sizeof(key));
+		key.pid = kernel_pid;
+		key.pthread = pp->threads[i].pthread;
+		if (bpf_map_update_elem(map_fd, &key, &value, BPF_ANY))
+			return -errno;
+		n++;
+	}
+	return n;
+}

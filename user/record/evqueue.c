@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "record/evqueue.h"
+#include "base/log.h"
+
+struct ev {
+	struct ev *next;
+	size_t len;
+	unsigned char data[];
+};
+
+struct evqueue {
+	struct sampling *s;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct ev *head, *tail;
+	size_t bytes, limit;
+	uint64_t dropped;
+	bool stop;    /* asked to stop */
+	bool stopped; /* reader has finished its last drain */
+};
+
+/* Ring-buffer callback (reader thread): copy the record to the queue. */
+static int enqueue(void *ctx, void *data, size_t len)
+{
+	struct evqueue *q = ctx;
+	struct ev *e = malloc(sizeof(*e) + len);
+
+	if (e) {
+		e->next = NULL;
+		e->len = len;
+		memcpy(e->data, data, len);
+	}
+	pthread_mutex_lock(&q->lock);
+	if (!e || q->bytes + len > q->limit) {
+		q->dropped++;
+		pthread_mutex_unlock(&q->lock);
+		free(e);
+		return 0;
+	}
+	if (q->tail)
+		q->tail->next = e;
+	else
+		q->head = e;
+	q->tail = e;
+	q->bytes += len;
+	pthread_mutex_unlock(&q->lock);
+	return 0;
+}
+
+static void *reader(void *arg)
+{
+	struct evqueue *q = arg;
+	bool stop;
+
+	for (;;) {
+		pthread_mutex_lock(&q->lock);
+		stop = q->stop;
+		pthread_mutex_unlock(&q->lock);
+		/* Samples do not wake us (BPF_RB_NO_WAKEUP): poll at a steady pace. */
+		if (!stop)
+			sampling__wait(q->s, 10);
+		if (sampling__consume(q->s, enqueue, q) < 0)
+			pr_debug("ring buffer read failed");
+		/* One wake-up per batch, not per record: a context switch per sample would cost
+		 * more than processing it. */
+		pthread_mutex_lock(&q->lock);
+		if (q->head)
+			pthread_cond_signal(&q->cond);
+		pthread_mutex_unlock(&q->lock);
+		if (stop)
+			break;
+	}
+	pthread_mutex_lock(&q->lock);
+	q->stopped = true;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int evqueue__start(struct sampling *s, size_t limit_bytes, struct evqueue **out)
+{
+	struct evqueue *q = calloc(1, sizeof(*q));
+	int err;
+
+	if (!q)
+		return -ENOMEM;
+	q->s = s;
+	q->limit = limit_bytes ? limit_bytes : EVQUEUE_DEFAULT_LIMIT;
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	err = pthread_create(&q->thread, NULL, reader, q);
+	if (err) {
+		evqueue__free(q);
+		return -err;
+	}
+	q->started = true;
+	*out = q;
+	return 0;
+}
+
+long evqueue__pop(struct evqueue *q, int timeout_ms, void **data)
+{
+	struct timespec deadline;
+	struct ev *e;
+	long len;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += timeout_ms / 1000;
+	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (deadline.tv_nsec >= 1000000000) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&q->lock);
+	while (!q->head && !q->stopped) {
+		if (pthread_cond_timedwait(&q->cond, &q->lock, &deadline) == ETIMEDOUT)
+			break;
+	}
+	e = q->head;
+	if (!e) {
+		len = q->stopped ? -EPIPE : 0;
+		pthread_mutex_unlock(&q->lock);
+		return len;
+	}
+	q->head = e->next;
+	if (!q->head)
+		q->tail = NULL;
+	q->bytes -= e->len;
+	pthread_mutex_unlock(&q->lock);
+	/* Hand out the record itself: move the payload to the front of the allocation. */
+	len = e->len;
+	memmove(e, e->data, len);
+	*data = e;
+	return len;
+}
+
+void evqueue__stop(struct evqueue *q)
+{
+	if (!q || !q->started)
+		return;
+	pthread_mutex_lock(&q->lock);
+	q->stop = true;
+	pthread_mutex_unlock(&q->lock);
+	pthread_join(q->thread, NULL);
+	q->started = false;
+	q->stopped = true;
+}
+
+uint64_t evqueue__dropped(struct evqueue *q)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&q->lock);
+	n = q->dropped;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
+void evqueue__free(struct evqueue *q)
+{
+	struct ev *e, *next;
+
+	if (!q)
+		return;
+	evqueue__stop(q);
+	for (e = q->head; e; e = next) {
+		next = e->next;
+		free(e);
+	}
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->cond);
+	free(q);
+}

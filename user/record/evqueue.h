@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * evqueue: a reader thread that drains the sampler's ring buffer promptly into an in-memory
+ * queue, so slow work in the consumer (first symbolization of a large library, a burst of
+ * new threads) does not make the kernel drop samples.
+ */
+#ifndef PROBING_EVQUEUE_H
+#define PROBING_EVQUEUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record/sampling.h"
+
+struct evqueue;
+
+/* Records held at most (bytes); beyond it records are dropped and counted. */
+#define EVQUEUE_DEFAULT_LIMIT (512u << 20)
+
+/* Start the reader thread on @s. Return 0 and *@out or -errno. */
+int evqueue__start(struct sampling *s, size_t limit_bytes, struct evqueue **out);
+
+/*
+ * Take the next record, waiting up to @timeout_ms. Return its size and set *@data to a
+ * malloc'd copy (caller frees), 0 on time-out, or -EPIPE once stopped and empty.
+ */
+long evqueue__pop(struct evqueue *q, int timeout_ms, void **data);
+
+/*
+ * Stop the reader after one last drain of the ring buffer; records already queued can still
+ * be popped. Safe to call twice.
+ */
+void evqueue__stop(struct evqueue *q);
+
+/* Records dropped because the queue was over its limit. */
+uint64_t evqueue__dropped(struct evqueue *q);
+
+/* Stop (if needed) and free, discarding queued records. NULL is a no-op. */
+void evqueue__free(struct evqueue *q);
+
+#endif

@@ -1,0 +1,969 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/bmap.h"
+#include "native/dwproc.h"
+#include "native/kallsyms.h"
+#include "base/log.h"
+#include "base/procinfo.h"
+#include "python/pymerge.h"
+#include "python/pyproc.h"
+#include "record/recorder.h"
+#include "native/stackbuild.h"
+#include "native/symbolize.h"
+#include "record/threadnames.h"
+#include "base/util.h"
+
+#define MAX_NATIVE 512	/* native frames unwound per sample */
+#define MAX_FRAMES 2048 /* frames per stored stack, all kinds */
+
+struct target {
+	pid_t pid, ppid;
+	pid_t ns_pid;	      /* its pid in its own PID namespace; 0 if unknown */
+	uint32_t incarnation; /* a new process with this pid (pid reuse) counts up */
+	struct dwproc *dp;    /* NULL until needed, or if the maps could not be read */
+	struct pyproc *py;    /* its CPython interpreter, or NULL */
+	uint64_t py_gen;      /* which interpreter object: keys the resolved-frame cache */
+	bool alive;
+	bool dp_failed;	      /* maps unreadable: do not retry on every sample */
+	bool py_unsupported;  /* a CPython we cannot read (already said): do not retry */
+	size_t py_maps_seen;  /* mappings when we last looked for an interpreter */
+	uint64_t py_tried_ns; /* when we last looked (monotonic) */
+	uint64_t started_ns;  /* when it became a target or exec'd (monotonic) */
+	uint64_t samples;
+	bool names_to_drop;	       /* exited: drop its Python thread names at a later tick */
+	long long cpu_first, cpu_last; /* its CPU ticks when added and at the last look; -1 */
+	/* Its processes row, kept: /proc may be gone when the row must be written again. */
+	double start_time, end_time; /* unix seconds; end_time 0: not seen to exit */
+	char *command, *exe;
+	char pyver[32];
+	int rank, local_rank, world_size;
+};
+
+struct thread {
+	pid_t pid, tid;
+	pid_t ns_tid;	      /* in its own PID namespace (what Python calls its native id) */
+	uint32_t incarnation; /* of its process */
+	char name[64];
+	char comm[16];	     /* its OS name at its last sample or at its exit */
+	bool py_named;	     /* name is its Python threading name */
+	bool exited;	     /* its exit was seen: the name is final */
+	bool dirty;	     /* name changed since it was stored */
+	bool active;	     /* sampled since the last tick */
+	uint64_t names_seen; /* threadnames version at the last lookup */
+	double last_ts;
+};
+
+struct recorder {
+	struct store *st;
+	struct sampling *s;
+	struct recorder_opts opts;
+	struct symbolizer *sym;
+	struct kallsyms *ks;
+	struct target *targets;
+	size_t ntargets, captargets;
+	struct bmap *target_idx; /* pid -> index + 1 */
+	struct thread *threads;
+	size_t nthreads, capthreads;
+	struct bmap *thread_idx; /* (pid, tid) -> index + 1 */
+	struct threadnames *tn;	 /* Python thread names, read while the threads live */
+	int64_t mono_to_real_ns;
+	struct recorder_stats stats;
+	int live;		   /* targets not yet seen to exit */
+	char python_versions[256]; /* "3.11.7 3.12.1": for meta */
+	/* Scratch for one sample. */
+	struct dwproc_frame nat[MAX_NATIVE];
+	struct pym_frame nframes[MAX_FRAMES]; /* native frames, classified */
+	struct pym_frame pframes[SAMPLER_MAX_PYDEPTH];
+	struct pym_frame merged[MAX_FRAMES];
+	struct frame frames[MAX_FRAMES];
+	const struct frame *stable[MAX_FRAMES]; /* the cached frame each came from, or NULL */
+	uint64_t ids[MAX_FRAMES];
+	struct bmap *frame_ids; /* address of a cached (stable) frame -> frame id */
+	struct bmap *pyframes;	/* struct pyframe_key -> (uintptr_t) resolved struct frame * */
+	uint64_t py_gens;	/* interpreters opened so far */
+};
+
+struct recorder *recorder__new(struct store *st, struct sampling *s,
+			       const struct recorder_opts *opts)
+{
+	struct recorder *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		goto nomem;
+	r->st = st;
+	r->s = s;
+	r->opts = *opts;
+	r->sym = symbolizer__new();
+	r->target_idx = bmap__new();
+	r->thread_idx = bmap__new();
+	r->frame_ids = bmap__new();
+	r->pyframes = bmap__new();
+	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids || !r->pyframes)
+		goto nomem;
+	if (opts->kernel) {
+		r->ks = kallsyms__load();
+		if (!r->ks)
+			pr_warn("cannot read kernel symbols from /proc/kallsyms (%s): kernel "
+				"frames "
+				"will be unnamed",
+				strerror(errno));
+	}
+	if (opts->python) {
+		r->tn = threadnames__start(sampling__map_fd(s, "thread_births"),
+					   sampling__map_fd(s, "new_children"));
+		if (!r->tn)
+			pr_warn("cannot start reading Python thread names (%s): threads will have "
+				"their OS names",
+				strerror(errno));
+	}
+	r->mono_to_real_ns = (int64_t)(now_real_ns() - now_mono_ns());
+	return r;
+nomem:
+	recorder__free(r);
+	errno = ENOMEM;
+	return NULL;
+}
+
+/* A resolved Python frame is cached per (interpreter, code object, checksum, instruction). */
+struct pyframe_key {
+	uint64_t gen, code;
+	uint32_t meta;
+	int32_t lasti;
+};
+
+static int free_pyframe(const void *key, size_t len, uint64_t *value, void *ctx)
+{
+	free((void *)(uintptr_t)*value);
+	return 0;
+}
+
+void recorder__free(struct recorder *r)
+{
+	size_t i;
+
+	if (!r)
+		return;
+	threadnames__free(r->tn);
+	for (i = 0; i < r->ntargets; i++) {
+		dwproc__free(r->targets[i].dp);
+		pyproc__free(r->targets[i].py);
+		free(r->targets[i].command);
+		free(r->targets[i].exe);
+	}
+	free(r->targets);
+	free(r->threads);
+	bmap__free(r->target_idx);
+	bmap__free(r->thread_idx);
+	bmap__free(r->frame_ids);
+	if (r->pyframes)
+		bmap__for_each(r->pyframes, free_pyframe, NULL);
+	bmap__free(r->pyframes);
+	symbolizer__free(r->sym);
+	kallsyms__free(r->ks);
+	free(r);
+}
+
+static double unix_seconds(const struct recorder *r, uint64_t mono_ns)
+{
+	return (double)((int64_t)mono_ns + r->mono_to_real_ns) / 1e9;
+}
+
+static struct target *find_target(struct recorder *r, pid_t pid)
+{
+	uint32_t key = pid;
+	uint64_t *idx = bmap__find(r->target_idx, &key, sizeof(key));
+
+	return idx ? &r->targets[*idx - 1] : NULL;
+}
+
+/* Replace *@dst by @src (owned), unless @src is NULL or empty. */
+static void set_str(char **dst, char *src)
+{
+	if (!src || !*src) {
+		free(src);
+		return;
+	}
+	free(*dst);
+	*dst = src;
+}
+
+/*
+ * Refresh what the target's row says from /proc, while the process is there: a zombie or a
+ * pid that is gone tells nothing, and what was known (from its parent, from the exec) stays.
+ */
+static void read_proc_info(struct target *t)
+{
+	static const char *const env[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE"};
+	int *dst[] = {&t->rank, &t->local_rank, &t->world_size};
+	pid_t ppid, ns;
+	size_t i;
+	char *v;
+	long n;
+
+	if (!procinfo_alive(t->pid))
+		return;
+	set_str(&t->command, procinfo_cmdline(t->pid));
+	set_str(&t->exe, procinfo_exe(t->pid));
+	for (i = 0; i < ARRAY_SIZE(env); i++) {
+		errno = 0;
+		v = procinfo_getenv(t->pid, env[i]);
+		if (v || errno == ENOENT)
+			*dst[i] = v && !parse_long(v, 0, 1 << 30, &n) ? n : -1;
+		free(v);
+	}
+	if (!t->ppid) {
+		ppid = procinfo_ppid(t->pid);
+		t->ppid = ppid > 0 ? ppid : 0;
+	}
+	ns = procinfo_ns_pid(t->pid);
+	if (ns > 0)
+		t->ns_pid = ns;
+}
+
+/* Write the target's processes row (the whole row: a later write replaces it). */
+static void store_process_row(struct recorder *r, struct target *t)
+{
+	struct store_process p = {
+		.pid = t->pid,
+		.ppid = t->ppid,
+		.command = t->command,
+		.exe = t->exe,
+		.start_time = t->start_time,
+		.end_time = t->end_time,
+		.rank = t->rank,
+		.local_rank = t->local_rank,
+		.world_size = t->world_size,
+		.ns_pid = t->ns_pid,
+	};
+
+	if (t->py)
+		snprintf(t->pyver, sizeof(t->pyver), "%s", pyproc__version_str(t->py));
+	p.python_version = t->pyver[0] ? t->pyver : NULL;
+	store__process(r->st, &p);
+}
+
+/* Make sure the target has its dwproc (created lazily: after exec, for new children). */
+static struct dwproc *target_dwproc(struct target *t)
+{
+	if (!t->dp && !t->dp_failed) {
+		t->dp = dwproc__new(t->pid);
+		if (!t->dp) {
+			t->dp_failed = true;
+			pr_debug("pid %d: cannot read its memory maps: %s", t->pid,
+				 strerror(errno));
+		}
+	}
+	return t->dp;
+}
+
+/* Remember a Python version for meta.python_versions. */
+static void note_python_version(struct recorder *r, const char *v)
+{
+	size_t len = strlen(r->python_versions), vl = strlen(v);
+	const char *p;
+
+	for (p = strstr(r->python_versions, v); p; p = strstr(p + 1, v))
+		if ((p == r->python_versions || p[-1] == ' ') && (p[vl] == ' ' || !p[vl]))
+			return;
+	if (len + vl + 2 < sizeof(r->python_versions))
+		snprintf(r->python_versions + len, sizeof(r->python_versions) - len, "%s%s",
+			 len ? " " : "", v);
+	store__meta_text(r->st, "python_versions", r->python_versions);
+}
+
+/* Number of mappings of @pid now (a cheap "did it load something" signal), 0 if gone. */
+static size_t count_maps(pid_t pid)
+{
+	struct procmaps pm;
+	size_t n;
+
+	if (procmaps__read(pid, &pm))
+		return 0;
+	n = pm.nr;
+	procmaps__release(&pm);
+	return n;
+}
+
+/*
+ * Find the target's CPython interpreter and hand its layout to BPF. Called when the target
+ * is added and again (on ticks) while it has none and its mappings change: after exec the
+ * loader maps libpython only later, and embedding programs may load it at any time.
+ */
+static void target_python(struct recorder *r, struct target *t)
+{
+	struct py_proc_cfg cfg;
+	int err, fd;
+
+	if (!r->opts.python || t->py || t->py_unsupported || !t->alive)
+		return;
+	t->py_tried_ns = now_mono_ns();
+	t->py_maps_seen = count_maps(t->pid);
+	t->py = pyproc__open(t->pid);
+	t->py_gen = ++r->py_gens;
+	if (!t->py) {
+		pr_debug("pid %d: no CPython interpreter yet (%s)", t->pid, strerror(errno));
+		if (errno == ENOTSUP)
+			t->py_unsupported = true; /* pyproc said why */
+		return;
+	}
+	err = pyproc__bpf_cfg(t->py, r->opts.py_depth, &cfg);
+	if (!err)
+		err = sampling__set_python(r->s, t->pid, &cfg);
+	if (err) {
+		pr_warn("pid %d: cannot set up Python stack sampling: %s", t->pid, strerror(-err));
+		pyproc__free(t->py);
+		t->py = NULL;
+		t->py_unsupported = true;
+		return;
+	}
+	fd = sampling__map_fd(r->s, "py_tstates");
+	if (fd >= 0)
+		pyproc__fill_tstates(t->py, fd, t->pid);
+	if (r->tn && threadnames__watch(r->tn, t->pid, t->py))
+		pr_debug("pid %d: cannot watch its thread names", t->pid);
+	pr_info("pid %d: CPython %s in %s", t->pid, pyproc__version_str(t->py),
+		pyproc__elf_path(t->py));
+	note_python_version(r, pyproc__version_str(t->py));
+}
+
+/*
+ * A target without an interpreter yet: look again if its mappings changed. Right after it
+ * started or exec'd the loader is still mapping libpython and the program may start Python
+ * threads within milliseconds, so look every 5 ms for 2 s (recorder__poll, independent of how
+ * far behind sample processing is); after that, once a second (an embedding program may
+ * load libpython at any time).
+ */
+static void retry_python(struct recorder *r, struct target *t)
+{
+	uint64_t now = now_mono_ns();
+	uint64_t every = now - t->started_ns < 2000000000ULL ? 5000000ULL : 1000000000ULL;
+
+	if (t->py || !r->opts.python || t->py_unsupported || !t->alive ||
+	    now - t->py_tried_ns < every)
+		return;
+	t->py_tried_ns = now;
+	if (count_maps(t->pid) == t->py_maps_seen)
+		return;
+	target_python(r, t);
+	if (t->py)
+		store_process_row(r, t);
+}
+
+/* Forget the target's interpreter (exec replaced the program). */
+static void drop_python(struct recorder *r, struct target *t)
+{
+	if (t->py)
+		sampling__set_python(r->s, t->pid, NULL);
+	if (r->tn) {
+		threadnames__unwatch(r->tn, t->pid);
+		threadnames__drop(r->tn, t->pid);
+	}
+	pyproc__free(t->py);
+	t->py = NULL;
+	t->py_unsupported = false;
+	t->py_maps_seen = 0;
+}
+
+/* The target of @pid, created (empty) if new; *@created says which. NULL on ENOMEM. */
+static struct target *get_target(struct recorder *r, pid_t pid, bool *created)
+{
+	uint32_t key = pid;
+	struct target *t;
+	uint64_t *slot;
+	int inserted;
+
+	*created = false;
+	slot = bmap__upsert(r->target_idx, &key, sizeof(key), 0, &inserted);
+	if (!slot)
+		return NULL;
+	if (!inserted)
+		return &r->targets[*slot - 1];
+	if (grow_array(&r->targets, &r->captargets, r->ntargets + 1, sizeof(*t)))
+		return NULL;
+	t = &r->targets[r->ntargets];
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->rank = t->local_rank = t->world_size = -1;
+	t->cpu_first = t->cpu_last = -1;
+	*slot = ++r->ntargets;
+	*created = true;
+	return t;
+}
+
+/* A new process has @t's pid (or the old one is seen anew): forget everything about it. */
+static void reset_target(struct recorder *r, struct target *t)
+{
+	pid_t pid = t->pid;
+	uint32_t incarnation = t->incarnation + 1;
+
+	if (t->alive)
+		r->live--;
+	drop_python(r, t);
+	dwproc__free(t->dp);
+	free(t->command);
+	free(t->exe);
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->incarnation = incarnation;
+	t->rank = t->local_rank = t->world_size = -1;
+	t->cpu_first = t->cpu_last = -1;
+}
+
+/* Start sampling @t: read its maps and interpreter now, so its first samples resolve. */
+static void start_target(struct recorder *r, struct target *t)
+{
+	int err;
+
+	if (!t->alive)
+		r->live++;
+	t->alive = true;
+	t->started_ns = now_mono_ns();
+	t->cpu_first = t->cpu_last = procinfo_cpu_ticks(t->pid);
+	target_dwproc(t);
+	target_python(r, t);
+	err = sampling__add_target(r->s, t->pid);
+	if (err)
+		pr_warn("pid %d: cannot add it to the sampler: %s", t->pid, strerror(-err));
+}
+
+int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
+{
+	struct target *t;
+	bool created;
+
+	t = get_target(r, pid, &created);
+	if (!t)
+		return -ENOMEM;
+	if (!created && t->alive)
+		return 0;
+	if (!created)
+		reset_target(r, t);
+	t->ppid = ppid;
+	t->start_time = unix_seconds(r, now_mono_ns());
+	if (!procinfo_alive(pid))
+		return -ESRCH;
+	read_proc_info(t);
+	start_target(r, t);
+	store_process_row(r, t);
+	return 0;
+}
+
+/*
+ * A sample of a process we were not told about (its fork event was lost): make it a target
+ * with what the sample says, and what /proc says if it is still there.
+ */
+static struct target *unknown_target(struct recorder *r, const struct sample_event *e, double ts)
+{
+	struct target *t;
+	bool created;
+
+	t = get_target(r, e->pid, &created);
+	if (!t)
+		return NULL;
+	if (!created)
+		reset_target(r, t);
+	t->ns_pid = e->ns_pid;
+	t->start_time = ts;
+	read_proc_info(t);
+	start_target(r, t);
+	store_process_row(r, t);
+	return t;
+}
+
+/* A followed process forked a child: the child runs the parent's program until it execs. */
+static void follow_child(struct recorder *r, const struct proc_change_event *ev, double ts)
+{
+	struct target *parent, *t;
+	bool created;
+
+	pr_info("following new process %d (child of %d)", ev->pid, ev->ppid);
+	t = get_target(r, ev->pid, &created);
+	if (!t)
+		return;
+	parent = find_target(r, ev->ppid); /* after get_target: it may move the targets */
+	/* The fork precedes every sample of the child: a target with its pid is an older
+	 * process that had the same pid. */
+	if (!created)
+		reset_target(r, t);
+	t->ppid = ev->ppid;
+	t->ns_pid = ev->ns_pid;
+	t->start_time = ts;
+	if (parent) {
+		t->command = parent->command ? strdup(parent->command) : NULL;
+		t->exe = parent->exe ? strdup(parent->exe) : NULL;
+		t->rank = parent->rank;
+		t->local_rank = parent->local_rank;
+		t->world_size = parent->world_size;
+		if (parent->py)
+			snprintf(t->pyver, sizeof(t->pyver), "%s", pyproc__version_str(parent->py));
+	}
+	read_proc_info(t); /* it may have exec'd already: its exec event follows */
+	start_target(r, t);
+	store_process_row(r, t);
+}
+
+/* A target replaced its program: maps, interpreter and command line are new. */
+static void target_exec(struct recorder *r, struct target *t, const struct proc_exec_event *ev)
+{
+	size_t i, n = ev->h.args_len < sizeof(ev->args) ? ev->h.args_len : sizeof(ev->args);
+	char *cmd = NULL, *path;
+
+	dwproc__free(t->dp);
+	t->dp = NULL;
+	t->dp_failed = false; /* re-read lazily: the loader is still mapping */
+	/* Events are handled late: an interpreter found after the exec is the new program's
+	 * (and its threads' names are being read); one found before is the old one's. */
+	if (!t->py || t->py_tried_ns < ev->h.time_ns) {
+		drop_python(r, t);
+		t->pyver[0] = '\0';
+		t->started_ns = now_mono_ns();
+	}
+	t->ns_pid = ev->h.ns_pid;
+	read_proc_info(t);
+	/* The command line as it was at the exec (/proc may show a later one, or none), unless
+	 * it was too long for the event. */
+	while (n && !ev->args[n - 1])
+		n--;
+	if (n && !((ev->h.flags & PROC_F_ARGS_TRUNCATED) && t->command)) {
+		cmd = malloc(n + 1);
+		if (cmd) {
+			for (i = 0; i < n; i++)
+				cmd[i] = ev->args[i] ? ev->args[i] : ' ';
+			cmd[n] = '\0';
+			set_str(&t->command, cmd);
+		}
+	}
+	if (!t->exe || !procinfo_alive(t->pid)) {
+		path = strndup(ev->path, sizeof(ev->path) - 1);
+		set_str(&t->exe, path);
+	}
+	target_python(r, t);
+	store_process_row(r, t);
+}
+
+/*
+ * @t exited at @ts. @from_event: the kernel said so (the exact time; every earlier event of
+ * the process has been handled); else a check of /proc found it gone (the time is when we
+ * looked, and its last events may still be queued).
+ */
+static void target_exited(struct recorder *r, struct target *t, double ts, bool from_event)
+{
+	if (from_event || !t->end_time) {
+		t->end_time = ts;
+		store__process_end(r->st, t->pid, ts);
+	}
+	if (from_event)
+		sampling__remove_target(r->s, t->pid);
+	/* Samples of its last thread's way out of the kernel (or, found gone, its queued
+	 * samples) may follow: its Python thread names are dropped a tick later. */
+	if (r->tn) {
+		threadnames__unwatch(r->tn, t->pid);
+		t->names_to_drop = true;
+	}
+	if (!t->alive)
+		return;
+	t->alive = false;
+	r->live--;
+	pr_info("process %d exited", t->pid);
+}
+
+/*
+ * Name @th: its Python threading name where the interpreter has one for it, else its OS
+ * name (@comm, when given, is its OS name now). A Python name, once read, stays when the
+ * thread leaves threading's list at its end. Marks the thread dirty if the name changed.
+ */
+static void name_thread(struct recorder *r, struct thread *th, const char *comm)
+{
+	char py[64];
+	const char *name;
+
+	if (comm)
+		snprintf(th->comm, sizeof(th->comm), "%.*s", (int)sizeof(th->comm) - 1, comm);
+	if (r->tn) {
+		th->names_seen = threadnames__version(r->tn);
+		if (threadnames__lookup(r->tn, th->pid, th->ns_tid, py, sizeof(py)))
+			th->py_named = true;
+		else if (th->py_named)
+			return;
+	}
+	name = th->py_named ? py : th->comm;
+	if (strcmp(th->name, name)) {
+		snprintf(th->name, sizeof(th->name), "%s", name);
+		th->dirty = true;
+	}
+}
+
+static struct thread *find_thread(struct recorder *r, pid_t pid, pid_t tid)
+{
+	uint64_t key = (uint64_t)pid << 32 | (uint32_t)tid, *idx;
+
+	idx = bmap__find(r->thread_idx, &key, sizeof(key));
+	return idx ? &r->threads[*idx - 1] : NULL;
+}
+
+static struct thread *get_thread(struct recorder *r, struct target *t, const struct sample_event *e,
+				 double ts)
+{
+	pid_t pid = t->pid, tid = e->tid;
+	uint64_t key = (uint64_t)pid << 32 | (uint32_t)tid, *slot;
+	struct thread *th;
+	int inserted;
+
+	slot = bmap__upsert(r->thread_idx, &key, sizeof(key), 0, &inserted);
+	if (!slot)
+		return NULL;
+	if (!inserted) {
+		th = &r->threads[*slot - 1];
+		if (th->incarnation == t->incarnation) {
+			th->last_ts = ts;
+			/* After its exit only the kernel's exit path is left: the name is final. */
+			if (!th->exited &&
+			    (strncmp(th->comm, e->comm, sizeof(e->comm)) ||
+			     (r->tn && th->names_seen != threadnames__version(r->tn))))
+				name_thread(r, th, e->comm);
+			return th;
+		}
+		/* A thread of an older process that had this pid: start over. */
+	} else {
+		if (grow_array(&r->threads, &r->capthreads, r->nthreads + 1, sizeof(*th)))
+			return NULL;
+		th = &r->threads[r->nthreads];
+		*slot = ++r->nthreads;
+	}
+	memset(th, 0, sizeof(*th));
+	th->pid = pid;
+	th->tid = tid;
+	th->ns_tid = e->ns_tid ? (pid_t)e->ns_tid : tid;
+	th->incarnation = t->incarnation;
+	th->last_ts = ts;
+	/* The name as it is now, from the sample: a short-lived thread is gone by the tick. */
+	name_thread(r, th, e->comm);
+	store__thread(r->st, pid, tid, th->name[0] ? th->name : NULL, ts);
+	if (th->ns_tid != tid)
+		store__thread_ns_tid(r->st, pid, tid, th->ns_tid);
+	th->dirty = false;
+	r->stats.threads++;
+	return th;
+}
+
+/* Thread @tid of @t exited with the OS name @comm: its name is final. */
+static void thread_exited(struct recorder *r, struct target *t, const struct proc_change_event *ev)
+{
+	struct thread *th = find_thread(r, ev->pid, ev->tid);
+
+	if (th && t && th->incarnation == t->incarnation && !th->exited) {
+		name_thread(r, th, ev->comm);
+		th->exited = true;
+		if (th->dirty)
+			store__thread(r->st, th->pid, th->tid, th->name[0] ? th->name : NULL,
+				      th->last_ts);
+		th->dirty = false;
+	}
+	if (r->tn)
+		threadnames__forget(r->tn, ev->pid, ev->ns_tid);
+}
+
+/*
+ * Unwind and symbolize the sample's native stack into r->nframes (leaf first), each frame
+ * classified for the Python merge. Return the number of frames.
+ */
+static int native_frames(struct recorder *r, struct target *t, const struct sample_event *e,
+			 const void *stack, unsigned int *trunc)
+{
+	struct dwproc *dp = target_dwproc(t);
+	bool complete = false;
+	int nn;
+
+	if (!dp) {
+		r->stats.unresolved++;
+		*trunc |= STACK_TRUNC_NATIVE;
+		r->nframes[0] = (struct pym_frame){
+			.f = {.kind = FRAME_NATIVE, .func = "[unknown: process exited]"}};
+		return 1;
+	}
+	if (r->opts.native) {
+		nn = dwproc__unwind(dp, e->tid, (const uint64_t *)e->regs, stack, e->stack_len,
+				    r->nat, MAX_NATIVE, &complete);
+	} else {
+		/* --no-native: the running function only, so not its outermost frame. */
+		r->nat[0].pc = e->regs[DWREG_RIP];
+		r->nat[0].activation = true;
+		nn = 1;
+	}
+	if (nn < 0)
+		nn = 0;
+	if (complete)
+		r->stats.complete++;
+	else
+		*trunc |= STACK_TRUNC_NATIVE;
+	return stackbuild_native(dp, r->sym, t->py, r->nat, nn, r->nframes, MAX_FRAMES);
+}
+
+/* Resolve the sample's Python frames into r->pframes. Return their number. */
+static int python_frames(struct recorder *r, struct target *t, const struct sample_event *e,
+			 const struct py_frame_rec *py, unsigned int *trunc)
+{
+	int i;
+
+	if (!t->py)
+		return 0;
+	if (e->py_status >= 0 && e->py_status < 8)
+		r->stats.py_status[e->py_status]++;
+
+	if (!e->py_len)
+		return 0;
+	if (e->flags & SAMPLE_F_PY_TRUNCATED)
+		*trunc |= STACK_TRUNC_PYTHON;
+	for (i = 0; i < e->py_len && i < SAMPLER_MAX_PYDEPTH; i++) {
+		struct pyframe_key key = {.gen = t->py_gen,
+					  .code = py[i].code,
+					  .meta = py[i].meta,
+					  .lasti = py[i].lasti};
+		uint64_t *slot = bmap__find(r->pyframes, &key, sizeof(key));
+		struct frame *fp;
+
+		r->pframes[i].flags = py[i].meta & PYF_ENTRY;
+		if (slot) {
+			fp = (struct frame *)(uintptr_t)*slot;
+			r->pframes[i].f = *fp;
+			r->pframes[i].stable = fp;
+			continue;
+		}
+		/* On failure the frame is still there, named "[unknown]"; not cached (the code
+		 * object may be readable next time). The strings live as long as t->py, and the
+		 * generation in the key keeps a later interpreter from finding this entry. */
+		r->pframes[i].stable = NULL;
+		if (pyproc__resolve(t->py, &py[i], &r->pframes[i].f))
+			continue;
+		fp = malloc(sizeof(*fp));
+		slot = fp ? bmap__upsert(r->pyframes, &key, sizeof(key), 0, NULL) : NULL;
+		if (!slot) {
+			free(fp);
+			continue;
+		}
+		*fp = r->pframes[i].f;
+		*slot = (uintptr_t)fp;
+		r->pframes[i].stable = fp;
+	}
+	r->stats.python_samples++;
+	return i;
+}
+
+/*
+ * The id of r->frames[i] into r->ids[i]. Frames that come from a cache (symbolizer, Python
+ * code cache) have a stable address: look that up first instead of hashing the content.
+ */
+static int frame_id(struct recorder *r, int i)
+{
+	uintptr_t key = (uintptr_t)r->stable[i];
+	uint64_t *slot;
+	int inserted, err;
+
+	if (!key)
+		return store__frame_id(r->st, &r->frames[i], &r->ids[i]);
+	slot = bmap__upsert(r->frame_ids, &key, sizeof(key), 0, &inserted);
+	if (!slot)
+		return -ENOMEM;
+	if (!inserted && *slot) {
+		r->ids[i] = *slot;
+		return 0;
+	}
+	err = store__frame_id(r->st, &r->frames[i], &r->ids[i]);
+	if (!err)
+		*slot = r->ids[i];
+	return err;
+}
+
+static int handle_sample(struct recorder *r, const struct sample_event *e, size_t len)
+{
+	const struct py_frame_rec *py = (const void *)(e + 1);
+	const uint64_t *kst;
+	const void *stack;
+	unsigned int trunc = 0;
+	struct target *t;
+	struct thread *th;
+	uint64_t stack_id;
+	double ts;
+	int n = 0, i, err, nn, np, nm;
+
+	if (len < sizeof(*e) ||
+	    len < sizeof(*e) + e->py_len * sizeof(*py) + e->kstack_len * 8ul + e->stack_len)
+		return -EINVAL;
+	kst = (const void *)(py + e->py_len);
+	stack = kst + e->kstack_len;
+	ts = unix_seconds(r, e->time_ns);
+
+	t = find_target(r, e->pid);
+	if (!t) {
+		/* A process we have not heard of: its fork event was lost. */
+		t = unknown_target(r, e, ts);
+		if (!t)
+			return -ENOMEM;
+	}
+	if (!t->samples++)
+		r->stats.processes++;
+	retry_python(r, t);
+	th = get_thread(r, t, e, ts);
+	if (th)
+		th->active = true;
+
+	for (i = 0; i < e->kstack_len && n < MAX_FRAMES; i++) {
+		r->frames[n] = kallsyms__frame(r->ks, kst[i]);
+		r->stable[n++] = NULL;
+	}
+	if (e->flags & SAMPLE_F_NO_USER_REGS)
+		trunc |= STACK_TRUNC_NATIVE; /* the user stack is unknown */
+	nn = e->flags & SAMPLE_F_NO_USER_REGS ? 0 : native_frames(r, t, e, stack, &trunc);
+	np = python_frames(r, t, e, py, &trunc);
+	nm = pymerge(r->nframes, nn, r->pframes, np, r->merged, MAX_FRAMES - n);
+	for (i = 0; i < nm; i++) {
+		r->frames[n] = r->merged[i].f;
+		r->stable[n++] = r->merged[i].stable;
+	}
+	if (!n) {
+		r->frames[n] = (struct frame){.kind = FRAME_NATIVE, .func = "[unknown]"};
+		r->stable[n++] = NULL;
+	}
+
+	for (i = 0; i < n; i++) {
+		err = frame_id(r, i);
+		if (err)
+			return err;
+	}
+	err = store__stack_id(r->st, r->ids, n, trunc, &stack_id);
+	if (!err)
+		err = store__count(r->st, e->pid, e->tid, stack_id, (int64_t)ts, 1);
+	if (!err)
+		r->stats.samples++;
+	return err;
+}
+
+static int handle_proc(struct recorder *r, const struct proc_change_event *ev, size_t len)
+{
+	struct target *t = find_target(r, ev->pid);
+	double ts = unix_seconds(r, ev->time_ns);
+
+	switch (ev->change) {
+	case PROC_FORK:
+		follow_child(r, ev, ts);
+		return 0;
+	case PROC_EXEC:
+		if (len < sizeof(struct proc_exec_event))
+			return -EINVAL;
+		if (t)
+			target_exec(r, t, (const struct proc_exec_event *)ev);
+		return 0;
+	case PROC_THREAD_EXIT:
+		thread_exited(r, t, ev);
+		return 0;
+	case PROC_EXIT:
+		thread_exited(r, t, ev);
+		if (t)
+			target_exited(r, t, ts, true);
+		return 0;
+	}
+	return 0;
+}
+
+int recorder__handle(struct recorder *r, const void *rec, size_t len)
+{
+	const __u32 *type = rec;
+
+	if (len < sizeof(*type))
+		return -EINVAL;
+	if (*type == EVENT_SAMPLE)
+		return handle_sample(r, rec, len);
+	if (*type == EVENT_PROC && len >= sizeof(struct proc_change_event))
+		return handle_proc(r, rec, len);
+	return -EINVAL;
+}
+
+int recorder__tick(struct recorder *r)
+{
+	double now = unix_seconds(r, now_mono_ns());
+	struct target *t;
+	struct thread *th;
+	long long cpu;
+	size_t i;
+	int fd = sampling__map_fd(r->s, "py_tstates");
+
+	for (i = 0; i < r->ntargets; i++) {
+		t = &r->targets[i];
+		if (!t->alive)
+			continue;
+		if (t->py) {
+			/* New threads, names; the BPF fallback map. */
+			if (fd >= 0)
+				pyproc__fill_tstates(t->py, fd, t->pid);
+		} else {
+			retry_python(r, t);
+		}
+	}
+	/* Python names change (thread.name = ...): have them read again, and store what
+	 * changed and how long the threads that ran were seen. */
+	if (r->tn)
+		threadnames__refresh(r->tn);
+	for (i = 0; i < r->nthreads; i++) {
+		th = &r->threads[i];
+		if (!th->active && !th->dirty)
+			continue;
+		if (!th->exited)
+			name_thread(r, th, NULL);
+		th->active = false;
+		th->dirty = false;
+		store__thread(r->st, th->pid, th->tid, th->name[0] ? th->name : NULL, th->last_ts);
+	}
+	/* Exit events can be lost when the ring buffer is full: check. */
+	for (i = 0; i < r->ntargets; i++) {
+		t = &r->targets[i];
+		if (t->names_to_drop && now - t->end_time > 1.0) {
+			threadnames__drop(r->tn, t->pid);
+			t->names_to_drop = false;
+		}
+		if (!t->alive)
+			continue;
+		if (!procinfo_alive(t->pid)) {
+			target_exited(r, t, now, false);
+			continue;
+		}
+		cpu = procinfo_cpu_ticks(t->pid);
+		if (cpu >= 0)
+			t->cpu_last = cpu;
+	}
+	return store__flush(r->st) ?: recorder__live_targets(r);
+}
+
+void recorder__poll(struct recorder *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->ntargets; i++)
+		retry_python(r, &r->targets[i]);
+}
+
+int recorder__live_targets(const struct recorder *r)
+{
+	return r->live;
+}
+
+void recorder__stats(const struct recorder *r, struct recorder_stats *out)
+{
+	*out = r->stats;
+}
+
+double recorder__target_cpu(const struct recorder *r)
+{
+	long long ticks = 0;
+	size_t i;
+
+	for (i = 0; i < r->ntargets; i++)
+		if (r->targets[i].cpu_first >= 0 &&
+		    r->targets[i].cpu_last > r->targets[i].cpu_first)
+			ticks += r->targets[i].cpu_last - r->targets[i].cpu_first;
+	return (double)ticks / sysconf(_SC_CLK_TCK);
+}

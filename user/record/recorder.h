@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * recorder: turns sampler records into stored stacks. For each sample: unwind the native
+ * stack (dwproc), symbolize it (symbolize), add kernel frames (kallsyms) and Python frames,
+ * intern the stack and count it (store). Keeps per-process and per-thread state: maps,
+ * names, liveness.
+ */
+#ifndef PROBING_RECORDER_H
+#define PROBING_RECORDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "record/sampling.h"
+#include "record/store.h"
+
+struct recorder;
+
+struct recorder_opts {
+	bool native; /* unwind native stacks (else only the interrupted function is kept) */
+	bool kernel; /* kernel frames are in the samples */
+	bool python; /* Python frames */
+	unsigned int py_depth;
+};
+
+struct recorder_stats {
+	uint64_t samples;	 /* samples stored */
+	uint64_t complete;	 /* of which the native unwind reached the outermost frame */
+	uint64_t unresolved;	 /* samples of processes whose maps could not be read */
+	uint64_t processes;	 /* processes that produced samples */
+	uint64_t threads;	 /* threads that produced samples */
+	uint64_t python_samples; /* samples with Python frames */
+	uint64_t py_status[8];	 /* samples of Python processes by enum py_status */
+};
+
+/* New recorder writing to @st, configuring BPF state through @s. NULL with errno on error. */
+struct recorder *recorder__new(struct store *st, struct sampling *s,
+			       const struct recorder_opts *opts);
+
+/* Free (does not close the store). NULL is a no-op. */
+void recorder__free(struct recorder *r);
+
+/*
+ * Make @pid a target: read its maps and metadata now (before sampling starts, so the
+ * first samples resolve quickly), add it to the sampler. @ppid: its parent, or 0.
+ * Return 0, -ESRCH if it is gone, or -errno.
+ */
+int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid);
+
+/* Process one ring-buffer record (struct sample_event or proc_change_event). 0 or -errno. */
+int recorder__handle(struct recorder *r, const void *rec, size_t len);
+
+/*
+ * Periodic work (about once per second): refresh thread names, notice targets that
+ * exited, flush the store. Return the number of live targets, or -errno.
+ */
+int recorder__tick(struct recorder *r);
+
+/*
+ * Frequent, cheap work independent of the sample backlog (call it every few milliseconds):
+ * look for the interpreter of targets that just started or exec'd.
+ */
+void recorder__poll(struct recorder *r);
+
+/* Live targets (not yet seen to exit). */
+int recorder__live_targets(const struct recorder *r);
+
+void recorder__stats(const struct recorder *r, struct recorder_stats *out);
+
+/*
+ * CPU seconds the targets used while recorded, as /proc showed it when they were added and
+ * at the last tick (what a process used after the last tick before it exited is missing).
+ */
+double recorder__target_cpu(const struct recorder *r);
+
+#endif

@@ -1,0 +1,637 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The recording file. Hot path (store__frame_id, store__stack_id, store__count) touches only
+ * in-memory maps; SQLite is written in store__flush, once per second, in one transaction.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sqlite3.h>
+
+#include "base/bmap.h"
+#include "base/log.h"
+#include "base/outfile.h"
+#include "record/store.h"
+#include "base/util.h"
+
+static const char schema_sql[] =
+	"PRAGMA journal_mode = WAL;\n"
+	"PRAGMA synchronous = NORMAL;\n"
+	"CREATE TABLE meta(key TEXT PRIMARY KEY, value);\n"
+	"CREATE TABLE processes(pid INTEGER PRIMARY KEY, ppid INTEGER, command TEXT, exe TEXT,\n"
+	"  start_time REAL, end_time REAL, rank INTEGER, local_rank INTEGER, world_size INTEGER,\n"
+	"  python_version TEXT, ns_pid INTEGER);\n"
+	"CREATE TABLE threads(pid INTEGER NOT NULL, tid INTEGER NOT NULL, name TEXT,\n"
+	"  first_seen REAL, last_seen REAL, ns_tid INTEGER, PRIMARY KEY(pid, tid));\n"
+	"CREATE TABLE frame_defs(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, func TEXT NOT NULL,\n"
+	"  qualname TEXT, file TEXT, lineno INTEGER, module TEXT);\n"
+	"CREATE TABLE stacks(stack_id INTEGER PRIMARY KEY, nframes INTEGER NOT NULL,\n"
+	"  truncated INTEGER NOT NULL);\n"
+	"CREATE TABLE stack_frames(stack_id INTEGER NOT NULL, depth INTEGER NOT NULL,\n"
+	"  frame_id INTEGER NOT NULL, PRIMARY KEY(stack_id, depth)) WITHOUT ROWID;\n"
+	"CREATE TABLE sample_counts(ts INTEGER NOT NULL, pid INTEGER NOT NULL,\n"
+	"  tid INTEGER NOT NULL, stack_id INTEGER NOT NULL, count INTEGER NOT NULL);\n"
+	"CREATE VIEW samples AS\n"
+	"  SELECT c.pid AS pid, c.tid AS tid, t.name AS thread, c.stack_id AS stack_id,\n"
+	"         SUM(c.count) AS count\n"
+	"  FROM sample_counts c LEFT JOIN threads t ON t.pid = c.pid AND t.tid = c.tid\n"
+	"  GROUP BY c.pid, c.tid, c.stack_id;\n"
+	"CREATE VIEW frames AS\n"
+	"  SELECT sf.stack_id AS stack_id, sf.depth AS depth, f.kind AS kind, f.func AS func,\n"
+	"         f.file AS file, f.lineno AS lineno, f.module AS module, f.qualname AS qualname\n"
+	"  FROM stack_frames sf JOIN frame_defs f ON f.id = sf.frame_id;\n"
+	"CREATE VIEW sample_times AS\n"
+	"  SELECT c.ts AS ts, c.pid AS pid, c.tid AS tid, t.name AS thread,\n"
+	"         c.stack_id AS stack_id, c.count AS count\n"
+	"  FROM sample_counts c LEFT JOIN threads t ON t.pid = c.pid AND t.tid = c.tid;\n";
+
+/* Key of the count map. */
+struct count_key {
+	int64_t ts;
+	uint32_t pid, tid;
+	uint64_t stack_id;
+};
+
+struct pending_frame {
+	uint64_t id;
+	struct frame f; /* strings owned by the store (copied on interning) */
+};
+
+struct pending_stack {
+	uint64_t id;
+	unsigned int flags;
+	int n;
+	uint64_t *ids;
+};
+
+struct store {
+	sqlite3 *db;
+	char *path;	    /* the file written: DEST.partial */
+	struct outpath out; /* DEST, where it goes when complete */
+	unsigned int out_flags;
+	struct bmap *frames; /* serialized frame -> id */
+	struct bmap *stacks; /* flags + ids -> id */
+	struct bmap *counts; /* count_key -> samples since last flush */
+	struct pending_frame *pframes;
+	size_t npframes, cappframes;
+	struct pending_stack *pstacks;
+	size_t npstacks, cappstacks;
+	struct strbuf pending_sql; /* meta, processes, threads: small statements, run at flush */
+	char **strings;		   /* every string copied for interned frames */
+	size_t nstrings, capstrings;
+	uint64_t nsamples;
+	struct strbuf key; /* scratch for serializing frames */
+};
+
+static int sql_err(struct store *st, int rc, const char *what)
+{
+	pr_warn("%s: %s: %s", st->path, what, sqlite3_errmsg(st->db));
+	return rc == SQLITE_FULL ? -ENOSPC : rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+}
+
+/* The SQLite files that belong to the database @path: its WAL, shared memory and journal. */
+static const char *const side_suffixes[] = {"-wal", "-shm", "-journal"};
+
+/* Remove the side files of @path that are regular files (ours to remove: they go with it). */
+static void remove_side_files(const char *path)
+{
+	char side[PATH_MAX + 16];
+	struct stat sb;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(side_suffixes); i++) {
+		snprintf(side, sizeof(side), "%s%s", path, side_suffixes[i]);
+		if (!lstat(side, &sb) && S_ISREG(sb.st_mode) && unlink(side))
+			pr_debug("cannot remove %s: %s", side, strerror(errno));
+	}
+}
+
+int store__create(const char *path, unsigned int flags, struct store **out)
+{
+	struct store *st = NULL;
+	char *errmsg = NULL;
+	int rc, fd, err = 0;
+
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->frames = bmap__new();
+	st->stacks = bmap__new();
+	st->counts = bmap__new();
+	if (!st->frames || !st->stacks || !st->counts) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	st->out_flags = OUTFILE_FORCE_HINT | (flags & STORE_FORCE ? OUTFILE_FORCE : 0);
+	err = outpath__check(path, st->out_flags, &st->out);
+	if (err)
+		goto cleanup;
+	if (asprintf(&st->path, "%s.partial", st->out.dest) < 0) {
+		st->path = NULL;
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	/* Ours alone: never a file that was there already (a killed recorder's data). */
+	fd = open(st->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		err = -errno;
+		if (err == -EEXIST) {
+			pr_warn("cannot record into %s: %s already exists", path, st->path);
+			pr_warn("it holds the recording of a recorder that was killed, or of one "
+				"still writing %s; it is a readable recording ('probing query -i "
+				"%s')",
+				st->out.dest, st->path);
+			pr_warn("move it away or delete it (with its -wal and -shm files), then "
+				"record again");
+		} else {
+			pr_warn("cannot write the recording %s: %s", path, strerror(-err));
+		}
+		free(st->path);
+		st->path = NULL; /* not ours: leave it */
+		goto cleanup;
+	}
+	close(fd);
+
+	rc = sqlite3_open_v2(st->path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL);
+	if (rc != SQLITE_OK) {
+		err = st->db ? sql_err(st, rc, "cannot create") : -ENOMEM;
+		goto cleanup;
+	}
+	rc = sqlite3_exec(st->db, schema_sql, NULL, NULL, &errmsg);
+	if (rc != SQLITE_OK) {
+		pr_warn("%s: cannot create the schema: %s", st->path, errmsg ? errmsg : "?");
+		sqlite3_free(errmsg);
+		err = -EIO;
+		goto cleanup;
+	}
+	*out = st;
+	return 0;
+cleanup:
+	store__discard(st);
+	return err;
+}
+
+const char *store__path(const struct store *st)
+{
+	return st->path;
+}
+
+/* Queue one SQL statement built with sqlite3_mprintf (%Q quotes, or NULL). */
+static int pending_append(struct store *st, const char *fmt, ...)
+{
+	va_list ap;
+	char *sql;
+	int err;
+
+	va_start(ap, fmt);
+	sql = sqlite3_vmprintf(fmt, ap);
+	va_end(ap);
+	if (!sql)
+		return -ENOMEM;
+	err = sb_puts(&st->pending_sql, sql);
+	if (!err)
+		err = sb_puts(&st->pending_sql, ";\n");
+	sqlite3_free(sql);
+	return err;
+}
+
+int store__meta_text(struct store *st, const char *key, const char *value)
+{
+	return pending_append(st, "INSERT OR REPLACE INTO meta VALUES(%Q, %Q)", key, value);
+}
+
+int store__meta_int(struct store *st, const char *key, int64_t value)
+{
+	return pending_append(st, "INSERT OR REPLACE INTO meta VALUES(%Q, %lld)", key,
+			      (long long)value);
+}
+
+int store__meta_real(struct store *st, const char *key, double value)
+{
+	return pending_append(st, "INSERT OR REPLACE INTO meta VALUES(%Q, %.6f)", key, value);
+}
+
+static void int_or_null(char *buf, size_t n, long v)
+{
+	if (v < 0)
+		snprintf(buf, n, "NULL");
+	else
+		snprintf(buf, n, "%ld", v);
+}
+
+int store__process(struct store *st, const struct store_process *p)
+{
+	char rank[24], lrank[24], ws[24], nspid[24], end[32];
+
+	int_or_null(rank, sizeof(rank), p->rank);
+	int_or_null(lrank, sizeof(lrank), p->local_rank);
+	int_or_null(ws, sizeof(ws), p->world_size);
+	int_or_null(nspid, sizeof(nspid), p->ns_pid && p->ns_pid != p->pid ? p->ns_pid : -1);
+	if (p->end_time > 0)
+		snprintf(end, sizeof(end), "%.6f", p->end_time);
+	else
+		snprintf(end, sizeof(end), "NULL");
+	return pending_append(
+		st,
+		"INSERT OR REPLACE INTO processes(pid, ppid, command, exe, start_time, end_time,"
+		" rank, local_rank, world_size, python_version, ns_pid)"
+		" VALUES(%d, %d, %Q, %Q, %.6f, %s, %s, %s, %s, %Q, %s)",
+		(int)p->pid, (int)p->ppid, p->command, p->exe, p->start_time, end, rank, lrank, ws,
+		p->python_version, nspid);
+}
+
+int store__process_end(struct store *st, pid_t pid, double end_time)
+{
+	return pending_append(st, "UPDATE processes SET end_time = %.6f WHERE pid = %d", end_time,
+			      (int)pid);
+}
+
+int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, double ts)
+{
+	return pending_append(st,
+			      "INSERT INTO threads(pid, tid, name, first_seen, last_seen)"
+			      " VALUES(%d, %d, %Q, %.6f, %.6f)"
+			      " ON CONFLICT(pid, tid) DO UPDATE SET"
+			      " name = coalesce(excluded.name, name),"
+			      " first_seen = min(first_seen, excluded.first_seen),"
+			      " last_seen = max(last_seen, excluded.last_seen)",
+			      (int)pid, (int)tid, name, ts, ts);
+}
+
+int store__thread_ns_tid(struct store *st, pid_t pid, pid_t tid, pid_t ns_tid)
+{
+	return pending_append(st, "UPDATE threads SET ns_tid = %d WHERE pid = %d AND tid = %d",
+			      (int)ns_tid, (int)pid, (int)tid);
+}
+
+/* Serialize a frame into st->key: kind, line, then NUL-separated strings (NULL as \1). */
+static int frame_key(struct store *st, const struct frame *f)
+{
+	const char *strs[] = {f->func, f->qualname, f->file, f->module};
+	char head[32];
+	size_t i;
+	int err;
+
+	sb_reset(&st->key);
+	snprintf(head, sizeof(head), "%d:%d", (int)f->kind, f->line);
+	err = sb_append(&st->key, head, strlen(head) + 1);
+	for (i = 0; !err && i < ARRAY_SIZE(strs); i++)
+		err = strs[i] ? sb_append(&st->key, strs[i], strlen(strs[i]) + 1)
+			      : sb_append(&st->key, "\1", 2);
+	return err;
+}
+
+static const char *keep_string(struct store *st, const char *s)
+{
+	char *copy;
+
+	if (!s)
+		return NULL;
+	if (grow_array(&st->strings, &st->capstrings, st->nstrings + 1, sizeof(*st->strings)))
+		return NULL;
+	copy = strdup(s);
+	if (copy)
+		st->strings[st->nstrings++] = copy;
+	return copy;
+}
+
+int store__frame_id(struct store *st, const struct frame *f, uint64_t *id)
+{
+	struct pending_frame *pf;
+	uint64_t *slot;
+	int inserted, err;
+
+	err = frame_key(st, f);
+	if (err)
+		return err;
+	slot = bmap__upsert(st->frames, st->key.buf, st->key.len, bmap__size(st->frames) + 1,
+			    &inserted);
+	if (!slot)
+		return -ENOMEM;
+	*id = *slot;
+	if (!inserted)
+		return 0;
+	if (grow_array(&st->pframes, &st->cappframes, st->npframes + 1, sizeof(*st->pframes)))
+		return -ENOMEM;
+	pf = &st->pframes[st->npframes++];
+	pf->id = *id;
+	pf->f.kind = f->kind;
+	pf->f.line = f->line;
+	pf->f.func = keep_string(st, f->func ? f->func : "[unknown]");
+	pf->f.qualname = keep_string(st, f->qualname);
+	pf->f.file = keep_string(st, f->file);
+	pf->f.module = keep_string(st, f->module);
+	if (!pf->f.func || (f->qualname && !pf->f.qualname) || (f->file && !pf->f.file) ||
+	    (f->module && !pf->f.module))
+		return -ENOMEM;
+	return 0;
+}
+
+int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int flags, uint64_t *id)
+{
+	struct pending_stack *ps;
+	uint64_t *slot;
+	int inserted, err;
+
+	sb_reset(&st->key);
+	err = sb_append(&st->key, (const char *)&flags, sizeof(flags));
+	if (!err)
+		err = sb_append(&st->key, (const char *)ids, n * sizeof(*ids));
+	if (err)
+		return err;
+	slot = bmap__upsert(st->stacks, st->key.buf, st->key.len, bmap__size(st->stacks) + 1,
+			    &inserted);
+	if (!slot)
+		return -ENOMEM;
+	*id = *slot;
+	if (!inserted)
+		return 0;
+	if (grow_array(&st->pstacks, &st->cappstacks, st->npstacks + 1, sizeof(*st->pstacks)))
+		return -ENOMEM;
+	ps = &st->pstacks[st->npstacks];
+	ps->ids = malloc((n ? n : 1) * sizeof(*ids));
+	if (!ps->ids)
+		return -ENOMEM;
+	memcpy(ps->ids, ids, n * sizeof(*ids));
+	ps->n = n;
+	ps->flags = flags;
+	ps->id = *id;
+	st->npstacks++;
+	return 0;
+}
+
+int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts, uint64_t n)
+{
+	struct count_key k;
+	uint64_t *slot;
+
+	memset(&k, 0, sizeof(k));
+	k.ts = ts;
+	k.pid = pid;
+	k.tid = tid;
+	k.stack_id = stack_id;
+	slot = bmap__upsert(st->counts, &k, sizeof(k), 0, NULL);
+	if (!slot)
+		return -ENOMEM;
+	*slot += n;
+	st->nsamples += n;
+	return 0;
+}
+
+struct flush_ctx {
+	struct store *st;
+	sqlite3_stmt *stmt;
+	int rc;
+};
+
+static int flush_count(const void *key, size_t len, uint64_t *value, void *arg)
+{
+	const struct count_key *k = key;
+	struct flush_ctx *c = arg;
+
+	sqlite3_reset(c->stmt);
+	sqlite3_bind_int64(c->stmt, 1, k->ts);
+	sqlite3_bind_int64(c->stmt, 2, k->pid);
+	sqlite3_bind_int64(c->stmt, 3, k->tid);
+	sqlite3_bind_int64(c->stmt, 4, (sqlite3_int64)k->stack_id);
+	sqlite3_bind_int64(c->stmt, 5, (sqlite3_int64)*value);
+	c->rc = sqlite3_step(c->stmt);
+	return c->rc == SQLITE_DONE ? 0 : 1;
+}
+
+static int bind_text_or_null(sqlite3_stmt *s, int i, const char *v)
+{
+	return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
+}
+
+int store__flush(struct store *st)
+{
+	sqlite3_stmt *fs = NULL, *ss = NULL, *sf = NULL, *cs = NULL;
+	struct flush_ctx c = {st, NULL, SQLITE_DONE};
+	char *errmsg = NULL;
+	size_t i;
+	int rc, err = 0, d;
+
+	if (!st || !st->db)
+		return 0;
+	if (!st->npframes && !st->npstacks && !bmap__size(st->counts) && !st->pending_sql.len)
+		return 0;
+	rc = sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return sql_err(st, rc, "cannot start a transaction");
+	if (st->pending_sql.len) {
+		rc = sqlite3_exec(st->db, st->pending_sql.buf, NULL, NULL, &errmsg);
+		if (rc != SQLITE_OK) {
+			pr_warn("%s: %s", st->path, errmsg ? errmsg : "write failed");
+			sqlite3_free(errmsg);
+			err = -EIO;
+			goto rollback;
+		}
+	}
+	rc = sqlite3_prepare_v2(st->db, "INSERT INTO frame_defs VALUES(?, ?, ?, ?, ?, ?, ?)", -1,
+				&fs, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(st->db, "INSERT INTO stacks VALUES(?, ?, ?)", -1, &ss,
+					NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(st->db, "INSERT INTO stack_frames VALUES(?, ?, ?)", -1, &sf,
+					NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(st->db, "INSERT INTO sample_counts VALUES(?, ?, ?, ?, ?)",
+					-1, &cs, NULL);
+	if (rc != SQLITE_OK)
+		goto sqlfail;
+	for (i = 0; i < st->npframes; i++) {
+		const struct frame *f = &st->pframes[i].f;
+
+		sqlite3_reset(fs);
+		sqlite3_bind_int64(fs, 1, (sqlite3_int64)st->pframes[i].id);
+		sqlite3_bind_text(fs, 2, frame_kind_name(f->kind), -1, SQLITE_STATIC);
+		sqlite3_bind_text(fs, 3, f->func, -1, SQLITE_STATIC);
+		bind_text_or_null(fs, 4, f->qualname);
+		bind_text_or_null(fs, 5, f->file);
+		if (f->line > 0)
+			sqlite3_bind_int(fs, 6, f->line);
+		else
+			sqlite3_bind_null(fs, 6);
+		bind_text_or_null(fs, 7, f->module);
+		rc = sqlite3_step(fs);
+		if (rc != SQLITE_DONE)
+			goto sqlfail;
+	}
+	for (i = 0; i < st->npstacks; i++) {
+		const struct pending_stack *ps = &st->pstacks[i];
+
+		sqlite3_reset(ss);
+		sqlite3_bind_int64(ss, 1, (sqlite3_int64)ps->id);
+		sqlite3_bind_int(ss, 2, ps->n);
+		sqlite3_bind_int(ss, 3, ps->flags);
+		rc = sqlite3_step(ss);
+		if (rc != SQLITE_DONE)
+			goto sqlfail;
+		for (d = 0; d < ps->n; d++) {
+			sqlite3_reset(sf);
+			sqlite3_bind_int64(sf, 1, (sqlite3_int64)ps->id);
+			sqlite3_bind_int(sf, 2, d);
+			sqlite3_bind_int64(sf, 3, (sqlite3_int64)ps->ids[d]);
+			rc = sqlite3_step(sf);
+			if (rc != SQLITE_DONE)
+				goto sqlfail;
+		}
+	}
+	c.stmt = cs;
+	if (bmap__for_each(st->counts, flush_count, &c)) {
+		rc = c.rc;
+		goto sqlfail;
+	}
+	rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		goto sqlfail;
+	/* Committed: drop what was pending. */
+	for (i = 0; i < st->npstacks; i++)
+		free(st->pstacks[i].ids);
+	st->npstacks = 0;
+	st->npframes = 0;
+	bmap__clear(st->counts);
+	sb_reset(&st->pending_sql);
+	goto cleanup;
+sqlfail:
+	err = sql_err(st, rc, "cannot write");
+rollback:
+	sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+cleanup:
+	sqlite3_finalize(fs);
+	sqlite3_finalize(ss);
+	sqlite3_finalize(sf);
+	sqlite3_finalize(cs);
+	return err;
+}
+
+int store__exec(struct store *st, const char *sql)
+{
+	char *errmsg = NULL;
+	int rc;
+
+	rc = sqlite3_exec(st->db, sql, NULL, NULL, &errmsg);
+	if (rc != SQLITE_OK) {
+		pr_warn("%s: %s", st->path, errmsg ? errmsg : sqlite3_errstr(rc));
+		sqlite3_free(errmsg);
+		return -EIO;
+	}
+	return 0;
+}
+
+void store__stats(const struct store *st, uint64_t *samples, uint64_t *stacks, uint64_t *frames)
+{
+	if (samples)
+		*samples = st->nsamples;
+	if (stacks)
+		*stacks = bmap__size(st->stacks);
+	if (frames)
+		*frames = bmap__size(st->frames);
+}
+
+/* Free everything but the file. */
+static void store_free(struct store *st)
+{
+	size_t i;
+
+	for (i = 0; i < st->npstacks; i++)
+		free(st->pstacks[i].ids);
+	free(st->pstacks);
+	free(st->pframes);
+	for (i = 0; i < st->nstrings; i++)
+		free(st->strings[i]);
+	free(st->strings);
+	bmap__free(st->frames);
+	bmap__free(st->stacks);
+	bmap__free(st->counts);
+	sb_free(&st->pending_sql);
+	sb_free(&st->key);
+	outpath__release(&st->out);
+	free(st->path);
+	free(st);
+}
+
+/*
+ * Fold the WAL into the file and leave WAL mode, so that the file alone is the recording (it
+ * is renamed without its -wal). Readers of the file being written can delay that: wait for
+ * them a while.
+ */
+static int leave_wal(struct store *st)
+{
+	sqlite3_stmt *s = NULL;
+	const char *mode;
+	int rc, err = -EBUSY;
+
+	sqlite3_busy_timeout(st->db, 10000);
+	sqlite3_exec(st->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+	rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = DELETE", -1, &s, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+		mode = (const char *)sqlite3_column_text(s, 0);
+		if (mode && !strcmp(mode, "delete"))
+			err = 0;
+	}
+	if (err)
+		pr_warn("%s: cannot fold the WAL into the file (%s); a reader may hold it open",
+			st->path, sqlite3_errmsg(st->db));
+	sqlite3_finalize(s);
+	return err;
+}
+
+/* Move the complete recording over its destination; on failure say where it is. */
+static int publish(struct store *st)
+{
+	int err;
+
+	/* The side files of the file replaced would be read as part of the new one. */
+	err = outpath__recheck(&st->out, st->out_flags);
+	if (!err) {
+		remove_side_files(st->out.dest);
+		err = outpath__replace(&st->out, st->path, st->out_flags);
+	}
+	if (err)
+		pr_warn("the recording is complete in %s", st->path);
+	return err;
+}
+
+int store__close(struct store *st)
+{
+	int err = 0;
+
+	if (!st)
+		return 0;
+	if (st->db) {
+		err = store__flush(st);
+		err = err ?: leave_wal(st);
+		if (sqlite3_close(st->db) != SQLITE_OK && !err)
+			err = -EIO;
+		st->db = NULL;
+	}
+	if (err && st->path)
+		pr_warn("what was recorded until then is in %s (keep its -wal file with it)",
+			st->path);
+	else if (st->path)
+		err = publish(st);
+	store_free(st);
+	return err;
+}
+
+void store__discard(struct store *st)
+{
+	if (!st)
+		return;
+	if (st->db)
+		sqlite3_close(st->db);
+	if (st->path) {
+		unlink(st->path);
+		remove_side_files(st->path);
+	}
+	store_free(st);
+}

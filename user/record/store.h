@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store: the recording file (SQLite). Interns frames and stacks, aggregates sample counts per
+ * (second, pid, tid, stack) in memory and writes them in one transaction per flush, so the
+ * file is a complete, readable database after every flush (WAL mode) even if the recorder is
+ * killed. The schema and public views are described in docs/sql.md (DESIGN.md §4).
+ */
+#ifndef PROBING_STORE_H
+#define PROBING_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/frame.h"
+
+struct store;
+
+/* stacks.truncated bits */
+#define STACK_TRUNC_PYTHON 1u /* the Python stack was deeper than --py-depth */
+#define STACK_TRUNC_NATIVE 2u /* native unwinding stopped before the outermost frame */
+
+#define STORE_FORCE 1u /* replace a read-only file too (record --force) */
+
+/*
+ * Create the recording @path with the schema and views. The data goes to @path.partial (in
+ * the directory of what a symbolic link at @path leads to), created anew: an existing
+ * .partial file (a killed recorder's data) is never reused. Between flushes it is a complete,
+ * readable database in WAL mode. store__close moves it over @path once complete, under the
+ * rules of outfile.h: an existing regular file is replaced (read-only only with STORE_FORCE),
+ * anything else refused untouched. Return 0 and *@out, or -errno with a message for the user
+ * already printed.
+ */
+int store__create(const char *path, unsigned int flags, struct store **out);
+
+/* The file being written (@path.partial). */
+const char *store__path(const struct store *st);
+
+/*
+ * Write what is pending, checkpoint the WAL into the file and switch it to a single-file
+ * (rollback journal) database, then move it over the destination (replacing the side files
+ * -wal, -shm, -journal of the file it replaces). NULL is a no-op. Return 0, or -errno with
+ * the reason and where the data is (the .partial file) printed.
+ */
+int store__close(struct store *st);
+
+/* Close and delete the recording being written (it never started). NULL is a no-op. */
+void store__discard(struct store *st);
+
+/* Set meta(key, value); text, integer or real. Written at the next flush. */
+int store__meta_text(struct store *st, const char *key, const char *value);
+int store__meta_int(struct store *st, const char *key, int64_t value);
+int store__meta_real(struct store *st, const char *key, double value);
+
+/* A process row; strings are copied. Fields may be NULL / -1 when unknown. */
+struct store_process {
+	pid_t pid, ppid;
+	const char *command; /* command line, arguments separated by spaces */
+	const char *exe;
+	double start_time;		  /* unix seconds: its fork, or when first seen */
+	double end_time;		  /* unix seconds when it exited; 0: not (yet) */
+	int rank, local_rank, world_size; /* from RANK / LOCAL_RANK / WORLD_SIZE, -1 if unset */
+	const char *python_version;	  /* "3.12.1" or NULL */
+	pid_t ns_pid;			  /* its pid in its own PID namespace; 0: the same as pid */
+};
+int store__process(struct store *st, const struct store_process *p);
+/* Record when a process ended (unix seconds). */
+int store__process_end(struct store *st, pid_t pid, double end_time);
+
+/* Upsert the thread's name and widen its [first_seen, last_seen] to include @ts (unix s). */
+int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, double ts);
+/* Set the thread's tid in its own PID namespace (after store__thread; only where it differs). */
+int store__thread_ns_tid(struct store *st, pid_t pid, pid_t tid, pid_t ns_tid);
+
+/*
+ * Intern a frame (by content) and return its id in *@id. The frame's strings are copied
+ * only when it is new; the caller keeps ownership of @f.
+ */
+int store__frame_id(struct store *st, const struct frame *f, uint64_t *id);
+
+/*
+ * Intern a stack: @ids are frame ids leaf first (depth 0 = leaf), @n of them, with
+ * STACK_TRUNC_* @flags. Return its stack id in *@id.
+ */
+int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int flags, uint64_t *id);
+
+/* Add @n samples of @stack_id for thread @tid of @pid in the second @ts (unix seconds). */
+int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts, uint64_t n);
+
+/* Write everything pending in one transaction. Return 0 or -errno. */
+int store__flush(struct store *st);
+
+/* Run SQL statements (no results) on the recording, e.g. to add tables of other sources. */
+int store__exec(struct store *st, const char *sql);
+
+/* Totals so far: samples counted, distinct stacks, distinct frames. */
+void store__stats(const struct store *st, uint64_t *samples, uint64_t *stacks, uint64_t *frames);
+
+#endif

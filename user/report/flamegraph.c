@@ -1,0 +1,1013 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The call tree and its two renderings. Nodes live in one array (indices, not pointers, so
+ * growing it is cheap); a map (parent, symbol) -> child finds children while stacks are
+ * added; siblings are sorted by name once, before rendering.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bmap.h"
+#include "base/escape.h"
+#include "report/flamegraph.h"
+#include "report/framename.h"
+#include "report/profile.h"
+
+#define NO_SYM UINT32_MAX
+
+struct sym {
+	char *name;
+	char *module;
+	enum frame_kind kind;
+	uint32_t rank; /* position in byte order of names */
+	uint8_t rgb[3];
+};
+
+struct node {
+	uint32_t sym;	/* NO_SYM for the root */
+	uint32_t child; /* first child; 0 = none (node 0, the root, is nobody's child) */
+	uint32_t next;	/* next sibling; 0 = none */
+	uint64_t total; /* samples in this node and below */
+	uint64_t self;	/* samples whose leaf is this node */
+};
+
+struct fg {
+	struct sym *syms;
+	size_t nsyms, capsyms;
+	struct bmap *symmap; /* name -> symbol */
+	struct node *nodes;
+	size_t nnodes, capnodes;
+	struct bmap *edges; /* (parent, symbol) -> child */
+	bool sorted;	    /* siblings are in name order */
+	bool kinds[3];	    /* which kinds of frames occur (for the legend) */
+};
+
+struct edge_key {
+	uint32_t parent, sym;
+};
+
+/* ---- colours -------------------------------------------------------------------------------- */
+
+static double absd(double v)
+{
+	return v < 0 ? -v : v;
+}
+
+/* To 0..255, rounded. */
+static uint8_t byte(double v)
+{
+	return v <= 0 ? 0 : v >= 1 ? 255 : (uint8_t)(v * 255 + 0.5);
+}
+
+/* HSL (h in degrees, s and l in 0..1) to RGB; avoids libm, which the build does not link. */
+static void hsl_rgb(double h, double s, double l, uint8_t rgb[3])
+{
+	double c = (1 - absd(2 * l - 1)) * s, hp = h / 60;
+	double x = c * (1 - absd(hp - 2 * (int)(hp / 2) - 1));
+	double m = l - c / 2, r = 0, g = 0, b = 0;
+
+	if (hp < 1)
+		r = c, g = x;
+	else if (hp < 2)
+		r = x, g = c;
+	else if (hp < 3)
+		g = c, b = x;
+	else if (hp < 4)
+		g = x, b = c;
+	else if (hp < 5)
+		r = x, b = c;
+	else
+		r = c, b = x;
+	rgb[0] = byte(r + m);
+	rgb[1] = byte(g + m);
+	rgb[2] = byte(b + m);
+}
+
+/*
+ * A colour from the frame's palette, chosen by a hash of its function name (for Python
+ * frames without the "(file:line)" part, so one function keeps one colour on every line):
+ * the same function has the same colour in every graph. Native code gets the warm colours
+ * flame graphs are known for, Python blues, the kernel violets.
+ */
+static void sym_colour(struct sym *s)
+{
+	size_t n = strlen(s->name);
+	const char *paren;
+	uint64_t h;
+	double v1, v2, v3;
+
+	if (s->kind == FRAME_PYTHON && (paren = strstr(s->name, " (")))
+		n = paren - s->name;
+	h = hash_bytes(HASH_SEED, s->name, n);
+	h ^= h >> 29; /* FNV's low bits are weak for short strings: fold the high ones in */
+	v1 = (double)(h & 0xffff) / 0x10000;
+	v2 = (double)((h >> 16) & 0xffff) / 0x10000;
+	v3 = (double)((h >> 32) & 0xffff) / 0x10000;
+	switch (s->kind) {
+	case FRAME_PYTHON:
+		hsl_rgb(185 + 40 * v1, 0.45 + 0.25 * v2, 0.62 + 0.10 * v3, s->rgb);
+		break;
+	case FRAME_KERNEL:
+		hsl_rgb(258 + 42 * v1, 0.30 + 0.20 * v2, 0.66 + 0.08 * v3, s->rgb);
+		break;
+	default:
+		hsl_rgb(2 + 48 * v1, 0.72 + 0.20 * v2, 0.56 + 0.10 * v3, s->rgb);
+		break;
+	}
+}
+
+/* ---- building ------------------------------------------------------------------------------- */
+
+struct fg *fg__new(void)
+{
+	struct fg *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		goto fail;
+	g->symmap = bmap__new();
+	g->edges = bmap__new();
+	g->capnodes = 1024;
+	g->nodes = calloc(g->capnodes, sizeof(*g->nodes));
+	if (!g->symmap || !g->edges || !g->nodes)
+		goto fail;
+	g->nodes[0].sym = NO_SYM;
+	g->nnodes = 1;
+	g->sorted = true;
+	return g;
+fail:
+	fg__free(g);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void fg__free(struct fg *g)
+{
+	size_t i;
+
+	if (!g)
+		return;
+	for (i = 0; i < g->nsyms; i++) {
+		free(g->syms[i].name);
+		free(g->syms[i].module);
+	}
+	free(g->syms);
+	free(g->nodes);
+	bmap__free(g->symmap);
+	bmap__free(g->edges);
+	free(g);
+}
+
+/* @s escaped for display (text_escape), malloc'd; NULL on ENOMEM. */
+static char *display_dup(const char *s)
+{
+	struct strbuf sb = {0};
+
+	if (text_escape(&sb, s, strlen(s), 0)) {
+		sb_free(&sb);
+		return NULL;
+	}
+	return sb.buf;
+}
+
+int fg__symbol(struct fg *g, const char *name, enum frame_kind kind, const char *module,
+	       uint32_t *sym)
+{
+	struct sym *s, *tmp;
+	uint64_t *slot;
+	char *shown;
+	int inserted;
+
+	/* Symbols are keyed, merged and drawn by the name as displayed. */
+	shown = display_dup(name);
+	if (!shown)
+		return -ENOMEM;
+	slot = bmap__upsert(g->symmap, shown, strlen(shown), g->nsyms, &inserted);
+	if (!slot)
+		goto enomem;
+	if (!inserted) {
+		*sym = *slot;
+		free(shown);
+		return 0;
+	}
+	if (g->nsyms == g->capsyms) {
+		size_t cap = g->capsyms ? g->capsyms * 2 : 256;
+
+		tmp = realloc(g->syms, cap * sizeof(*tmp));
+		if (!tmp)
+			goto enomem_slot;
+		g->syms = tmp;
+		g->capsyms = cap;
+	}
+	s = &g->syms[g->nsyms];
+	memset(s, 0, sizeof(*s));
+	s->kind = kind;
+	s->module = module ? display_dup(module) : NULL;
+	if (module && !s->module)
+		goto enomem_slot;
+	s->name = shown;
+	sym_colour(s);
+	if ((unsigned)kind < ARRAY_SIZE(g->kinds))
+		g->kinds[kind] = true;
+	*sym = g->nsyms++;
+	return 0;
+enomem_slot:
+	/* Keep the map consistent with the array: the name was inserted, point it nowhere. */
+	*slot = NO_SYM;
+enomem:
+	free(shown);
+	return -ENOMEM;
+}
+
+static int new_node(struct fg *g, uint32_t parent, uint32_t sym, uint32_t *out)
+{
+	struct node *n, *tmp;
+
+	if (g->nnodes == g->capnodes) {
+		tmp = realloc(g->nodes, g->capnodes * 2 * sizeof(*tmp));
+		if (!tmp)
+			return -ENOMEM;
+		g->nodes = tmp;
+		g->capnodes *= 2;
+	}
+	n = &g->nodes[g->nnodes];
+	memset(n, 0, sizeof(*n));
+	n->sym = sym;
+	n->next = g->nodes[parent].child;
+	g->nodes[parent].child = g->nnodes;
+	*out = g->nnodes++;
+	g->sorted = false;
+	return 0;
+}
+
+int fg__add(struct fg *g, const uint32_t *syms, size_t n, uint64_t count)
+{
+	struct edge_key k;
+	uint32_t node = 0, child;
+	uint64_t *slot;
+	size_t i;
+	int inserted, err;
+
+	for (i = 0; i < n; i++)
+		if (syms[i] >= g->nsyms)
+			return -EINVAL;
+	/* Create the path first, then count: a failure leaves the totals consistent. */
+	for (i = 0; i < n; i++) {
+		k.parent = node;
+		k.sym = syms[i];
+		slot = bmap__upsert(g->edges, &k, sizeof(k), g->nnodes, &inserted);
+		if (!slot)
+			return -ENOMEM;
+		child = *slot;
+		if (inserted) {
+			err = new_node(g, node, syms[i], &child);
+			if (err) {
+				*slot = 0; /* unreachable edge: points at the root, never followed */
+				return err;
+			}
+		}
+		node = child;
+	}
+	node = 0;
+	g->nodes[0].total += count;
+	for (i = 0; i < n; i++) {
+		k.parent = node;
+		k.sym = syms[i];
+		node = *bmap__find(g->edges, &k, sizeof(k));
+		g->nodes[node].total += count;
+	}
+	g->nodes[node].self += count;
+	return 0;
+}
+
+int fg__add_profile(struct fg *g, const struct profile *p)
+{
+	struct strbuf name = {0};
+	uint64_t *counts = NULL;
+	uint32_t *syms = NULL, *path = NULL, maxn = 0;
+	size_t i;
+	uint32_t d;
+	int err = 0;
+
+	counts = calloc(p->nstacks ? p->nstacks : 1, sizeof(*counts));
+	syms = calloc(p->nframes ? p->nframes : 1, sizeof(*syms));
+	if (!counts || !syms) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < p->nframes && !err; i++) {
+		const struct frame *f = &p->frames[i];
+
+		sb_reset(&name);
+		err = frame_name(&name, f);
+		if (!err)
+			err = fg__symbol(g, sb_str(&name), f->kind,
+					 f->kind == FRAME_PYTHON ? NULL : f->module, &syms[i]);
+	}
+	if (err)
+		goto cleanup;
+	/* Threads and processes are summed: the graph is of stacks. */
+	for (i = 0; i < p->nsamples; i++)
+		counts[p->samples[i].stack] += p->samples[i].count;
+	for (i = 0; i < p->nstacks; i++)
+		if (counts[i] && p->stacks[i].n > maxn)
+			maxn = p->stacks[i].n;
+	path = malloc((maxn ? maxn : 1) * sizeof(*path));
+	if (!path) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	for (i = 0; i < p->nstacks && !err; i++) {
+		const struct profile_stack *s = &p->stacks[i];
+
+		if (!counts[i])
+			continue;
+		/* The recording stores the leaf at depth 0; the tree wants the root first. */
+		for (d = 0; d < s->n; d++)
+			path[s->n - 1 - d] = syms[p->refs[s->first + d]];
+		err = fg__add(g, path, s->n, counts[i]);
+	}
+cleanup:
+	sb_free(&name);
+	free(counts);
+	free(syms);
+	free(path);
+	return err;
+}
+
+uint64_t fg__total(const struct fg *g)
+{
+	return g->nodes[0].total;
+}
+
+/* ---- ordering ------------------------------------------------------------------------------- */
+
+static int cmp_sym_name(const void *a, const void *b, void *arg)
+{
+	const struct sym *syms = arg;
+
+	return strcmp(syms[*(const uint32_t *)a].name, syms[*(const uint32_t *)b].name);
+}
+
+static int cmp_node_rank(const void *a, const void *b, void *arg)
+{
+	const struct fg *g = arg;
+	uint32_t ra = g->syms[g->nodes[*(const uint32_t *)a].sym].rank;
+	uint32_t rb = g->syms[g->nodes[*(const uint32_t *)b].sym].rank;
+
+	return ra < rb ? -1 : ra > rb;
+}
+
+/* Put every node's children in byte order of their names. */
+static int sort_tree(struct fg *g)
+{
+	uint32_t *order = NULL, *kids = NULL, c;
+	size_t i, n, cap = 0;
+	int err = 0;
+
+	if (g->sorted)
+		return 0;
+	order = malloc((g->nsyms ? g->nsyms : 1) * sizeof(*order));
+	if (!order)
+		return -ENOMEM;
+	for (i = 0; i < g->nsyms; i++)
+		order[i] = i;
+	qsort_r(order, g->nsyms, sizeof(*order), cmp_sym_name, g->syms);
+	for (i = 0; i < g->nsyms; i++)
+		g->syms[order[i]].rank = i;
+
+	for (i = 0; i < g->nnodes; i++) {
+		n = 0;
+		for (c = g->nodes[i].child; c; c = g->nodes[c].next) {
+			if (n == cap) {
+				size_t ncap = cap ? cap * 2 : 64;
+				uint32_t *tmp = realloc(kids, ncap * sizeof(*tmp));
+
+				if (!tmp) {
+					err = -ENOMEM;
+					goto cleanup;
+				}
+				kids = tmp;
+				cap = ncap;
+			}
+			kids[n++] = c;
+		}
+		if (n < 2)
+			continue;
+		qsort_r(kids, n, sizeof(*kids), cmp_node_rank, g);
+		g->nodes[i].child = kids[0];
+		for (c = 0; c + 1 < n; c++)
+			g->nodes[kids[c]].next = kids[c + 1];
+		g->nodes[kids[n - 1]].next = 0;
+	}
+	g->sorted = true;
+cleanup:
+	free(order);
+	free(kids);
+	return err;
+}
+
+/* ---- folded stacks -------------------------------------------------------------------------- */
+
+struct folded_ctx {
+	struct fg *g;
+	struct strbuf path;  /* "root;...;node" of the node being visited */
+	struct strbuf lines; /* NUL-terminated lines */
+	size_t *starts;
+	size_t nlines, cap;
+};
+
+static int folded_visit(struct folded_ctx *c, uint32_t node)
+{
+	const struct node *n = &c->g->nodes[node];
+	size_t mark = c->path.len;
+	uint32_t ch;
+	int err = 0;
+
+	if (node) {
+		const struct sym *s = &c->g->syms[n->sym];
+
+		if (mark)
+			err = sb_append(&c->path, ";", 1);
+		if (!err)
+			err = folded_append(&c->path, s->name, s->kind);
+		if (err)
+			return err;
+	}
+	if (n->self && node) {
+		if (c->nlines == c->cap) {
+			size_t cap = c->cap ? c->cap * 2 : 1024;
+			size_t *tmp = realloc(c->starts, cap * sizeof(*tmp));
+
+			if (!tmp)
+				return -ENOMEM;
+			c->starts = tmp;
+			c->cap = cap;
+		}
+		c->starts[c->nlines++] = c->lines.len;
+		err = sb_printf(&c->lines, "%s %llu", sb_str(&c->path),
+				(unsigned long long)n->self);
+		if (!err)
+			err = sb_append(&c->lines, "", 1); /* keep the NUL: lines are C strings */
+		if (err)
+			return err;
+	}
+	/* Recursion depth is the stack depth, bounded by what the recorder unwinds. */
+	for (ch = n->child; ch && !err; ch = c->g->nodes[ch].next)
+		err = folded_visit(c, ch);
+	c->path.len = mark;
+	if (c->path.buf)
+		c->path.buf[mark] = '\0';
+	return err;
+}
+
+static int cmp_line(const void *a, const void *b, void *arg)
+{
+	const char *base = arg;
+
+	return strcmp(base + *(const size_t *)a, base + *(const size_t *)b);
+}
+
+int fg__folded(struct fg *g, struct strbuf *out)
+{
+	struct folded_ctx c = {.g = g};
+	size_t i;
+	int err;
+
+	/* Samples with an empty stack (counted at the root) have no line to go on. */
+	err = folded_visit(&c, 0);
+	if (err)
+		goto cleanup;
+	qsort_r(c.starts, c.nlines, sizeof(*c.starts), cmp_line, c.lines.buf);
+	err = sb_reserve(out, c.lines.len);
+	for (i = 0; !err && i < c.nlines; i++) {
+		const char *line = c.lines.buf + c.starts[i];
+
+		err = sb_append(out, line, strlen(line));
+		if (!err)
+			err = sb_append(out, "\n", 1);
+	}
+cleanup:
+	sb_free(&c.path);
+	sb_free(&c.lines);
+	free(c.starts);
+	return err;
+}
+
+/* ---- layout --------------------------------------------------------------------------------- */
+
+#define PAD	10   /* left and right margin, px */
+#define FRAME_H 16   /* row height, px (the rect is one less: a 1 px gap between rows) */
+#define FONT	12   /* frame labels, px */
+#define CHAR_W	0.59 /* average glyph width of the label font, in ems */
+#define TOP	56   /* frames start here: below the title, subtitle and legend rows */
+#define FOOTER	32   /* below the frames: the details line */
+
+struct layout_ctx {
+	struct fg *g;
+	double scale, min_width; /* px per sample; the narrowest frame drawn */
+	struct fg_box *boxes;
+	size_t n, cap;
+	int max_depth;
+};
+
+static int lay(struct layout_ctx *c, uint32_t node, int depth, uint64_t offset)
+{
+	const struct node *n = &c->g->nodes[node];
+	struct fg_box *b;
+	uint32_t ch;
+	int err = 0;
+
+	if (node && n->total * c->scale < c->min_width)
+		return 0;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 1024;
+		struct fg_box *tmp = realloc(c->boxes, cap * sizeof(*tmp));
+
+		if (!tmp)
+			return -ENOMEM;
+		c->boxes = tmp;
+		c->cap = cap;
+	}
+	b = &c->boxes[c->n++];
+	memset(b, 0, sizeof(*b));
+	b->root = !node;
+	if (node) {
+		const struct sym *s = &c->g->syms[n->sym];
+
+		b->name = s->name;
+		b->module = s->module;
+		b->kind = s->kind;
+	} else {
+		b->name = "all";
+		b->kind = FRAME_NATIVE;
+	}
+	b->depth = depth;
+	b->offset = offset;
+	b->count = n->total;
+	b->x = PAD + offset * c->scale;
+	b->width = n->total * c->scale;
+	if (depth > c->max_depth)
+		c->max_depth = depth;
+	/* Children from the left; the node's own samples are the space left on its right. */
+	for (ch = n->child; ch && !err; ch = c->g->nodes[ch].next) {
+		err = lay(c, ch, depth + 1, offset);
+		offset += c->g->nodes[ch].total;
+	}
+	return err;
+}
+
+static int image_width(const struct fg_options *o)
+{
+	return o->width > 0 ? o->width : 1200;
+}
+
+int fg__layout(struct fg *g, const struct fg_options *o, struct fg_box **boxes, size_t *n,
+	       int *height)
+{
+	struct layout_ctx c = {.g = g};
+	int width = image_width(o), top = TOP, err;
+	size_t i;
+
+	err = sort_tree(g);
+	if (err)
+		return err;
+	c.scale = g->nodes[0].total ? (double)(width - 2 * PAD) / g->nodes[0].total : 0;
+	c.min_width = o->min_width > 0 ? o->min_width : (width - 2 * PAD) * 0.001;
+	err = lay(&c, 0, 0, 0);
+	if (err) {
+		free(c.boxes);
+		return err;
+	}
+	for (i = 0; i < c.n; i++)
+		c.boxes[i].y = o->inverted ? top + c.boxes[i].depth * FRAME_H
+					   : top + (c.max_depth - c.boxes[i].depth) * FRAME_H;
+	*boxes = c.boxes;
+	*n = c.n;
+	*height = top + (c.max_depth + 1) * FRAME_H + FOOTER;
+	return 0;
+}
+
+/* ---- SVG ------------------------------------------------------------------------------------ */
+
+/* "1234567" -> "1,234,567" */
+static void fmt_count(char *buf, size_t size, uint64_t v)
+{
+	char digits[24];
+	size_t n, i, o = 0;
+
+	n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)v);
+	for (i = 0; i < n && o + 2 < size; i++) {
+		if (i && (n - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = digits[i];
+	}
+	buf[o] = '\0';
+}
+
+/* Number of UTF-8 code points in @s (invalid bytes count one each). */
+static size_t cp_count(const char *s, size_t n)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++)
+		k += ((unsigned char)s[i] & 0xc0) != 0x80;
+	return k;
+}
+
+/* Byte length of the first @k code points of @s. */
+static size_t cp_prefix(const char *s, size_t n, size_t k)
+{
+	size_t i = 0;
+
+	while (i < n && k) {
+		i++;
+		while (i < n && ((unsigned char)s[i] & 0xc0) == 0x80)
+			i++;
+		k--;
+	}
+	return i;
+}
+
+/*
+ * The label drawn in a box: Python frames show their file's base name only ("f (a/b.py:3)"
+ * -> "f (b.py:3)"; the tooltip has the full path), cut to what fits with "..". The script's
+ * fit() does the same when a zoom changes the width. Appends the XML-escaped label.
+ */
+static int append_label(struct strbuf *sb, const struct fg_box *b)
+{
+	const char *name = b->name, *paren, *slash;
+	struct strbuf tmp = {0};
+	size_t n, fit, len;
+	double room = (b->width - 6) / (FONT * CHAR_W);
+	long maxc = room < 0 ? -1 : (long)room; /* floor, as the script's Math.floor */
+	int err = 0;
+
+	if (maxc < 3)
+		return 0;
+	if (b->kind == FRAME_PYTHON && !b->root && (paren = strstr(name, " (")) &&
+	    (slash = strrchr(paren, '/'))) {
+		err = sb_append(&tmp, name, paren + 2 - name);
+		if (!err)
+			err = sb_puts(&tmp, slash + 1);
+		if (err)
+			goto cleanup;
+		name = tmp.buf;
+	}
+	len = strlen(name);
+	n = cp_count(name, len);
+	if (n <= (size_t)maxc) {
+		err = xml_escape(sb, name, len);
+	} else {
+		fit = cp_prefix(name, len, maxc - 2);
+		err = xml_escape(sb, name, fit);
+		if (!err)
+			err = sb_puts(sb, "..");
+	}
+cleanup:
+	sb_free(&tmp);
+	return err;
+}
+
+static const char svg_style[] =
+	"<style type=\"text/css\"><![CDATA[\n"
+	"text { font-family: Verdana, \"DejaVu Sans\", \"Bitstream Vera Sans\", sans-serif;"
+	" font-size: 12px; fill: #000; }\n"
+	"#title { font-size: 17px; text-anchor: middle; }\n"
+	"#subtitle { fill: #555; text-anchor: middle; }\n"
+	"#matched, #search, #legend .end { text-anchor: end; }\n"
+	".ctl { fill: #2a4a8a; cursor: pointer; }\n"
+	".ctl:hover { text-decoration: underline; }\n"
+	"#reset { opacity: 0; pointer-events: none; }\n"
+	"#reset.on { opacity: 1; pointer-events: auto; }\n"
+	"#frames g { cursor: pointer; }\n"
+	"#frames text { pointer-events: none; }\n"
+	"#frames rect { stroke: none; }\n"
+	"#frames g:hover rect { stroke: #000; stroke-width: 0.6; }\n"
+	"#frames g.h { display: none; }\n"
+	"#frames g.a rect { fill-opacity: 0.55; }\n"
+	"#frames g.m rect { fill: rgb(228,0,228); }\n"
+	"]]></style>\n";
+
+/*
+ * The interactive part, written for this project. Every frame is a <g> with data-o (samples
+ * to its left), data-n (its samples) and a <title> whose first line is its name; the layout
+ * constants come in C. Geometry is recomputed from samples, never from rounded pixels.
+ */
+static const char svg_script[] =
+	"(function () {\n"
+	"\"use strict\";\n"
+	"var W = C.width - 2 * C.pad, CW = C.font * 0.59;\n"
+	"var frames = [], zoomed = null, term = null;\n"
+	"var $ = function (id) { return document.getElementById(id); };\n"
+	"var details = $(\"details\"), matched = $(\"matched\");\n"
+	"var resetBtn = $(\"reset\"), searchBtn = $(\"search\");\n"
+	"function pct(n) { return (100 * n / C.total).toFixed(2) + \"%\"; }\n"
+	"function count(n) { return String(n).replace(/\\B(?=(\\d{3})+(?!\\d))/g, \",\"); }\n"
+	"function shortName(f) {\n"
+	"  if (!f.py) return f.name;\n"
+	"  var p = f.name.indexOf(\" (\");\n"
+	"  if (p < 0) return f.name;\n"
+	"  var s = f.name.lastIndexOf(\"/\");\n"
+	"  return s > p ? f.name.slice(0, p + 2) + f.name.slice(s + 1) : f.name;\n"
+	"}\n"
+	"function fit(f, w) {\n"
+	"  var max = Math.floor((w - 6) / CW), cps = Array.from(f.label);\n"
+	"  var s = max < 3 ? \"\" : cps.length <= max ? f.label :\n"
+	"    cps.slice(0, max - 2).join(\"\") + \"..\";\n"
+	"  if (f.t.textContent !== s) f.t.textContent = s;\n"
+	"}\n"
+	"function place(f, x, w) {\n"
+	"  f.r.setAttribute(\"x\", x.toFixed(2));\n"
+	"  f.r.setAttribute(\"width\", w.toFixed(2));\n"
+	"  f.t.setAttribute(\"x\", (x + 3).toFixed(2));\n"
+	"  fit(f, w);\n"
+	"}\n"
+	"function show(f, on) { f.g.classList.toggle(\"h\", !on); }\n"
+	"var gs = $(\"frames\").getElementsByTagName(\"g\");\n"
+	"for (var i = 0; i < gs.length; i++) {\n"
+	"  var g = gs[i], r = g.getElementsByTagName(\"rect\")[0];\n"
+	"  var y = +r.getAttribute(\"y\");\n"
+	"  var f = { g: g, r: r, t: g.getElementsByTagName(\"text\")[0],\n"
+	"    o: +g.getAttribute(\"data-o\"), n: +g.getAttribute(\"data-n\"),\n"
+	"    d: Math.round(C.inverted ? (y - C.top) / C.fh : (C.bottom - y) / C.fh),\n"
+	"    name: g.getElementsByTagName(\"title\")[0].textContent.split(\"\\n\")[0],\n"
+	"    py: g.classList.contains(\"py\"), root: g.classList.contains(\"rt\") };\n"
+	"  f.label = shortName(f);\n"
+	"  g.setAttribute(\"data-i\", i);\n"
+	"  frames.push(f);\n"
+	"}\n"
+	"function frameOf(ev) {\n"
+	"  var g = ev.target.closest ? ev.target.closest(\"g[data-i]\") : null;\n"
+	"  return g ? frames[+g.getAttribute(\"data-i\")] : null;\n"
+	"}\n"
+	"function reset() {\n"
+	"  zoomed = null;\n"
+	"  frames.forEach(function (f) {\n"
+	"    show(f, true);\n"
+	"    f.g.classList.remove(\"a\");\n"
+	"    place(f, C.pad + f.o / C.total * W, f.n / C.total * W);\n"
+	"  });\n"
+	"  resetBtn.classList.remove(\"on\");\n"
+	"}\n"
+	"function zoom(z) {\n"
+	"  if (z.root) { reset(); return; }\n"
+	"  zoomed = z;\n"
+	"  frames.forEach(function (f) {\n"
+	"    if (f.d < z.d && f.o <= z.o && f.o + f.n >= z.o + z.n) {\n"
+	"      show(f, true);\n"
+	"      f.g.classList.add(\"a\");\n"
+	"      place(f, C.pad, W);\n"
+	"    } else if (f.d >= z.d && f.o >= z.o && f.o + f.n <= z.o + z.n) {\n"
+	"      show(f, true);\n"
+	"      f.g.classList.remove(\"a\");\n"
+	"      place(f, C.pad + (f.o - z.o) / z.n * W, f.n / z.n * W);\n"
+	"    } else {\n"
+	"      show(f, false);\n"
+	"    }\n"
+	"  });\n"
+	"  resetBtn.classList.add(\"on\");\n"
+	"}\n"
+	"function search(s) {\n"
+	"  frames.forEach(function (f) { f.g.classList.remove(\"m\"); });\n"
+	"  if (!s) {\n"
+	"    term = null;\n"
+	"    matched.textContent = \" \";\n"
+	"    searchBtn.textContent = \"Search\";\n"
+	"    return;\n"
+	"  }\n"
+	"  term = s;\n"
+	"  var flags = /[A-Z]/.test(s) ? \"\" : \"i\", re;\n"
+	"  try { re = new RegExp(s, flags); }\n"
+	"  catch (e) { re = new RegExp(s.replace(/[.*+?^${}()|[\\]\\\\]/g, \"\\\\$&\"), flags); }\n"
+	"  var hits = frames.filter(function (f) { return !f.root && re.test(f.name); });\n"
+	"  hits.forEach(function (f) { f.g.classList.add(\"m\"); });\n"
+	"  /* A sample is matched once however many of its frames match (recursion): count\n"
+	"     the union of the matching frames' sample ranges. */\n"
+	"  hits.sort(function (a, b) { return a.o - b.o; });\n"
+	"  var sum = 0, end = 0;\n"
+	"  hits.forEach(function (f) {\n"
+	"    var from = Math.max(f.o, end), to = f.o + f.n;\n"
+	"    if (to > from) { sum += to - from; end = to; }\n"
+	"  });\n"
+	"  matched.textContent = \"Matched: \" + pct(sum) + \" (\" + count(sum) + \" of \" +\n"
+	"    count(C.total) + \" samples)\";\n"
+	"  searchBtn.textContent = \"Reset Search\";\n"
+	"}\n"
+	"function ask() {\n"
+	"  var s = window.prompt(\"Search frames: a regular expression (or text), \" +\n"
+	"    \"case-insensitive unless it has capitals\", term || \"\");\n"
+	"  if (s !== null) search(s);\n"
+	"}\n"
+	"var box = $(\"frames\");\n"
+	"box.addEventListener(\"click\", function (ev) {\n"
+	"  var f = frameOf(ev);\n"
+	"  if (f) zoom(f);\n"
+	"});\n"
+	"box.addEventListener(\"mouseover\", function (ev) {\n"
+	"  var f = frameOf(ev);\n"
+	"  if (f) details.textContent = f.name + \" (\" + count(f.n) + \" samples, \" + pct(f.n) "
+	"+\n"
+	"    \")\";\n"
+	"});\n"
+	"box.addEventListener(\"mouseout\", function () { details.textContent = \" \"; });\n"
+	"resetBtn.addEventListener(\"click\", reset);\n"
+	"searchBtn.addEventListener(\"click\", function () { if (term) search(null); else ask(); "
+	"});\n"
+	"window.addEventListener(\"keydown\", function (ev) {\n"
+	"  if ((ev.ctrlKey || ev.metaKey) && (ev.key === \"f\" || ev.key === \"F\")) {\n"
+	"    ev.preventDefault();\n"
+	"    ask();\n"
+	"  } else if (ev.key === \"Escape\") {\n"
+	"    search(null);\n"
+	"    reset();\n"
+	"  }\n"
+	"});\n"
+	"})();\n";
+
+static const char *kind_class(const struct fg_box *b)
+{
+	if (b->root)
+		return "rt";
+	return b->kind == FRAME_PYTHON ? "py" : b->kind == FRAME_KERNEL ? "kn" : "na";
+}
+
+static int append_escaped(struct strbuf *sb, const char *s)
+{
+	return xml_escape(sb, s, strlen(s));
+}
+
+static const struct {
+	enum frame_kind kind;
+	const char *label, *colour;
+} legend[] = {
+	{FRAME_PYTHON, "Python", "rgb(104,176,214)"},
+	{FRAME_NATIVE, "native", "rgb(238,128,58)"},
+	{FRAME_KERNEL, "kernel", "rgb(176,152,206)"},
+};
+
+/* Width of a legend item: the swatch, a gap, the label (about 7.2 px a character). */
+static int legend_item_width(size_t i)
+{
+	return (int)(strlen(legend[i].label) * 7.2) + 14;
+}
+
+/* Width of the whole legend, items 14 px apart. */
+static int legend_width(const struct fg *g)
+{
+	size_t i;
+	int w = 0;
+
+	for (i = 0; i < ARRAY_SIZE(legend); i++)
+		if (g->kinds[legend[i].kind])
+			w += legend_item_width(i) + (w ? 14 : 0);
+	return w;
+}
+
+/* The legend: one swatch per kind of frame present, right-aligned on the subtitle's row. */
+static int append_legend(struct strbuf *sb, const struct fg *g, int width, int y)
+{
+	int x = width - PAD, i, err = 0;
+
+	err = sb_puts(sb, "<g id=\"legend\">\n");
+	/* Right to left, so the last item ends at the margin. */
+	for (i = ARRAY_SIZE(legend) - 1; i >= 0 && !err; i--) {
+		if (!g->kinds[legend[i].kind])
+			continue;
+		err = sb_printf(sb,
+				"<text class=\"end\" x=\"%d\" y=\"%d\">%s</text>"
+				"<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" rx=\"2\" "
+				"fill=\"%s\"/>\n",
+				x, y, legend[i].label, x - legend_item_width(i), y - 9,
+				legend[i].colour);
+		x -= legend_item_width(i) + 14;
+	}
+	if (!err)
+		err = sb_puts(sb, "</g>\n");
+	return err;
+}
+
+static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_box *b)
+{
+	char cnt[32];
+	uint64_t total = g->nodes[0].total;
+	uint8_t rgb[3] = {200, 200, 190}; /* the root: neutral */
+	int err;
+
+	if (!b->root) {
+		uint64_t *slot = bmap__find(g->symmap, b->name, strlen(b->name));
+
+		memcpy(rgb, g->syms[*slot].rgb, 3);
+	}
+	fmt_count(cnt, sizeof(cnt), b->count);
+	err = sb_printf(sb, "<g class=\"%s\" data-o=\"%llu\" data-n=\"%llu\"><title>",
+			kind_class(b), (unsigned long long)b->offset, (unsigned long long)b->count);
+	if (!err)
+		err = append_escaped(sb, b->name);
+	if (!err)
+		err = sb_printf(sb, "\n%s sample%s, %.2f%%", cnt, b->count == 1 ? "" : "s",
+				100.0 * b->count / total);
+	if (!err && b->module) {
+		err = sb_puts(sb, "\n");
+		if (!err)
+			err = append_escaped(sb, b->module);
+	}
+	if (!err)
+		err = sb_printf(sb,
+				"</title><rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%d\" "
+				"rx=\"2\" fill=\"rgb(%d,%d,%d)\"/><text x=\"%.2f\" y=\"%.1f\">",
+				b->x, b->y, b->width, FRAME_H - 1, rgb[0], rgb[1], rgb[2], b->x + 3,
+				b->y + 11.5);
+	if (!err)
+		err = append_label(sb, b);
+	if (!err)
+		err = sb_puts(sb, "</text></g>\n");
+	return err;
+}
+
+/* Append @s cut to @maxc code points with "..", escaped; nothing when @maxc < 3. */
+static int append_cut(struct strbuf *sb, const char *s, long maxc)
+{
+	size_t len = strlen(s);
+	int err;
+
+	if (maxc < 3)
+		return 0;
+	if (cp_count(s, len) <= (size_t)maxc)
+		return xml_escape(sb, s, len);
+	err = xml_escape(sb, s, cp_prefix(s, len, maxc - 2));
+	return err ? err : sb_puts(sb, "..");
+}
+
+int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
+{
+	struct fg_box *boxes = NULL;
+	size_t n = 0, i;
+	int width = image_width(o), top = TOP, height, max_depth = 0, err;
+	const char *title = o->title && *o->title ? o->title : "Flame Graph";
+
+	if (!g->nodes[0].total)
+		return -ENODATA;
+	err = fg__layout(g, o, &boxes, &n, &height);
+	if (err)
+		return err;
+	for (i = 0; i < n; i++)
+		if (boxes[i].depth > max_depth)
+			max_depth = boxes[i].depth;
+	err = sb_reserve(out, 4096 + n * 300);
+	if (!err)
+		err = sb_printf(
+			out,
+			"<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+			"<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" "
+			"width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n"
+			"<defs><linearGradient id=\"bg\" x1=\"0\" y1=\"0\" x2=\"0\" y2=\"1\">"
+			"<stop offset=\"0\" stop-color=\"#f7f7f7\"/>"
+			"<stop offset=\"1\" stop-color=\"#e9e9f1\"/></linearGradient></defs>\n"
+			"%s"
+			"<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#bg)\"/>\n"
+			"<text id=\"title\" x=\"%d\" y=\"24\">",
+			width, height, width, height, svg_style, width, height, width / 2);
+	if (!err)
+		err = append_cut(out, title, (width - 2 * 120) / 10);
+	if (!err)
+		err = sb_puts(out, "</text>\n");
+	if (!err && o->subtitle && *o->subtitle) {
+		err = sb_printf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">", width / 2);
+		/* Centred, clear of the legend on the right (so as much room on the left). */
+		if (!err)
+			err = append_cut(out, o->subtitle,
+					 (long)((width - 2 * (PAD + legend_width(g) + 16)) /
+						(FONT * CHAR_W)));
+		if (!err)
+			err = sb_puts(out, "</text>\n");
+	}
+	if (!err)
+		err = append_legend(out, g, width, 44);
+	if (!err)
+		err = sb_printf(
+			out,
+			"<text id=\"reset\" class=\"ctl\" x=\"%d\" y=\"24\">Reset Zoom</text>\n"
+			"<text id=\"search\" class=\"ctl\" x=\"%d\" y=\"24\">Search</text>\n"
+			"<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n"
+			"<text id=\"matched\" x=\"%d\" y=\"%d\"> </text>\n"
+			"<g id=\"frames\">\n",
+			PAD, width - PAD, PAD, height - 12, width - PAD, height - 12);
+	for (i = 0; !err && i < n; i++)
+		err = append_frame(out, g, &boxes[i]);
+	if (!err)
+		err = sb_printf(
+			out,
+			"</g>\n"
+			"<script type=\"text/ecmascript\"><![CDATA[\n"
+			"var C = {width: %d, pad: %d, font: %d, fh: %d, top: %d, bottom: %d, "
+			"inverted: %s, total: %llu};\n"
+			"%s]]></script>\n"
+			"</svg>\n",
+			width, PAD, FONT, FRAME_H, top, top + max_depth * FRAME_H,
+			o->inverted ? "true" : "false", (unsigned long long)g->nodes[0].total,
+			svg_script);
+	free(boxes);
+	return err;
+}

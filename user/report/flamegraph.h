@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * flamegraph: a call tree built from (stack, count) pairs, rendered as folded stacks or as an
+ * interactive SVG (hover details, click-to-zoom, reset, regex search with a "matched" readout).
+ * Pure code: no I/O, no SQLite; the caller feeds stacks and writes the text it gets back.
+ *
+ *   struct fg *g = fg__new();
+ *   fg__symbol(g, "main", FRAME_NATIVE, "/usr/bin/app", &s[0]);   // intern names once
+ *   fg__symbol(g, "work (app.py:3)", FRAME_PYTHON, NULL, &s[1]);
+ *   fg__add(g, s, 2, 42);                                          // root first
+ *   fg__svg(g, &opts, &out);  or  fg__folded(g, &out);
+ *   fg__free(g);
+ *
+ * Frames with the same name at the same position of the tree are merged (that is what makes
+ * the graph readable); siblings are ordered by name (byte order), so output is stable.
+ */
+#ifndef PROBING_FLAMEGRAPH_H
+#define PROBING_FLAMEGRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/frame.h"
+#include "base/util.h"
+
+struct fg;
+
+/* A new, empty call tree, or NULL (errno = ENOMEM). */
+struct fg *fg__new(void);
+/* Free the tree. NULL is a no-op. */
+void fg__free(struct fg *g);
+
+/*
+ * Intern a frame name: @name is what the graph shows and merges by (framename.h), @kind
+ * picks its palette, @module (may be NULL) is shown in its tooltip. The first @kind and
+ * @module given for a name stay. Strings are copied, escaped for display (text_escape,
+ * escape.h): names merge as displayed, and nothing the graph or the folded lines show holds
+ * a control character or invalid UTF-8. Return 0 and the symbol in *@sym, or -ENOMEM.
+ */
+int fg__symbol(struct fg *g, const char *name, enum frame_kind kind, const char *module,
+	       uint32_t *sym);
+
+/*
+ * Add @count samples of the stack @syms (symbols from fg__symbol, ROOT FIRST, @n of them;
+ * n = 0 counts the samples at the root). Return 0, -EINVAL (unknown symbol) or -ENOMEM.
+ */
+int fg__add(struct fg *g, const uint32_t *syms, size_t n, uint64_t count);
+
+struct profile;
+
+/*
+ * Add every sample of a loaded recording (profile.h), its frames named by framename.h.
+ * Return 0 or -ENOMEM.
+ */
+int fg__add_profile(struct fg *g, const struct profile *p);
+
+/* Samples added so far. */
+uint64_t fg__total(const struct fg *g);
+
+/*
+ * Append the folded stacks to @out: one line "root;...;leaf COUNT\n" per distinct stack
+ * with samples of its own, every stack however small, lines in byte order (what
+ * 'LC_ALL=C sort' gives), kernel frames suffixed "_[k]". Return 0 or -ENOMEM.
+ */
+int fg__folded(struct fg *g, struct strbuf *out);
+
+struct fg_options {
+	const char *title;    /* NULL: "Flame Graph" */
+	const char *subtitle; /* NULL: none */
+	int width;	      /* image width in px; 0: 1200 */
+	bool inverted;	      /* icicle graph: the root at the top, stacks growing down */
+	/*
+	 * Frames narrower than this (px) are left out of the SVG, with what they called (they
+	 * are narrower still); their samples stay counted in their parents. <= 0: 0.1% of the
+	 * width, i.e. 1.2 px at the default width.
+	 */
+	double min_width;
+};
+
+/* One frame as drawn: the layout fg__svg uses, exposed for tests. */
+struct fg_box {
+	const char *name;   /* display name ("all" for the root) */
+	const char *module; /* or NULL */
+	enum frame_kind kind;
+	bool root;
+	int depth;	 /* 0 = the root */
+	uint64_t offset; /* samples to its left, counted over the whole graph */
+	uint64_t count;	 /* samples in it, callees included */
+	double x, y, width;
+};
+
+/*
+ * Lay the tree out for @o: every frame wide enough, parents before their children,
+ * siblings left to right. *@boxes is malloc'd (the caller frees it; names point into the
+ * tree, valid until fg__free), *@n the number of boxes, *@height the image height.
+ * Return 0 or -ENOMEM.
+ */
+int fg__layout(struct fg *g, const struct fg_options *o, struct fg_box **boxes, size_t *n,
+	       int *height);
+
+/* Append the SVG image to @out. Return 0, -ENODATA (no samples) or -ENOMEM. */
+int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out);
+
+#endif

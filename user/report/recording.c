@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Opening a recording for reading. The checks happen in the order a user's mistakes do: a
+ * wrong path, a file that is something else entirely, a SQLite file from another program.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "base/log.h"
+#include "report/recording.h"
+
+static const char record_hint[] = "Make one with 'sudo probing record -p PID -o %s' or "
+				  "'sudo probing record -o %s -- COMMAND ARGS...'.";
+static const char wrong_file_hint[] = "Check the path: recordings are the files 'probing record -o "
+				      "FILE' writes (probing.db by default).";
+
+/* Set while recording__attach_self runs: the one ATTACH the authorizer lets through. */
+static bool attaching_self;
+
+/*
+ * The authorizer of every recording connection. The connection is read-only
+ * (SQLITE_OPEN_READONLY: every write to the recording fails), but two statements reach other
+ * files: ATTACH (of a file that exists: SQLite opens it read-only too, but a database in WAL
+ * mode gets -wal and -shm files made next to it) and VACUUM INTO, which creates its output
+ * file even on a read-only connection (it attaches that file read-write internally, which is
+ * authorized as an ATTACH). Both are refused; TEMP tables and views stay allowed.
+ */
+static int authorize(void *ctx, int action, const char *a, const char *b, const char *db,
+		     const char *trigger)
+{
+	if (action == SQLITE_ATTACH && !attaching_self)
+		return SQLITE_DENY;
+	return SQLITE_OK;
+}
+
+/* How many of the public views (DESIGN.md §4) the database has; -1 if it cannot be read. */
+static int count_views(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, n = -1;
+
+	rc = sqlite3_prepare_v2(db,
+				"SELECT count(*) FROM sqlite_master"
+				" WHERE type = 'view' AND name IN ('samples', 'frames')",
+				-1, &st, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return n;
+}
+
+int recording__open(const char *path, sqlite3 **out)
+{
+	char name[PATH_MAX + 8];
+	sqlite3 *db = NULL;
+	struct stat sb;
+	int rc, err, n;
+
+	if (stat(path, &sb)) {
+		err = -errno;
+		if (err == -ENOENT) {
+			char partial[PATH_MAX + 16];
+
+			pr_warn("cannot open the recording %s: no such file", path);
+			snprintf(partial, sizeof(partial), "%s.partial", path);
+			if (!access(partial, F_OK))
+				pr_warn("%s holds a recording still being written, or one whose "
+					"recorder was killed: read that ('-i %s')",
+					partial, partial);
+			else
+				pr_warn(record_hint, path, path);
+		} else {
+			pr_warn("cannot open the recording %s: %s", path, strerror(-err));
+		}
+		return err;
+	}
+	if (S_ISDIR(sb.st_mode)) {
+		pr_warn("cannot open the recording %s: it is a directory; give the recording file "
+			"(e.g. %s/probing.db)",
+			path, path);
+		return -EISDIR;
+	}
+	if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
+		/* SQLite would take an empty file for an empty database. */
+		pr_warn("%s is not a probing recording: the file is empty", path);
+		pr_warn("%s", wrong_file_hint);
+		return -EINVAL;
+	}
+	if (access(path, R_OK)) {
+		err = -errno;
+		pr_warn("cannot read the recording %s: %s", path, strerror(-err));
+		return err;
+	}
+
+	/*
+	 * READONLY: every write, including a user's DELETE in 'probing query', fails with
+	 * SQLITE_READONLY. NOMUTEX: one thread uses the connection; no locking per call.
+	 * SQLite may be built to read "file:..." names as URIs (Debian's is): such a relative
+	 * path is given as "./file:...", which is not one.
+	 */
+	snprintf(name, sizeof(name), "%s%s", strncmp(path, "file:", 5) ? "" : "./", path);
+	rc = sqlite3_open_v2(name, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		pr_warn("cannot open the recording %s: %s", path,
+			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		err = rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+		goto cleanup;
+	}
+	/*
+	 * A recorder that was killed leaves its -wal file. Reading it is what makes its last
+	 * flushes visible; the last connection to close would normally checkpoint it into the
+	 * database file, which a read-only connection must not do. Be explicit about it.
+	 */
+	sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+	/* Nothing reaches other files: no ATTACH, no VACUUM INTO, no extensions. */
+	if (sqlite3_set_authorizer(db, authorize, NULL) != SQLITE_OK ||
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK) {
+		pr_warn("cannot open the recording %s: %s", path, sqlite3_errmsg(db));
+		err = -EIO;
+		goto cleanup;
+	}
+	/* The recorder holds the write lock for the length of one flush at most. */
+	sqlite3_busy_timeout(db, 5000);
+
+	n = count_views(db);
+	if (n < 0) {
+		rc = sqlite3_errcode(db);
+		if (rc == SQLITE_NOTADB) {
+			pr_warn("%s is not a probing recording: it is not a SQLite database", path);
+			pr_warn("%s", wrong_file_hint);
+			err = -EINVAL;
+		} else {
+			pr_warn("cannot read the recording %s: %s", path, sqlite3_errmsg(db));
+			err = -EIO;
+		}
+		goto cleanup;
+	}
+	if (n != 2) {
+		pr_warn("%s is a SQLite database but not a probing recording (it has no 'samples' "
+			"and 'frames' views)",
+			path);
+		pr_warn("%s", wrong_file_hint);
+		err = -EPROTO;
+		goto cleanup;
+	}
+	*out = db;
+	return 0;
+cleanup:
+	sqlite3_close(db);
+	return err;
+}
+
+int recording__attach_self(sqlite3 *db, const char *schema)
+{
+	const char *file = sqlite3_db_filename(db, "main");
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (!file || !*file)
+		return -EINVAL;
+	attaching_self = true;
+	rc = sqlite3_prepare_v2(db, "ATTACH ?1 AS ?2", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 1, file, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 2, schema, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
+	attaching_self = false;
+	sqlite3_finalize(st);
+	return rc == SQLITE_OK ? 0 : rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+}
+
+void recording__close(sqlite3 *db)
+{
+	sqlite3_close(db);
+}

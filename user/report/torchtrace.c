@@ -1,0 +1,633 @@
+// SPDX-License-Identifier: MIT
+/*
+ * python.torch_trace outside the process: saving it into a recording, reading it back, and
+ * Chrome trace JSON. Every step is SQL on a sqlite3 connection, so the live database and a
+ * recording file are handled alike.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/jsonq.h"
+#include "base/log.h"
+#include "base/outfile.h"
+#include "report/recording.h"
+#include "record/store.h"
+#include "report/torchtrace.h"
+#include "base/util.h"
+
+/* The columns, in the order of injector/py/torch.py's _COLUMNS. */
+#define TT_COLS                                                                         \
+	"step, module, stage, duration, allocated, max_allocated, ts, rank, reserved, " \
+	"world_size, local_rank, pid, tid, thread, depth, seq"
+
+static const char create_sql[] =
+	"CREATE TABLE IF NOT EXISTS torch_trace(step INTEGER, module TEXT, stage TEXT, "
+	"duration REAL, allocated INTEGER, max_allocated INTEGER, ts REAL, rank INTEGER, "
+	"reserved INTEGER, world_size INTEGER, local_rank INTEGER, pid INTEGER, tid INTEGER, "
+	"thread TEXT, depth INTEGER, seq INTEGER, UNIQUE(pid, seq, ts));";
+
+static int exec_sql(sqlite3 *db, const char *sql, const char *what)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK)
+		return 0;
+	pr_warn("%s: %s", what, msg ? msg : sqlite3_errmsg(db));
+	sqlite3_free(msg);
+	return -EIO;
+}
+
+static int count_rows(sqlite3 *db, const char *sql, long long *n, char *err, size_t len)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			*n = sqlite3_column_int64(st, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	if (rc != SQLITE_OK)
+		snprintf(err, len, "%s", sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	return rc == SQLITE_OK ? 0 : -EIO;
+}
+
+/* Create @path as an empty recording (schema and views), so that query -i opens it. */
+static int create_recording(const char *path)
+{
+	struct store *st = NULL;
+	int err;
+
+	err = store__create(path, 0, &st);
+	if (err)
+		return err;
+	err = store__meta_text(st, "source", "probing query --save (python.torch_trace)");
+	err = err ?: store__meta_real(st, "start", now_real_ns() / 1e9);
+	err = err ?: store__flush(st);
+	if (err) {
+		store__discard(st);
+		return err;
+	}
+	return store__close(st);
+}
+
+/*
+ * Copy the rows of @sel (a statement on the live database) into the file through @ins (an
+ * INSERT with as many parameters as @sel has columns). *@added = rows inserted.
+ */
+static int copy_rows(sqlite3 *live, sqlite3_stmt *sel, sqlite3 *file, sqlite3_stmt *ins,
+		     long long *added)
+{
+	int i, rc, ncol = sqlite3_column_count(sel);
+
+	while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+		for (i = 0; i < ncol; i++)
+			sqlite3_bind_value(ins, i + 1, sqlite3_column_value(sel, i));
+		rc = sqlite3_step(ins);
+		sqlite3_reset(ins);
+		if (rc != SQLITE_DONE) {
+			pr_warn("%s", sqlite3_errmsg(file));
+			return rc == SQLITE_FULL ? -ENOSPC : -EIO;
+		}
+		*added += sqlite3_changes(file);
+	}
+	if (rc != SQLITE_DONE) {
+		pr_warn("%s", sqlite3_errmsg(live));
+		return -EIO;
+	}
+	return 0;
+}
+
+int torchtrace__save(sqlite3 *live, const char *user_path, long long *added, long long *total)
+{
+	sqlite3_stmt *sel = NULL, *ins = NULL;
+	struct outpath op = {0};
+	sqlite3 *file = NULL;
+	const char *path;
+	char msg[512];
+	long long n = 0, procs = 0;
+	struct stat sb;
+	bool created = false, in_tx = false;
+	int err;
+
+	*added = *total = 0;
+	/*
+	 * Where to write (outfile.h's rules: a regular file or a new one, a symbolic link
+	 * followed, read-only files and anything else refused), then the live table: if the
+	 * hooks are not there, say so before touching files.
+	 */
+	err = outpath__check(user_path, 0, &op);
+	if (err)
+		return err;
+	path = op.dest;
+	err = count_rows(live, "SELECT count(*) FROM python.torch_trace", &n, msg, sizeof(msg));
+	if (err) {
+		pr_warn("cannot save python.torch_trace: %s", msg);
+		goto cleanup;
+	}
+	if (stat(path, &sb)) {
+		if (errno != ENOENT) {
+			err = -errno;
+			pr_warn("cannot save into %s: %s", user_path, strerror(errno));
+			goto cleanup;
+		}
+		/* Created whole (store.h): no half-made file is left if this fails. */
+		err = create_recording(path);
+		if (err)
+			goto cleanup;
+		created = true;
+	} else {
+		/* Only into a recording: query -i must be able to open the result. */
+		err = recording__open(path, &file);
+		recording__close(file);
+		file = NULL;
+		if (err) {
+			pr_warn("not saving into %s: give a new file name or a probing recording",
+				user_path);
+			goto cleanup;
+		}
+	}
+	/* A connection of its own: the live database is in-memory, and so would be anything
+	 * attached to it (SQLITE_OPEN_MEMORY is inherited by ATTACH). */
+	if (sqlite3_open_v2(path, &file, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) !=
+	    SQLITE_OK) {
+		pr_warn("cannot open %s: %s", path, file ? sqlite3_errmsg(file) : "out of memory");
+		err = -EIO;
+		goto cleanup;
+	}
+	sqlite3_busy_timeout(file, 5000); /* a recorder may be flushing into it */
+	err = exec_sql(file, "BEGIN IMMEDIATE", path);
+	if (err)
+		goto cleanup;
+	in_tx = true;
+	err = exec_sql(file, create_sql, path);
+	if (err)
+		goto cleanup;
+	if (sqlite3_prepare_v2(live, "SELECT " TT_COLS " FROM python.torch_trace", -1, &sel,
+			       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(file,
+			       "INSERT OR IGNORE INTO torch_trace(" TT_COLS
+			       ") VALUES(?, ?, ?, ?, ?, "
+			       "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			       -1, &ins, NULL) != SQLITE_OK) {
+		pr_warn("saving python.torch_trace: %s",
+			sel ? sqlite3_errmsg(file) : sqlite3_errmsg(live));
+		err = -EIO;
+		goto cleanup;
+	}
+	err = copy_rows(live, sel, file, ins, added);
+	if (err)
+		goto cleanup;
+	sqlite3_finalize(sel);
+	sqlite3_finalize(ins);
+	sel = ins = NULL;
+	/* The process, when the live database knows it (not over TCP): best effort. */
+	if (sqlite3_prepare_v2(live,
+			       "SELECT pid, ppid, command, exe, start_time FROM system.process", -1,
+			       &sel, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(
+		    file,
+		    "INSERT OR IGNORE INTO processes(pid, ppid, command, exe, start_time) "
+		    "VALUES(?, ?, ?, ?, ?)",
+		    -1, &ins, NULL) == SQLITE_OK)
+		copy_rows(live, sel, file, ins, &procs);
+	err = exec_sql(file, "COMMIT", path);
+	if (err)
+		goto cleanup;
+	in_tx = false;
+	err = count_rows(file, "SELECT count(*) FROM torch_trace", total, msg, sizeof(msg));
+	if (err)
+		pr_warn("%s: %s", path, msg);
+cleanup:
+	sqlite3_finalize(sel);
+	sqlite3_finalize(ins);
+	if (in_tx)
+		sqlite3_exec(file, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_close(file);
+	if (err && created)
+		unlink(path); /* the empty recording made above */
+	outpath__release(&op);
+	return err;
+}
+
+int torchtrace__alias(sqlite3 *db, const char *path)
+{
+	char msg[256];
+	long long n = 0;
+	int err;
+
+	err = count_rows(db,
+			 "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = "
+			 "'torch_trace'",
+			 &n, msg, sizeof(msg));
+	if (err || !n)
+		return 0; /* nothing to alias; the caller's queries report any real trouble */
+	/* Read-only like the connection (recording__open). */
+	err = recording__attach_self(db, "python");
+	if (err)
+		pr_warn("%s: cannot show torch_trace as python.torch_trace: %s", path,
+			sqlite3_errmsg(db));
+	return err;
+}
+
+/* ---- Chrome trace JSON ------------------------------------------------------------------- */
+
+#define LANES_MAX 255
+#define CLIP_NS	  1000 /* ends this far past the enclosing event's are rounding: clipped */
+
+/* Round to the nearest integer (no libm for this). */
+static int64_t round_ns(double x)
+{
+	return (int64_t)(x >= 0 ? x + 0.5 : x - 0.5);
+}
+
+/* The open events of one track: a stack of end times (ns). */
+struct lane {
+	int64_t *ends;
+	size_t n, cap;
+};
+
+/* The tracks of one (pid, tid): lane 0 is the thread's own, others hold overlaps. */
+struct lanes {
+	struct lane l[LANES_MAX + 1];
+	int used;
+};
+
+static void lanes_reset(struct lanes *ls)
+{
+	for (int i = 0; i < ls->used; i++)
+		ls->l[i].n = 0;
+	ls->used = 0;
+}
+
+static void lanes_free(struct lanes *ls)
+{
+	for (int i = 0; i <= LANES_MAX; i++)
+		free(ls->l[i].ends);
+}
+
+/*
+ * Place the event [start, *end) (events come sorted by start, longest first) on the first
+ * lane where it nests; clip *end when it overshoots by rounding only. Return the lane, or
+ * -ENOMEM.
+ */
+static int lanes_place(struct lanes *ls, int64_t start, int64_t *end)
+{
+	int i;
+
+	for (i = 0; i <= LANES_MAX; i++) {
+		struct lane *l = &ls->l[i];
+
+		if (i >= ls->used)
+			ls->used = i + 1;
+		while (l->n && l->ends[l->n - 1] <= start)
+			l->n--;
+		if (l->n && *end > l->ends[l->n - 1]) {
+			if (*end - l->ends[l->n - 1] > CLIP_NS && i < LANES_MAX)
+				continue;
+			*end = l->ends[l->n - 1];
+		}
+		if (grow_array(&l->ends, &l->cap, l->n + 1, sizeof(*l->ends)))
+			return -ENOMEM;
+		l->ends[l->n++] = *end;
+		return i;
+	}
+	return LANES_MAX; /* not reached */
+}
+
+/* The track of the steps: not a real tid either (and not 0, which some readers single out). */
+#define STEPS_TID ((1 << 30) - 1)
+
+/* Another track for overlapping events: never a real tid (those are < 2^22, PID_MAX_LIMIT). */
+static long long lane_tid(long long tid, int lane)
+{
+	return lane ? (1LL << 30) | ((long long)lane << 22) | (tid & ((1 << 22) - 1)) : tid;
+}
+
+static int put_ns(struct strbuf *sb, const char *key, int64_t ns)
+{
+	/* Microseconds with three decimals, exactly (no floating point in the output). */
+	return sb_printf(sb, "\"%s\": %s%" PRId64 ".%03" PRId64, key, ns < 0 ? "-" : "",
+			 (ns < 0 ? -ns : ns) / 1000, (ns < 0 ? -ns : ns) % 1000);
+}
+
+static int put_int_arg(struct strbuf *sb, sqlite3_stmt *st, int col, const char *key)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return 0;
+	return sb_printf(sb, ", \"%s\": %lld", key, (long long)sqlite3_column_int64(st, col));
+}
+
+/* One metadata event naming a process or thread. */
+static int put_name(struct strbuf *sb, const char *what, long long pid, long long tid,
+		    const char *name)
+{
+	int err = sb_printf(sb,
+			    ",\n{\"name\": \"%s\", \"ph\": \"M\", \"pid\": %lld, \"tid\": %lld, "
+			    "\"args\": {\"name\": ",
+			    what, pid, tid);
+
+	err = err ?: jq_quote(sb, name);
+	return err ?: sb_puts(sb, "}}");
+}
+
+static int flush_sb(struct strbuf *sb, size_t *first, FILE *f)
+{
+	if (*first && sb->len > *first && sb->buf[*first] == ',')
+		sb->buf[*first] = ' ';
+	*first = 0;
+	if (sb->len && fwrite(sb->buf, 1, sb->len, f) != sb->len)
+		return -EIO;
+	sb_reset(sb);
+	return 0;
+}
+
+static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st)
+{
+	if (sqlite3_prepare_v2(db, sql, -1, st, NULL) == SQLITE_OK)
+		return 0;
+	pr_warn("%s", sqlite3_errmsg(db));
+	return -EINVAL;
+}
+
+int torchtrace__chrome(sqlite3 *db, const char *table, FILE *f, long long *events)
+{
+	enum {
+		C_PID,
+		C_TID,
+		C_THREAD,
+		C_RANK,
+		C_WS,
+		C_STEP,
+		C_MODULE,
+		C_STAGE,
+		C_TS,
+		C_DUR,
+		C_DEPTH,
+		C_ALLOC,
+		C_MAX,
+		C_RES
+	};
+	struct lanes *ls = NULL;
+	struct strbuf sb = {0}, names = {0}, name = {0};
+	sqlite3_stmt *st = NULL;
+	char *sql = NULL, *tname = NULL;
+	long long cur_pid = -1, cur_tid = -1, nev = 0, n;
+	size_t first = 0;
+	double base = 0, min_ts = 0;
+	int err = 0, rc, lane, maxlane = 0;
+
+	if (events)
+		*events = 0;
+	ls = calloc(1, sizeof(*ls));
+	if (!ls)
+		return -ENOMEM;
+	/* Times are written relative to midnight UTC of the first row's day: small numbers
+	 * keep nanosecond precision through a reader's double (absolute microseconds since
+	 * 1970 would not), and files of several ranks from one day share the base. */
+	sql = sqlite3_mprintf("SELECT min(ts), count(*) FROM %s WHERE ts IS NOT NULL AND "
+			      "duration IS NOT NULL",
+			      table);
+	if (!sql) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	err = prepare(db, sql, &st);
+	if (err)
+		goto cleanup;
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		pr_warn("%s", sqlite3_errmsg(db));
+		err = -EINVAL;
+		goto cleanup;
+	}
+	min_ts = sqlite3_column_double(st, 0);
+	n = sqlite3_column_int64(st, 1);
+	sqlite3_finalize(st);
+	st = NULL;
+	sqlite3_free(sql);
+	sql = NULL;
+	if (!n) {
+		err = -ENOENT;
+		goto cleanup;
+	}
+	base = min_ts > 0 ? (double)(int64_t)(min_ts / 86400.0) * 86400.0 : 0;
+
+	err = sb_printf(&sb,
+			"{\"displayTimeUnit\": \"ms\", \"otherData\": {\"generator\": \"probing\", "
+			"\"source\": \"%s\", \"base_unix\": %.0f},\n\"traceEvents\": [",
+			table, base);
+	if (err)
+		goto cleanup;
+	/* Every event is written as ",\n{...}": the first one's comma goes at the first flush. */
+	first = sb.len;
+
+	/* Per process: its name and the "steps" track (STEPS_TID). */
+	sql = sqlite3_mprintf("SELECT pid, max(rank), max(world_size), step, min(ts), "
+			      "max(ts + duration) FROM %s WHERE ts IS NOT NULL AND duration IS NOT "
+			      "NULL AND step IS NOT NULL GROUP BY pid, step ORDER BY pid, 5",
+			      table);
+	err = sql ? prepare(db, sql, &st) : -ENOMEM;
+	if (err)
+		goto cleanup;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		long long pid = sqlite3_column_int64(st, 0), step = sqlite3_column_int64(st, 3);
+		int64_t s = round_ns((sqlite3_column_double(st, 4) - base) * 1e9);
+		int64_t e = round_ns((sqlite3_column_double(st, 5) - base) * 1e9);
+
+		if (pid != cur_pid) {
+			char label[128];
+
+			lanes_reset(ls);
+			cur_pid = pid;
+			if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+				snprintf(label, sizeof(label), "rank %lld/%lld (pid %lld)",
+					 (long long)sqlite3_column_int64(st, 1),
+					 (long long)sqlite3_column_int64(st, 2), pid);
+			else
+				snprintf(label, sizeof(label), "pid %lld", pid);
+			err = put_name(&sb, "process_name", pid, 0, label);
+			err = err
+				      ?: sb_printf(&sb,
+						   ",\n{\"name\": \"process_sort_index\", \"ph\": "
+						   "\"M\", \"pid\": %lld, \"tid\": 0, \"args\": "
+						   "{\"sort_index\": %lld}}",
+						   pid,
+						   sqlite3_column_type(st, 1) != SQLITE_NULL
+							   ? (long long)sqlite3_column_int64(st, 1)
+							   : pid);
+			err = err ?: put_name(&sb, "thread_name", pid, STEPS_TID, "steps");
+			err = err
+				      ?: sb_printf(&sb,
+						   ",\n{\"name\": \"thread_sort_index\", \"ph\": "
+						   "\"M\", \"pid\": %lld, \"tid\": %d, \"args\": "
+						   "{\"sort_index\": -1}}",
+						   pid, STEPS_TID);
+			if (err)
+				goto cleanup;
+		}
+		lane = lanes_place(ls, s, &e);
+		if (lane < 0) {
+			err = lane;
+			goto cleanup;
+		}
+		err = sb_printf(&sb,
+				",\n{\"name\": \"step %lld\", \"cat\": \"step\", \"ph\": "
+				"\"X\", ",
+				step);
+		err = err ?: put_ns(&sb, "ts", s);
+		err = err ?: sb_puts(&sb, ", ");
+		err = err ?: put_ns(&sb, "dur", e - s);
+		err = err
+			      ?: sb_printf(&sb,
+					   ", \"pid\": %lld, \"tid\": %lld, \"args\": {\"step\": "
+					   "%lld}}",
+					   pid, (long long)(STEPS_TID - lane), step);
+		if (err)
+			goto cleanup;
+	}
+	if (rc != SQLITE_DONE) {
+		pr_warn("%s", sqlite3_errmsg(db));
+		err = -EINVAL;
+		goto cleanup;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	sqlite3_free(sql);
+
+	/* The events, per thread, in start order, the enclosing (longer) one first. */
+	sql = sqlite3_mprintf("SELECT pid, tid, thread, rank, world_size, step, module, stage, "
+			      "ts, duration, depth, allocated, max_allocated, reserved FROM %s "
+			      "WHERE ts IS NOT NULL AND duration IS NOT NULL ORDER BY pid, tid, "
+			      "ts, duration DESC",
+			      table);
+	err = sql ? prepare(db, sql, &st) : -ENOMEM;
+	if (err)
+		goto cleanup;
+	cur_pid = cur_tid = -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		long long pid = sqlite3_column_int64(st, C_PID);
+		long long tid = sqlite3_column_int64(st, C_TID);
+		const char *module = (const char *)sqlite3_column_text(st, C_MODULE);
+		const char *stage = (const char *)sqlite3_column_text(st, C_STAGE);
+		const char *thread = (const char *)sqlite3_column_text(st, C_THREAD);
+		int64_t s = round_ns((sqlite3_column_double(st, C_TS) - base) * 1e9);
+		int64_t e = s + round_ns(sqlite3_column_double(st, C_DUR) * 1e9);
+
+		if (pid != cur_pid || tid != cur_tid) {
+			/* The previous thread's extra tracks get their names now. */
+			for (int i = 1; i <= maxlane && cur_tid >= 0; i++) {
+				char label[160];
+
+				snprintf(label, sizeof(label), "%s (overlap %d)",
+					 tname ? tname : "thread", i);
+				err = put_name(&names, "thread_name", cur_pid, lane_tid(cur_tid, i),
+					       label);
+				if (err)
+					goto cleanup;
+			}
+			free(tname);
+			tname = NULL;
+			if (thread)
+				tname = strdup(thread);
+			else if (asprintf(&tname, "thread %lld", tid) < 0)
+				tname = NULL;
+			if (!tname) {
+				err = -ENOMEM;
+				goto cleanup;
+			}
+			err = put_name(&sb, "thread_name", pid, tid, tname);
+			if (err)
+				goto cleanup;
+			lanes_reset(ls);
+			maxlane = 0;
+			cur_pid = pid;
+			cur_tid = tid;
+		}
+		if (e < s)
+			e = s;
+		lane = lanes_place(ls, s, &e);
+		if (lane < 0) {
+			err = lane;
+			goto cleanup;
+		}
+		if (lane > maxlane)
+			maxlane = lane;
+		err = sb_puts(&sb, ",\n{\"name\": ");
+		/* Backward rows "module (backward)", optimizer steps "Class.step". */
+		if (stage && !strcmp(stage, "backward"))
+			err = sb_printf(&name, "%s (backward)", module ? module : "?");
+		else if (stage && !strcmp(stage, "step"))
+			err = sb_printf(&name, "%s.step", module ? module : "optimizer");
+		else
+			err = sb_puts(&name, module ? module : "?");
+		err = err ?: jq_quote(&sb, sb_str(&name));
+		sb_reset(&name);
+		err = err ?: sb_puts(&sb, ", \"cat\": ");
+		err = err ?: jq_quote(&sb, stage ? stage : "?");
+		err = err ?: sb_puts(&sb, ", \"ph\": \"X\", ");
+		err = err ?: put_ns(&sb, "ts", s);
+		err = err ?: sb_puts(&sb, ", ");
+		err = err ?: put_ns(&sb, "dur", e - s);
+		err = err
+			      ?: sb_printf(
+					 &sb,
+					 ", \"pid\": %lld, \"tid\": %lld, \"args\": {\"module\": ",
+					 pid, lane_tid(tid, lane));
+		err = err ?: jq_quote(&sb, module ? module : "");
+		err = err ?: put_int_arg(&sb, st, C_STEP, "step");
+		err = err ?: put_int_arg(&sb, st, C_DEPTH, "depth");
+		err = err ?: put_int_arg(&sb, st, C_ALLOC, "allocated");
+		err = err ?: put_int_arg(&sb, st, C_MAX, "max_allocated");
+		err = err ?: put_int_arg(&sb, st, C_RES, "reserved");
+		err = err ?: sb_puts(&sb, "}}");
+		if (err)
+			goto cleanup;
+		nev++;
+		if (sb.len > (1 << 20)) {
+			err = flush_sb(&sb, &first, f);
+			if (err)
+				goto cleanup;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		pr_warn("%s", sqlite3_errmsg(db));
+		err = -EINVAL;
+		goto cleanup;
+	}
+	for (int i = 1; i <= maxlane && cur_tid >= 0; i++) {
+		char label[160];
+
+		snprintf(label, sizeof(label), "%s (overlap %d)", tname ? tname : "thread", i);
+		err = put_name(&names, "thread_name", cur_pid, lane_tid(cur_tid, i), label);
+		if (err)
+			goto cleanup;
+	}
+	err = sb_append(&sb, names.buf ? names.buf : "", names.len);
+	err = err ?: sb_puts(&sb, "\n]}\n");
+	err = err ?: flush_sb(&sb, &first, f);
+	if (!err && fflush(f))
+		err = -EIO;
+	if (!err && events)
+		*events = nev;
+cleanup:
+	sqlite3_finalize(st);
+	sqlite3_free(sql);
+	free(tname);
+	sb_free(&sb);
+	sb_free(&names);
+	sb_free(&name);
+	if (ls)
+		lanes_free(ls);
+	free(ls);
+	return err;
+}
