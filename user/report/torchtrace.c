@@ -15,21 +15,55 @@
 #include "base/jsonq.h"
 #include "base/log.h"
 #include "base/outfile.h"
+#include "live/livetables.h"
 #include "report/recording.h"
 #include "record/store.h"
 #include "report/torchtrace.h"
 #include "base/util.h"
 
-/* The columns, in the order of injector/py/torch.py's _COLUMNS. */
-#define TT_COLS                                                                         \
-	"step, module, stage, duration, allocated, max_allocated, ts, rank, reserved, " \
-	"world_size, local_rank, pid, tid, thread, depth, seq"
+/* The statements that copy python.torch_trace into a recording's torch_trace. */
+struct trace_sql {
+	struct strbuf create, select, insert;
+};
 
-static const char create_sql[] =
-	"CREATE TABLE IF NOT EXISTS torch_trace(step INTEGER, module TEXT, stage TEXT, "
-	"duration REAL, allocated INTEGER, max_allocated INTEGER, ts REAL, rank INTEGER, "
-	"reserved INTEGER, world_size INTEGER, local_rank INTEGER, pid INTEGER, tid INTEGER, "
-	"thread TEXT, depth INTEGER, seq INTEGER, UNIQUE(pid, seq, ts));";
+static void trace_sql_free(struct trace_sql *q)
+{
+	sb_free(&q->create);
+	sb_free(&q->select);
+	sb_free(&q->insert);
+}
+
+/*
+ * The statements for the columns python.torch_trace is declared with (livetables.h: the
+ * register_table() of injector/py/torch.py), in that order; the recording's table has the
+ * same columns and types, a row being unique by (pid, seq, ts). -ENOMEM, or -ENOENT if this
+ * build declares no python.torch_trace.
+ */
+static int trace_sql(struct trace_sql *q)
+{
+	const struct live_table *t = live_table__find("python", "torch_trace");
+	const struct live_column *c;
+	size_t i;
+	int err;
+
+	if (!t)
+		return -ENOENT;
+	err = sb_puts(&q->create, "CREATE TABLE IF NOT EXISTS torch_trace(");
+	err = err ?: sb_puts(&q->select, "SELECT ");
+	err = err ?: sb_puts(&q->insert, "INSERT OR IGNORE INTO torch_trace(");
+	for (i = 0; !err && i < t->ncolumns; i++) {
+		c = &t->columns[i];
+		err = sb_printf(&q->create, "%s%s%s, ", c->name, *c->type ? " " : "", c->type);
+		err = err ?: sb_printf(&q->select, "%s%s", i ? ", " : "", c->name);
+		err = err ?: sb_printf(&q->insert, "%s%s", i ? ", " : "", c->name);
+	}
+	err = err ?: sb_puts(&q->create, "UNIQUE(pid, seq, ts));");
+	err = err ?: sb_puts(&q->select, " FROM python.torch_trace");
+	err = err ?: sb_puts(&q->insert, ") VALUES(");
+	for (i = 0; !err && i < t->ncolumns; i++)
+		err = sb_puts(&q->insert, i ? ", ?" : "?");
+	return err ?: sb_puts(&q->insert, ")");
+}
 
 static int exec_sql(sqlite3 *db, const char *sql, const char *what)
 {
@@ -110,6 +144,7 @@ static int copy_rows(sqlite3 *live, sqlite3_stmt *sel, sqlite3 *file, sqlite3_st
 int torchtrace__save(sqlite3 *live, const char *user_path, long long *added, long long *total)
 {
 	sqlite3_stmt *sel = NULL, *ins = NULL;
+	struct trace_sql q = {0};
 	struct outpath op = {0};
 	sqlite3 *file = NULL;
 	const char *path;
@@ -129,6 +164,12 @@ int torchtrace__save(sqlite3 *live, const char *user_path, long long *added, lon
 	if (err)
 		return err;
 	path = op.dest;
+	err = trace_sql(&q);
+	if (err) {
+		pr_warn("cannot save python.torch_trace: %s",
+			err == -ENOENT ? "this build declares no such table" : strerror(-err));
+		goto cleanup;
+	}
 	err = count_rows(live, "SELECT count(*) FROM python.torch_trace", &n, msg, sizeof(msg));
 	if (err) {
 		pr_warn("cannot save python.torch_trace: %s", msg);
@@ -169,16 +210,11 @@ int torchtrace__save(sqlite3 *live, const char *user_path, long long *added, lon
 	if (err)
 		goto cleanup;
 	in_tx = true;
-	err = exec_sql(file, create_sql, path);
+	err = exec_sql(file, sb_str(&q.create), path);
 	if (err)
 		goto cleanup;
-	if (sqlite3_prepare_v2(live, "SELECT " TT_COLS " FROM python.torch_trace", -1, &sel,
-			       NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(file,
-			       "INSERT OR IGNORE INTO torch_trace(" TT_COLS
-			       ") VALUES(?, ?, ?, ?, ?, "
-			       "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			       -1, &ins, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v2(live, sb_str(&q.select), -1, &sel, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(file, sb_str(&q.insert), -1, &ins, NULL) != SQLITE_OK) {
 		pr_warn("saving python.torch_trace: %s",
 			sel ? sqlite3_errmsg(file) : sqlite3_errmsg(live));
 		err = -EIO;
@@ -216,6 +252,7 @@ cleanup:
 	if (err && created)
 		unlink(path); /* the empty recording made above */
 	outpath__release(&op);
+	trace_sql_free(&q);
 	return err;
 }
 
