@@ -580,10 +580,3 @@ fail:
 	sqlite3_close(db); /* frees l through the function's destructor */
 	return err ? err : -EIO;
 }
-
-int livedb__open(pid_t pid, sqlite3 **out)
-{
-	struct live_target t = {.pid = pid};
-
-	return livedb__open_target(&t, LIVE_GIL_TIMEOUT_MS, out);
-}

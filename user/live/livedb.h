@@ -26,13 +26,6 @@ struct strbuf;
 struct live_target;
 
 /*
- * Open the live database of @pid (the agent is used when it runs; it is not injected).
- * Return 0 and *@out (close with sqlite3_close; the agent connection goes with it), or
- * -errno with a message printed (-ESRCH: no such process).
- */
-int livedb__open(pid_t pid, sqlite3 **out);
-
-/*
  * Open the live database of @t: a pid, or an agent serving TCP (then only python.* is
  * available). The agent is used when it runs; it is never injected. Wait up to @gil_ms for the
  * agent's GIL when listing its tables (a hung target: the python.* tables then fail when
