@@ -88,18 +88,27 @@ $(BUILD)/obj/%.pic.o: %.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -fPIC -fvisibility=hidden $(INCLUDES) -c $< -o $@
 
-# The agent's Python helpers are embedded verbatim with .incbin.
-$(BUILD)/obj/injector/agent_py.S: $(AGENT_PY) Makefile
-	$(Q)mkdir -p $(@D)
-	$(Q){ echo '.section .rodata'; \
-	  for f in $(AGENT_PY); do n=$$(basename $$f .py); \
-	    echo ".global probing_py_$$n"; echo ".hidden probing_py_$$n"; \
-	    echo "probing_py_$$n:"; echo ".incbin \"$$f\""; echo ".byte 0"; done; \
-	  echo '.section .note.GNU-stack,"",@progbits'; } > $@
+# ---- embedded files -------------------------------------------------------------------------
+# $(call embed,OBJ,PREFIX,FILES[,TABLE]), evaluated with $(eval): the rules that build the
+# object OBJ holding every FILE verbatim as a C string named PREFIX<file name>, and with TABLE a
+# {name, string} table of them (scripts/embed.sh). The one way the build embeds a file: the
+# agent's Python helpers, the flame graph's script and style (user/report/report.mk), a test
+# agent's helpers (tests/tools/tools.mk).
+define embed
+$(1:.o=.S): $(3) scripts/embed.sh
+	$$(call msg,EMBED,$$@)
+	$$(Q)mkdir -p $$(@D)
+	$$(Q)scripts/embed.sh $(if $(4),-t $(4)) $(2) $(3) > $$@
 
-$(BUILD)/obj/injector/agent_py.pic.o: $(BUILD)/obj/injector/agent_py.S $(AGENT_PY)
-	$(call msg,AS,$@)
-	$(Q)$(CC) -c -fPIC $< -o $@
+$(1): $(1:.o=.S) $(3)
+	$$(call msg,AS,$$@)
+	$$(Q)$$(CC) -c $$< -o $$@
+endef
+
+# The agent's Python helpers, and probing_py_modules: {"agent", source}, {"torch", source}...
+# With it the C side (injector/agent.c) loads every helper without knowing their names, so a
+# new helper file needs no C change (docs/live.md, "Extending the agent").
+$(eval $(call embed,$(BUILD)/obj/injector/agent_py.pic.o,probing_py_,$(sort $(AGENT_PY)),probing_py_modules))
 
 $(LIB): $(LIB_OBJS)
 	$(call msg,AR,$@)

@@ -50,7 +50,10 @@ def register_table(schema, name, columns, rows, doc=""):
 
     columns: [(column, sqltype, doc)]; rows(): an iterable of sequences in column order
     (JSON-serializable values: None, bool, int, float, str). Computed only when a query
-    reads the table.
+    reads the table. The one definition of the table's columns: in a helper of
+    injector/py/, pass SCHEMA, NAME and COLUMNS as literals (COLUMNS may be a module-level
+    name bound to one), which the build reads (scripts/gen-live-tables.py) so that the C side
+    knows the table without the agent.
     """
     cols = [(c[0], c[1] if len(c) > 1 else "", c[2] if len(c) > 2 else "") for c in columns]
     _tables[(schema, name)] = (cols, rows, doc)

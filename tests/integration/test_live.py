@@ -44,6 +44,37 @@ def test_system_tables_without_agent():
     t.finish()
 
 
+def _python_columns(pid):
+    """{table: [columns]} of every python.* table of the live database of pid."""
+    p = livesql(pid, "SELECT m.name, c.cid, c.name FROM python.sqlite_master m, "
+                     "pragma_table_info(m.name, 'python') c ORDER BY m.name, c.cid")
+    assert p.returncode == 0, p.stderr
+    out = {}
+    for table, _, col in rows(p):
+        out.setdefault(table, []).append(col)
+    return out
+
+
+def test_python_tables_have_the_agents_columns_without_it():
+    # The columns of a python.* table are declared once, by the agent's helper that serves
+    # it (injector/py/*.py): without the agent every such table exists with the same columns.
+    t = Target("sleep", seconds=4).wait_ready()
+    without = _python_columns(t.pid)
+    for table in ("backtrace", "locals", "threads", "modules", "objects", "settings",
+                  "torch_trace", "torch_status"):
+        assert table in without, without
+    assert without["locals"] == ["thread", "tid", "depth", "func", "name", "type", "repr"]
+    p = livesql(t.pid, "SELECT * FROM python.locals")
+    assert p.returncode == 1 and "served by the agent, which is not loaded" in p.stderr, \
+        p.stderr
+    assert maps_count(t.pid) == 0
+    assert harness.probing("inject", "-p", t.pid).returncode == 0
+    p = livesql(t.pid, "SELECT count(*) FROM python.locals")
+    assert p.returncode == 0, p.stderr  # served by the agent now
+    assert _python_columns(t.pid) == without
+    t.finish()
+
+
 def test_python_tables_from_the_agent():
     t = Target("threads", seconds=4).wait_ready()
     assert harness.probing("inject", "-p", t.pid).returncode == 0

@@ -19,22 +19,11 @@ TEST_TARGETS += $(TEST_TOOLS)
 TEST_AGENT_EXTRA := $(BUILD)/tests/tools/libprobing-agent-extra.so
 TEST_EXTRA_PY := injector/py/agent.py tests/workloads/agent_extra_helper.py
 
-$(BUILD)/tests/tools/agent_extra_py.S: $(TEST_EXTRA_PY) tests/tools/tools.mk
-	$(Q)mkdir -p $(@D)
-	$(Q){ echo '.section .rodata'; \
-	  for f in $(TEST_EXTRA_PY); do n=$$(basename $$f .py); \
-	    echo ".hidden probing_py_$$n"; echo "probing_py_$$n:"; echo ".incbin \"$$f\""; \
-	    echo ".byte 0"; echo ".Lpyname_$$n: .asciz \"$$n\""; done; \
-	  echo '.section .data.rel.ro,"aw"'; echo '.balign 8'; \
-	  echo '.global probing_py_modules'; echo '.hidden probing_py_modules'; \
-	  echo 'probing_py_modules:'; \
-	  for f in $(TEST_EXTRA_PY); do n=$$(basename $$f .py); \
-	    echo ".quad .Lpyname_$$n, probing_py_$$n"; done; \
-	  echo '.quad 0, 0'; echo '.section .note.GNU-stack,"",@progbits'; } > $@
+$(eval $(call embed,$(BUILD)/tests/tools/agent_extra_py.o,probing_py_,$(TEST_EXTRA_PY),probing_py_modules))
 
-$(TEST_AGENT_EXTRA): $(BUILD)/tests/tools/agent_extra_py.S $(filter-out $(BUILD)/obj/injector/agent_py.pic.o,$(AGENT_OBJS))
+$(TEST_AGENT_EXTRA): $(BUILD)/tests/tools/agent_extra_py.o $(filter-out $(BUILD)/obj/injector/agent_py.pic.o,$(AGENT_OBJS))
 	$(call msg,LINK,$@)
-	$(Q)$(CC) -shared -fPIC -Wl,-z,nodelete -o $@ $(filter %.o %.S,$^) -lpthread -ldl
+	$(Q)$(CC) -shared -fPIC -Wl,-z,nodelete -o $@ $^ -lpthread -ldl
 
 TEST_TOOLS += $(TEST_AGENT_EXTRA)
 TEST_TARGETS += $(TEST_AGENT_EXTRA)

@@ -6,7 +6,10 @@
 #include <string.h>
 #include <sqlite3.h>
 
+#include <unistd.h>
+
 #include "base/jsonq.h"
+#include "live/livetables.h"
 #include "test.h"
 #include "report/torchtrace.h"
 
@@ -195,6 +198,86 @@ TEST(empty_and_bad_tables)
 	CHECK_EQ(err, -EINVAL);
 	free(out);
 	sqlite3_close(db);
+}
+
+/* A stand-in for the live database: an in-memory one with python.torch_trace as a table. */
+static sqlite3 *live_with(const char *rows_sql)
+{
+	sqlite3 *db = db_with(rows_sql);
+	char *err = NULL;
+
+	if (db && sqlite3_exec(db,
+			       "ATTACH ':memory:' AS python; CREATE TABLE python.torch_trace AS "
+			       "SELECT * FROM tt",
+			       NULL, NULL, &err) != SQLITE_OK) {
+		fprintf(stderr, "%s\n", err ? err : "?");
+		sqlite3_free(err);
+		sqlite3_close(db);
+		return NULL;
+	}
+	return db;
+}
+
+static char *text_of(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	char *v = NULL;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		v = strdup((const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return v;
+}
+
+/*
+ * query --save: the recording's torch_trace has the columns python.torch_trace is declared
+ * with (injector/py/torch.py, through livetables.h), in order, with their types; a row saved
+ * twice is kept once.
+ */
+TEST(save_has_the_declared_columns_and_keeps_rows_once)
+{
+	char path[] = "/tmp/probing-test-torchtrace-XXXXXX.db";
+	const struct live_table *t = live_table__find("python", "torch_trace");
+	sqlite3 *live = live_with(ROW(1, "model", "forward", 0.002, 1795306600.0, 42, 0, 0) ROW(
+		1, "SGD", "step", 0.0002, 1795306600.005, 42, NULL, 1));
+	sqlite3 *file = NULL;
+	sqlite3_stmt *st = NULL;
+	long long added = -1, total = -1;
+	size_t i = 0;
+	char *sql;
+	int fd;
+
+	REQUIRE(t && live);
+	fd = mkstemps(path, 3);
+	REQUIRE(fd >= 0);
+	close(fd);
+	unlink(path); /* a new file: made a recording */
+	CHECK_EQ(torchtrace__save(live, path, &added, &total), 0);
+	CHECK_EQ(added, 2);
+	CHECK_EQ(total, 2);
+	CHECK_EQ(torchtrace__save(live, path, &added, &total), 0);
+	CHECK_EQ(added, 0);
+	CHECK_EQ(total, 2);
+	REQUIRE(sqlite3_open_v2(path, &file, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+	REQUIRE(sqlite3_prepare_v2(file, "SELECT name, type FROM pragma_table_info('torch_trace')",
+				   -1, &st, NULL) == SQLITE_OK);
+	for (; sqlite3_step(st) == SQLITE_ROW; i++) {
+		REQUIRE(i < t->ncolumns);
+		CHECK_STR((const char *)sqlite3_column_text(st, 0), t->columns[i].name);
+		CHECK_STR((const char *)sqlite3_column_text(st, 1), t->columns[i].type);
+	}
+	CHECK_EQ(i, t->ncolumns);
+	sqlite3_finalize(st);
+	sql = text_of(file, "SELECT sql FROM sqlite_master WHERE name = 'torch_trace'");
+	CHECK(sql && strstr(sql, ", UNIQUE(pid, seq, ts))"));
+	free(sql);
+	sql = text_of(file, "SELECT module FROM torch_trace WHERE stage = 'step'");
+	CHECK_STR(sql, "SGD");
+	free(sql);
+	sqlite3_close(file);
+	sqlite3_close(live);
+	unlink(path);
 }
 
 TEST_MAIN()

@@ -9,51 +9,82 @@
 #include <string.h>
 
 #include "base/cli.h"
-#include "report/flamegraph.h"
 #include "live/live.h"
 #include "live/livedb.h"
 #include "base/log.h"
 #include "base/outfile.h"
-#include "report/pprof.h"
+#include "report/export.h"
 #include "report/profile.h"
 #include "report/recording.h"
-#include "report/speedscope.h"
-#include "report/torchtrace.h"
 #include "base/util.h"
 
-#define DEFAULT_HZ 99 /* probing record's default -F */
+/* Kinds of formats: of the samples of a recording, of the PyTorch timeline. */
+#define OF_SAMPLES 1u
+#define OF_TRACE   2u
+
+static unsigned int format_kind(const struct export_format *x)
+{
+	return x->write_trace ? OF_TRACE : OF_SAMPLES;
+}
+
+/* The names of the formats of the kinds @which, joined by @sep, the last two by @last, in
+ * @buf. Return @buf. */
+static const char *format_names(unsigned int which, const char *sep, const char *last, char *buf,
+				size_t size)
+{
+	const struct export_format *x;
+	size_t n = 0, len = 0, i = 0;
+	const char *before;
+
+	for (x = export_formats; x->name; x++)
+		n += !!(which & format_kind(x));
+	buf[0] = '\0';
+	for (x = export_formats; x->name && len < size; x++) {
+		if (!(which & format_kind(x)))
+			continue;
+		before = sep;
+		if (i == 0)
+			before = "";
+		else if (i + 1 == n)
+			before = last;
+		len += snprintf(buf + len, size - len, "%s%s", before, x->name);
+		i++;
+	}
+	return buf;
+}
 
 static void usage(FILE *f)
 {
+	const struct export_format *x;
+	const char *p, *nl;
+	char samples[256], trace[256], all[256];
+
 	fprintf(f,
-		"Usage: probing export [-i FILE] --format pprof|folded|speedscope -o OUT\n"
+		"Usage: probing export [-i FILE] --format %s -o OUT\n"
 		"                      [--pid N] [--tid N] [--force]\n"
-		"       probing export (-p PID | -i FILE) --format chrome -o OUT [--force]\n"
+		"       probing export (-p PID | -i FILE) --format %s -o OUT [--force]\n"
 		"\n"
-		"Write a recording in a format other tools read:\n"
-		"  pprof       gzipped profile.proto, for 'go tool pprof', Pyroscope, Parca: "
-		"sample\n"
-		"              types samples/count and cpu/nanoseconds, functions, locations with\n"
-		"              lines, labels pid, tid and thread\n"
-		"  folded      folded stacks, \"root;...;leaf COUNT\" (flamegraph.pl, inferno); "
-		"the\n"
-		"              same as 'probing flamegraph --folded'\n"
-		"  speedscope  speedscope's JSON (https://www.speedscope.app): one profile per\n"
-		"              thread, samples in time order (one-second resolution)\n"
-		"  chrome      the PyTorch hooks' per-module timeline (python.torch_trace, see\n"
-		"              'probing inject --torch') as Chrome trace JSON for Perfetto\n"
-		"              (https://ui.perfetto.dev) or chrome://tracing: one complete event\n"
-		"              per module call and optimizer step, nested by time on a track per\n"
-		"              process and thread, and a track of the steps. From a live process\n"
-		"              (-p PID) or from a file saved with 'probing query -p PID --save'\n"
+		"Write a recording in a format other tools read:\n",
+		format_names(OF_SAMPLES, "|", "|", samples, sizeof(samples)),
+		format_names(OF_TRACE, "|", "|", trace, sizeof(trace)));
+	/* Each format's help, its lines after its name. */
+	for (x = export_formats; x->name; x++) {
+		for (p = x->help; *p; p = nl + 1) {
+			nl = strchrnul(p, '\n');
+			fprintf(f, "  %-10s  %.*s\n", p == x->help ? x->name : "", (int)(nl - p),
+				p);
+			if (!*nl)
+				break;
+		}
+	}
+	fprintf(f,
 		"\n"
 		"Options:\n"
 		"  -i, --input FILE      the recording to read (default: probing.db)\n"
-		"  -p PID                (chrome) read python.torch_trace of a live process "
-		"(--pid\n"
+		"  -p PID                (%s) read python.torch_trace of a live process (--pid\n"
 		"                        is the sample filter below)\n"
 		"  -t, --target T        the same for a PID, or HOST:PORT of an agent serving TCP\n"
-		"  -f, --format FORMAT   pprof, folded, speedscope or chrome\n"
+		"  -f, --format FORMAT   %s\n"
 		"  -o, --output FILE     where to write; '-' = stdout. An existing file is\n"
 		"                        replaced only once the new one is complete, keeping its\n"
 		"                        permissions; a symbolic link is followed; devices and\n"
@@ -69,16 +100,10 @@ static void usage(FILE *f)
 		"  probing export -i app.db --format speedscope -o app.speedscope.json\n"
 		"  probing export -i app.db --format folded -o - | flamegraph.pl > app.svg\n"
 		"  probing export -p 1234 --format chrome -o steps.json   # then open it in "
-		"Perfetto\n");
+		"Perfetto\n",
+		format_names(OF_TRACE, "/", "/", trace, sizeof(trace)),
+		format_names(OF_SAMPLES | OF_TRACE, ", ", " or ", all, sizeof(all)));
 }
-
-enum format {
-	FMT_NONE,
-	FMT_PPROF,
-	FMT_FOLDED,
-	FMT_SPEEDSCOPE,
-	FMT_CHROME,
-};
 
 enum {
 	OPT_PID = 256,
@@ -98,47 +123,13 @@ static const struct option options[] = {
 	{NULL, 0, NULL, 0},
 };
 
-static int write_pprof(const struct profile *p, const char *input, FILE *f)
-{
-	struct strbuf pb = {0};
-	double hz = p->frequency;
-	int err;
-
-	if (hz <= 0) {
-		pr_warn("%s does not say its sampling frequency; computing CPU time at %d Hz",
-			input, DEFAULT_HZ);
-		hz = DEFAULT_HZ;
-	}
-	err = pprof__encode(p, hz, &pb);
-	if (!err)
-		err = pprof__gzip(f, pb.buf, pb.len);
-	sb_free(&pb);
-	return err;
-}
-
-static int write_folded(const struct profile *p, FILE *f)
-{
-	struct strbuf text = {0};
-	struct fg *g = fg__new();
-	int err = g ? 0 : -ENOMEM;
-
-	if (!err)
-		err = fg__add_profile(g, p);
-	if (!err)
-		err = fg__folded(g, &text);
-	if (!err && text.len && fwrite(text.buf, 1, text.len, f) != text.len)
-		err = -EIO;
-	sb_free(&text);
-	fg__free(g);
-	return err;
-}
-
 /*
- * --format chrome: python.torch_trace of a live target (@pid_arg/@t_arg) or the torch_trace
- * table of the recording @input, to @output. Return an exit status.
+ * A format of the PyTorch timeline (@x->write_trace): python.torch_trace of a live target
+ * (@pid_arg/@t_arg) or the torch_trace table of the recording @input, to @output. Return an
+ * exit status.
  */
-static int export_chrome(const char *input, const char *pid_arg, const char *t_arg,
-			 const char *output, unsigned int out_flags)
+static int export_trace(const struct export_format *x, const char *input, const char *pid_arg,
+			const char *t_arg, const char *output, unsigned int out_flags)
 {
 	struct live_target t = {0};
 	struct outfile *of = NULL;
@@ -173,7 +164,7 @@ static int export_chrome(const char *input, const char *pid_arg, const char *t_a
 			goto cleanup;
 		}
 	}
-	err = torchtrace__chrome(db, table, outfile__fp(of), &n);
+	err = x->write_trace(db, table, outfile__fp(of), &n);
 	if (err) {
 		if (err == -ENOENT)
 			pr_warn("no rows in %s of %s: install the hooks with 'probing inject -p "
@@ -203,17 +194,61 @@ cleanup:
 	return ret;
 }
 
-int cmd_export(int argc, char **argv)
+/*
+ * A format of the samples (@x->write_samples) of the recording @input, only those @flt
+ * selects, to @output. Return an exit status.
+ */
+static int export_samples(const struct export_format *x, const char *input,
+			  struct profile_filter *flt, const char *output, unsigned int out_flags)
 {
-	const char *input = "probing.db", *output = NULL, *pid_arg = NULL, *t_arg = NULL;
-	bool input_given = false;
-	struct profile_filter flt = {0};
-	enum format fmt = FMT_NONE;
-	unsigned int out_flags = OUTFILE_FORCE_HINT;
 	struct outfile *of = NULL;
 	struct profile *prof = NULL;
 	sqlite3 *db = NULL;
-	int c, err, ret = EXIT_FAIL;
+	int err, ret = EXIT_FAIL;
+
+	/* The output first: a file that may not be written is refused before any work. */
+	if (outfile__open(output, out_flags, &of))
+		goto cleanup;
+	if (recording__open(input, &db))
+		goto cleanup;
+	flt->flags |= x->load_flags;
+	err = profile__load(db, flt, &prof);
+	if (err) {
+		if (err == -ENOMEM)
+			pr_warn("out of memory reading %s", input);
+		goto cleanup;
+	}
+	if (!prof->total) {
+		profile__explain_empty(db, input, flt);
+		goto cleanup;
+	}
+	err = x->write_samples(prof, input, outfile__fp(of));
+	if (err) {
+		pr_warn("cannot write %s: %s", output,
+			err == -ENOMEM ? "out of memory" : strerror(errno ? errno : EIO));
+		goto cleanup;
+	}
+	err = outfile__commit(of);
+	of = NULL;
+	if (err)
+		goto cleanup;
+	ret = EXIT_OK;
+cleanup:
+	outfile__abort(of);
+	profile__free(prof);
+	recording__close(db);
+	return ret;
+}
+
+int cmd_export(int argc, char **argv)
+{
+	const char *input = "probing.db", *output = NULL, *pid_arg = NULL, *t_arg = NULL;
+	const struct export_format *x = NULL;
+	bool input_given = false;
+	struct profile_filter flt = {0};
+	unsigned int out_flags = OUTFILE_FORCE_HINT;
+	char names[256];
+	int c;
 
 	cli_getopt_reset();
 	while ((c = getopt_long(argc, argv, ":i:f:o:p:t:h", options, NULL)) != -1) {
@@ -232,19 +267,12 @@ int cmd_export(int argc, char **argv)
 			output = optarg;
 			break;
 		case 'f':
-			if (!strcmp(optarg, "pprof"))
-				fmt = FMT_PPROF;
-			else if (!strcmp(optarg, "folded"))
-				fmt = FMT_FOLDED;
-			else if (!strcmp(optarg, "speedscope"))
-				fmt = FMT_SPEEDSCOPE;
-			else if (!strcmp(optarg, "chrome"))
-				fmt = FMT_CHROME;
-			else
-				return cli_usage_error("export",
-						       "unknown --format '%s': use pprof, folded, "
-						       "speedscope or chrome",
-						       optarg);
+			x = export_format__find(optarg);
+			if (!x)
+				return cli_usage_error("export", "unknown --format '%s': use %s",
+						       optarg,
+						       format_names(OF_SAMPLES | OF_TRACE, ", ",
+								    " or ", names, sizeof(names)));
 			break;
 		case OPT_PID:
 			if (cli_parse_id("export", "--pid", optarg, &flt.pid))
@@ -266,70 +294,31 @@ int cmd_export(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error("export", "unexpected argument '%s'", argv[optind]);
-	if (fmt == FMT_NONE)
-		return cli_usage_error("export", "say which format: --format pprof, folded, "
-						 "speedscope or chrome");
+	if (!x)
+		return cli_usage_error(
+			"export", "say which format: --format %s",
+			format_names(OF_SAMPLES | OF_TRACE, ", ", " or ", names, sizeof(names)));
 	if (!output)
 		return cli_usage_error("export", "say where to write: -o FILE ('-o -' for stdout)");
-	if ((pid_arg || t_arg) && fmt != FMT_CHROME)
+	if ((pid_arg || t_arg) && !x->write_trace)
 		return cli_usage_error("export",
-				       "-p/-t read a live process: only --format chrome "
-				       "(its PyTorch timeline) comes from there; the others "
-				       "need a recording (-i FILE)");
+				       "-p/-t read a live process: only --format %s (its PyTorch "
+				       "timeline) comes from there; the others need a recording "
+				       "(-i FILE)",
+				       format_names(OF_TRACE, ", ", " or ", names, sizeof(names)));
 	if ((pid_arg || t_arg) && input_given)
 		return cli_usage_error("export", "give either -i FILE or -p PID, not both");
-	if (fmt == FMT_CHROME && (flt.pid || flt.tid))
+	if (x->write_trace && (flt.pid || flt.tid))
 		return cli_usage_error("export", "--pid/--tid filter samples: filter the timeline "
 						 "with SQL (query --save) instead");
-	if (fmt == FMT_CHROME)
-		return export_chrome(input, pid_arg, t_arg, output, out_flags);
-	if (fmt == FMT_PPROF && !strcmp(output, "-") && stdout_is_tty())
-		return cli_usage_error("export", "pprof is binary: write it to a file (-o FILE), "
-						 "or redirect stdout");
-
-	/* The output first: a file that may not be written is refused before any work. */
-	if (outfile__open(output, out_flags, &of))
-		goto cleanup;
-	if (recording__open(input, &db))
-		goto cleanup;
-	if (fmt == FMT_SPEEDSCOPE)
-		flt.flags |= PROFILE_BY_TIME;
-	err = profile__load(db, &flt, &prof);
-	if (err) {
-		if (err == -ENOMEM)
-			pr_warn("out of memory reading %s", input);
-		goto cleanup;
-	}
-	if (!prof->total) {
-		profile__explain_empty(db, input, &flt);
-		goto cleanup;
-	}
-	switch (fmt) {
-	case FMT_PPROF:
-		err = write_pprof(prof, input, outfile__fp(of));
-		break;
-	case FMT_FOLDED:
-		err = write_folded(prof, outfile__fp(of));
-		break;
-	default:
-		err = speedscope__write(prof, input, outfile__fp(of));
-		break;
-	}
-	if (err) {
-		pr_warn("cannot write %s: %s", output,
-			err == -ENOMEM ? "out of memory" : strerror(errno ? errno : EIO));
-		goto cleanup;
-	}
-	err = outfile__commit(of);
-	of = NULL;
-	if (err)
-		goto cleanup;
-	ret = EXIT_OK;
-cleanup:
-	outfile__abort(of);
-	profile__free(prof);
-	recording__close(db);
-	return ret;
+	if (x->write_trace)
+		return export_trace(x, input, pid_arg, t_arg, output, out_flags);
+	if (x->binary && !strcmp(output, "-") && stdout_is_tty())
+		return cli_usage_error("export",
+				       "%s is binary: write it to a file (-o FILE), or redirect "
+				       "stdout",
+				       x->name);
+	return export_samples(x, input, &flt, output, out_flags);
 }
 
 COMMAND(export, cmd_export, "write a recording as pprof, folded stacks or speedscope JSON", 40);

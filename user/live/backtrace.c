@@ -583,12 +583,45 @@ static int agent_local_row(char **v, int n, void *ctx)
 	return vars_add(vs, v[3], v[4], v[5]);
 }
 
+/* The columns agent_local_row() reads, by name (the agent's reply lists its columns). */
+static const char *const agent_locals_cols[] = {"tid", "depth", "func", "name", "type", "repr"};
+
+struct column_ctx {
+	int index; /* of the current column */
+	int at[6]; /* each of agent_locals_cols: its index in a row, -1 if absent */
+};
+
+static int locate_column(char **v, int n, void *ctx)
+{
+	struct column_ctx *c = ctx;
+	size_t i;
+
+	for (i = 0; v[0] && i < ARRAY_SIZE(agent_locals_cols); i++)
+		if (!strcmp(v[0], agent_locals_cols[i]))
+			c->at[i] = c->index;
+	c->index++;
+	return 0;
+}
+
 int backtrace__use_agent_locals(struct bt_process *p, const char *rows_json)
 {
-	static const char *const paths[] = {"$[1]", "$[2]", "$[3]", "$[4]", "$[5]", "$[6]"};
+	static const char *const self[] = {"$"};
+	struct column_ctx cols = {.at = {-1, -1, -1, -1, -1, -1}};
 	struct agent_locals_ctx a = {.p = p};
+	char paths[6][24];
+	const char *pp[6];
+	size_t i;
 	int err;
 
-	err = jq_each(rows_json, "$.rows", paths, 6, agent_local_row, &a);
+	err = jq_each(rows_json, "$.columns", self, 1, locate_column, &cols);
+	if (err)
+		return err;
+	for (i = 0; i < ARRAY_SIZE(agent_locals_cols); i++) {
+		if (cols.at[i] < 0)
+			return -EPROTO; /* not the python.locals this reader knows */
+		snprintf(paths[i], sizeof(paths[i]), "$[%d]", cols.at[i]);
+		pp[i] = paths[i];
+	}
+	err = jq_each(rows_json, "$.rows", pp, 6, agent_local_row, &a);
 	return err ? err : a.updated;
 }

@@ -71,9 +71,11 @@ void backtrace__free(struct bt_process *p);
 
 /*
  * Replace the outside-read locals of Python frame @depth (0 = innermost Python frame) of
- * thread @tid by those the agent reported (python.locals rows as JSON: [[thread, tid, depth,
- * func, name, type, repr], ...]), for the frames whose function name matches (the thread
- * may have moved on between the two reads). Return the number of frames updated or -errno.
+ * thread @tid by those the agent reported (its answer to a "rows" request of python.locals:
+ * {"columns": [...], "rows": [[...], ...]}, columns found by name: tid, depth, func, name,
+ * type, repr), for the frames whose function name matches (the thread may have moved on
+ * between the two reads). Return the number of frames updated, or -errno (-EPROTO: a column
+ * is missing).
  */
 int backtrace__use_agent_locals(struct bt_process *p, const char *rows_json);
 

@@ -12,26 +12,9 @@
 #include "base/jsonq.h"
 #include "live/live.h"
 #include "live/livedb.h"
+#include "live/livetables.h"
 #include "base/log.h"
 #include "base/util.h"
-
-/* The usual python.* tables, so that they exist (with their columns) even when the agent
- * does not serve them; the agent's own list wins when it has the table. */
-struct known_table {
-	const char *name;
-	const char *columns; /* comma-separated */
-	const char *source;  /* where it comes from, for the error message */
-};
-
-static const struct known_table known_python[] = {
-	{"backtrace", "thread,tid,depth,func,file,lineno,kind", "the agent"},
-	{"threads", "ident,tid,name,daemon,is_main,func,file,lineno", "the agent"},
-	{"modules", "name,file,version", "the agent"},
-	{"objects", "type,module,count,size", "the agent"},
-	{"settings", "name,value,default,doc", "the agent"},
-	{"torch_trace", "step,module,stage,duration,allocated,max_allocated,ts,rank",
-	 "the PyTorch hooks: 'probing inject -p PID --torch'"},
-};
 
 static const char system_process_cols[] =
 	"pid,ppid,comm,state,command,exe,cwd,uid,gid,threads,rss,vsz,utime,stime,start_time,"
@@ -383,12 +366,9 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			 "'probing inject -p %d' first",
 			 name, l->t.pid, l->t.pid);
 	} else {
-		const char *src = "the agent";
-		size_t i;
+		const struct live_table *lt = live_table__find("python", name);
+		const char *src = lt ? lt->origin : "the agent";
 
-		for (i = 0; i < ARRAY_SIZE(known_python); i++)
-			if (!strcmp(known_python[i].name, name))
-				src = known_python[i].source;
 		snprintf(msg, sizeof(msg),
 			 "python.%s is not served by the agent running in %s%d (it comes from %s, "
 			 "not installed there)",
@@ -446,6 +426,20 @@ static int create_view(sqlite3 *db, const char *schema, const char *name, const 
 	return err;
 }
 
+/* The view of a declared table (livetables.h). */
+static int create_declared_view(sqlite3 *db, const struct live_table *t)
+{
+	struct strbuf cols = {0};
+	size_t i;
+	int err = 0;
+
+	for (i = 0; !err && i < t->ncolumns; i++)
+		err = sb_printf(&cols, "%s%s", i ? "," : "", t->columns[i].name);
+	err = err ?: create_view(db, t->schema, t->name, sb_str(&cols));
+	sb_free(&cols);
+	return err;
+}
+
 struct table_ctx {
 	sqlite3 *db;
 	struct livedb *l;
@@ -499,9 +493,10 @@ int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out)
 	static const char *const tpaths[] = {"$.schema", "$.name", "$.columns"};
 	struct table_ctx tc = {0};
 	struct agent_reply r = {0};
+	const struct live_table *decl;
 	struct livedb *l = NULL;
 	sqlite3 *db = NULL;
-	size_t i;
+	size_t i, ndecl;
 	int err = 0;
 
 	if (t->pid && kill(t->pid, 0) && errno == ESRCH) {
@@ -564,10 +559,13 @@ int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out)
 		if (err)
 			goto fail;
 	}
-	for (i = 0; i < ARRAY_SIZE(known_python); i++) {
-		if (agent_serves(l, known_python[i].name))
+	/* The declared python.* tables the agent does not serve (or no agent): they exist with
+	 * their columns, and rows_fn says why they have no rows. */
+	decl = live_tables(&ndecl);
+	for (i = 0; i < ndecl; i++) {
+		if (strcmp(decl[i].schema, "python") || agent_serves(l, decl[i].name))
 			continue;
-		err = create_view(db, "python", known_python[i].name, known_python[i].columns);
+		err = create_declared_view(db, &decl[i]);
 		if (err)
 			goto fail;
 	}
@@ -581,11 +579,4 @@ fail:
 	sb_free(&tc.served);
 	sqlite3_close(db); /* frees l through the function's destructor */
 	return err ? err : -EIO;
-}
-
-int livedb__open(pid_t pid, sqlite3 **out)
-{
-	struct live_target t = {.pid = pid};
-
-	return livedb__open_target(&t, LIVE_GIL_TIMEOUT_MS, out);
 }

@@ -10,9 +10,11 @@
  *   python.*         every table the agent serves (python.backtrace, python.threads,
  *                    python.modules, python.objects, python.settings, and whatever helpers
  *                    register, e.g. python.torch_trace), with the columns the agent lists.
- * Without the agent, python.backtrace still exists: it is filled by the hook below (reading
- * stacks from outside) when one is installed; the other python.* tables exist with their
- * usual columns and fail with "the agent is not loaded in process PID" when read.
+ * Every table the helpers declare (livetables.h) exists even when the agent does not serve
+ * it, with the same columns: without the agent, python.backtrace is filled by the hook below
+ * (reading stacks from outside) when one is installed, the others fail with "python.X is
+ * served by the agent, which is not loaded in process PID" when read; a table a running agent
+ * does not serve fails with "not served by the agent ... (it comes from ORIGIN, ...)".
  */
 #ifndef PROBING_LIVEDB_H
 #define PROBING_LIVEDB_H
@@ -24,17 +26,11 @@ struct strbuf;
 struct live_target;
 
 /*
- * Open the live database of @pid (the agent is used when it runs; it is not injected).
- * Return 0 and *@out (close with sqlite3_close; the agent connection goes with it), or
- * -errno with a message printed (-ESRCH: no such process).
- */
-int livedb__open(pid_t pid, sqlite3 **out);
-
-/*
- * The same for any live target (a pid, or an agent serving TCP: then system.* describes the
- * agent's process as it reports it... only python.* is available over TCP), waiting up to
- * @gil_ms for the agent's GIL when listing its tables (a hung target: the python.* tables
- * then fail when read, system.* still work).
+ * Open the live database of @t: a pid, or an agent serving TCP (then only python.* is
+ * available). The agent is used when it runs; it is never injected. Wait up to @gil_ms for the
+ * agent's GIL when listing its tables (a hung target: the python.* tables then fail when
+ * read, system.* still work). Return 0 and *@out (close with sqlite3_close; the agent
+ * connection goes with it), or -errno with a message printed (-ESRCH: no such process).
  */
 int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out);
 

@@ -670,161 +670,11 @@ cleanup:
 	return err;
 }
 
-static const char svg_style[] =
-	"<style type=\"text/css\"><![CDATA[\n"
-	"text { font-family: Verdana, \"DejaVu Sans\", \"Bitstream Vera Sans\", sans-serif;"
-	" font-size: 12px; fill: #000; }\n"
-	"#title { font-size: 17px; text-anchor: middle; }\n"
-	"#subtitle { fill: #555; text-anchor: middle; }\n"
-	"#matched, #search, #legend .end { text-anchor: end; }\n"
-	".ctl { fill: #2a4a8a; cursor: pointer; }\n"
-	".ctl:hover { text-decoration: underline; }\n"
-	"#reset { opacity: 0; pointer-events: none; }\n"
-	"#reset.on { opacity: 1; pointer-events: auto; }\n"
-	"#frames g { cursor: pointer; }\n"
-	"#frames text { pointer-events: none; }\n"
-	"#frames rect { stroke: none; }\n"
-	"#frames g:hover rect { stroke: #000; stroke-width: 0.6; }\n"
-	"#frames g.h { display: none; }\n"
-	"#frames g.a rect { fill-opacity: 0.55; }\n"
-	"#frames g.m rect { fill: rgb(228,0,228); }\n"
-	"]]></style>\n";
-
 /*
- * The interactive part, written for this project. Every frame is a <g> with data-o (samples
- * to its left), data-n (its samples) and a <title> whose first line is its name; the layout
- * constants come in C. Geometry is recomputed from samples, never from rounded pixels.
+ * The style and the interactive part, user/report/flamegraph.css and flamegraph.js, embedded by
+ * the build (user/report/report.mk): each one a C string.
  */
-static const char svg_script[] =
-	"(function () {\n"
-	"\"use strict\";\n"
-	"var W = C.width - 2 * C.pad, CW = C.font * 0.59;\n"
-	"var frames = [], zoomed = null, term = null;\n"
-	"var $ = function (id) { return document.getElementById(id); };\n"
-	"var details = $(\"details\"), matched = $(\"matched\");\n"
-	"var resetBtn = $(\"reset\"), searchBtn = $(\"search\");\n"
-	"function pct(n) { return (100 * n / C.total).toFixed(2) + \"%\"; }\n"
-	"function count(n) { return String(n).replace(/\\B(?=(\\d{3})+(?!\\d))/g, \",\"); }\n"
-	"function shortName(f) {\n"
-	"  if (!f.py) return f.name;\n"
-	"  var p = f.name.indexOf(\" (\");\n"
-	"  if (p < 0) return f.name;\n"
-	"  var s = f.name.lastIndexOf(\"/\");\n"
-	"  return s > p ? f.name.slice(0, p + 2) + f.name.slice(s + 1) : f.name;\n"
-	"}\n"
-	"function fit(f, w) {\n"
-	"  var max = Math.floor((w - 6) / CW), cps = Array.from(f.label);\n"
-	"  var s = max < 3 ? \"\" : cps.length <= max ? f.label :\n"
-	"    cps.slice(0, max - 2).join(\"\") + \"..\";\n"
-	"  if (f.t.textContent !== s) f.t.textContent = s;\n"
-	"}\n"
-	"function place(f, x, w) {\n"
-	"  f.r.setAttribute(\"x\", x.toFixed(2));\n"
-	"  f.r.setAttribute(\"width\", w.toFixed(2));\n"
-	"  f.t.setAttribute(\"x\", (x + 3).toFixed(2));\n"
-	"  fit(f, w);\n"
-	"}\n"
-	"function show(f, on) { f.g.classList.toggle(\"h\", !on); }\n"
-	"var gs = $(\"frames\").getElementsByTagName(\"g\");\n"
-	"for (var i = 0; i < gs.length; i++) {\n"
-	"  var g = gs[i], r = g.getElementsByTagName(\"rect\")[0];\n"
-	"  var y = +r.getAttribute(\"y\");\n"
-	"  var f = { g: g, r: r, t: g.getElementsByTagName(\"text\")[0],\n"
-	"    o: +g.getAttribute(\"data-o\"), n: +g.getAttribute(\"data-n\"),\n"
-	"    d: Math.round(C.inverted ? (y - C.top) / C.fh : (C.bottom - y) / C.fh),\n"
-	"    name: g.getElementsByTagName(\"title\")[0].textContent.split(\"\\n\")[0],\n"
-	"    py: g.classList.contains(\"py\"), root: g.classList.contains(\"rt\") };\n"
-	"  f.label = shortName(f);\n"
-	"  g.setAttribute(\"data-i\", i);\n"
-	"  frames.push(f);\n"
-	"}\n"
-	"function frameOf(ev) {\n"
-	"  var g = ev.target.closest ? ev.target.closest(\"g[data-i]\") : null;\n"
-	"  return g ? frames[+g.getAttribute(\"data-i\")] : null;\n"
-	"}\n"
-	"function reset() {\n"
-	"  zoomed = null;\n"
-	"  frames.forEach(function (f) {\n"
-	"    show(f, true);\n"
-	"    f.g.classList.remove(\"a\");\n"
-	"    place(f, C.pad + f.o / C.total * W, f.n / C.total * W);\n"
-	"  });\n"
-	"  resetBtn.classList.remove(\"on\");\n"
-	"}\n"
-	"function zoom(z) {\n"
-	"  if (z.root) { reset(); return; }\n"
-	"  zoomed = z;\n"
-	"  frames.forEach(function (f) {\n"
-	"    if (f.d < z.d && f.o <= z.o && f.o + f.n >= z.o + z.n) {\n"
-	"      show(f, true);\n"
-	"      f.g.classList.add(\"a\");\n"
-	"      place(f, C.pad, W);\n"
-	"    } else if (f.d >= z.d && f.o >= z.o && f.o + f.n <= z.o + z.n) {\n"
-	"      show(f, true);\n"
-	"      f.g.classList.remove(\"a\");\n"
-	"      place(f, C.pad + (f.o - z.o) / z.n * W, f.n / z.n * W);\n"
-	"    } else {\n"
-	"      show(f, false);\n"
-	"    }\n"
-	"  });\n"
-	"  resetBtn.classList.add(\"on\");\n"
-	"}\n"
-	"function search(s) {\n"
-	"  frames.forEach(function (f) { f.g.classList.remove(\"m\"); });\n"
-	"  if (!s) {\n"
-	"    term = null;\n"
-	"    matched.textContent = \" \";\n"
-	"    searchBtn.textContent = \"Search\";\n"
-	"    return;\n"
-	"  }\n"
-	"  term = s;\n"
-	"  var flags = /[A-Z]/.test(s) ? \"\" : \"i\", re;\n"
-	"  try { re = new RegExp(s, flags); }\n"
-	"  catch (e) { re = new RegExp(s.replace(/[.*+?^${}()|[\\]\\\\]/g, \"\\\\$&\"), flags); }\n"
-	"  var hits = frames.filter(function (f) { return !f.root && re.test(f.name); });\n"
-	"  hits.forEach(function (f) { f.g.classList.add(\"m\"); });\n"
-	"  /* A sample is matched once however many of its frames match (recursion): count\n"
-	"     the union of the matching frames' sample ranges. */\n"
-	"  hits.sort(function (a, b) { return a.o - b.o; });\n"
-	"  var sum = 0, end = 0;\n"
-	"  hits.forEach(function (f) {\n"
-	"    var from = Math.max(f.o, end), to = f.o + f.n;\n"
-	"    if (to > from) { sum += to - from; end = to; }\n"
-	"  });\n"
-	"  matched.textContent = \"Matched: \" + pct(sum) + \" (\" + count(sum) + \" of \" +\n"
-	"    count(C.total) + \" samples)\";\n"
-	"  searchBtn.textContent = \"Reset Search\";\n"
-	"}\n"
-	"function ask() {\n"
-	"  var s = window.prompt(\"Search frames: a regular expression (or text), \" +\n"
-	"    \"case-insensitive unless it has capitals\", term || \"\");\n"
-	"  if (s !== null) search(s);\n"
-	"}\n"
-	"var box = $(\"frames\");\n"
-	"box.addEventListener(\"click\", function (ev) {\n"
-	"  var f = frameOf(ev);\n"
-	"  if (f) zoom(f);\n"
-	"});\n"
-	"box.addEventListener(\"mouseover\", function (ev) {\n"
-	"  var f = frameOf(ev);\n"
-	"  if (f) details.textContent = f.name + \" (\" + count(f.n) + \" samples, \" + pct(f.n) "
-	"+\n"
-	"    \")\";\n"
-	"});\n"
-	"box.addEventListener(\"mouseout\", function () { details.textContent = \" \"; });\n"
-	"resetBtn.addEventListener(\"click\", reset);\n"
-	"searchBtn.addEventListener(\"click\", function () { if (term) search(null); else ask(); "
-	"});\n"
-	"window.addEventListener(\"keydown\", function (ev) {\n"
-	"  if ((ev.ctrlKey || ev.metaKey) && (ev.key === \"f\" || ev.key === \"F\")) {\n"
-	"    ev.preventDefault();\n"
-	"    ask();\n"
-	"  } else if (ev.key === \"Escape\") {\n"
-	"    search(null);\n"
-	"    reset();\n"
-	"  }\n"
-	"});\n"
-	"})();\n";
+extern const char probing_flamegraph_css[], probing_flamegraph_js[];
 
 static const char *kind_class(const struct fg_box *b)
 {
@@ -965,10 +815,11 @@ int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
 			"<defs><linearGradient id=\"bg\" x1=\"0\" y1=\"0\" x2=\"0\" y2=\"1\">"
 			"<stop offset=\"0\" stop-color=\"#f7f7f7\"/>"
 			"<stop offset=\"1\" stop-color=\"#e9e9f1\"/></linearGradient></defs>\n"
-			"%s"
+			"<style type=\"text/css\"><![CDATA[\n%s]]></style>\n"
 			"<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#bg)\"/>\n"
 			"<text id=\"title\" x=\"%d\" y=\"24\">",
-			width, height, width, height, svg_style, width, height, width / 2);
+			width, height, width, height, probing_flamegraph_css, width, height,
+			width / 2);
 	if (!err)
 		err = append_cut(out, title, (width - 2 * 120) / 10);
 	if (!err)
@@ -1007,7 +858,7 @@ int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
 			"</svg>\n",
 			width, PAD, FONT, FRAME_H, top, top + max_depth * FRAME_H,
 			o->inverted ? "true" : "false", (unsigned long long)g->nodes[0].total,
-			svg_script);
+			probing_flamegraph_js);
 	free(boxes);
 	return err;
 }

@@ -15,21 +15,55 @@
 #include "base/jsonq.h"
 #include "base/log.h"
 #include "base/outfile.h"
+#include "live/livetables.h"
 #include "report/recording.h"
 #include "record/store.h"
 #include "report/torchtrace.h"
 #include "base/util.h"
 
-/* The columns, in the order of injector/py/torch.py's _COLUMNS. */
-#define TT_COLS                                                                         \
-	"step, module, stage, duration, allocated, max_allocated, ts, rank, reserved, " \
-	"world_size, local_rank, pid, tid, thread, depth, seq"
+/* The statements that copy python.torch_trace into a recording's torch_trace. */
+struct trace_sql {
+	struct strbuf create, select, insert;
+};
 
-static const char create_sql[] =
-	"CREATE TABLE IF NOT EXISTS torch_trace(step INTEGER, module TEXT, stage TEXT, "
-	"duration REAL, allocated INTEGER, max_allocated INTEGER, ts REAL, rank INTEGER, "
-	"reserved INTEGER, world_size INTEGER, local_rank INTEGER, pid INTEGER, tid INTEGER, "
-	"thread TEXT, depth INTEGER, seq INTEGER, UNIQUE(pid, seq, ts));";
+static void trace_sql_free(struct trace_sql *q)
+{
+	sb_free(&q->create);
+	sb_free(&q->select);
+	sb_free(&q->insert);
+}
+
+/*
+ * The statements for the columns python.torch_trace is declared with (livetables.h: the
+ * register_table() of injector/py/torch.py), in that order; the recording's table has the
+ * same columns and types, a row being unique by (pid, seq, ts). -ENOMEM, or -ENOENT if this
+ * build declares no python.torch_trace.
+ */
+static int trace_sql(struct trace_sql *q)
+{
+	const struct live_table *t = live_table__find("python", "torch_trace");
+	const struct live_column *c;
+	size_t i;
+	int err;
+
+	if (!t)
+		return -ENOENT;
+	err = sb_puts(&q->create, "CREATE TABLE IF NOT EXISTS torch_trace(");
+	err = err ?: sb_puts(&q->select, "SELECT ");
+	err = err ?: sb_puts(&q->insert, "INSERT OR IGNORE INTO torch_trace(");
+	for (i = 0; !err && i < t->ncolumns; i++) {
+		c = &t->columns[i];
+		err = sb_printf(&q->create, "%s%s%s, ", c->name, *c->type ? " " : "", c->type);
+		err = err ?: sb_printf(&q->select, "%s%s", i ? ", " : "", c->name);
+		err = err ?: sb_printf(&q->insert, "%s%s", i ? ", " : "", c->name);
+	}
+	err = err ?: sb_puts(&q->create, "UNIQUE(pid, seq, ts));");
+	err = err ?: sb_puts(&q->select, " FROM python.torch_trace");
+	err = err ?: sb_puts(&q->insert, ") VALUES(");
+	for (i = 0; !err && i < t->ncolumns; i++)
+		err = sb_puts(&q->insert, i ? ", ?" : "?");
+	return err ?: sb_puts(&q->insert, ")");
+}
 
 static int exec_sql(sqlite3 *db, const char *sql, const char *what)
 {
@@ -110,6 +144,7 @@ static int copy_rows(sqlite3 *live, sqlite3_stmt *sel, sqlite3 *file, sqlite3_st
 int torchtrace__save(sqlite3 *live, const char *user_path, long long *added, long long *total)
 {
 	sqlite3_stmt *sel = NULL, *ins = NULL;
+	struct trace_sql q = {0};
 	struct outpath op = {0};
 	sqlite3 *file = NULL;
 	const char *path;
@@ -129,6 +164,12 @@ int torchtrace__save(sqlite3 *live, const char *user_path, long long *added, lon
 	if (err)
 		return err;
 	path = op.dest;
+	err = trace_sql(&q);
+	if (err) {
+		pr_warn("cannot save python.torch_trace: %s",
+			err == -ENOENT ? "this build declares no such table" : strerror(-err));
+		goto cleanup;
+	}
 	err = count_rows(live, "SELECT count(*) FROM python.torch_trace", &n, msg, sizeof(msg));
 	if (err) {
 		pr_warn("cannot save python.torch_trace: %s", msg);
@@ -169,16 +210,11 @@ int torchtrace__save(sqlite3 *live, const char *user_path, long long *added, lon
 	if (err)
 		goto cleanup;
 	in_tx = true;
-	err = exec_sql(file, create_sql, path);
+	err = exec_sql(file, sb_str(&q.create), path);
 	if (err)
 		goto cleanup;
-	if (sqlite3_prepare_v2(live, "SELECT " TT_COLS " FROM python.torch_trace", -1, &sel,
-			       NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(file,
-			       "INSERT OR IGNORE INTO torch_trace(" TT_COLS
-			       ") VALUES(?, ?, ?, ?, ?, "
-			       "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			       -1, &ins, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v2(live, sb_str(&q.select), -1, &sel, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(file, sb_str(&q.insert), -1, &ins, NULL) != SQLITE_OK) {
 		pr_warn("saving python.torch_trace: %s",
 			sel ? sqlite3_errmsg(file) : sqlite3_errmsg(live));
 		err = -EIO;
@@ -216,6 +252,7 @@ cleanup:
 	if (err && created)
 		unlink(path); /* the empty recording made above */
 	outpath__release(&op);
+	trace_sql_free(&q);
 	return err;
 }
 
@@ -340,294 +377,336 @@ static int put_name(struct strbuf *sb, const char *what, long long pid, long lon
 	return err ?: sb_puts(sb, "}}");
 }
 
-static int flush_sb(struct strbuf *sb, size_t *first, FILE *f)
+/* The writer's state: the output so far, the tracks of the current process or thread. */
+struct chrome {
+	sqlite3 *db;
+	const char *table;
+	FILE *f;
+	double base;	     /* unix seconds of time 0 in the output */
+	struct lanes *ls;    /* the tracks of the current process (steps) or thread (events) */
+	struct strbuf sb;    /* output not yet written */
+	struct strbuf names; /* metadata events written at the end (names of overlap tracks) */
+	struct strbuf name;  /* scratch: an event's name */
+	size_t first;	     /* where in sb the first event's leading comma is; 0: written */
+	long long events;    /* complete events of the rows (not steps, not metadata) */
+};
+
+/* Write what @c holds to its file (the first event's leading comma made a space). */
+static int chrome_flush(struct chrome *c)
 {
-	if (*first && sb->len > *first && sb->buf[*first] == ',')
-		sb->buf[*first] = ' ';
-	*first = 0;
-	if (sb->len && fwrite(sb->buf, 1, sb->len, f) != sb->len)
+	struct strbuf *sb = &c->sb;
+
+	if (c->first && sb->len > c->first && sb->buf[c->first] == ',')
+		sb->buf[c->first] = ' ';
+	c->first = 0;
+	if (sb->len && fwrite(sb->buf, 1, sb->len, c->f) != sb->len)
 		return -EIO;
 	sb_reset(sb);
 	return 0;
 }
 
-static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st)
+/* Prepare @fmt with the table's name for its %s. -EINVAL with the error printed, -ENOMEM. */
+static int chrome_prepare(struct chrome *c, const char *fmt, sqlite3_stmt **st)
 {
-	if (sqlite3_prepare_v2(db, sql, -1, st, NULL) == SQLITE_OK)
+	char *sql = sqlite3_mprintf(fmt, c->table);
+	int err = 0;
+
+	if (!sql)
+		return -ENOMEM;
+	if (sqlite3_prepare_v2(c->db, sql, -1, st, NULL) != SQLITE_OK) {
+		pr_warn("%s", sqlite3_errmsg(c->db));
+		err = -EINVAL;
+	}
+	sqlite3_free(sql);
+	return err;
+}
+
+/* After the last sqlite3_step() of a query: 0 if it ended well, else -EINVAL (printed). */
+static int chrome_done(struct chrome *c, int rc)
+{
+	if (rc == SQLITE_DONE)
 		return 0;
-	pr_warn("%s", sqlite3_errmsg(db));
+	pr_warn("%s", sqlite3_errmsg(c->db));
 	return -EINVAL;
 }
 
-int torchtrace__chrome(sqlite3 *db, const char *table, FILE *f, long long *events)
+/* Unix seconds (a time of the table) to ns since the base. */
+static int64_t chrome_ns(const struct chrome *c, double unix_s)
 {
-	enum {
-		C_PID,
-		C_TID,
-		C_THREAD,
-		C_RANK,
-		C_WS,
-		C_STEP,
-		C_MODULE,
-		C_STAGE,
-		C_TS,
-		C_DUR,
-		C_DEPTH,
-		C_ALLOC,
-		C_MAX,
-		C_RES
-	};
-	struct lanes *ls = NULL;
-	struct strbuf sb = {0}, names = {0}, name = {0};
+	return round_ns((unix_s - c->base) * 1e9);
+}
+
+/*
+ * The base: midnight UTC of the first row's day. Times relative to it are small numbers that
+ * keep nanosecond precision through a reader's double (absolute microseconds since 1970 would
+ * not), and files of several ranks from one day share it. -ENOENT: no row with a time.
+ */
+static int chrome_base(struct chrome *c)
+{
 	sqlite3_stmt *st = NULL;
-	char *sql = NULL, *tname = NULL;
-	long long cur_pid = -1, cur_tid = -1, nev = 0, n;
-	size_t first = 0;
-	double base = 0, min_ts = 0;
-	int err = 0, rc, lane, maxlane = 0;
+	double min_ts;
+	int err;
 
-	if (events)
-		*events = 0;
-	ls = calloc(1, sizeof(*ls));
-	if (!ls)
-		return -ENOMEM;
-	/* Times are written relative to midnight UTC of the first row's day: small numbers
-	 * keep nanosecond precision through a reader's double (absolute microseconds since
-	 * 1970 would not), and files of several ranks from one day share the base. */
-	sql = sqlite3_mprintf("SELECT min(ts), count(*) FROM %s WHERE ts IS NOT NULL AND "
-			      "duration IS NOT NULL",
-			      table);
-	if (!sql) {
-		err = -ENOMEM;
-		goto cleanup;
-	}
-	err = prepare(db, sql, &st);
+	err = chrome_prepare(c,
+			     "SELECT min(ts), count(*) FROM %s WHERE ts IS NOT NULL AND "
+			     "duration IS NOT NULL",
+			     &st);
 	if (err)
-		goto cleanup;
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		pr_warn("%s", sqlite3_errmsg(db));
+		return err;
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		pr_warn("%s", sqlite3_errmsg(c->db));
 		err = -EINVAL;
-		goto cleanup;
-	}
-	min_ts = sqlite3_column_double(st, 0);
-	n = sqlite3_column_int64(st, 1);
-	sqlite3_finalize(st);
-	st = NULL;
-	sqlite3_free(sql);
-	sql = NULL;
-	if (!n) {
+	} else if (!sqlite3_column_int64(st, 1)) {
 		err = -ENOENT;
-		goto cleanup;
+	} else {
+		min_ts = sqlite3_column_double(st, 0);
+		c->base = min_ts > 0 ? (double)(int64_t)(min_ts / 86400.0) * 86400.0 : 0;
 	}
-	base = min_ts > 0 ? (double)(int64_t)(min_ts / 86400.0) * 86400.0 : 0;
+	sqlite3_finalize(st);
+	return err;
+}
 
-	err = sb_printf(&sb,
-			"{\"displayTimeUnit\": \"ms\", \"otherData\": {\"generator\": \"probing\", "
-			"\"source\": \"%s\", \"base_unix\": %.0f},\n\"traceEvents\": [",
-			table, base);
-	if (err)
-		goto cleanup;
-	/* Every event is written as ",\n{...}": the first one's comma goes at the first flush. */
-	first = sb.len;
+/* A process's metadata: its name (with its rank when known), its order, its "steps" track. */
+static int put_process(struct strbuf *sb, long long pid, sqlite3_stmt *st, int col_rank, int col_ws)
+{
+	bool ranked = sqlite3_column_type(st, col_rank) != SQLITE_NULL;
+	long long rank = sqlite3_column_int64(st, col_rank);
+	char label[128];
+	int err;
 
-	/* Per process: its name and the "steps" track (STEPS_TID). */
-	sql = sqlite3_mprintf("SELECT pid, max(rank), max(world_size), step, min(ts), "
-			      "max(ts + duration) FROM %s WHERE ts IS NOT NULL AND duration IS NOT "
-			      "NULL AND step IS NOT NULL GROUP BY pid, step ORDER BY pid, 5",
-			      table);
-	err = sql ? prepare(db, sql, &st) : -ENOMEM;
-	if (err)
-		goto cleanup;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	if (ranked)
+		snprintf(label, sizeof(label), "rank %lld/%lld (pid %lld)", rank,
+			 (long long)sqlite3_column_int64(st, col_ws), pid);
+	else
+		snprintf(label, sizeof(label), "pid %lld", pid);
+	err = put_name(sb, "process_name", pid, 0, label);
+	err = err ?: sb_puts(sb, ",\n{\"name\": \"process_sort_index\", \"ph\": \"M\", ");
+	err = err
+		      ?: sb_printf(sb,
+				   "\"pid\": %lld, \"tid\": 0, \"args\": {\"sort_index\": %lld}}",
+				   pid, ranked ? rank : pid);
+	err = err ?: put_name(sb, "thread_name", pid, STEPS_TID, "steps");
+	err = err ?: sb_puts(sb, ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", ");
+	return err
+		       ?: sb_printf(sb,
+				    "\"pid\": %lld, \"tid\": %d, \"args\": {\"sort_index\": -1}}",
+				    pid, STEPS_TID);
+}
+
+/* Per process, its metadata and its "steps" track: an event per step, from its rows' first
+ * start to their last end (overlapping steps on extra tracks below it). */
+static int put_steps(struct chrome *c)
+{
+	sqlite3_stmt *st = NULL;
+	long long cur_pid = -1;
+	int rc = SQLITE_DONE, lane, err;
+
+	err = chrome_prepare(c,
+			     "SELECT pid, max(rank), max(world_size), step, min(ts), max(ts + "
+			     "duration) FROM %s WHERE ts IS NOT NULL AND duration IS NOT NULL AND "
+			     "step IS NOT NULL GROUP BY pid, step ORDER BY pid, 5",
+			     &st);
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		long long pid = sqlite3_column_int64(st, 0), step = sqlite3_column_int64(st, 3);
-		int64_t s = round_ns((sqlite3_column_double(st, 4) - base) * 1e9);
-		int64_t e = round_ns((sqlite3_column_double(st, 5) - base) * 1e9);
+		int64_t s = chrome_ns(c, sqlite3_column_double(st, 4));
+		int64_t e = chrome_ns(c, sqlite3_column_double(st, 5));
 
 		if (pid != cur_pid) {
-			char label[128];
-
-			lanes_reset(ls);
+			lanes_reset(c->ls);
 			cur_pid = pid;
-			if (sqlite3_column_type(st, 1) != SQLITE_NULL)
-				snprintf(label, sizeof(label), "rank %lld/%lld (pid %lld)",
-					 (long long)sqlite3_column_int64(st, 1),
-					 (long long)sqlite3_column_int64(st, 2), pid);
-			else
-				snprintf(label, sizeof(label), "pid %lld", pid);
-			err = put_name(&sb, "process_name", pid, 0, label);
-			err = err
-				      ?: sb_printf(&sb,
-						   ",\n{\"name\": \"process_sort_index\", \"ph\": "
-						   "\"M\", \"pid\": %lld, \"tid\": 0, \"args\": "
-						   "{\"sort_index\": %lld}}",
-						   pid,
-						   sqlite3_column_type(st, 1) != SQLITE_NULL
-							   ? (long long)sqlite3_column_int64(st, 1)
-							   : pid);
-			err = err ?: put_name(&sb, "thread_name", pid, STEPS_TID, "steps");
-			err = err
-				      ?: sb_printf(&sb,
-						   ",\n{\"name\": \"thread_sort_index\", \"ph\": "
-						   "\"M\", \"pid\": %lld, \"tid\": %d, \"args\": "
-						   "{\"sort_index\": -1}}",
-						   pid, STEPS_TID);
+			err = put_process(&c->sb, pid, st, 1, 2);
 			if (err)
-				goto cleanup;
+				break;
 		}
-		lane = lanes_place(ls, s, &e);
+		lane = lanes_place(c->ls, s, &e);
 		if (lane < 0) {
 			err = lane;
-			goto cleanup;
+			break;
 		}
-		err = sb_printf(&sb,
-				",\n{\"name\": \"step %lld\", \"cat\": \"step\", \"ph\": "
-				"\"X\", ",
+		err = sb_printf(&c->sb,
+				",\n{\"name\": \"step %lld\", \"cat\": \"step\", \"ph\": \"X\", ",
 				step);
-		err = err ?: put_ns(&sb, "ts", s);
-		err = err ?: sb_puts(&sb, ", ");
-		err = err ?: put_ns(&sb, "dur", e - s);
+		err = err ?: put_ns(&c->sb, "ts", s);
+		err = err ?: sb_puts(&c->sb, ", ");
+		err = err ?: put_ns(&c->sb, "dur", e - s);
 		err = err
-			      ?: sb_printf(&sb,
+			      ?: sb_printf(&c->sb,
 					   ", \"pid\": %lld, \"tid\": %lld, \"args\": {\"step\": "
 					   "%lld}}",
 					   pid, (long long)(STEPS_TID - lane), step);
-		if (err)
-			goto cleanup;
 	}
-	if (rc != SQLITE_DONE) {
-		pr_warn("%s", sqlite3_errmsg(db));
-		err = -EINVAL;
-		goto cleanup;
-	}
+	if (!err)
+		err = chrome_done(c, rc);
 	sqlite3_finalize(st);
-	st = NULL;
-	sqlite3_free(sql);
+	return err;
+}
 
-	/* The events, per thread, in start order, the enclosing (longer) one first. */
-	sql = sqlite3_mprintf("SELECT pid, tid, thread, rank, world_size, step, module, stage, "
-			      "ts, duration, depth, allocated, max_allocated, reserved FROM %s "
-			      "WHERE ts IS NOT NULL AND duration IS NOT NULL ORDER BY pid, tid, "
-			      "ts, duration DESC",
-			      table);
-	err = sql ? prepare(db, sql, &st) : -ENOMEM;
-	if (err)
-		goto cleanup;
-	cur_pid = cur_tid = -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+/* Names of the extra tracks (1..@maxlane) of thread @tid, called @tname: to c->names. */
+static int put_overlap_names(struct chrome *c, long long pid, long long tid, const char *tname,
+			     int maxlane)
+{
+	char label[160];
+	int i, err = 0;
+
+	for (i = 1; i <= maxlane && !err; i++) {
+		snprintf(label, sizeof(label), "%s (overlap %d)", tname ? tname : "thread", i);
+		err = put_name(&c->names, "thread_name", pid, lane_tid(tid, i), label);
+	}
+	return err;
+}
+
+/* The columns of put_events()'s query. */
+enum {
+	C_PID,
+	C_TID,
+	C_THREAD,
+	C_STEP,
+	C_MODULE,
+	C_STAGE,
+	C_TS,
+	C_DUR,
+	C_DEPTH,
+	C_ALLOC,
+	C_MAX,
+	C_RES
+};
+
+/* The complete event of the row @st, [@s, @e) ns on track @lane of its thread, to c->sb. */
+static int put_event(struct chrome *c, sqlite3_stmt *st, int lane, int64_t s, int64_t e)
+{
+	const char *module = (const char *)sqlite3_column_text(st, C_MODULE);
+	const char *stage = (const char *)sqlite3_column_text(st, C_STAGE);
+	struct strbuf *sb = &c->sb, *name = &c->name;
+	int err;
+
+	/* Backward rows "module (backward)", optimizer steps "Class.step". */
+	if (stage && !strcmp(stage, "backward"))
+		err = sb_printf(name, "%s (backward)", module ? module : "?");
+	else if (stage && !strcmp(stage, "step"))
+		err = sb_printf(name, "%s.step", module ? module : "optimizer");
+	else
+		err = sb_puts(name, module ? module : "?");
+	err = err ?: sb_puts(sb, ",\n{\"name\": ");
+	err = err ?: jq_quote(sb, sb_str(name));
+	sb_reset(name);
+	err = err ?: sb_puts(sb, ", \"cat\": ");
+	err = err ?: jq_quote(sb, stage ? stage : "?");
+	err = err ?: sb_puts(sb, ", \"ph\": \"X\", ");
+	err = err ?: put_ns(sb, "ts", s);
+	err = err ?: sb_puts(sb, ", ");
+	err = err ?: put_ns(sb, "dur", e - s);
+	err = err
+		      ?: sb_printf(sb, ", \"pid\": %lld, \"tid\": %lld, \"args\": {\"module\": ",
+				   (long long)sqlite3_column_int64(st, C_PID),
+				   lane_tid(sqlite3_column_int64(st, C_TID), lane));
+	err = err ?: jq_quote(sb, module ? module : "");
+	err = err ?: put_int_arg(sb, st, C_STEP, "step");
+	err = err ?: put_int_arg(sb, st, C_DEPTH, "depth");
+	err = err ?: put_int_arg(sb, st, C_ALLOC, "allocated");
+	err = err ?: put_int_arg(sb, st, C_MAX, "max_allocated");
+	err = err ?: put_int_arg(sb, st, C_RES, "reserved");
+	return err ?: sb_puts(sb, "}}");
+}
+
+/*
+ * The rows, per thread in start order, the enclosing (longer) one first: a name for each
+ * thread, an event per row on the first of its tracks where it nests; the extra tracks'
+ * names go to c->names. Written out every MiB.
+ */
+static int put_events(struct chrome *c)
+{
+	sqlite3_stmt *st = NULL;
+	long long cur_pid = -1, cur_tid = -1;
+	char *tname = NULL;
+	int rc = SQLITE_DONE, lane, maxlane = 0, err;
+
+	err = chrome_prepare(c,
+			     "SELECT pid, tid, thread, step, module, stage, ts, duration, depth, "
+			     "allocated, max_allocated, reserved FROM %s WHERE ts IS NOT NULL AND "
+			     "duration IS NOT NULL ORDER BY pid, tid, ts, duration DESC",
+			     &st);
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		long long pid = sqlite3_column_int64(st, C_PID);
 		long long tid = sqlite3_column_int64(st, C_TID);
-		const char *module = (const char *)sqlite3_column_text(st, C_MODULE);
-		const char *stage = (const char *)sqlite3_column_text(st, C_STAGE);
 		const char *thread = (const char *)sqlite3_column_text(st, C_THREAD);
-		int64_t s = round_ns((sqlite3_column_double(st, C_TS) - base) * 1e9);
+		int64_t s = chrome_ns(c, sqlite3_column_double(st, C_TS));
 		int64_t e = s + round_ns(sqlite3_column_double(st, C_DUR) * 1e9);
 
 		if (pid != cur_pid || tid != cur_tid) {
 			/* The previous thread's extra tracks get their names now. */
-			for (int i = 1; i <= maxlane && cur_tid >= 0; i++) {
-				char label[160];
-
-				snprintf(label, sizeof(label), "%s (overlap %d)",
-					 tname ? tname : "thread", i);
-				err = put_name(&names, "thread_name", cur_pid, lane_tid(cur_tid, i),
-					       label);
-				if (err)
-					goto cleanup;
-			}
+			if (cur_tid >= 0)
+				err = put_overlap_names(c, cur_pid, cur_tid, tname, maxlane);
 			free(tname);
 			tname = NULL;
 			if (thread)
 				tname = strdup(thread);
 			else if (asprintf(&tname, "thread %lld", tid) < 0)
 				tname = NULL;
-			if (!tname) {
-				err = -ENOMEM;
-				goto cleanup;
-			}
-			err = put_name(&sb, "thread_name", pid, tid, tname);
+			err = err ?: (tname ? 0 : -ENOMEM);
+			err = err ?: put_name(&c->sb, "thread_name", pid, tid, tname);
 			if (err)
-				goto cleanup;
-			lanes_reset(ls);
+				break;
+			lanes_reset(c->ls);
 			maxlane = 0;
 			cur_pid = pid;
 			cur_tid = tid;
 		}
 		if (e < s)
 			e = s;
-		lane = lanes_place(ls, s, &e);
+		lane = lanes_place(c->ls, s, &e);
 		if (lane < 0) {
 			err = lane;
-			goto cleanup;
+			break;
 		}
 		if (lane > maxlane)
 			maxlane = lane;
-		err = sb_puts(&sb, ",\n{\"name\": ");
-		/* Backward rows "module (backward)", optimizer steps "Class.step". */
-		if (stage && !strcmp(stage, "backward"))
-			err = sb_printf(&name, "%s (backward)", module ? module : "?");
-		else if (stage && !strcmp(stage, "step"))
-			err = sb_printf(&name, "%s.step", module ? module : "optimizer");
-		else
-			err = sb_puts(&name, module ? module : "?");
-		err = err ?: jq_quote(&sb, sb_str(&name));
-		sb_reset(&name);
-		err = err ?: sb_puts(&sb, ", \"cat\": ");
-		err = err ?: jq_quote(&sb, stage ? stage : "?");
-		err = err ?: sb_puts(&sb, ", \"ph\": \"X\", ");
-		err = err ?: put_ns(&sb, "ts", s);
-		err = err ?: sb_puts(&sb, ", ");
-		err = err ?: put_ns(&sb, "dur", e - s);
-		err = err
-			      ?: sb_printf(
-					 &sb,
-					 ", \"pid\": %lld, \"tid\": %lld, \"args\": {\"module\": ",
-					 pid, lane_tid(tid, lane));
-		err = err ?: jq_quote(&sb, module ? module : "");
-		err = err ?: put_int_arg(&sb, st, C_STEP, "step");
-		err = err ?: put_int_arg(&sb, st, C_DEPTH, "depth");
-		err = err ?: put_int_arg(&sb, st, C_ALLOC, "allocated");
-		err = err ?: put_int_arg(&sb, st, C_MAX, "max_allocated");
-		err = err ?: put_int_arg(&sb, st, C_RES, "reserved");
-		err = err ?: sb_puts(&sb, "}}");
-		if (err)
-			goto cleanup;
-		nev++;
-		if (sb.len > (1 << 20)) {
-			err = flush_sb(&sb, &first, f);
-			if (err)
-				goto cleanup;
-		}
+		err = put_event(c, st, lane, s, e);
+		if (!err)
+			c->events++;
+		if (!err && c->sb.len > (1 << 20))
+			err = chrome_flush(c);
 	}
-	if (rc != SQLITE_DONE) {
-		pr_warn("%s", sqlite3_errmsg(db));
-		err = -EINVAL;
-		goto cleanup;
-	}
-	for (int i = 1; i <= maxlane && cur_tid >= 0; i++) {
-		char label[160];
+	if (!err)
+		err = chrome_done(c, rc);
+	if (!err && cur_tid >= 0)
+		err = put_overlap_names(c, cur_pid, cur_tid, tname, maxlane);
+	free(tname);
+	sqlite3_finalize(st);
+	return err;
+}
 
-		snprintf(label, sizeof(label), "%s (overlap %d)", tname ? tname : "thread", i);
-		err = put_name(&names, "thread_name", cur_pid, lane_tid(cur_tid, i), label);
-		if (err)
-			goto cleanup;
-	}
-	err = sb_append(&sb, names.buf ? names.buf : "", names.len);
-	err = err ?: sb_puts(&sb, "\n]}\n");
-	err = err ?: flush_sb(&sb, &first, f);
+int torchtrace__chrome(sqlite3 *db, const char *table, FILE *f, long long *events)
+{
+	struct chrome c = {.db = db, .table = table, .f = f};
+	int err;
+
+	if (events)
+		*events = 0;
+	c.ls = calloc(1, sizeof(*c.ls));
+	if (!c.ls)
+		return -ENOMEM;
+	err = chrome_base(&c);
+	err = err
+		      ?: sb_printf(&c.sb,
+				   "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"generator\": "
+				   "\"probing\", \"source\": \"%s\", \"base_unix\": %.0f},\n"
+				   "\"traceEvents\": [",
+				   table, c.base);
+	/* Every event is written as ",\n{...}": the first one's comma goes at the first flush. */
+	c.first = c.sb.len;
+	err = err ?: put_steps(&c);
+	err = err ?: put_events(&c);
+	err = err ?: sb_append(&c.sb, c.names.buf ? c.names.buf : "", c.names.len);
+	err = err ?: sb_puts(&c.sb, "\n]}\n");
+	err = err ?: chrome_flush(&c);
 	if (!err && fflush(f))
 		err = -EIO;
 	if (!err && events)
-		*events = nev;
-cleanup:
-	sqlite3_finalize(st);
-	sqlite3_free(sql);
-	free(tname);
-	sb_free(&sb);
-	sb_free(&names);
-	sb_free(&name);
-	if (ls)
-		lanes_free(ls);
-	free(ls);
+		*events = c.events;
+	sb_free(&c.sb);
+	sb_free(&c.names);
+	sb_free(&c.name);
+	lanes_free(c.ls);
+	free(c.ls);
 	return err;
 }
