@@ -224,7 +224,7 @@ int pyproc__resolve(struct pyproc *pp, const struct py_frame_rec *rec, struct fr
 					rec->lasti)
 			 : 0;
 	/* An instruction without a line: a jump resumes at its target's (pylines.h). */
-	if (line < 0 && pp->version >= 0x030a && !load_bytecode(pp, rec->code, pc))
+	if (line < 0 && pp->version >= PY_VER(3, 10) && !load_bytecode(pp, rec->code, pc))
 		line = pylines_jump_line(pp->version, pc->table, pc->table_len, pc->firstlineno,
 					 pc->code, pc->ncode, rec->lasti);
 	out->line = line > 0 ? line : 0; /* 0: unknown */

@@ -8,6 +8,7 @@
 #define PROBING_PYPROC_INT_H
 
 #include "base/bmap.h"
+#include "bpf/pywalk.h"
 #include "python/pymem.h"
 #include "pyoffsets/pyoffsets.h"
 #include "python/pyproc.h"
@@ -65,9 +66,12 @@ enum py_symobj { PY_SYMOBJS(PYS_ENUM_) PYS_NR };
 
 struct pyproc {
 	pid_t pid;
-	unsigned int version; /* 0x030b */
+	unsigned int version; /* PY_VER(3, 11) */
 	char version_str[32];
 	struct py_offsets off;
+	/* How frames are walked (bpf/pywalk.h), picked once from the version at open. */
+	uint16_t frames; /* enum py_frames */
+	uint16_t rules;	 /* PY_RULE_* */
 	char *elf_path;
 	uint64_t bias;
 	uint64_t runtime;   /* &_PyRuntime */
