@@ -140,7 +140,7 @@ const char *py_str_interned(struct pyproc *pp, uint64_t addr)
 		errno = -err;
 		return NULL;
 	}
-	r = pp_intern(pp, s, len);
+	r = strpool__intern(pp->strs, s); /* a str with an embedded NUL ends there */
 	free(s);
 	return r;
 }

@@ -232,7 +232,7 @@ struct pyproc *pyproc__open(pid_t pid)
 	pp->pid = pid;
 	pp->pthread_specific = -2;
 	pp->pthread_tid_off = -2;
-	pp->strs = bmap__new();
+	pp->strs = strpool__new();
 	pp->codes = bmap__new();
 	pp->lines = bmap__new();
 	if (!pp->strs || !pp->codes || !pp->lines) {
@@ -327,11 +327,10 @@ struct pyproc *pyproc__dup(const struct pyproc *src, pid_t pid)
 	pp->pid = pid;
 	pp->threads = NULL;
 	pp->nthreads = pp->capthreads = 0;
-	pp->chunks = NULL;
 	pp->code_arr = NULL;
 	pp->ncode = pp->capcode = 0;
 	pp->elf_path = src->elf_path ? strdup(src->elf_path) : NULL;
-	pp->strs = bmap__new();
+	pp->strs = strpool__new();
 	pp->codes = bmap__new();
 	pp->lines = bmap__new();
 	if ((src->elf_path && !pp->elf_path) || !pp->strs || !pp->codes || !pp->lines) {
@@ -355,13 +354,7 @@ void pyproc__free(struct pyproc *pp)
 		free(pp->code_arr[i].code);
 	}
 	free(pp->code_arr);
-	while (pp->chunks) {
-		struct strchunk *next = pp->chunks->next;
-
-		free(pp->chunks);
-		pp->chunks = next;
-	}
-	bmap__free(pp->strs);
+	strpool__free(pp->strs);
 	bmap__free(pp->codes);
 	bmap__free(pp->lines);
 	free(pp->threads);
