@@ -227,8 +227,7 @@ const struct py_offsets *const *py_offsets_all(size_t *nr);
 int py_offsets_apply_debug(const struct py_offsets *table, const void *buf, size_t len,
 			   struct py_offsets *out, uint64_t *hexversion);
 
-/* Field name of PY_DEBUG_FIELDS index @i ("ts_next"), and its _Py_DebugOffsets path. */
+/* Field name of PY_DEBUG_FIELDS index @i ("ts_next"); NULL past the last. */
 const char *py_dbg_field_name(unsigned int i);
-const char *py_dbg_field_path(unsigned int i);
 
 #endif
