@@ -31,6 +31,7 @@
 
 #include "base/log.h"
 #include "python/pyproc.h"
+#include "pyoffsets/pyoffsets.h"
 #include "base/util.h"
 
 static void usage(FILE *f)
@@ -141,7 +142,8 @@ int main(int argc, char **argv)
 	pp = pyproc__open((pid_t)pid);
 	if (!pp) {
 		fprintf(stderr, "pystacks: pid %ld: %s\n", pid,
-			errno == ENOENT ? "no CPython 3.8+ interpreter found" : strerror(errno));
+			errno == ENOENT ? "no CPython " PY_VERSIONS " interpreter found"
+					: strerror(errno));
 		return 1;
 	}
 	if (info) {
