@@ -122,7 +122,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'd':
-			if (parse_long(optarg, 1, 1000000, &depth)) {
+			if (parse_long(optarg, 1, SAMPLER_MAX_PYDEPTH, &depth)) {
 				usage(stderr);
 				return 2;
 			}
