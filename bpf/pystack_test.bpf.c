@@ -3,6 +3,10 @@
  * Test program for the Python stack walker (pystack.bpf.h): a perf-event program on
  * cpu-clock that, for samples of one process, calls py_walk and sends the frames through a
  * ring buffer. Loaded by tests/tools/pystack_bpf.c; not part of probing itself.
+ *
+ * With stop_after_walk (pystack-bpf --compare) it walks one sample per arming (test_armed
+ * set to 1 by userspace) and stops the process (SIGSTOP) right after: the sampled thread runs
+ * no more user code, so userspace can walk the same memory with its own walker.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -16,6 +20,17 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 const volatile __u32 target_tgid = 0;
+const volatile __u32 stop_after_walk = 0;
+
+#define SIGSTOP 19
+
+/* [0]: 1 = walk the next sample (stop_after_walk), set by userspace, cleared by the walk */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} test_armed SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -53,12 +68,19 @@ int pystack_test(struct bpf_perf_event_data *ctx)
 	struct pystack_test_event *ev;
 	const struct py_proc_cfg *cfg;
 	struct task_struct *task;
+	struct pt_regs uregs;
 
 	if (tgid != target_tgid)
 		return 0;
 	cfg = bpf_map_lookup_elem(&test_py_procs, &tgid);
 	if (!cfg)
 		return 0;
+	if (stop_after_walk) {
+		__u32 zero = 0, *armed = bpf_map_lookup_elem(&test_armed, &zero);
+
+		if (!armed || __sync_val_compare_and_swap(armed, 1, 0) != 1)
+			return 0;
+	}
 	count(0);
 	ev = bpf_ringbuf_reserve(&test_events, sizeof(*ev), 0);
 	if (!ev) {
@@ -72,10 +94,20 @@ int pystack_test(struct bpf_perf_event_data *ctx)
 	ev->status = 0;
 	ev->flags = 0;
 	ev->user_mode = ctx->regs.ip < 0x800000000000ULL; /* the sample hit user code */
+	/* Where the thread is in user space: the sample's registers, or those saved at kernel
+	 * entry. */
+	uregs = *(struct pt_regs *)&ctx->regs;
+	if (!ev->user_mode &&
+	    bpf_probe_read_kernel(&uregs, sizeof(uregs), (void *)bpf_task_pt_regs(task)))
+		__builtin_memset(&uregs, 0, sizeof(uregs));
+	ev->user_ip = uregs.ip;
+	ev->user_sp = uregs.sp;
 	t0 = bpf_ktime_get_ns();
 	ev->n = py_walk(cfg, bpf_get_current_pid_tgid() >> 32, ev->fsbase, ev->frames, &ev->status,
 			&ev->flags);
 	ev->walk_ns = bpf_ktime_get_ns() - t0;
+	/* The signal is delivered before the thread returns to user mode. */
+	ev->stop_err = stop_after_walk ? bpf_send_signal(SIGSTOP) : 0;
 	bpf_ringbuf_submit(ev, 0);
 	return 0;
 }

@@ -193,7 +193,8 @@ struct py_bpf_offsets {
 
 /* Per target process (map py_procs, key: tgid). */
 struct py_proc_cfg {
-	__u32 version;		/* 0x030b for 3.11 */
+	__u16 frames;		/* enum py_frames (pywalk.h): the layout of the frame chain */
+	__u16 rules;		/* PY_RULE_* (pywalk.h) */
 	__u32 max_depth;	/* frames to walk, <= SAMPLER_MAX_PYDEPTH */
 	__u64 tss_key_addr;	/* address of the Py_tss_t holding the thread-state TSS key */
 	__u64 code_type_addr;	/* &PyCode_Type, to validate code objects; 0 = skip check */

@@ -41,7 +41,10 @@ struct spec {
 	const char *path; /* member path; NULL for K_SIZE */
 };
 
-#define ALL 8, 13
+/* Ranges that run to the newest supported version say LAST: a new version is then checked
+ * against every such member (and fails loudly where one moved). */
+#define LAST PY_MINOR_MAX
+#define ALL  PY_MINOR_MIN, LAST
 
 static const struct spec specs[] = {
 	{"ob_type", ALL, K_OFF, "PyObject", "ob_type"},
@@ -56,23 +59,23 @@ static const struct spec specs[] = {
 	{"rt_main_thread", ALL, K_OFF, "_PyRuntimeState", "main_thread"},
 	/* bpo-46008 / gh-59956: 3.12 moved autoTSSkey from gilstate to the runtime itself. */
 	{"rt_tss", 8, 11, K_OFF, "_PyRuntimeState", "gilstate.autoTSSkey"},
-	{"rt_tss", 12, 13, K_OFF, "_PyRuntimeState", "autoTSSkey"},
+	{"rt_tss", 12, LAST, K_OFF, "_PyRuntimeState", "autoTSSkey"},
 	{"tss_initialized", ALL, K_OFF, "Py_tss_t", "_is_initialized"},
 	{"tss_key", ALL, K_OFF, "Py_tss_t", "_key"},
 
 	{"is_next", ALL, K_OFF, "PyInterpreterState", "next"},
 	{"is_tstate_head", 8, 10, K_OFF, "PyInterpreterState", "tstate_head"},
-	{"is_tstate_head", 11, 13, K_OFF, "PyInterpreterState", "threads.head"},
+	{"is_tstate_head", 11, LAST, K_OFF, "PyInterpreterState", "threads.head"},
 	{"is_modules", 8, 11, K_OFF, "PyInterpreterState", "modules"},
-	{"is_modules", 12, 13, K_OFF, "PyInterpreterState", "imports.modules"},
+	{"is_modules", 12, LAST, K_OFF, "PyInterpreterState", "imports.modules"},
 
 	{"ts_next", ALL, K_OFF, "PyThreadState", "next"},
 	{"ts_interp", ALL, K_OFF, "PyThreadState", "interp"},
 	{"ts_frame", 8, 10, K_OFF, "PyThreadState", "frame"},
 	{"ts_cframe", 11, 12, K_OFF, "PyThreadState", "cframe"},
-	{"ts_current_frame", 13, 13, K_OFF, "PyThreadState", "current_frame"},
+	{"ts_current_frame", 13, LAST, K_OFF, "PyThreadState", "current_frame"},
 	{"ts_thread_id", ALL, K_OFF, "PyThreadState", "thread_id"},
-	{"ts_native_thread_id", 11, 13, K_OFF, "PyThreadState", "native_thread_id"},
+	{"ts_native_thread_id", 11, LAST, K_OFF, "PyThreadState", "native_thread_id"},
 
 	{"cf_current_frame", 11, 12, K_OFF, "_PyCFrame", "current_frame"},
 
@@ -82,26 +85,26 @@ static const struct spec specs[] = {
 	{"f_locals", 8, 10, K_OFF, "PyFrameObject", "f_locals"},
 	{"f_localsplus", 8, 10, K_OFF, "PyFrameObject", "f_localsplus"},
 
-	{"if_previous", 11, 13, K_OFF, "_PyInterpreterFrame", "previous"},
+	{"if_previous", 11, LAST, K_OFF, "_PyInterpreterFrame", "previous"},
 	{"if_code", 11, 12, K_OFF, "_PyInterpreterFrame", "f_code"},
-	{"if_code", 13, 13, K_OFF, "_PyInterpreterFrame", "f_executable"},
+	{"if_code", 13, LAST, K_OFF, "_PyInterpreterFrame", "f_executable"},
 	{"if_instr", 11, 12, K_OFF, "_PyInterpreterFrame", "prev_instr"},
-	{"if_instr", 13, 13, K_OFF, "_PyInterpreterFrame", "instr_ptr"},
-	{"if_owner", 11, 13, K_OFF, "_PyInterpreterFrame", "owner"},
+	{"if_instr", 13, LAST, K_OFF, "_PyInterpreterFrame", "instr_ptr"},
+	{"if_owner", 11, LAST, K_OFF, "_PyInterpreterFrame", "owner"},
 	{"if_is_entry", 11, 11, K_OFF, "_PyInterpreterFrame", "is_entry"},
-	{"if_locals", 11, 13, K_OFF, "_PyInterpreterFrame", "f_locals"},
-	{"if_localsplus", 11, 13, K_OFF, "_PyInterpreterFrame", "localsplus"},
+	{"if_locals", 11, LAST, K_OFF, "_PyInterpreterFrame", "f_locals"},
+	{"if_localsplus", 11, LAST, K_OFF, "_PyInterpreterFrame", "localsplus"},
 
 	{"co_flags", ALL, K_OFF, "PyCodeObject", "co_flags"},
 	{"co_firstlineno", ALL, K_OFF, "PyCodeObject", "co_firstlineno"},
 	{"co_code", 8, 10, K_OFF, "PyCodeObject", "co_code"},
 	{"co_filename", ALL, K_OFF, "PyCodeObject", "co_filename"},
 	{"co_name", ALL, K_OFF, "PyCodeObject", "co_name"},
-	{"co_qualname", 11, 13, K_OFF, "PyCodeObject", "co_qualname"},
+	{"co_qualname", 11, LAST, K_OFF, "PyCodeObject", "co_qualname"},
 	{"co_lnotab", 8, 9, K_OFF, "PyCodeObject", "co_lnotab"},
-	{"co_linetable", 10, 13, K_OFF, "PyCodeObject", "co_linetable"},
-	{"co_code_adaptive", 11, 13, K_OFF, "PyCodeObject", "co_code_adaptive"},
-	{"co_firsttraceable", 11, 13, K_OFF, "PyCodeObject", "_co_firsttraceable"},
+	{"co_linetable", 10, LAST, K_OFF, "PyCodeObject", "co_linetable"},
+	{"co_code_adaptive", 11, LAST, K_OFF, "PyCodeObject", "co_code_adaptive"},
+	{"co_firsttraceable", 11, LAST, K_OFF, "PyCodeObject", "_co_firsttraceable"},
 	{"co_argcount", ALL, K_OFF, "PyCodeObject", "co_argcount"},
 	{"co_kwonlyargcount", ALL, K_OFF, "PyCodeObject", "co_kwonlyargcount"},
 	{"co_nlocals", ALL, K_OFF, "PyCodeObject", "co_nlocals"},
@@ -110,9 +113,9 @@ static const struct spec specs[] = {
 	{"co_varnames", 8, 10, K_OFF, "PyCodeObject", "co_varnames"},
 	{"co_cellvars", 8, 10, K_OFF, "PyCodeObject", "co_cellvars"},
 	{"co_freevars", 8, 10, K_OFF, "PyCodeObject", "co_freevars"},
-	{"co_nlocalsplus", 11, 13, K_OFF, "PyCodeObject", "co_nlocalsplus"},
-	{"co_localsplusnames", 11, 13, K_OFF, "PyCodeObject", "co_localsplusnames"},
-	{"co_localspluskinds", 11, 13, K_OFF, "PyCodeObject", "co_localspluskinds"},
+	{"co_nlocalsplus", 11, LAST, K_OFF, "PyCodeObject", "co_nlocalsplus"},
+	{"co_localsplusnames", 11, LAST, K_OFF, "PyCodeObject", "co_localsplusnames"},
+	{"co_localspluskinds", 11, LAST, K_OFF, "PyCodeObject", "co_localspluskinds"},
 
 	{"unicode_length", ALL, K_OFF, "PyASCIIObject", "length"},
 	{"unicode_state", ALL, K_OFF, "PyASCIIObject", "state"},
@@ -126,9 +129,9 @@ static const struct spec specs[] = {
 	{"bytes_sval", ALL, K_OFF, "PyBytesObject", "ob_sval"},
 	{"tuple_item", ALL, K_OFF, "PyTupleObject", "ob_item"},
 	/* gh-101291: 3.12 replaced ob_size by long_value.lv_tag in ints. */
-	{"long_lv_tag", 12, 13, K_OFF, "PyLongObject", "long_value.lv_tag"},
+	{"long_lv_tag", 12, LAST, K_OFF, "PyLongObject", "long_value.lv_tag"},
 	{"long_digit", 8, 11, K_OFF, "PyLongObject", "ob_digit"},
-	{"long_digit", 12, 13, K_OFF, "PyLongObject", "long_value.ob_digit"},
+	{"long_digit", 12, LAST, K_OFF, "PyLongObject", "long_value.ob_digit"},
 	{"float_fval", ALL, K_OFF, "PyFloatObject", "ob_fval"},
 	{"cell_ref", ALL, K_OFF, "PyCellObject", "ob_ref"},
 	{"set_used", ALL, K_OFF, "PySetObject", "used"},
@@ -137,20 +140,20 @@ static const struct spec specs[] = {
 	{"dict_ma_keys", ALL, K_OFF, "PyDictObject", "ma_keys"},
 	{"dict_ma_values", ALL, K_OFF, "PyDictObject", "ma_values"},
 	{"dk_size", 8, 10, K_OFF, "PyDictKeysObject", "dk_size"},
-	{"dk_log2_size", 11, 13, K_OFF, "PyDictKeysObject", "dk_log2_size"},
-	{"dk_log2_index_bytes", 11, 13, K_OFF, "PyDictKeysObject", "dk_log2_index_bytes"},
-	{"dk_kind", 11, 13, K_OFF, "PyDictKeysObject", "dk_kind"},
+	{"dk_log2_size", 11, LAST, K_OFF, "PyDictKeysObject", "dk_log2_size"},
+	{"dk_log2_index_bytes", 11, LAST, K_OFF, "PyDictKeysObject", "dk_log2_index_bytes"},
+	{"dk_kind", 11, LAST, K_OFF, "PyDictKeysObject", "dk_kind"},
 	{"dk_nentries", ALL, K_OFF, "PyDictKeysObject", "dk_nentries"},
 	{"dk_indices", ALL, K_OFF, "PyDictKeysObject", "dk_indices"},
 	{"dict_entry_size", ALL, K_SIZE, "PyDictKeyEntry", NULL},
-	{"dict_uentry_size", 11, 13, K_SIZE, "PyDictUnicodeEntry", NULL},
-	{"dv_values", 11, 13, K_OFF, "PyDictValues", "values"},
+	{"dict_uentry_size", 11, LAST, K_SIZE, "PyDictUnicodeEntry", NULL},
+	{"dv_values", 11, LAST, K_OFF, "PyDictValues", "values"},
 
 	{"md_dict", ALL, K_OFF, "PyModuleObject", "md_dict"},
 
-	{"dbg_size", 13, 13, K_SIZE, "_Py_DebugOffsets", NULL},
-	{"dbg_version", 13, 13, K_OFF, "_Py_DebugOffsets", "version"},
-	{"dbg_free_threaded", 13, 13, K_OFF, "_Py_DebugOffsets", "free_threaded"},
+	{"dbg_size", 13, LAST, K_SIZE, "_Py_DebugOffsets", NULL},
+	{"dbg_version", 13, LAST, K_OFF, "_Py_DebugOffsets", "version"},
+	{"dbg_free_threaded", 13, LAST, K_OFF, "_Py_DebugOffsets", "free_threaded"},
 };
 
 /* Output order: the members of struct py_offsets, in declaration order. */
@@ -661,9 +664,9 @@ int main(int argc, char **argv)
 
 		minor = hex ? (hex >> 16) & 0xff : name_minor(argv[optind]);
 	}
-	if (minor < 8 || minor > 13) {
+	if (minor < PY_MINOR_MIN || minor > PY_MINOR_MAX) {
 		fprintf(stderr,
-			"pyoffsets-gen: %s: cannot tell a supported version (3.8-3.13); "
+			"pyoffsets-gen: %s: cannot tell a supported version (" PY_VERSIONS "); "
 			"use --version\n",
 			argv[optind]);
 		goto cleanup;
@@ -709,7 +712,7 @@ int main(int argc, char **argv)
 		uint64_t v = PYO_NONE;
 
 		if (minor >= 13) {
-			struct spec s = {"dbg", 13, 13, K_OFF, "_Py_DebugOffsets", dbg_paths[i]};
+			struct spec s = {"dbg", 13, LAST, K_OFF, "_Py_DebugOffsets", dbg_paths[i]};
 			int err = eval_spec(&s, &v);
 
 			if (err) {

@@ -32,18 +32,10 @@ static const size_t dbg_member[PY_DBG_NR] = {PY_DEBUG_FIELDS(DBG_MEMBER_)};
 #define DBG_NAME_(name, path) #name,
 static const char *const dbg_name[PY_DBG_NR] = {PY_DEBUG_FIELDS(DBG_NAME_)};
 #undef DBG_NAME_
-#define DBG_PATH_(name, path) path,
-static const char *const dbg_path[PY_DBG_NR] = {PY_DEBUG_FIELDS(DBG_PATH_)};
-#undef DBG_PATH_
 
 const char *py_dbg_field_name(unsigned int i)
 {
 	return i < PY_DBG_NR ? dbg_name[i] : NULL;
-}
-
-const char *py_dbg_field_path(unsigned int i)
-{
-	return i < PY_DBG_NR ? dbg_path[i] : NULL;
 }
 
 static int get_u64(const void *buf, size_t len, uint32_t off, uint64_t *v)

@@ -1,5 +1,6 @@
 # pyoffsets: the table generator and `make pyoffsets` (regenerate pyoffsets/tables.c from the
-# DWARF of every `pyenv prefix 3.X`, 3.8-3.13; fails if one is missing, leaving tables.c as is).
+# DWARF of every `pyenv prefix 3.X` for the versions pyoffsets.h supports; fails if one is
+# missing, leaving tables.c as is).
 PYOFFSETS_GEN := $(BUILD)/pyoffsets-gen
 
 $(PYOFFSETS_GEN): pyoffsets/gen_offsets.c pyoffsets/pyoffsets.h

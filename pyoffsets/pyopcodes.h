@@ -24,13 +24,13 @@ enum py_jump_kind {
 };
 
 struct py_opcodes {
-	uint32_t version;	   /* 0x030b for 3.11 */
+	uint32_t version;	   /* PY_VER(3, 11) for 3.11 (pyoffsets.h) */
 	uint8_t caches[256];	   /* inline cache units after each instruction, by opcode */
 	uint8_t jump[256];	   /* enum py_jump_kind of the unconditional jumps */
 	uint8_t extended_arg[256]; /* 1 for EXTENDED_ARG and its specialized form */
 };
 
-/* The table for minor version @version (0x030a ...), or NULL (3.8, 3.9 or unknown). */
+/* The table for version @version (PY_VER(3, 10) ...), or NULL (3.8, 3.9 or unknown). */
 const struct py_opcodes *py_opcodes_for(unsigned int version);
 
 #endif

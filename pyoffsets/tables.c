@@ -596,8 +596,12 @@ static const struct py_offsets py_offsets_3_13 = {
 /* END 3.13 */
 
 const struct py_offsets *const py_offsets_tables[] = {
-	&py_offsets_3_8,  &py_offsets_3_9,  &py_offsets_3_10,
-	&py_offsets_3_11, &py_offsets_3_12, &py_offsets_3_13,
+	&py_offsets_3_8,
+	&py_offsets_3_9,
+	&py_offsets_3_10,
+	&py_offsets_3_11,
+	&py_offsets_3_12,
+	&py_offsets_3_13,
 };
 const size_t py_offsets_ntables = sizeof(py_offsets_tables) / sizeof(py_offsets_tables[0]);
 /* clang-format on */

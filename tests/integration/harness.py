@@ -121,17 +121,29 @@ def workload(name):
 
 
 # ---- interpreters ---------------------------------------------------------------------------
+def py_minors():
+    """The CPython 3 minor versions probing supports: PY_MINOR_MIN..PY_MINOR_MAX, read from
+    pyoffsets/pyoffsets.h, the one place that says so."""
+    with open(os.path.join(ROOT, "pyoffsets", "pyoffsets.h")) as f:
+        text = f.read()
+    lo, hi = (int(re.search(rf"^#define PY_MINOR_{w}\s+(\d+)$", text, re.M).group(1))
+              for w in ("MIN", "MAX"))
+    return range(lo, hi + 1)
+
+
 def pythons():
-    """Every CPython 3.8-3.13 on the machine: pyenv builds and Debian's python3.11.
+    """Every supported CPython (py_minors) on the machine: pyenv builds and Debian's
+    python3.11.
 
     Returns [(label, path)], e.g. ("3.12", "/root/.pyenv/versions/3.12.1/bin/python3.12").
     """
     out = []
     roots = []
+    minors = py_minors()
     pyenv_root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
     for d in sorted(glob.glob(os.path.join(pyenv_root, "versions", "3.*"))):
         m = re.match(r"3\.(\d+)\.\d+$", os.path.basename(d))
-        if m and 8 <= int(m.group(1)) <= 13:
+        if m and int(m.group(1)) in minors:
             exe = os.path.join(d, "bin", f"python3.{m.group(1)}")
             if os.path.exists(exe):
                 roots.append((f"3.{m.group(1)}", exe, int(m.group(1))))

@@ -106,6 +106,33 @@ def pystack_bpf(pid, seconds=2.0, *args):
     return per_tid, summary
 
 
+def pystack_bpf_compare(pid, rounds, *args):
+    """Run pystack-bpf --compare; return ([{tid, equal, bpf: (status, n, truncated),
+    user: (status, n, truncated), stack: [(func, line) root-first], diff: [lines]}],
+    {rounds, equal, moved})."""
+    p = h.run([tool(PYSTACK_BPF), "-p", str(pid), "--compare", str(rounds), *map(str, args)],
+              timeout=120)
+    assert p.returncode == 0, f"pystack-bpf --compare exited {p.returncode}: {p.stderr[-2000:]}"
+    rows, summary = [], None
+    for line in p.stdout.splitlines():
+        f = line.split("\t")
+        if f[0] == "C":
+            stack = []
+            for fr in (f[9].split(";") if f[9] else []):
+                func, _, ln = fr.rpartition(":")
+                stack.append((func, int(ln)))
+            rows.append({"tid": int(f[1]), "equal": f[2] == "1",
+                         "bpf": (int(f[3]), int(f[4]), f[5] == "1"),
+                         "user": (int(f[6]), int(f[7]), f[8] == "1"),
+                         "stack": stack, "diff": []})
+        elif f[0] == "D":
+            rows[-1]["diff"].append(line)
+        elif f[0] == "COMPARE":
+            summary = dict(zip(["rounds", "equal", "moved"], map(int, f[1:4])))
+    assert summary is not None, f"no COMPARE line: {p.stdout[-500:]}"
+    return rows, summary
+
+
 def native_tid(thread):
     tid = thread.get("native_id")
     assert tid, f"thread {thread['name']} has no native_id"

@@ -3,7 +3,8 @@ pystack-bpf tool) against every interpreter: for threads running on CPU with kno
 >= 99% of the samples must give exactly the known chain (function names, the call-site lines
 of every caller, the leaf line among the lines the leaf loop can be on). Includes a thread
 that runs native code with the GIL released (hashlib) and one that sleeps in a loop, so the
-walker must find the *sampled* thread's state, not the GIL holder's."""
+walker must find the *sampled* thread's state, not the GIL holder's. And the BPF walker and
+the userspace one on the same stopped memory: identical records."""
 import harness as h
 import pystack_common as pc
 
@@ -110,6 +111,58 @@ def test_bpf_walk_matches_known_stacks(exe):
         per_tid, _ = _sample(p.pid, 1.5, need, opt)
         for name, tid, exp in threads:
             _check(per_tid, tid, exp, f"{name} ({opt})", need[tid])
+
+
+def _compare_until(pid, rounds, want, *args, runs=4):
+    """pystack-bpf --compare, run again (up to @runs times in all) until @want(rows) holds
+    (a thread may get few samples on a loaded machine); every round of every run counts."""
+    rows, total = [], {"rounds": 0, "equal": 0, "moved": 0}
+    for _ in range(runs):
+        got, summary = pc.pystack_bpf_compare(pid, rounds, *args)
+        rows += got
+        for k in total:
+            total[k] += summary[k]
+        if want(rows):
+            break
+        h.log(f"--compare {' '.join(map(str, args))}: coverage not reached yet, again")
+    return rows, total
+
+
+@h.timeout(180)
+@h.params([p for _, p in PYTHONS], ids=[label for label, _ in PYTHONS])
+def test_bpf_and_userspace_walks_identical(exe):
+    """The two walkers share their rules (bpf/pywalk.h): given the same memory they must give
+    identical output. The BPF walker walks a sample and stops the process (SIGSTOP) before the
+    sampled thread runs another user instruction; the userspace walker (pyproc__walk_ex, as
+    backtrace uses it) then walks the same thread from outside: the records (code object,
+    instruction, entry flag, checksum), the status and the truncation must be the same, on
+    every interpreter, for whatever thread the sample hit. At --depth 64 the deep recursion's
+    walks are truncated in both."""
+    p, out, truth = pc.start_workload(exe, busy=True)
+    deep = pc.native_tid(pc.truth_thread(truth, "deep"))
+    busy = {pc.native_tid(pc.truth_thread(truth, n)) for n in ("busy-gil", "busy-nogil", "ctor")}
+
+    def covered(depth):
+        def want(rows):
+            ok = [r for r in rows if r["equal"] and r["bpf"][0] == 1]
+            return (any(r["tid"] == deep and r["bpf"][2] == (depth == 64) for r in ok)
+                    and any(r["tid"] in busy and r["bpf"][1] > 0 for r in ok))
+        return want
+
+    for depth, rounds in ((1024, 120), (64, 40)):
+        rows, total = _compare_until(p.pid, rounds, covered(depth), "--depth", depth)
+        h.log(f"depth {depth}: {total}")
+        bad = [r for r in rows if not r["equal"]]
+        assert not bad, (f"depth {depth}: {len(bad)} of {len(rows)} walks differ, e.g. "
+                         f"tid {bad[0]['tid']} bpf {bad[0]['bpf']} user {bad[0]['user']}\n"
+                         + "\n".join(bad[0]["diff"][:20]))
+        # The stop is precise (the thread runs no user code after the sample): a round where
+        # its pc or sp moved is not compared, and must stay rare.
+        assert total["moved"] <= total["rounds"] // 10, total
+        assert total["equal"] == len(rows) >= total["rounds"] * 9 // 10, total
+        assert covered(depth)(rows), (
+            f"depth {depth}: the deep thread ({deep}) or a busy thread ({busy}) was never "
+            f"compared: {sorted({(r['tid'], r['bpf']) for r in rows})}")
 
 
 @h.timeout(120)

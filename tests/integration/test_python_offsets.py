@@ -10,7 +10,7 @@ import harness as h
 
 GEN = os.path.join(h.BUILD, "pyoffsets-gen")
 TABLES = os.path.join(h.ROOT, "pyoffsets", "tables.c")
-MINORS = range(8, 14)
+MINORS = h.py_minors()
 
 
 def _pyenv(minor):

@@ -31,6 +31,7 @@
 
 #include "base/log.h"
 #include "python/pyproc.h"
+#include "pyoffsets/pyoffsets.h"
 #include "base/util.h"
 
 static void usage(FILE *f)
@@ -121,7 +122,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'd':
-			if (parse_long(optarg, 1, 1000000, &depth)) {
+			if (parse_long(optarg, 1, SAMPLER_MAX_PYDEPTH, &depth)) {
 				usage(stderr);
 				return 2;
 			}
@@ -141,7 +142,8 @@ int main(int argc, char **argv)
 	pp = pyproc__open((pid_t)pid);
 	if (!pp) {
 		fprintf(stderr, "pystacks: pid %ld: %s\n", pid,
-			errno == ENOENT ? "no CPython 3.8+ interpreter found" : strerror(errno));
+			errno == ENOENT ? "no CPython " PY_VERSIONS " interpreter found"
+					: strerror(errno));
 		return 1;
 	}
 	if (info) {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pyoffsets/pyoffsets.h"
 #include "python/pylines.h"
 #include "test.h"
 #include "base/util.h"
@@ -36,7 +37,7 @@ static int hexval(char c)
 }
 
 struct vec_stats {
-	int codes, checked, versions_seen; /* versions_seen: bit (minor - 8) */
+	int codes, checked, versions_seen; /* versions_seen: bit (minor - PY_MINOR_MIN) */
 	char first_failure[512];
 };
 
@@ -55,7 +56,8 @@ static int check_line(char *line, struct vec_stats *st)
 	nbytes = strtok_r(NULL, " \n", &save);
 	hex = strtok_r(NULL, " \n", &save);
 	lines = strtok_r(NULL, " \n", &save);
-	if (!lines || sscanf(ver, "3.%u", &minor) != 1 || minor < 8 || minor > 13) {
+	if (!lines || sscanf(ver, "3.%u", &minor) != 1 || minor < PY_MINOR_MIN ||
+	    minor > PY_MINOR_MAX) {
 		snprintf(st->first_failure, sizeof(st->first_failure), "malformed line");
 		return -1;
 	}
@@ -75,7 +77,7 @@ static int check_line(char *line, struct vec_stats *st)
 		int want = atoi(tok), count = star ? atoi(star + 1) : 1;
 
 		for (; count > 0; count--, addr += 2) {
-			int got = pylines_line(0x0300 | minor, tab, len, firstlineno, addr / 2);
+			int got = pylines_line(PY_VER(3, minor), tab, len, firstlineno, addr / 2);
 
 			st->checked++;
 			if (got != want) {
@@ -93,7 +95,7 @@ static int check_line(char *line, struct vec_stats *st)
 		goto cleanup;
 	}
 	st->codes++;
-	st->versions_seen |= 1 << (minor - 8);
+	st->versions_seen |= 1 << (minor - PY_MINOR_MIN);
 	ret = 0;
 cleanup:
 	free(tab);
@@ -119,16 +121,17 @@ TEST(vectors_match_interpreters)
 	CHECK(st.codes > 0);
 	CHECK(st.checked > st.codes);
 	if (!getenv("PROBING_PYLINES_VECTORS"))
-		CHECK_EQ(st.versions_seen, 0x3f); /* the checked-in file covers 3.8-3.13 */
+		/* the checked-in file covers every supported version */
+		CHECK_EQ(st.versions_seen, (1 << (PY_MINOR_MAX - PY_MINOR_MIN + 1)) - 1);
 }
 
 TEST(negative_offset_is_firstlineno)
 {
 	static const uint8_t loc[] = {0x80, 0x00};
 
-	CHECK_EQ(pylines_line(0x0308, NULL, 0, 7, -1), 7);
-	CHECK_EQ(pylines_line(0x030a, NULL, 0, 7, -1), 7);
-	CHECK_EQ(pylines_line(0x030c, loc, sizeof(loc), 7, -1), 7);
+	CHECK_EQ(pylines_line(PY_VER(3, 8), NULL, 0, 7, -1), 7);
+	CHECK_EQ(pylines_line(PY_VER(3, 10), NULL, 0, 7, -1), 7);
+	CHECK_EQ(pylines_line(PY_VER(3, 12), loc, sizeof(loc), 7, -1), 7);
 }
 
 TEST(empty_and_past_end)
@@ -179,7 +182,7 @@ static const char *jump_vectors_path(void)
 }
 
 struct jump_stats {
-	int codes, jumps, extended, others, versions_seen; /* versions_seen: bit (minor - 8) */
+	int codes, jumps, extended, others, versions_seen; /* bit (minor - PY_MINOR_MIN) */
 	char first_failure[512];
 };
 
@@ -198,7 +201,7 @@ static int check_jump_line(char *line, struct jump_stats *st)
 	hex = strtok_r(NULL, " ", &save);
 	list = strtok_r(NULL, " \n", &save);
 	if (!list || strcmp(tag, "J") || sscanf(ver, "3.%u", &minor) != 1 || minor < 10 ||
-	    minor > 13) {
+	    minor > PY_MINOR_MAX) {
 		snprintf(st->first_failure, sizeof(st->first_failure), "malformed line");
 		return -1;
 	}
@@ -210,7 +213,7 @@ static int check_jump_line(char *line, struct jump_stats *st)
 		code[n++] = (uint8_t)(hexval(hex[i]) << 4 | hexval(hex[i + 1]));
 	for (tok = strtok_r(list, ",", &tsave); tok; tok = strtok_r(NULL, ",", &tsave)) {
 		int idx = atoi(tok), want = atoi(strchr(tok, ':') + 1);
-		int got = pylines_jump_target(0x0300 | minor, code, n / 2, idx);
+		int got = pylines_jump_target(PY_VER(3, minor), code, n / 2, idx);
 
 		if (got != want) {
 			snprintf(st->first_failure, sizeof(st->first_failure),
@@ -227,7 +230,7 @@ static int check_jump_line(char *line, struct jump_stats *st)
 		}
 	}
 	st->codes++;
-	st->versions_seen |= 1 << (minor - 8);
+	st->versions_seen |= 1 << (minor - PY_MINOR_MIN);
 	ret = 0;
 cleanup:
 	free(code);
@@ -254,7 +257,9 @@ TEST(jump_vectors_match_interpreters)
 	CHECK(st.jumps > 0);
 	CHECK(st.others > st.jumps);
 	if (!getenv("PROBING_PYJUMP_VECTORS")) {
-		CHECK_EQ(st.versions_seen, 0x3c); /* the checked-in file covers 3.10-3.13 */
+		/* the checked-in file covers 3.10 and every later supported version */
+		CHECK_EQ(st.versions_seen,
+			 (1 << (PY_MINOR_MAX - PY_MINOR_MIN + 1)) - (1 << (10 - PY_MINOR_MIN)));
 		CHECK(st.extended > 0);
 	}
 }
@@ -287,23 +292,23 @@ TEST(back_edge_without_line_resumes_at_loop_head)
 					 0x01, 0x09, 0x13, 0xd8, 0x0c, 0x0d, 0x90, 0x11, 0x89,
 					 0x46, 0x88, 0x41, 0xf8, 0xd8, 0x0b, 0x0c, 0x80, 0x48};
 
-	CHECK_EQ(pylines_line(0x030a, tab310, sizeof(tab310), 2, 12), -1);
-	CHECK_EQ(pylines_jump_target(0x030a, code310, sizeof(code310) / 2, 12), 4);
-	CHECK_EQ(pylines_jump_line(0x030a, tab310, sizeof(tab310), 2, code310, sizeof(code310) / 2,
-				   12),
+	CHECK_EQ(pylines_line(PY_VER(3, 10), tab310, sizeof(tab310), 2, 12), -1);
+	CHECK_EQ(pylines_jump_target(PY_VER(3, 10), code310, sizeof(code310) / 2, 12), 4);
+	CHECK_EQ(pylines_jump_line(PY_VER(3, 10), tab310, sizeof(tab310), 2, code310,
+				   sizeof(code310) / 2, 12),
 		 4);
-	CHECK_EQ(pylines_line(0x030b, tab311, sizeof(tab311), 2, 14), -1);
-	CHECK_EQ(pylines_jump_target(0x030b, code311, sizeof(code311) / 2, 14), 5);
-	CHECK_EQ(pylines_jump_line(0x030b, tab311, sizeof(tab311), 2, code311, sizeof(code311) / 2,
-				   14),
+	CHECK_EQ(pylines_line(PY_VER(3, 11), tab311, sizeof(tab311), 2, 14), -1);
+	CHECK_EQ(pylines_jump_target(PY_VER(3, 11), code311, sizeof(code311) / 2, 14), 5);
+	CHECK_EQ(pylines_jump_line(PY_VER(3, 11), tab311, sizeof(tab311), 2, code311,
+				   sizeof(code311) / 2, 14),
 		 4);
 	/* Not a jump, inside an instruction's caches, past the code: no answer. */
-	CHECK_EQ(pylines_jump_target(0x030b, code311, sizeof(code311) / 2, 13), -1);
-	CHECK_EQ(pylines_jump_target(0x030b, code311, sizeof(code311) / 2, 12), -1);
-	CHECK_EQ(pylines_jump_target(0x030b, code311, sizeof(code311) / 2, 17), -1);
-	CHECK_EQ(pylines_jump_line(0x030b, tab311, sizeof(tab311), 2, NULL, 0, 14), -1);
+	CHECK_EQ(pylines_jump_target(PY_VER(3, 11), code311, sizeof(code311) / 2, 13), -1);
+	CHECK_EQ(pylines_jump_target(PY_VER(3, 11), code311, sizeof(code311) / 2, 12), -1);
+	CHECK_EQ(pylines_jump_target(PY_VER(3, 11), code311, sizeof(code311) / 2, 17), -1);
+	CHECK_EQ(pylines_jump_line(PY_VER(3, 11), tab311, sizeof(tab311), 2, NULL, 0, 14), -1);
 	/* 3.8 and 3.9 tables give every instruction a line: nothing to decode. */
-	CHECK_EQ(pylines_jump_target(0x0309, code310, sizeof(code310) / 2, 12), -1);
+	CHECK_EQ(pylines_jump_target(PY_VER(3, 9), code310, sizeof(code310) / 2, 12), -1);
 }
 
 TEST(cache_entry_is_not_an_extended_arg)
@@ -313,18 +318,18 @@ TEST(cache_entry_is_not_an_extended_arg)
 	static const uint8_t code[] = {0x5f, 0x00, 0x00, 0x00, 0x00, 0x00,
 				       0x00, 0x00, 0x90, 0x01, 0x8c, 0x06};
 
-	CHECK_EQ(pylines_jump_target(0x030b, code, sizeof(code) / 2, 5), 0);
+	CHECK_EQ(pylines_jump_target(PY_VER(3, 11), code, sizeof(code) / 2, 5), 0);
 	/* A real prefix: EXTENDED_ARG 1, JUMP_FORWARD 2 -> 2 + 256 + 2 units on. */
 	static uint8_t ext[300 * 2] = {0x90, 0x01, 0x6e, 0x02};
 
-	CHECK_EQ(pylines_jump_target(0x030b, ext, sizeof(ext) / 2, 1), 260);
-	CHECK_EQ(pylines_jump_target(0x030b, ext, 260, 1), -1); /* past the code */
+	CHECK_EQ(pylines_jump_target(PY_VER(3, 11), ext, sizeof(ext) / 2, 1), 260);
+	CHECK_EQ(pylines_jump_target(PY_VER(3, 11), ext, 260, 1), -1); /* past the code */
 	/* Hostile code: a long EXTENDED_ARG chain neither overflows nor lands anywhere. */
 	static const uint8_t chain[] = {0x90, 0xff, 0x90, 0xff, 0x90, 0xff, 0x90,
 					0xff, 0x90, 0xff, 0x8c, 0xff, 0x6e, 0xff};
 
-	CHECK_EQ(pylines_jump_target(0x030b, chain, sizeof(chain) / 2, 5), -1);
-	CHECK_EQ(pylines_jump_target(0x030b, chain, sizeof(chain) / 2, 6), -1);
+	CHECK_EQ(pylines_jump_target(PY_VER(3, 11), chain, sizeof(chain) / 2, 5), -1);
+	CHECK_EQ(pylines_jump_target(PY_VER(3, 11), chain, sizeof(chain) / 2, 6), -1);
 }
 
 TEST_MAIN()

@@ -2,32 +2,42 @@
 /* pyoffsets: table lookup and the _Py_DebugOffsets reader (synthetic buffers; the tables
  * themselves are verified against real interpreters by test_python_offsets). */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "pyoffsets/pyoffsets.h"
 #include "test.h"
 
-TEST(one_table_per_minor_version)
+/* The supported range (PY_VERSION_MIN .. PY_VERSION_MAX) is exactly what the tables cover. */
+TEST(one_table_per_supported_version)
 {
 	const struct py_offsets *const *all;
+	char text[32];
 	size_t nr, i;
 
 	all = py_offsets_all(&nr);
-	CHECK_EQ(nr, 6);
+	CHECK_EQ(nr, PY_VERSION_MAX - PY_VERSION_MIN + 1);
 	for (i = 0; i < nr; i++) {
-		CHECK_EQ(all[i]->version, 0x0308 + i);
-		CHECK(py_offsets_for(0x0308 + i) == all[i]);
+		CHECK_EQ(all[i]->version, PY_VERSION_MIN + i);
+		CHECK(py_offsets_for(PY_VERSION_MIN + i) == all[i]);
 	}
 	errno = 0;
-	CHECK(py_offsets_for(0x0307) == NULL);
+	CHECK(py_offsets_for(PY_VERSION_MIN - 1) == NULL);
 	CHECK_EQ(errno, ENOTSUP);
-	CHECK(py_offsets_for(0x030e) == NULL);
+	CHECK(py_offsets_for(PY_VERSION_MAX + 1) == NULL);
+	CHECK_EQ(PY_VER(3, 11), 0x030b);
+	snprintf(text, sizeof(text), "%u.%u-%u.%u", PY_VER_MAJOR(PY_VERSION_MIN),
+		 PY_VER_MINOR(PY_VERSION_MIN), PY_VER_MAJOR(PY_VERSION_MAX),
+		 PY_VER_MINOR(PY_VERSION_MAX));
+	CHECK(!strcmp(PY_VERSIONS, text));
 }
 
 TEST(fields_present_where_cpython_has_them)
 {
-	const struct py_offsets *o8 = py_offsets_for(0x0308), *o11 = py_offsets_for(0x030b);
-	const struct py_offsets *o12 = py_offsets_for(0x030c), *o13 = py_offsets_for(0x030d);
+	const struct py_offsets *o8 = py_offsets_for(PY_VER(3, 8)),
+				*o11 = py_offsets_for(PY_VER(3, 11));
+	const struct py_offsets *o12 = py_offsets_for(PY_VER(3, 12)),
+				*o13 = py_offsets_for(PY_VER(3, 13));
 
 	REQUIRE(o8 && o11 && o12 && o13);
 	CHECK(o8->ts_frame != PYO_NONE && o8->ts_cframe == PYO_NONE);
@@ -78,7 +88,7 @@ static void make_debug(const struct py_offsets *t, uint8_t *buf, size_t len, uin
 
 TEST(debug_offsets_override_the_table)
 {
-	const struct py_offsets *t = py_offsets_for(0x030d);
+	const struct py_offsets *t = py_offsets_for(PY_VER(3, 13));
 	struct py_offsets out;
 	uint8_t buf[4096];
 	uint64_t hex = 0, v = 4242;
@@ -99,7 +109,8 @@ TEST(debug_offsets_override_the_table)
 
 TEST(debug_offsets_rejected)
 {
-	const struct py_offsets *t = py_offsets_for(0x030d), *t12 = py_offsets_for(0x030c);
+	const struct py_offsets *t = py_offsets_for(PY_VER(3, 13)),
+				*t12 = py_offsets_for(PY_VER(3, 12));
 	struct py_offsets out;
 	uint8_t buf[4096];
 	uint64_t one = 1;

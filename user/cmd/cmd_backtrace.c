@@ -11,6 +11,7 @@
 #include "live/live.h"
 #include "base/log.h"
 #include "bpf/sampler.h"
+#include "pyoffsets/pyoffsets.h"
 #include "base/util.h"
 
 #define CMD "backtrace"
@@ -19,7 +20,8 @@ static const char usage_text[] =
 	"Usage: probing backtrace -p PID [--native] [--locals [--inject]] [--depth N]\n"
 	"\n"
 	"Print the current stack of every thread of a running process: its Python frames\n"
-	"(CPython 3.8-3.13), read from outside without stopping it or loading anything into\n"
+	"(CPython " PY_VERSIONS
+	"), read from outside without stopping it or loading anything into\n"
 	"it, and with --native its native frames too (C extensions, libraries, the\n"
 	"interpreter), merged the way 'probing record' merges them. For --native each thread\n"
 	"is held still with ptrace for a moment (well under a millisecond) while its registers\n"

@@ -15,6 +15,7 @@
 #include "live/live.h"
 #include "base/log.h"
 #include "live/repl.h"
+#include "pyoffsets/pyoffsets.h"
 #include "base/util.h"
 
 static void usage(FILE *f)
@@ -24,7 +25,8 @@ static void usage(FILE *f)
 		"[--torch[=on|off|wait|status]]\n"
 		"       probing inject -p PID --show-token\n"
 		"\n"
-		"Load the probing agent into a running CPython 3.8-3.13 process and print its\n"
+		"Load the probing agent into a running CPython " PY_VERSIONS
+		" process and print its\n"
 		"status. Nothing is loaded twice: if the agent already runs, its status is "
 		"printed.\n"
 		"The agent is a small library loaded with dlopen() by one of the process's "

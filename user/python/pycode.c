@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * pycode: resolving frame records (code object address, instruction, checksum) to names,
- * files and lines, with a cache per (address, checksum), and the string intern pool whose
- * strings struct frame borrows.
+ * files and lines, with a cache per (address, checksum); the names are interned in the
+ * pyproc's string pool, which struct frame borrows from.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,38 +11,9 @@
 #include "python/pylines.h"
 #include "python/pyproc_int.h"
 
-#define CHUNK_SIZE (64 * 1024)
-#define TABLE_MAX  (1 << 20) /* a line table larger than this is not believed */
-#define CODE_MAX   (1 << 20) /* nor bytecode larger than this */
-#define UNKNOWN	   "[unknown]"
-
-const char *pp_intern(struct pyproc *pp, const char *s, size_t len)
-{
-	struct strchunk *c = pp->chunks;
-	uint64_t *slot = bmap__find(pp->strs, s, len);
-	char *copy;
-
-	if (slot)
-		return (const char *)(uintptr_t)*slot;
-	if (!c || c->size - c->used < len + 1) {
-		size_t size = len + 1 > CHUNK_SIZE ? len + 1 : CHUNK_SIZE;
-
-		c = malloc(sizeof(*c) + size);
-		if (!c)
-			return NULL;
-		c->size = size;
-		c->used = 0;
-		c->next = pp->chunks;
-		pp->chunks = c;
-	}
-	copy = c->data + c->used;
-	memcpy(copy, s, len);
-	copy[len] = 0;
-	if (!bmap__upsert(pp->strs, s, len, (uint64_t)(uintptr_t)copy, NULL))
-		return NULL; /* the copy stays unused in the chunk */
-	c->used += len + 1;
-	return copy;
-}
+#define TABLE_MAX (1 << 20) /* a line table larger than this is not believed */
+#define CODE_MAX  (1 << 20) /* nor bytecode larger than this */
+#define UNKNOWN	  "[unknown]"
 
 /* The fields of a code object the checksum covers, read in one go. */
 struct code_hdr {
@@ -224,7 +195,7 @@ int pyproc__resolve(struct pyproc *pp, const struct py_frame_rec *rec, struct fr
 					rec->lasti)
 			 : 0;
 	/* An instruction without a line: a jump resumes at its target's (pylines.h). */
-	if (line < 0 && pp->version >= 0x030a && !load_bytecode(pp, rec->code, pc))
+	if (line < 0 && pp->version >= PY_VER(3, 10) && !load_bytecode(pp, rec->code, pc))
 		line = pylines_jump_line(pp->version, pc->table, pc->table_len, pc->firstlineno,
 					 pc->code, pc->ncode, rec->lasti);
 	out->line = line > 0 ? line : 0; /* 0: unknown */

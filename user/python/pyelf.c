@@ -19,10 +19,9 @@
 struct pyelf {
 	int fd;
 	Elf *elf;
-	char *opened;
 };
 
-static struct pyelf *open_fd(int fd, const char *opened)
+static struct pyelf *open_fd(int fd)
 {
 	struct pyelf *e;
 
@@ -34,13 +33,10 @@ static struct pyelf *open_fd(int fd, const char *opened)
 		return NULL;
 	}
 	e->fd = fd;
-	e->opened = strdup(opened);
 	e->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!e->opened || !e->elf || elf_kind(e->elf) != ELF_K_ELF) {
-		int err = !e->opened ? ENOMEM : ENOEXEC;
-
+	if (!e->elf || elf_kind(e->elf) != ELF_K_ELF) {
 		pyelf__free(e);
-		errno = err;
+		errno = ENOEXEC;
 		return NULL;
 	}
 	return e;
@@ -52,25 +48,18 @@ struct pyelf *pyelf__open_path(const char *path)
 
 	if (fd < 0)
 		return NULL;
-	return open_fd(fd, path);
+	return open_fd(fd);
 }
 
 struct pyelf *pyelf__open(pid_t pid, const struct procmap *map)
 {
-	char path[4096 + 64];
 	int fd = procmaps__open(pid, map);
 
 	if (fd < 0) {
 		errno = -fd;
 		return NULL;
 	}
-	/* Say where it came from (for --info and messages). */
-	if (!map->deleted && map->path[0] == '/')
-		snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, map->path);
-	else
-		snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)pid,
-			 (unsigned long long)map->start, (unsigned long long)map->end);
-	return open_fd(fd, path);
+	return open_fd(fd);
 }
 
 void pyelf__free(struct pyelf *e)
@@ -81,13 +70,7 @@ void pyelf__free(struct pyelf *e)
 		elf_end(e->elf);
 	if (e->fd >= 0)
 		close(e->fd);
-	free(e->opened);
 	free(e);
-}
-
-const char *pyelf__opened_path(const struct pyelf *e)
-{
-	return e->opened;
 }
 
 static Elf_Scn *find_section(Elf *elf, Elf64_Word type)

@@ -61,7 +61,4 @@ int pyelf__build_id(struct pyelf *e, char *buf, size_t size);
 int pyelf__cold_part(struct pyelf *e, uint64_t start, uint64_t size, uint64_t *cstart,
 		     uint64_t *cend);
 
-/* How the file was opened: "/proc/PID/root/usr/lib/...", or the map_files path. */
-const char *pyelf__opened_path(const struct pyelf *e);
-
 #endif

@@ -8,6 +8,7 @@
 #include <limits.h>
 
 #include "python/pylines.h"
+#include "pyoffsets/pyoffsets.h"
 #include "pyoffsets/pyopcodes.h"
 
 int pylines_lnotab(const uint8_t *tab, size_t len, int firstlineno, int addr)
@@ -135,9 +136,9 @@ int pylines_line(unsigned int version, const uint8_t *tab, size_t len, int first
 {
 	int addr = lasti < 0 ? -1 : lasti > INT_MAX / 2 ? INT_MAX - 1 : lasti * 2;
 
-	if (version <= 0x0309)
+	if (version <= PY_VER(3, 9))
 		return pylines_lnotab(tab, len, firstlineno, addr);
-	if (version == 0x030a)
+	if (version == PY_VER(3, 10))
 		return pylines_linetable310(tab, len, firstlineno, addr);
 	return pylines_locations(tab, len, firstlineno, addr);
 }

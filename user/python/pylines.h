@@ -26,7 +26,7 @@ int pylines_linetable310(const uint8_t *tab, size_t len, int firstlineno, int ad
 int pylines_locations(const uint8_t *tab, size_t len, int firstlineno, int addr);
 
 /*
- * Dispatch on the minor version (0x0308 ...): the line of instruction index @lasti (code
+ * Dispatch on the version (PY_VER(3, 8) ..., pyoffsets.h): the line of instruction index @lasti (code
  * units; -1 before the first instruction). @tab is co_lnotab (3.8, 3.9) or co_linetable.
  */
 int pylines_line(unsigned int version, const uint8_t *tab, size_t len, int firstlineno, int lasti);

@@ -226,7 +226,9 @@ unreadable:
 /* The code object the frame runs now. */
 static int frame_code(struct pyproc *pp, uint64_t frame, uint64_t *code)
 {
-	return pp_ptr(pp, frame + (pp->version <= 0x030a ? pp->off.f_code : pp->off.if_code), code);
+	return pp_ptr(pp,
+		      frame + (pp->frames == PY_FRAMES_OBJECT ? pp->off.f_code : pp->off.if_code),
+		      code);
 }
 
 /* The items of the tuple at @tuple (at most @max of them; *@n gets the size). */
@@ -482,8 +484,8 @@ int pyproc__frame_locals_ex(struct pyproc *pp, uint64_t frame, uint64_t code, si
 		err = pp_read(pp, code + o->co_kwonlyargcount, &kwonly, sizeof(kwonly));
 	if (err)
 		goto cleanup;
-	err = pp->version <= 0x030a ? slots_310(pp, frame, code, &s)
-				    : slots_311(pp, frame, code, &s);
+	err = pp->frames == PY_FRAMES_OBJECT ? slots_310(pp, frame, code, &s)
+					     : slots_311(pp, frame, code, &s);
 	if (err)
 		goto cleanup;
 	s.values = malloc((s.n + 1) * sizeof(*s.values));
@@ -513,7 +515,7 @@ int pyproc__frame_locals_ex(struct pyproc *pp, uint64_t frame, uint64_t code, si
 	}
 	for (i = 0; i < s.n; i++)
 		order[i] = i;
-	for (i = 0; pp->version <= 0x030a && i < s.n; i++) {
+	for (i = 0; pp->frames == PY_FRAMES_OBJECT && i < s.n; i++) {
 		size_t a;
 
 		if (!(s.kinds[i] & CO_FAST_CELL))
@@ -570,7 +572,9 @@ int pyproc__frame_locals_ex(struct pyproc *pp, uint64_t frame, uint64_t code, si
 	if ((opts & PYLOCALS_NAMESPACE) && !(cflags & CO_OPTIMIZED)) {
 		struct ns_ctx nc = {max_repr, &v, cb, ctx, 0};
 
-		err = pp_ptr(pp, frame + (pp->version <= 0x030a ? o->f_locals : o->if_locals), &ns);
+		err = pp_ptr(pp,
+			     frame + (pp->frames == PY_FRAMES_OBJECT ? o->f_locals : o->if_locals),
+			     &ns);
 		if (!err && ns && !pp_ptr(pp, ns + o->ob_type, &tp) && is(pp, tp, PYS_DICT)) {
 			err = py_dict_foreach(pp, ns, NS_MAX_ENTRIES, ns_entry, &nc);
 			/* A dict resized under us reads as garbage: what was reported stands. */

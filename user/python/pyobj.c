@@ -140,7 +140,7 @@ const char *py_str_interned(struct pyproc *pp, uint64_t addr)
 		errno = -err;
 		return NULL;
 	}
-	r = pp_intern(pp, s, len);
+	r = strpool__intern(pp->strs, s); /* a str with an embedded NUL ends there */
 	free(s);
 	return r;
 }
@@ -444,19 +444,19 @@ int py_getattr_dict_keyed(struct pyproc *pp, uint64_t obj, const char *name, uin
 		err = pp_ptr(pp, type + o->tp_flags, &flags);
 	if (err)
 		return err;
-	if (pp->version >= 0x030b && (flags & TPFLAGS_MANAGED_DICT)) {
+	if (pp->version >= PY_VER(3, 11) && (flags & TPFLAGS_MANAGED_DICT)) {
 		/* The dict pointer sits 3 words before the object (MANAGED_DICT_OFFSET). */
 		uint64_t slot;
 
 		err = pp_ptr(pp, obj - 3 * 8, &slot);
 		if (err)
 			return err;
-		if (pp->version == 0x030b) {
+		if (pp->version == PY_VER(3, 11)) {
 			/* 3.11: values pointer at -4 words when no dict was materialised. */
 			dict = slot;
 			if (!dict && (err = pp_ptr(pp, obj - 4 * 8, &values)))
 				return err;
-		} else if (pp->version == 0x030c) {
+		} else if (pp->version == PY_VER(3, 12)) {
 			/* 3.12: PyDictOrValues, tagged: an odd value is the values pointer - 1
 			 * (_PyDictOrValues_SetValues, Include/internal/pycore_object.h). */
 			if (slot & 1)

@@ -15,8 +15,6 @@
 #include "python/pyproc_int.h"
 #include "base/util.h"
 
-#define MAX_FRAMES 100000 /* a frame chain longer than this is a loop */
-
 /* ---- discovery ---------------------------------------------------------------------------- */
 
 enum {
@@ -185,7 +183,35 @@ static void format_version(struct pyproc *pp, uint64_t hex)
 			 (unsigned int)(hex >> 24) & 0xff, (unsigned int)(hex >> 16) & 0xff,
 			 (unsigned int)(hex >> 8) & 0xff);
 	else
-		snprintf(pp->version_str, sizeof(pp->version_str), "3.%u", pp->version & 0xff);
+		snprintf(pp->version_str, sizeof(pp->version_str), "%u.%u",
+			 PY_VER_MAJOR(pp->version), PY_VER_MINOR(pp->version));
+}
+
+/*
+ * How this interpreter's frames are walked (bpf/pywalk.h), by both walkers: the one place
+ * where a version picks a layout and its rules.
+ */
+static void choose_walk(struct pyproc *pp)
+{
+	unsigned int v = pp->version;
+
+	if (v <= PY_VER(3, 10))
+		pp->frames = PY_FRAMES_OBJECT;
+	else if (v <= PY_VER(3, 12))
+		pp->frames = PY_FRAMES_CFRAME;
+	else
+		pp->frames = PY_FRAMES_CURRENT;
+	pp->rules = 0;
+	if (v <= PY_VER(3, 9))
+		pp->rules |= PY_RULE_LASTI_BYTES;
+	if (v == PY_VER(3, 11))
+		pp->rules |= PY_RULE_ENTRY_FLAG;
+	if (v >= PY_VER(3, 12))
+		pp->rules |= PY_RULE_ENTRY_SHIM;
+	if (pp->frames == PY_FRAMES_CFRAME)
+		pp->rules |= PY_RULE_ENDS_AT_ENTRY;
+	if (v >= PY_VER(3, 13))
+		pp->rules |= PY_RULE_EXEC_ANY | PY_RULE_HIDE_INCOMPLETE;
 }
 
 struct pyproc *pyproc__open(pid_t pid)
@@ -206,7 +232,7 @@ struct pyproc *pyproc__open(pid_t pid)
 	pp->pid = pid;
 	pp->pthread_specific = -2;
 	pp->pthread_tid_off = -2;
-	pp->strs = bmap__new();
+	pp->strs = strpool__new();
 	pp->codes = bmap__new();
 	pp->lines = bmap__new();
 	if (!pp->strs || !pp->codes || !pp->lines) {
@@ -238,18 +264,18 @@ struct pyproc *pyproc__open(pid_t pid)
 		err = -ENOTSUP;
 		goto cleanup;
 	}
-	pp->version = 0x0300 | minor;
+	pp->version = PY_VER(3, minor);
 	format_version(pp, hex);
 	table = py_offsets_for(pp->version);
 	if (!table) {
-		pr_warn("pid %d: Python %s (%s) is not supported (3.8-3.13 are); Python frames "
-			"will "
-			"be missing",
+		pr_warn("pid %d: Python %s (%s) is not supported (" PY_VERSIONS " are); Python "
+			"frames will be missing",
 			(int)pid, pp->version_str, pp->elf_path);
 		err = -ENOTSUP;
 		goto cleanup;
 	}
 	pp->off = *table;
+	choose_walk(pp);
 	if (table->dbg_size != PYO_NONE) {
 		/* 3.13+: the interpreter describes its own layout; prefer it to our table. */
 		uint64_t dhex = 0;
@@ -264,8 +290,7 @@ struct pyproc *pyproc__open(pid_t pid)
 			err = py_offsets_apply_debug(table, dbg, table->dbg_size, &pp->off, &dhex);
 		if (err == -ENOTSUP) {
 			pr_warn("pid %d: free-threaded Python %s is not supported; Python frames "
-				"will be "
-				"missing",
+				"will be missing",
 				(int)pid, pp->version_str);
 			goto cleanup;
 		}
@@ -302,11 +327,10 @@ struct pyproc *pyproc__dup(const struct pyproc *src, pid_t pid)
 	pp->pid = pid;
 	pp->threads = NULL;
 	pp->nthreads = pp->capthreads = 0;
-	pp->chunks = NULL;
 	pp->code_arr = NULL;
 	pp->ncode = pp->capcode = 0;
 	pp->elf_path = src->elf_path ? strdup(src->elf_path) : NULL;
-	pp->strs = bmap__new();
+	pp->strs = strpool__new();
 	pp->codes = bmap__new();
 	pp->lines = bmap__new();
 	if ((src->elf_path && !pp->elf_path) || !pp->strs || !pp->codes || !pp->lines) {
@@ -330,28 +354,12 @@ void pyproc__free(struct pyproc *pp)
 		free(pp->code_arr[i].code);
 	}
 	free(pp->code_arr);
-	while (pp->chunks) {
-		struct strchunk *next = pp->chunks->next;
-
-		free(pp->chunks);
-		pp->chunks = next;
-	}
-	bmap__free(pp->strs);
+	strpool__free(pp->strs);
 	bmap__free(pp->codes);
 	bmap__free(pp->lines);
 	free(pp->threads);
 	free(pp->elf_path);
 	free(pp);
-}
-
-pid_t pyproc__pid(const struct pyproc *pp)
-{
-	return pp->pid;
-}
-
-unsigned int pyproc__version(const struct pyproc *pp)
-{
-	return pp->version;
 }
 
 const char *pyproc__version_str(const struct pyproc *pp)
@@ -406,7 +414,8 @@ static int walk_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 	uint32_t fsize = 0, csize = 0;
 
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->version = pp->version;
+	cfg->frames = pp->frames;
+	cfg->rules = pp->rules;
 	cfg->max_depth = max_depth > SAMPLER_MAX_PYDEPTH ? SAMPLER_MAX_PYDEPTH : max_depth;
 	cfg->code_type_addr = pp->code_type;
 	cfg->pthread_specific = -1;
@@ -416,29 +425,40 @@ static int walk_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 	cfg->off.ts_cframe = off16(o->ts_cframe);
 	cfg->off.cframe_current = off16(o->cf_current_frame);
 	cfg->off.ts_current_frame = off16(o->ts_current_frame);
-	if (pp->version <= 0x030a) {
+	cfg->off.frame_lasti = PY_OFF_NONE;
+	cfg->off.frame_instr = PY_OFF_NONE;
+	cfg->off.frame_owner = PY_OFF_NONE;
+	cfg->off.frame_is_entry = PY_OFF_NONE;
+	cfg->off.code_firsttraceable = PY_OFF_NONE;
+	if (pp->frames == PY_FRAMES_OBJECT) {
 		cfg->off.frame_back = off16(o->f_back);
 		cfg->off.frame_code = off16(o->f_code);
 		cfg->off.frame_lasti = off16(o->f_lasti);
-		cfg->off.frame_instr = PY_OFF_NONE;
-		cfg->off.frame_owner = PY_OFF_NONE;
-		cfg->off.frame_is_entry = PY_OFF_NONE;
 		cover(&fsize, o->f_back, 8);
 		cover(&fsize, o->f_code, 8);
 		cover(&fsize, o->f_lasti, 4);
 	} else {
 		cfg->off.frame_back = off16(o->if_previous);
 		cfg->off.frame_code = off16(o->if_code);
-		cfg->off.frame_lasti = PY_OFF_NONE;
 		cfg->off.frame_instr = off16(o->if_instr);
-		cfg->off.frame_owner = pp->version >= 0x030c ? off16(o->if_owner) : PY_OFF_NONE;
-		cfg->off.frame_is_entry = off16(o->if_is_entry);
 		cover(&fsize, o->if_previous, 8);
 		cover(&fsize, o->if_code, 8);
 		cover(&fsize, o->if_instr, 8);
-		if (pp->version >= 0x030c)
-			cover(&fsize, o->if_owner, 1);
+	}
+	if (pp->rules & PY_RULE_ENTRY_SHIM) {
+		cfg->off.frame_owner = off16(o->if_owner);
+		cover(&fsize, o->if_owner, 1);
+	}
+	if (pp->rules & PY_RULE_ENTRY_FLAG) {
+		cfg->off.frame_is_entry = off16(o->if_is_entry);
 		cover(&fsize, o->if_is_entry, 1);
+	}
+	/* 3.13 pushes a shim frame running the static code object _Py_InitCleanup under an
+	 * __init__ called by CALL_ALLOC_AND_ENTER_INIT (gh-91095); like every "incomplete" frame
+	 * (_PyFrame_IsIncomplete: instr_ptr before _co_firsttraceable) CPython hides it. */
+	if (pp->rules & PY_RULE_HIDE_INCOMPLETE) {
+		cfg->off.code_firsttraceable = off16(o->co_firsttraceable);
+		cover(&csize, o->co_firsttraceable, 4);
 	}
 	cfg->off.code_firstlineno = off16(o->co_firstlineno);
 	cfg->off.code_name = off16(o->co_name);
@@ -446,15 +466,6 @@ static int walk_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 	cfg->off.ob_type = off16(o->ob_type);
 	cfg->off.code_filename = off16(o->co_filename);
 	cfg->off.tss_key = off16(o->tss_key);
-	/* 3.13 pushes a shim frame running the static code object _Py_InitCleanup under an
-	 * __init__ called by CALL_ALLOC_AND_ENTER_INIT (gh-91095); like every "incomplete" frame
-	 * (_PyFrame_IsIncomplete: instr_ptr before _co_firsttraceable) CPython hides it. */
-	if (pp->version >= 0x030d) {
-		cfg->off.code_firsttraceable = off16(o->co_firsttraceable);
-		cover(&csize, o->co_firsttraceable, 4);
-	} else {
-		cfg->off.code_firsttraceable = PY_OFF_NONE;
-	}
 	cover(&csize, o->ob_type, 8);
 	cover(&csize, o->co_firstlineno, 4);
 	cover(&csize, o->co_name, 8);
@@ -481,140 +492,85 @@ int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 
 /* ---- walking from outside ----------------------------------------------------------------- */
 
-static int first_frame(struct pyproc *pp, uint64_t tstate, uint64_t *frame)
+/* The innermost frame of @tstate, as the BPF walker finds it (py_first_frame_offsets). */
+static int first_frame(struct pyproc *pp, const struct py_proc_cfg *cfg, uint64_t tstate,
+		       uint64_t *frame)
 {
-	const struct py_offsets *o = &pp->off;
-	uint64_t cframe;
+	uint64_t p;
+	__u16 off, off2;
 	int err;
 
-	if (o->ts_frame != PYO_NONE)
-		return pp_ptr(pp, tstate + o->ts_frame, frame); /* <= 3.10 */
-	if (o->ts_current_frame != PYO_NONE)
-		return pp_ptr(pp, tstate + o->ts_current_frame, frame); /* 3.13+ */
-	/* 3.11, 3.12: tstate->cframe->current_frame */
-	err = pp_ptr(pp, tstate + o->ts_cframe, &cframe);
+	if (py_first_frame_offsets(cfg, &off, &off2) == 1)
+		return pp_ptr(pp, tstate + off, frame);
+	err = pp_ptr(pp, tstate + off, &p);
 	if (err)
 		return err;
-	if (!cframe) {
+	if (!p) {
 		*frame = 0;
 		return 0;
 	}
-	return pp_ptr(pp, cframe + o->cf_current_frame, frame);
-}
-
-static uint64_t get64(const uint8_t *b, uint32_t off)
-{
-	uint64_t v;
-
-	memcpy(&v, b + off, 8);
-	return v;
-}
-
-int pyproc__walk(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, unsigned int max,
-		 bool *truncated, unsigned int *n_partial)
-{
-	return pyproc__walk_ex(pp, tstate, out, NULL, max, truncated, n_partial);
+	return pp_ptr(pp, p + off2, frame);
 }
 
 int pyproc__walk_ex(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, uint64_t *frames,
 		    unsigned int max, bool *truncated, unsigned int *n_partial)
 {
 	struct py_proc_cfg cfg;
-	uint8_t fb[PY_HDR_MAX], cb[PY_HDR_MAX];
+	/* Header copies, as large as the BPF walker's (pywalk.h masks offsets into them). */
+	uint8_t fb[PY_HDR_MAX + 8] = {0}, cb[PY_HDR_MAX + 8] = {0};
+	struct py_walk w;
 	uint64_t frame;
-	unsigned int n = 0, steps;
-	int err;
+	unsigned int steps, n0;
+	__u32 sz;
+	int err = 0, next;
 
 	*truncated = false;
 	if (n_partial)
 		*n_partial = 0;
-	/* The same read sizes and fields as the BPF walker. */
+	/* The same config, read sizes and rules (bpf/pywalk.h) as the BPF walker. */
 	err = walk_cfg(pp, max, &cfg);
 	if (err)
 		return err;
-	err = first_frame(pp, tstate, &frame);
+	err = first_frame(pp, &cfg, tstate, &frame);
 	if (err)
 		return err;
-	for (steps = 0; frame && steps < MAX_FRAMES; steps++) {
-		uint64_t code, prev, name, filename;
-		uint32_t firstlineno, meta = 0;
-		int32_t lasti = -1;
-
-		err = pp_read(pp, frame, fb, cfg.off.frame_size);
-		if (err)
-			goto partial;
-		prev = get64(fb, cfg.off.frame_back);
-		code = get64(fb, cfg.off.frame_code);
-		/* 3.12+: the C stack pushes a shim frame under each entry into the interpreter
-		 * (gh-100762 trampoline, FRAME_OWNED_BY_CSTACK): mark the frame above it as the
-		 * entry frame and skip it. */
-		if (cfg.off.frame_owner != PY_OFF_NONE &&
-		    fb[cfg.off.frame_owner] == PY_FRAME_OWNED_BY_CSTACK) {
-			if (n)
-				out[n - 1].meta |= PYF_ENTRY;
-			frame = prev;
-			continue;
-		}
-		if (n >= max) {
-			*truncated = true;
+	py_walk_begin(&w, &cfg, frame);
+	for (steps = 0; steps < PY_WALK_MAX_STEPS && !py_walk_at_end(&w); steps++) {
+		frame = w.frame;
+		sz = py_frame_hdr_size(&cfg);
+		err = sz ? pp_read(pp, w.frame, fb, sz) : -EINVAL;
+		if (err) {
+			py_walk_fail(&w);
 			break;
 		}
-		err = code ? pp_read(pp, code, cb, cfg.off.code_size) : -EFAULT;
-		if (err)
-			goto partial;
-		if (cfg.code_type_addr && get64(cb, cfg.off.ob_type) != cfg.code_type_addr) {
-			/* 3.13: f_executable may be something else than code (None for a shim
-			 * that is not marked CSTACK): not a Python frame. Before 3.13 f_code is
-			 * always code: the frame was rewritten under us. */
-			if (pp->version >= 0x030d) {
-				frame = prev;
-				continue;
-			}
-			err = -EFAULT;
-			goto partial;
+		next = py_walk_frame(&cfg, &w, fb, out);
+		if (next == PY_NEXT_FRAME)
+			continue;
+		if (next == PY_NEXT_STOP)
+			break;
+		sz = py_code_hdr_size(&cfg);
+		err = sz ? pp_read(pp, w.code, cb, sz) : -EINVAL;
+		if (err) {
+			py_walk_fail(&w);
+			break;
 		}
-		name = get64(cb, cfg.off.code_name);
-		filename = get64(cb, cfg.off.code_filename);
-		memcpy(&firstlineno, cb + cfg.off.code_firstlineno, 4);
-		if (pp->version <= 0x030a) {
-			int32_t fl;
-
-			memcpy(&fl, fb + cfg.off.frame_lasti, 4);
-			/* f_lasti counts bytes in 3.8/3.9 (bpo-27129 made it instructions). */
-			lasti = pp->version <= 0x0309 && fl > 0 ? fl >> 1 : fl;
-			meta = PYF_ENTRY; /* one PyFrameObject per C-level eval call */
-		} else {
-			uint64_t instr = get64(fb, cfg.off.frame_instr);
-			int64_t d = (int64_t)(instr - (code + cfg.off.code_adaptive));
-
-			/* Exactly as the BPF walker computes it. */
-			lasti = d < 0 || d > 0x7ffffffe ? -1 : (int32_t)(d >> 1);
-			if (cfg.off.frame_is_entry != PY_OFF_NONE && fb[cfg.off.frame_is_entry])
-				meta = PYF_ENTRY; /* 3.11 */
-			/* An incomplete frame below another one is a 3.13 _Py_InitCleanup shim
-			 * (the only frames that call before their prologue ends): skip it. A leaf
-			 * in its prologue stays: it is the function being entered. */
-			if (cfg.off.code_firsttraceable != PY_OFF_NONE && n > 0) {
-				int32_t ft;
-
-				memcpy(&ft, cb + cfg.off.code_firsttraceable, 4);
-				if (lasti < ft) {
-					frame = prev;
-					continue;
-				}
-			}
-		}
-		out[n].code = code;
-		out[n].lasti = lasti;
-		out[n].meta = meta | py_code_checksum(name, filename, firstlineno) << 1;
-		if (frames)
-			frames[n] = frame;
-		n++;
-		frame = prev;
+		n0 = w.n;
+		next = py_walk_code(&cfg, &w, fb, cb, out);
+		if (frames && w.n > n0)
+			frames[n0] = frame;
+		if (next == PY_NEXT_STOP)
+			break;
 	}
-	return (int)n;
-partial:
-	if (n_partial)
-		*n_partial = n;
-	return err;
+	py_walk_end(&cfg, &w);
+	*truncated = w.flags & SAMPLE_F_PY_TRUNCATED;
+	switch (w.status) {
+	case PY_OK:
+		return (int)w.n;
+	case PY_TORN:
+		return -EAGAIN;
+	default: /* PY_READ_ERROR: a read failed, or a frame changed under us */
+		if (n_partial)
+			*n_partial = w.n;
+		return err;
+	}
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * pyproc: the CPython interpreter of one target process, read from outside (no ptrace, no
- * stop: process_vm_readv only). Supports CPython 3.8-3.13 on x86_64 (glibc).
+ * stop: process_vm_readv only). Supports the CPython versions pyoffsets/pyoffsets.h names
+ * (PY_VERSIONS) on x86_64 (glibc).
  *
  * Per target process:
  *   pp = pyproc__open(pid)                  find the interpreter, its version and layout
@@ -10,8 +11,8 @@
  *   pyproc__refresh_threads(pp)             re-read threads, tids and thread names
  *   pyproc__resolve(pp, &rec, &frame)       (code, lasti, checksum) from BPF -> names, line
  *   pyproc__free(pp)
- * Reading stacks without BPF: pyproc__refresh_threads() then pyproc__walk() per thread;
- * with local variables: pyproc__walk_ex() then pyproc__frame_locals() per frame.
+ * Reading stacks without BPF: pyproc__refresh_threads() then pyproc__walk_ex() per thread,
+ * and for local variables pyproc__frame_locals() per frame.
  *
  * Not thread-safe: one pyproc is used by one thread at a time.
  */
@@ -34,9 +35,9 @@ struct pyproc;
  * Find the CPython interpreter in process @pid: the ELF that defines _PyRuntime among its
  * mappings (a python executable, a shared libpython, an embedding program, a dlopen'ed
  * libpython), its version and struct layout. Returns the object, or NULL with errno:
- *   ENOENT   no CPython interpreter in the process (not Python, or Python 2 / < 3.8 without
+ *   ENOENT   no CPython interpreter in the process (not Python, or Python 2 / < 3.7 without
  *            _PyRuntime)
- *   ENOTSUP  a CPython we cannot read (version outside 3.8-3.13, unknown version,
+ *   ENOTSUP  a CPython we cannot read (version outside PY_VERSIONS, unknown version,
  *            free-threaded build); a warning saying which was printed
  *   ESRCH    no such process;  EACCES/EPERM  not allowed to read it
  * The caller can still record native stacks in the ENOTSUP/ENOENT cases.
@@ -53,10 +54,7 @@ struct pyproc *pyproc__dup(const struct pyproc *pp, pid_t pid);
 /* Release everything; every string handed out becomes invalid. NULL is a no-op. */
 void pyproc__free(struct pyproc *pp);
 
-pid_t pyproc__pid(const struct pyproc *pp);
-/* Minor version as 0x030b; and a printable version, "3.11.7" (or "3.9" when only the minor
- * version is known). */
-unsigned int pyproc__version(const struct pyproc *pp);
+/* The printable version, "3.11.7" (or "3.9" when only the minor version is known). */
 const char *pyproc__version_str(const struct pyproc *pp);
 /* The ELF holding the interpreter (path as /proc/PID/maps lists it) and &_PyRuntime. */
 const char *pyproc__elf_path(const struct pyproc *pp);
@@ -127,21 +125,18 @@ int pyproc__tss_key(struct pyproc *pp);
 /* ---- stacks ------------------------------------------------------------------------------- */
 
 /*
- * Walk the Python frames of the thread whose PyThreadState is at @tstate, with the same
- * semantics as the BPF walker: leaf first, code object address, lasti in code units (-1
- * before the first instruction), PYF_ENTRY and the checksum in meta, shim frames skipped.
- * Writes at most @max records; *@truncated says more frames followed. Return the number of
- * records, or -errno (-EFAULT: a frame could not be read; the records so far are kept in
- * @out and their count is in *@n_partial if not NULL).
- */
-int pyproc__walk(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, unsigned int max,
-		 bool *truncated, unsigned int *n_partial);
-
-/*
- * Like pyproc__walk, also giving each frame's address in @frames[i] (a PyFrameObject * up
- * to 3.10, a _PyInterpreterFrame * from 3.11) for pyproc__frame_locals. @frames may be NULL;
- * otherwise it has room for @max entries and gets one per record written (also the records
- * kept on -EFAULT).
+ * Walk the Python frames of the thread whose PyThreadState is at @tstate by the rules of the
+ * BPF walker (bpf/pywalk.h, shared): leaf first, code object address, lasti in code units
+ * (-1 before the first instruction), PYF_ENTRY and the checksum in meta, shim frames
+ * skipped; each frame's address in @frames[i] (a PyFrameObject * up to 3.10, a
+ * _PyInterpreterFrame * from 3.11) for pyproc__frame_locals. Writes at most @max records
+ * (and at most SAMPLER_MAX_PYDEPTH); @frames may be NULL, otherwise it has room for @max
+ * entries. *@truncated says more frames followed. Return the number of records, or -errno:
+ *   -EFAULT (or another read error: -ESRCH when the process is gone) a frame could not be
+ *           read, or changed under us: the records so far are kept in @out (and @frames),
+ *           their count in *@n_partial if not NULL
+ *   -EAGAIN the thread was caught entering the eval loop (3.11, 3.12: the chain does not end
+ *           at an entry frame, PY_TORN); no records; walk again
  */
 int pyproc__walk_ex(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, uint64_t *frames,
 		    unsigned int max, bool *truncated, unsigned int *n_partial);

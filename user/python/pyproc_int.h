@@ -8,13 +8,15 @@
 #define PROBING_PYPROC_INT_H
 
 #include "base/bmap.h"
+#include "base/strpool.h"
+#include "bpf/pywalk.h"
 #include "python/pymem.h"
 #include "pyoffsets/pyoffsets.h"
 #include "python/pyproc.h"
 
 /* One resolved code object (cache entry). */
 struct pycode {
-	const char *name;     /* interned */
+	const char *name;     /* interned (pp->strs) */
 	const char *qualname; /* interned, NULL before 3.11 */
 	const char *file;     /* interned */
 	int firstlineno;
@@ -24,13 +26,6 @@ struct pycode {
 	size_t ncode;	/* how many (2 bytes each) */
 	bool code_read; /* reading them was tried */
 	int err;	/* non-zero: the object could not be read (cached failure) */
-};
-
-/* A block of interned strings. */
-struct strchunk {
-	struct strchunk *next;
-	size_t used, size;
-	char data[];
 };
 
 /*
@@ -65,9 +60,12 @@ enum py_symobj { PY_SYMOBJS(PYS_ENUM_) PYS_NR };
 
 struct pyproc {
 	pid_t pid;
-	unsigned int version; /* 0x030b */
+	unsigned int version; /* PY_VER(3, 11) */
 	char version_str[32];
 	struct py_offsets off;
+	/* How frames are walked (bpf/pywalk.h), picked once from the version at open. */
+	uint16_t frames; /* enum py_frames */
+	uint16_t rules;	 /* PY_RULE_* */
 	char *elf_path;
 	uint64_t bias;
 	uint64_t runtime;   /* &_PyRuntime */
@@ -81,9 +79,8 @@ struct pyproc {
 	int pthread_specific; /* -2 not calibrated yet, -1 unusable */
 	int pthread_tid_off;  /* struct pthread.tid offset; -2 not calibrated, -1 unknown */
 
-	struct bmap *strs; /* interned string -> const char * */
-	struct strchunk *chunks;
-	struct bmap *codes; /* (code addr, checksum) -> index + 1 into code_arr */
+	struct strpool *strs; /* names, files, thread names: valid until pyproc__free */
+	struct bmap *codes;   /* (code addr, checksum) -> index + 1 into code_arr */
 	struct pycode *code_arr;
 	size_t ncode, capcode;
 	struct bmap *lines; /* (code addr, checksum, lasti) -> line + 1 */
@@ -102,9 +99,6 @@ static inline int pp_ptr(struct pyproc *pp, uint64_t addr, uint64_t *out)
 {
 	return pymem_read_u64(pp->pid, addr, out);
 }
-
-/* Intern @len bytes of @s (NUL added). NULL on ENOMEM. Valid until pyproc__free. */
-const char *pp_intern(struct pyproc *pp, const char *s, size_t len);
 
 /* Limits for strings read from the target (names, paths). */
 #define PY_STR_MAX 4096

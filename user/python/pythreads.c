@@ -537,8 +537,8 @@ static const char *comm_name(struct pyproc *pp, pid_t tid)
 	if (!s)
 		return "";
 	while (len && s[len - 1] == '\n')
-		len--;
-	r = pp_intern(pp, s, len);
+		s[--len] = 0;
+	r = strpool__intern(pp->strs, s);
 	free(s);
 	return r ? r : "";
 }
