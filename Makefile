@@ -162,7 +162,7 @@ vmlinux:
 
 format-check:
 	$(Q)clang-format --dry-run --Werror $(filter-out %/vmlinux.h,$(wildcard user/*/*.[ch] \
-		bpf/*.[ch] pyoffsets/*.[ch] injector/*.[ch] tests/unit/*.[ch] tests/workloads/*.[ch]))
+		bpf/*.[ch] pyoffsets/*.[ch] injector/*.[ch] tests/unit/*.[ch] tests/workloads/*/*.[ch]))
 
 clean:
 	rm -rf $(BUILD)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Training-step slowdown of the PyTorch hooks (probing inject --torch), paired in one process.
 
-One training process (tests/workloads/torch_train.py, a small transformer on CPU, Debian's
+One training process (tests/workloads/torch/torch_train.py, a small transformer on CPU, Debian's
 torch) prints the start and end of every step. The hooks are switched between three states
 in turn, every PHASE seconds, through the real commands (inject --torch / --torch=off,
 config torch_every=N):
@@ -29,7 +29,7 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PROBING = os.path.join(ROOT, "build", "probing")
-WORKLOAD = os.path.join(ROOT, "tests", "workloads", "torch_train.py")
+WORKLOAD = os.path.join(ROOT, "tests", "workloads", "torch", "torch_train.py")
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
 
 
@@ -110,7 +110,7 @@ def main():
     def ratio(state, k):
         return statistics.median(v[state][k] / v["off"][k] for v in rounds)
 
-    print("torch hooks: %s model (tests/workloads/torch_train.py --size %s), %d rounds of "
+    print("torch hooks: %s model (tests/workloads/torch/torch_train.py --size %s), %d rounds of "
           "%.0f s per state, ~%d steps per phase, %d CPUs, load %.1f" % (
               args.size, args.size, len(rounds), args.phase, med("off", 2), os.cpu_count(),
               os.getloadavg()[0]))

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the sampler BPF program (sampler.bpf.c) and userspace (user/sampler.c, user/recorder.c)
- * share: the per-sample event, the per-process Python configuration and the CPython offsets
- * the BPF frame walker needs. Fixed-width fields only.
+ * What the sampler BPF program (sampler.bpf.c) and userspace (user/record/sampling.c,
+ * user/record/recorder.c) share: the per-sample event, the per-process Python configuration
+ * and the CPython offsets the BPF frame walker needs. Fixed-width fields only.
  */
 #ifndef PROBING_SAMPLER_H
 #define PROBING_SAMPLER_H

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libprobing-agent.so: the in-process side of live diagnosis (DESIGN.md §7, docs/live.md).
+ * libprobing-agent.so: the in-process side of live diagnosis (docs/design.md §6, docs/live.md).
  *
  * The constructor only starts one thread (no Python call, no allocation beyond what
  * pthread_create does) and returns. That thread ("probing-agent") serves the abstract Unix

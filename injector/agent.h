@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The wire protocol between probing (user/agent_client.c) and the in-process agent
+ * The wire protocol between probing (user/live/agent_client.c) and the in-process agent
  * (injector/agent.c), shared by both sides.
  *
  * Transport: the abstract Unix socket "@probing-<pid>" (pid as the target sees itself), peer

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * inject: run dlopen() (or any exported function) inside a running process with ptrace
- * (DESIGN.md §7), on one of its threads, and put that thread back exactly as it was.
+ * (docs/design.md §6), on one of its threads, and put that thread back exactly as it was.
  *
  *  1. Permission checks with clear reasons (owner or root only; Yama; another tracer).
  *  2. dlopen and dlerror are resolved in the *target's* libc from its ELF file and

@@ -17,7 +17,7 @@ BUILD = os.path.join(ROOT, "build")
 PROBING = os.path.join(BUILD, "probing")
 AGENT = os.path.join(BUILD, "libprobing-agent.so")
 WORKLOADS = os.path.join(BUILD, "workloads")          # compiled workloads
-PY_WORKLOADS = os.path.join(ROOT, "tests", "workloads")  # Python workload scripts
+PY_WORKLOADS = os.path.join(ROOT, "tests", "workloads")  # workload sources: python/, live/...
 
 _tmp = None
 _procs = []

@@ -7,7 +7,7 @@ import time
 
 import harness
 
-TARGET = os.path.join(harness.PY_WORKLOADS, "live_target.py")
+TARGET = os.path.join(harness.PY_WORKLOADS, "live", "live_target.py")
 LIVESQL = os.path.join(harness.BUILD, "tests", "tools", "livesql")
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import harness as h
 
-WORKLOAD = os.path.join(h.PY_WORKLOADS, "py_stacks.py")
+WORKLOAD = os.path.join(h.PY_WORKLOADS, "python", "py_stacks.py")
 TOOLS = os.path.join(h.BUILD, "tests", "tools")
 PYSTACKS = os.path.join(TOOLS, "pystacks")
 PYSTACK_BPF = os.path.join(TOOLS, "pystack-bpf")

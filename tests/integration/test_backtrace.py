@@ -1,6 +1,6 @@
 """probing backtrace and python.backtrace without the agent: every thread's stack of a running
 process read from outside, against what the process's own interpreter says
-(tests/workloads/py_stacks.py dumps sys._current_frames to truth.json), for every
+(tests/workloads/python/py_stacks.py dumps sys._current_frames to truth.json), for every
 interpreter; --native against known native frames; the target is never disturbed."""
 import json
 import os
@@ -130,7 +130,7 @@ def test_target_not_disturbed():
     # A target checking its own sleeps and reads (ctypes: an EINTR would be seen) while
     # backtrace --native holds each of its threads, many times.
     for mode in ("c_nanosleep", "c_epoll", "c_read", "sleep", "threads"):
-        target = h.spawn(["/usr/bin/python3", os.path.join(h.ROOT, "tests/workloads",
+        target = h.spawn(["/usr/bin/python3", os.path.join(h.PY_WORKLOADS, "live",
                                                            "live_target.py"), mode, "6"],
                          stdout=subprocess.PIPE, text=True)
         assert target.stdout.readline().startswith("READY")
@@ -160,11 +160,11 @@ def test_bad_input():
     assert "Traceback" not in r.stderr and r.stderr.strip()
 
 
-LOCALS_WORKLOAD = os.path.join(h.PY_WORKLOADS, "py_locals.py")
+LOCALS_WORKLOAD = os.path.join(h.PY_WORKLOADS, "python", "py_locals.py")
 
 
 def start_locals(exe, max_repr):
-    """tests/workloads/py_locals.py: threads parked with known locals, and truth.json."""
+    """tests/workloads/python/py_locals.py: threads parked with known locals, and truth.json."""
     out = h.tmp("locals")
     os.makedirs(out, exist_ok=True)
     p = h.spawn([exe, LOCALS_WORKLOAD, out, str(max_repr)])

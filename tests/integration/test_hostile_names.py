@@ -2,7 +2,7 @@
 co_filename, a local variable's name, a command line or a library path holding a newline, an
 escape sequence, ';', a bidi override or invalid UTF-8 must reach every text output escaped
 (no control character, valid UTF-8, no forged line or frame), and JSON, SVG and pprof must
-stay well-formed. One workload (tests/workloads/hostile_names.py) and one recording of it
+stay well-formed. One workload (tests/workloads/python/hostile_names.py) and one recording of it
 serve every output."""
 import gzip
 import json
@@ -16,11 +16,11 @@ import xml.etree.ElementTree as ET
 import harness as h
 from test_export import decode_profile
 
-WORKLOAD = os.path.join(h.PY_WORKLOADS, "hostile_names.py")
+WORKLOAD = os.path.join(h.PY_WORKLOADS, "python", "hostile_names.py")
 PYTHON = "/usr/bin/python3"  # Debian's 3.11: present wherever the tests run
 ARG = "arg\x1b]0;cmd\x07\nThread 1 \"fake\""
 
-# What the workload names things (keep in sync with tests/workloads/hostile_names.py).
+# What the workload names things (keep in sync with tests/workloads/python/hostile_names.py).
 NAME = "spin\x1b]0;pwned\x07;semi\nThread 1 \"fake\" (running)\n    forged (f.py:1)\u202e\udcff"
 FILE = "/tmp/x\x1b[2J\n    forged (g.py:2)\udcfe.py"
 THREAD = "T\x1b]0;pwned\x07\nThread 1 \"fake\" (running)\udcfd"

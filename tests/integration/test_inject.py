@@ -2,7 +2,7 @@
 
 Every target does its own known work while it is injected and checks each result (sleeps
 last their full time, reads return the exact bytes, no EINTR from calls made through ctypes,
-a fixed computation ends with a known checksum); see tests/workloads/live_target.py.
+a fixed computation ends with a known checksum); see tests/workloads/live/live_target.py.
 """
 import glob
 import os
@@ -360,7 +360,7 @@ def test_run_preloads_agent():
     out = open(harness.tmp("run.out"), "w")
     p = harness.spawn([harness.PROBING, "run", "--", "sh", "-c",
                        "exec %s %s sleep 1.5 runtok" % (PY, os.path.join(
-                           harness.PY_WORKLOADS, "live_target.py"))], stdout=out)
+                           harness.PY_WORKLOADS, "live", "live_target.py"))], stdout=out)
     harness.wait_for(lambda: "READY" in open(harness.tmp("run.out")).read(), what="READY")
     pid = int(re.search(r"READY (\d+)", open(harness.tmp("run.out")).read()).group(1))
     r = harness.probing("eval", "--no-inject", "-p", pid, "TOKEN")
@@ -384,7 +384,8 @@ def test_run_preloads_agent():
     err = open(harness.tmp("runl.err"), "w")
     out = open(harness.tmp("runl.out"), "w")
     harness.spawn([harness.PROBING, "run", "--listen", "127.0.0.1:%d" % port, "--", PY,
-                   os.path.join(harness.PY_WORKLOADS, "live_target.py"), "sleep", "2", "tcprun"],
+                   os.path.join(harness.PY_WORKLOADS, "live", "live_target.py"), "sleep", "2",
+                   "tcprun"],
                   stdout=out, stderr=err)
     harness.wait_for(lambda: "READY" in open(harness.tmp("runl.out")).read(), what="READY")
     token = re.search(r"PROBING_TOKEN=([0-9a-f]{32})", open(harness.tmp("runl.err")).read())

@@ -9,7 +9,7 @@ itself when nobody takes over (injector/trampoline.h). Kills come two ways:
   - at random instants, over a call made long enough to be hit in its middle (a library
     whose constructor takes 20 ms and uses the vector registers).
 The targets check their own results: tests/workloads/native/blocker.c (C, one thread) and
-tests/workloads/kill_target.py (Python, several threads, ctypes where EINTR would show).
+tests/workloads/live/kill_target.py (Python, several threads, ctypes where EINTR would show).
 """
 import itertools
 import os
@@ -24,7 +24,7 @@ import harness
 from live_helpers import tracer_of, state_of
 
 INJECTLIB = os.path.join(harness.BUILD, "tests", "tools", "injectlib")
-KILL_TARGET = os.path.join(harness.PY_WORKLOADS, "kill_target.py")
+KILL_TARGET = os.path.join(harness.PY_WORKLOADS, "live", "kill_target.py")
 PY = "/usr/bin/python3"
 POINTS = ["stopped", "installed", "staged", "started", "masked", "running", "parked", "taken",
           "fp-restored", "mask-restored", "regs-restored"]

@@ -19,7 +19,7 @@ GEN_OPCODES = os.path.join(h.ROOT, "pyoffsets", "gen_opcodes.py")
 OPCODES_C = os.path.join(h.ROOT, "pyoffsets", "opcodes.c")
 SAMPLE = os.path.join(h.ROOT, "tests", "unit", "pylines_sample.py")
 UNIT = os.path.join(h.BUILD, "tests", "unit", "test_pylines")
-GIL_LINES = os.path.join(h.PY_WORKLOADS, "gil_lines.py")
+GIL_LINES = os.path.join(h.PY_WORKLOADS, "python", "gil_lines.py")
 PYTHONS = h.pythons()
 PYTHONS_310 = [(label, exe) for label, exe in PYTHONS
                if label.startswith("debian") or int(label.split(".")[1]) >= 10]
@@ -81,7 +81,7 @@ def test_jump_targets_match_interpreter(exe):
 @h.timeout(120)
 @h.params([p for _, p in PYTHONS], ids=[label for label, _ in PYTHONS])
 def test_lines_of_threads_waiting_for_the_gil(exe):
-    """Threads contending for the GIL (tests/workloads/gil_lines.py): every line backtrace
+    """Threads contending for the GIL (tests/workloads/python/gil_lines.py): every line backtrace
     and record give their frames is a line of that function, never 0 or unknown, across many
     readings. (3.10 and 3.11 leave the loop back-edge where threads wait without a line.)"""
     target = h.spawn([exe, GIL_LINES, "60"], stdout=subprocess.PIPE, text=True)

@@ -1,7 +1,7 @@
 """PyTorch hooks: inject --torch, python.torch_trace, --torch=off, --torch=wait, sampling,
 the bounded table, query --save and export --format chrome.
 
-The target is tests/workloads/torch_train.py (a small transformer trained on CPU by Debian's
+The target is tests/workloads/torch/torch_train.py (a small transformer trained on CPU by Debian's
 /usr/bin/python3 with python3-torch 1.13). It pauses at known iterations so that hooks are
 installed, configured and removed at known points; its own timings (--times) and final loss
 are the ground truth.
@@ -15,7 +15,7 @@ import time
 import harness
 
 PY = "/usr/bin/python3"
-WORKLOAD = os.path.join(harness.PY_WORKLOADS, "torch_train.py")
+WORKLOAD = os.path.join(harness.PY_WORKLOADS, "torch", "torch_train.py")
 
 LAYER = ["", ".norm1", ".attn", ".attn.q", ".attn.k", ".attn.v", ".attn.out", ".norm2", ".mlp",
          ".mlp.0", ".mlp.1", ".mlp.2"]

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * livesql: run SQL on the live tables of a process (user/livedb.c), for tests and benchmarks
- * until 'probing query -p' is wired to livedb. Rows are printed as one JSON array per line.
+ * livesql: run SQL on the live tables of a process (user/live/livedb.c), as 'probing query -p'
+ * does, for tests and benchmarks (the round trip without a process start). Rows are printed as
+ * one JSON array per line.
  *
  *   livesql [-n REPEAT] [--timeout SEC] PID|HOST:PORT SQL
  *

@@ -15,9 +15,9 @@ TEST_TARGETS += $(TEST_TOOLS)
 .SECONDARY: $(patsubst $(BUILD)/tests/tools/%,$(BUILD)/obj/tests/tools/%.o,$(TEST_TOOLS))
 
 # An agent built like build/libprobing-agent.so, with one more embedded helper
-# (tests/workloads/agent_extra_helper.py): the C side must load it without knowing its name.
+# (tests/workloads/live/agent_extra_helper.py): the C side must load it without knowing its name.
 TEST_AGENT_EXTRA := $(BUILD)/tests/tools/libprobing-agent-extra.so
-TEST_EXTRA_PY := injector/py/agent.py tests/workloads/agent_extra_helper.py
+TEST_EXTRA_PY := injector/py/agent.py tests/workloads/live/agent_extra_helper.py
 
 $(eval $(call embed,$(BUILD)/tests/tools/agent_extra_py.o,probing_py_,$(TEST_EXTRA_PY),probing_py_modules))
 

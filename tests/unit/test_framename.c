@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests: frame names (DESIGN.md §4) and parsing them back from folded stacks. */
+/* Unit tests: frame names (docs/design.md §4) and parsing them back from folded stacks. */
 #include <errno.h>
 
 #include "test.h"

@@ -9,14 +9,14 @@ PY_EMBED_VER := $(word 2,$(PY_EMBED_LIBDIR))
 ifneq ($(PY_EMBED_DIR),)
 PY_EMBED_BINS := $(BUILD)/workloads/py_embed_linked $(BUILD)/workloads/py_embed_dlopen
 
-$(BUILD)/workloads/py_embed_linked: tests/workloads/py_embed.c
+$(BUILD)/workloads/py_embed_linked: tests/workloads/embed/py_embed.c
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -Wall -o $@ $< -L$(PY_EMBED_DIR) -lpython$(PY_EMBED_VER) \
 		-Wl,-rpath,$(PY_EMBED_DIR) -lpthread
 	$(Q)echo "$(PY_EMBED_DIR)/libpython$(PY_EMBED_VER).so.1.0" > $@.libpython
 
-$(BUILD)/workloads/py_embed_dlopen: tests/workloads/py_embed.c
+$(BUILD)/workloads/py_embed_dlopen: tests/workloads/embed/py_embed.c
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -Wall -DEMBED_DLOPEN -o $@ $< -ldl -lpthread

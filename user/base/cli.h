@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-/* Exit statuses (DESIGN.md §3): 1 = the operation failed, 2 = usage error. */
+/* Exit statuses (docs/design.md §3): 1 = the operation failed, 2 = usage error. */
 #define EXIT_OK	   0
 #define EXIT_FAIL  1
 #define EXIT_USAGE 2

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * livedb: the live tables of a running process as an in-memory SQLite database, for
- * 'probing query -p PID SQL' (DESIGN.md §4, docs/live.md "Live tables").
+ * 'probing query -p PID SQL' (docs/design.md §4, docs/live.md "Live tables").
  *
  * Schemas and tables (every table is a view over json_each(livedb_rows(SCHEMA, NAME),
  * '$.rows'), so a table is computed only when a query reads it, and rows travel as JSON):

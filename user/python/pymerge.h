@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pymerge: merge a sample's native frames with its Python frames (DESIGN.md §5 "Merge").
+ * pymerge: merge a sample's native frames with its Python frames (docs/design.md §5 "Merge").
  * Each native frame of the interpreter's eval loop (_PyEval_EvalFrameDefault, including its
  * .cold part) is replaced by the Python frames it was running; interpreter call plumbing
  * (vectorcall trampolines, PyObject_Call, the start-up chain) is folded away; every other

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * pyproc: find the CPython interpreter of a process, its threads and their Python stacks,
- * from outside (process_vm_readv). See pyproc.h for the contract and DESIGN.md §5.
+ * from outside (process_vm_readv). See pyproc.h for the contract and docs/design.md §5.
  */
 #include <ctype.h>
 #include <errno.h>

@@ -46,7 +46,7 @@ int pyrepr_str(struct strbuf *sb, const uint32_t *cps, size_t n, size_t total, s
 /* repr(bytes), likewise: @n of @total bytes are in @b. Return 0 or -ENOMEM. */
 int pyrepr_bytes(struct strbuf *sb, const uint8_t *b, size_t n, size_t total, size_t max_repr);
 
-/* Py_UNICODE_ISPRINTABLE(@cp), after the generated table (user/pyrepr_unicode.c). */
+/* Py_UNICODE_ISPRINTABLE(@cp), after the generated table (user/python/pyrepr_unicode.c). */
 bool pyrepr_printable(uint32_t cp);
 
 /* pyrepr_unicode.c (generated): non-printable code points, inclusive ranges, sorted. */

@@ -3,7 +3,7 @@
  * store: the recording file (SQLite). Interns frames and stacks, aggregates sample counts per
  * (second, pid, tid, stack) in memory and writes them in one transaction per flush, so the
  * file is a complete, readable database after every flush (WAL mode) even if the recorder is
- * killed. The schema and public views are described in docs/sql.md (DESIGN.md §4).
+ * killed. The schema and public views are described in docs/sql.md (docs/design.md §4).
  */
 #ifndef PROBING_STORE_H
 #define PROBING_STORE_H

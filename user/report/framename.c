@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Frame names (DESIGN.md §4) and parsing them back from folded stacks. */
+/* Frame names (docs/design.md §4) and parsing them back from folded stacks. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

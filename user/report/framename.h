@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * framename: how a frame is named in flame graphs, folded stacks and exports (DESIGN.md §4),
+ * framename: how a frame is named in flame graphs, folded stacks and exports
+ * (docs/design.md §4 "Frame names"),
  * and the inverse for folded input.
  *
  *   Python   qualname (file:line)   co_qualname where the recording has it, else co_name;

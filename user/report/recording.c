@@ -38,7 +38,7 @@ static int authorize(void *ctx, int action, const char *a, const char *b, const 
 	return SQLITE_OK;
 }
 
-/* How many of the public views (DESIGN.md §4) the database has; -1 if it cannot be read. */
+/* How many of the public views (docs/design.md §4) the database has; -1 if it cannot be read. */
 static int count_views(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL;
