@@ -60,6 +60,14 @@ static const struct spec specs[] = {
 	/* bpo-46008 / gh-59956: 3.12 moved autoTSSkey from gilstate to the runtime itself. */
 	{"rt_tss", 8, 11, K_OFF, "_PyRuntimeState", "gilstate.autoTSSkey"},
 	{"rt_tss", 12, LAST, K_OFF, "_PyRuntimeState", "autoTSSkey"},
+	/* The main interpreter's GIL: in the runtime up to 3.11; 3.12 gave each interpreter its
+	 * own (gh-104210), the main one's lives inside _PyRuntime too. */
+	{"rt_gil", 8, 11, K_OFF, "_PyRuntimeState", "ceval.gil"},
+	{"rt_gil", 12, LAST, K_OFF, "_PyRuntimeState", "_main_interpreter._gil"},
+	{"gil_size", ALL, K_SIZE, "_gil_runtime_state", NULL},
+	{"gil_last_holder", ALL, K_OFF, "_gil_runtime_state", "last_holder"},
+	{"gil_locked", ALL, K_OFF, "_gil_runtime_state", "locked"},
+	{"gil_switch_number", ALL, K_OFF, "_gil_runtime_state", "switch_number"},
 	{"tss_initialized", ALL, K_OFF, "Py_tss_t", "_is_initialized"},
 	{"tss_key", ALL, K_OFF, "Py_tss_t", "_key"},
 
@@ -168,6 +176,11 @@ static const char *const fields[] = {
 	"rt_interpreters_head",
 	"rt_main_thread",
 	"rt_tss",
+	"rt_gil",
+	"gil_size",
+	"gil_last_holder",
+	"gil_locked",
+	"gil_switch_number",
 	"tss_initialized",
 	"tss_key",
 	"is_next",

@@ -107,8 +107,17 @@ struct py_offsets {
 	uint32_t rt_interpreters_head; /* PyInterpreterState * */
 	uint32_t rt_main_thread;       /* unsigned long: pthread_t of the main thread */
 	uint32_t rt_tss;	       /* Py_tss_t: gilstate.autoTSSkey (<= 3.11), autoTSSkey */
-	uint32_t tss_initialized;      /* Py_tss_t._is_initialized (int) */
-	uint32_t tss_key;	       /* Py_tss_t._key (pthread_key_t = unsigned int) */
+	uint32_t rt_gil; /* the main interpreter's struct _gil_runtime_state: ceval.gil
+			  * (<= 3.11), _main_interpreter._gil (3.12+) */
+
+	/* struct _gil_runtime_state (Python/condvar.h, pycore_gil.h): a thread waiting to take
+	 * the GIL sleeps in futex() on an address inside it (its cond or mutex) */
+	uint32_t gil_size;	    /* sizeof */
+	uint32_t gil_last_holder;   /* PyThreadState * (_Py_atomic_address before 3.13) */
+	uint32_t gil_locked;	    /* int (_Py_atomic_int before 3.13): 1 while held */
+	uint32_t gil_switch_number; /* unsigned long: incremented at every hand-over */
+	uint32_t tss_initialized;   /* Py_tss_t._is_initialized (int) */
+	uint32_t tss_key;	    /* Py_tss_t._key (pthread_key_t = unsigned int) */
 
 	/* PyInterpreterState */
 	uint32_t is_next;	 /* PyInterpreterState * */

@@ -5,6 +5,7 @@
  *
  *   pystacks [-v] [--raw] [--depth N] [--locals [--namespace] [--max-repr N]] PID
  *   pystacks --info PID
+ *   pystacks --waits PID
  *
  * Default output, per thread:
  *   Thread 1234 "MainThread"
@@ -22,6 +23,9 @@
  * --info prints what was found about the interpreter, "key<TAB>value..." per line: version,
  * elf, runtime, eval (start end, once per range of _PyEval_EvalFrameDefault code),
  * pthread_specific, tss_key.
+ * --waits prints, per thread, what it waits for, read from /proc (base/taskwait) and the GIL:
+ *   "G<TAB>gil_lo<TAB>gil_hi<TAB>holder tstate" once (hex; holder 0: nobody), then
+ *   "W<TAB>tid<TAB>name<TAB>stat letter<TAB>class (bpf/waitclass.h)<TAB>description<TAB>holds"
  */
 #include <errno.h>
 #include <getopt.h>
@@ -30,6 +34,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/taskwait.h"
 #include "python/pyproc.h"
 #include "pyoffsets/pyoffsets.h"
 #include "base/util.h"
@@ -40,6 +45,7 @@ static void usage(FILE *f)
 		"usage: pystacks [-v] [--raw] [--depth N] [--locals [--namespace] [--max-repr N]] "
 		"PID\n"
 		"       pystacks --info PID\n"
+		"       pystacks --waits PID\n"
 		"Print the Python stack of every thread of PID, read from outside.\n");
 }
 
@@ -79,13 +85,48 @@ static int print_local(const struct pyproc_local *l, void *ctx)
 	return 0;
 }
 
+/* --waits: every Python thread's state and wait class, and the GIL's holder. */
+static int print_waits(struct pyproc *pp, pid_t pid)
+{
+	uint64_t lo = 0, hi = 0, holder = 0;
+	const struct pythread *th;
+	struct task_wait w;
+	char desc[64];
+	size_t nth, i;
+	int err;
+
+	err = pyproc__refresh_threads(pp);
+	if (err < 0)
+		return err;
+	err = pyproc__gil_range(pp, &lo, &hi);
+	if (!err)
+		err = pyproc__gil_holder(pp, &holder);
+	if (err)
+		fprintf(stderr, "pystacks: the GIL: %s\n", strerror(-err));
+	printf("G\t%#llx\t%#llx\t%#llx\n", (unsigned long long)lo, (unsigned long long)hi,
+	       (unsigned long long)holder);
+	th = pyproc__threads(pp, &nth);
+	for (i = 0; i < nth; i++) {
+		if (taskwait_read(pid, th[i].tid, &w))
+			continue;
+		printf("W\t%d\t%s\t%c\t%s\t%s\t%d\n", (int)th[i].tid, th[i].name, w.state,
+		       wait_state_name(taskwait_classify(&w, lo, hi)),
+		       taskwait_describe(&w, desc, sizeof(desc)), holder && th[i].tstate == holder);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"raw", no_argument, NULL, 'r'},       {"depth", required_argument, NULL, 'd'},
-		{"info", no_argument, NULL, 'i'},      {"locals", no_argument, NULL, 'l'},
-		{"namespace", no_argument, NULL, 'n'}, {"max-repr", required_argument, NULL, 'm'},
-		{"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {{"raw", no_argument, NULL, 'r'},
+						 {"depth", required_argument, NULL, 'd'},
+						 {"info", no_argument, NULL, 'i'},
+						 {"locals", no_argument, NULL, 'l'},
+						 {"namespace", no_argument, NULL, 'n'},
+						 {"max-repr", required_argument, NULL, 'm'},
+						 {"waits", no_argument, NULL, 'w'},
+						 {"help", no_argument, NULL, 'h'},
+						 {NULL, 0, NULL, 0}};
 	struct py_frame_rec *recs = NULL;
 	uint64_t *frames = NULL;
 	bool locals = false;
@@ -94,11 +135,11 @@ int main(int argc, char **argv)
 	struct pyproc *pp = NULL;
 	const struct pythread *th;
 	long pid, depth = SAMPLER_MAX_PYDEPTH;
-	bool raw = false, info = false;
+	bool raw = false, info = false, waits = false;
 	size_t nth, i;
 	int c, n, ret = 1;
 
-	while ((c = getopt_long(argc, argv, "vrd:ilnm:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "vrd:ilnm:wh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'v':
 			log_verbosity++;
@@ -111,6 +152,9 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			locals = true;
+			break;
+		case 'w':
+			waits = true;
 			break;
 		case 'n':
 			opts |= PYLOCALS_NAMESPACE;
@@ -159,6 +203,10 @@ int main(int argc, char **argv)
 		printf("pthread_specific\t%d\n", pyproc__pthread_specific(pp));
 		printf("tss_key\t%d\n", pyproc__tss_key(pp));
 		ret = 0;
+		goto cleanup;
+	}
+	if (waits) {
+		ret = print_waits(pp, (pid_t)pid) ? 1 : 0;
 		goto cleanup;
 	}
 	recs = calloc(depth, sizeof(*recs));

@@ -377,6 +377,45 @@ uint64_t pyproc__runtime_addr(const struct pyproc *pp)
 	return pp->runtime;
 }
 
+int pyproc__gil_range(const struct pyproc *pp, uint64_t *lo, uint64_t *hi)
+{
+	if (!pp->runtime || pp->off.rt_gil == PYO_NONE || pp->off.gil_size == PYO_NONE ||
+	    !pp->off.gil_size)
+		return -ENOENT;
+	*lo = pp->runtime + pp->off.rt_gil;
+	*hi = *lo + pp->off.gil_size;
+	return 0;
+}
+
+int pyproc__gil_holder(struct pyproc *pp, uint64_t *tstate)
+{
+	uint64_t lo, hi, sw1, sw2, holder;
+	uint32_t locked;
+	int err, i;
+
+	err = pyproc__gil_range(pp, &lo, &hi);
+	if (err)
+		return err;
+	/* take_gil sets locked, then last_holder, then bumps switch_number: a hand-over between
+	 * our reads shows as a changed switch_number. */
+	for (i = 0; i < 8; i++) {
+		err = pp_ptr(pp, lo + pp->off.gil_switch_number, &sw1);
+		if (!err)
+			err = pymem_read_u32(pp->pid, lo + pp->off.gil_locked, &locked);
+		if (!err)
+			err = pp_ptr(pp, lo + pp->off.gil_last_holder, &holder);
+		if (!err)
+			err = pp_ptr(pp, lo + pp->off.gil_switch_number, &sw2);
+		if (err)
+			return err;
+		if (sw1 == sw2) {
+			*tstate = locked ? holder : 0;
+			return 0;
+		}
+	}
+	return -EAGAIN;
+}
+
 const struct pyproc_range *pyproc__eval_ranges(const struct pyproc *pp, size_t *nr)
 {
 	*nr = pp->neval;

@@ -61,6 +61,22 @@ const char *pyproc__elf_path(const struct pyproc *pp);
 uint64_t pyproc__runtime_addr(const struct pyproc *pp);
 
 /*
+ * The main interpreter's GIL, the struct _gil_runtime_state: [*@lo, *@hi) is its address
+ * range. A thread waiting to take the GIL sleeps in futex() on an address inside it (its
+ * condition variable or mutex), which tells a GIL wait from every other futex wait
+ * (bpf/waitclass.h). Return 0, or -ENOENT when the layout does not say where it is.
+ */
+int pyproc__gil_range(const struct pyproc *pp, uint64_t *lo, uint64_t *hi);
+
+/*
+ * The thread state that holds the GIL right now into *@tstate (0: nobody holds it), read
+ * without stopping anything: `locked` and `last_holder`, read again if a hand-over happened
+ * while reading (switch_number changed). A thread holds the GIL when its tstate is the one
+ * returned. Return 0 or -errno (-EAGAIN: the GIL kept changing hands while read).
+ */
+int pyproc__gil_holder(struct pyproc *pp, uint64_t *tstate);
+
+/*
  * Fill @cfg for the BPF walker (bpf/pystack.bpf.h) with @max_depth frames (clamped to
  * SAMPLER_MAX_PYDEPTH). Calibrates the pthread TSS layout from the live threads the first
  * time (see pyproc__pthread_specific). Return 0 or -errno.
