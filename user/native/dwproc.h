@@ -35,7 +35,7 @@ void dwproc__free(struct dwproc *dp);
  * it has its parent's address space, so the parent's view unwinds and symbolizes its
  * samples, even once the child has exited (short-lived children often exit before their
  * own maps could be read). Modules the parent maps later are added to the view while its
- * creator holds it; what the child maps itself is not (see dwproc__has_module). Released
+ * creator holds it; what the child maps itself is not (see dwproc__frame_outside). Released
  * with dwproc__unshare. Return @dp.
  */
 struct dwproc *dwproc__share(struct dwproc *dp);
