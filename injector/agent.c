@@ -24,7 +24,11 @@
  *  - a request whose client went away (or cancelled) before the GIL came is dropped;
  *  - a running request whose client disconnects or sends 'C' gets KeyboardInterrupt raised
  *    in it (PyThreadState_SetAsyncExc) by a small watchdog thread ("probing-watch", started
- *    on first use), which waits for the GIL on its own so that nobody else blocks.
+ *    on first use), which waits for the GIL on its own so that nobody else blocks; but only
+ *    while it runs code the helper declared interruptible (user code of eval, read-only
+ *    kinds): never into the loading of the helpers, nor into code that changes the agent's
+ *    state, which an exception at any bytecode could leave half done. A request cancelled
+ *    before or between such sections does not enter the next one.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -122,6 +126,7 @@ static struct {
 	const char *(*UnicodeAsUTF8)(PyObject *);
 	int (*SetAsyncExc)(unsigned long, PyObject *);
 	PyObject **ExcKeyboardInterrupt;
+	void (*ErrSetNone)(PyObject *);
 	PyObject *(*CFunctionNewEx)(struct py_method_def *, PyObject *, PyObject *);
 	int (*ArgParseTuple)(PyObject *, const char *, ...);
 	PyObject *(*BuildValue)(const char *, ...);
@@ -185,7 +190,7 @@ static struct {
 	struct client clients[MAX_CLIENTS];
 	struct auth_fails fails[FAIL_ADDRS];
 	/* Python side (worker thread only) */
-	bool py_loaded, py_load_failed;
+	bool py_loaded;
 	PyObject *handle;
 	char py_error[512];
 } ag = {
@@ -215,6 +220,7 @@ static struct {
 	uint64_t next_id;
 	uint64_t running;    /* id of the request the worker runs (0: none) */
 	bool running_py;     /* ...and it is inside Python (between Ensure and Release) */
+	bool interruptible;  /* ...in a section the helper declared interruptible */
 	uint64_t cancel_id;  /* the running request to interrupt */
 	uint64_t delivered;  /* the last id the watchdog interrupted */
 	unsigned long ident; /* the worker's thread ident, for PyThreadState_SetAsyncExc */
@@ -325,6 +331,7 @@ static bool py_resolve(void)
 	R(UnicodeAsUTF8, "PyUnicode_AsUTF8");
 	R(SetAsyncExc, "PyThreadState_SetAsyncExc");
 	R(ExcKeyboardInterrupt, "PyExc_KeyboardInterrupt");
+	R(ErrSetNone, "PyErr_SetNone");
 	R(CFunctionNewEx, "PyCFunction_NewEx");
 	R(ArgParseTuple, "PyArg_ParseTuple");
 	R(BuildValue, "Py_BuildValue");
@@ -398,6 +405,33 @@ static PyObject *instances_of(PyObject *get_objects, PyObject *cls)
 	return out;
 }
 
+/*
+ * "interruptible" / "uninterruptible": the worker enters or leaves a section where the
+ * watchdog may raise KeyboardInterrupt (agent.py, interruptible()). Entering fails with
+ * KeyboardInterrupt when the request was cancelled already: the interrupt was not delivered
+ * while nothing was interruptible, so it is delivered now, before the section runs. Leaving
+ * clears an interrupt set but not delivered yet: it would fire in the agent's own code after
+ * the section. Called with the GIL held; a no-op on any thread but the worker in a request.
+ */
+static PyObject *set_interruptible(bool on)
+{
+	bool cancelled = false;
+
+	pthread_mutex_lock(&wk.lock);
+	if (wk.running_py && wk.ident == (unsigned long)pthread_self()) {
+		cancelled = on && wk.cancel_id == wk.running;
+		wk.interruptible = on && !cancelled;
+		if (!on)
+			py.SetAsyncExc(wk.ident, NULL);
+	}
+	pthread_mutex_unlock(&wk.lock);
+	if (cancelled) {
+		py.ErrSetNone(*py.ExcKeyboardInterrupt);
+		return NULL;
+	}
+	return py.BuildValue("");
+}
+
 static PyObject *native_fn(PyObject *self, PyObject *args)
 {
 	PyObject *a = NULL, *b = NULL;
@@ -409,6 +443,8 @@ static PyObject *native_fn(PyObject *self, PyObject *args)
 		/* "instances", gc.get_objects, cls: b must be a type (checked by the caller). */
 		return instances_of(a, b);
 	}
+	if (!strcmp(op, "interruptible") || !strcmp(op, "uninterruptible"))
+		return set_interruptible(op[0] == 'i');
 	if (!strcmp(op, "stop")) {
 		/* Called from atexit: from now on Python is going away. */
 		ag.py_gone = true;
@@ -448,6 +484,14 @@ static void json_str(char *out, size_t len, const char *s)
 	out[o] = '\0';
 }
 
+/*
+ * Load the embedded helpers and call probing_agent._init (GIL held, worker thread), once:
+ * 0 when they are loaded, -1 with ag.py_error set. The watchdog never interrupts this (the
+ * request is not in an interruptible section), and a failure is not remembered: the next
+ * request loads again from the start (an import that failed left nothing in sys.modules;
+ * re-running agent.py starts its registries afresh, and the other helpers register again).
+ * A broken extra helper is reported in ag.py_error but does not fail the load.
+ */
 static int py_load(void)
 {
 	const struct py_module *m, *agent_mod = NULL;
@@ -457,8 +501,7 @@ static int py_load(void)
 
 	if (ag.py_loaded)
 		return 0;
-	if (ag.py_load_failed)
-		return -1;
+	ag.py_error[0] = '\0';
 	for (m = probing_py_modules; m->name; m++)
 		if (!strcmp(m->name, "agent"))
 			agent_mod = m;
@@ -528,7 +571,6 @@ fail:
 		py.DecRef(info);
 	if (mod)
 		py.DecRef(mod);
-	ag.py_load_failed = true;
 	return -1;
 }
 
@@ -625,10 +667,12 @@ static void *watchdog_main(void *arg)
 		wk.delivered = id;
 		pthread_mutex_unlock(&wk.lock);
 		/* Taking the GIL works whenever the running code lets it go (every switch
-		 * interval for Python code). wk.lock is not held meanwhile: the others take it. */
+		 * interval for Python code). wk.lock is not held meanwhile: the others take it.
+		 * Outside an interruptible section nothing is raised: entering the next section
+		 * fails instead (set_interruptible), and the request ends at its next one. */
 		st = py.GILState_Ensure();
 		pthread_mutex_lock(&wk.lock);
-		if (wk.running == id && wk.running_py)
+		if (wk.running == id && wk.running_py && wk.interruptible)
 			py.SetAsyncExc(wk.ident, *py.ExcKeyboardInterrupt);
 		pthread_mutex_unlock(&wk.lock);
 		py.GILState_Release(st);
@@ -747,6 +791,16 @@ static void python_request(int fd, struct pyreq *req)
 		type = FRAME_ERROR;
 		goto release;
 	}
+	/* Cancelled while the helpers loaded (that is never interrupted): do not start it. */
+	pthread_mutex_lock(&wk.lock);
+	skip = wk.cancel_id == req->id;
+	pthread_mutex_unlock(&wk.lock);
+	if (skip) {
+		out = strdup("the request was cancelled before it started");
+		n = out ? strlen(out) : 0;
+		type = FRAME_ERROR;
+		goto release;
+	}
 	k = py.BytesFromStringAndSize(req->kind, strlen(req->kind));
 	b = py.BytesFromStringAndSize(req->body, req->blen);
 	if (k && b)
@@ -775,6 +829,10 @@ release:
 	if (r)
 		py.DecRef(r);
 	pthread_mutex_lock(&wk.lock);
+	/* An interrupt that came too late to be delivered dies with the request. */
+	if (wk.interruptible)
+		py.SetAsyncExc(wk.ident, NULL);
+	wk.interruptible = false;
 	wk.running_py = false;
 	pthread_mutex_unlock(&wk.lock);
 	py.GILState_Release(st);
@@ -1685,7 +1743,7 @@ static void atfork_child(void)
 	wk.worker_started = wk.watchdog_started = false;
 	wk.head = wk.tail = NULL;
 	wk.running = 0;
-	wk.running_py = false;
+	wk.running_py = wk.interruptible = false;
 	wk.cancel_id = wk.delivered = 0;
 }
 

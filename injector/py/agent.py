@@ -9,6 +9,7 @@ Extending the agent (no C change needed): drop a file injector/py/NAME.py and, a
 
     import probing_agent as agent
     agent.register_kind("torch.install", fn)           # fn(args: dict) -> dict
+    agent.register_kind("mytool.report", fn, interruptible=True)   # read-only: may be stopped
     agent.register_table("python", "torch_trace", [("step", "INTEGER", "doc"), ...], rows_fn)
     agent.register_setting("torch.sample_every", 1, "doc", parse=agent.parse_int)
 
@@ -16,6 +17,12 @@ Kinds become ``probing`` requests, tables appear in ``probing query -p PID`` (py
 settings in ``probing config -p PID``. Keep imports cheap and lazy: this code runs inside a
 user's job, must never raise out of a handler, and must not create threading.Thread objects
 or call threading.current_thread() (that registers a _DummyThread in the target).
+
+A request whose client goes away (or cancels) is stopped by a KeyboardInterrupt raised in
+the agent's thread, but only inside ``with interruptible():`` sections (the user code of
+eval; the whole of kinds registered with interruptible=True): an exception at an arbitrary
+bytecode of code that changes state (the helpers' import, a setting and its on_change, hooks
+being installed) would leave that state half changed.
 
 Written for CPython 3.8-3.13.
 """
@@ -40,9 +47,14 @@ _agent_ident = None
 
 
 # ---- registries --------------------------------------------------------------------------
-def register_kind(name, fn, doc=""):
-    """Serve request kind NAME: fn(args: dict) -> dict, merged into the JSON reply."""
-    _kinds[name] = (fn, doc)
+def register_kind(name, fn, doc="", interruptible=False):
+    """Serve request kind NAME: fn(args: dict) -> dict, merged into the JSON reply.
+
+    interruptible=True: fn may be stopped at any bytecode (KeyboardInterrupt) when its client
+    goes away; only for code that leaves nothing half changed when stopped (read-only code).
+    Otherwise fn runs to its end, and may open interruptible() sections itself.
+    """
+    _kinds[name] = (fn, doc, interruptible)
 
 
 def register_table(schema, name, columns, rows, doc=""):
@@ -50,10 +62,11 @@ def register_table(schema, name, columns, rows, doc=""):
 
     columns: [(column, sqltype, doc)]; rows(): an iterable of sequences in column order
     (JSON-serializable values: None, bool, int, float, str). Computed only when a query
-    reads the table. The one definition of the table's columns: in a helper of
-    injector/py/, pass SCHEMA, NAME and COLUMNS as literals (COLUMNS may be a module-level
-    name bound to one), which the build reads (scripts/gen-live-tables.py) so that the C side
-    knows the table without the agent.
+    reads the table, and stopped (KeyboardInterrupt) if the query's client goes away: rows()
+    must only read. The one definition of the table's columns: in a helper of injector/py/,
+    pass SCHEMA, NAME and COLUMNS as literals (COLUMNS may be a module-level name bound to
+    one), which the build reads (scripts/gen-live-tables.py) so that the C side knows the
+    table without the agent.
     """
     cols = [(c[0], c[1] if len(c) > 1 else "", c[2] if len(c) > 2 else "") for c in columns]
     _tables[(schema, name)] = (cols, rows, doc)
@@ -102,6 +115,21 @@ def instances(cls):
     if _native is None:
         raise RuntimeError("the agent's native side is not available")
     return _native("instances", gc.get_objects, cls)
+
+
+class interruptible(object):
+    """``with interruptible():`` code that the request's client may interrupt: when it goes
+    away or cancels, KeyboardInterrupt is raised in the code of the block (the watchdog, in
+    the C side). Entering the block raises it at once when the request was cancelled before.
+    Leaving it drops an interrupt that came too late to be raised inside."""
+
+    def __enter__(self):
+        _native("interruptible")
+        return self
+
+    def __exit__(self, *exc):
+        _native("uninterruptible")
+        return False
 
 
 # ---- output capture ------------------------------------------------------------------------
@@ -223,23 +251,25 @@ def _k_eval(args):
     exc = None
     more = False
     cap = _Capture(setting("output_limit"))
+    # Only the user's code may be interrupted: never the capture's setup or tear-down.
     with cap:
         try:
-            if mode == "repl":
-                c = codeop.compile_command(code, "<probing>", "single")
-                if c is None:
-                    more = True
+            with interruptible():
+                if mode == "repl":
+                    c = codeop.compile_command(code, "<probing>", "single")
+                    if c is None:
+                        more = True
+                    else:
+                        exec(c, g)
                 else:
-                    exec(c, g)
-            else:
-                try:
-                    c = compile(code, "<probing>", "eval")
-                except SyntaxError:
-                    c = None
-                if c is not None:
-                    value = _repr(eval(c, g))
-                else:
-                    exec(compile(code, "<probing>", "exec"), g)
+                    try:
+                        c = compile(code, "<probing>", "eval")
+                    except SyntaxError:
+                        c = None
+                    if c is not None:
+                        value = _repr(eval(c, g))
+                    else:
+                        exec(compile(code, "<probing>", "exec"), g)
         except BaseException as e:  # noqa: B902 - SystemExit must not end the target
             exc = _user_traceback(e)
     return {"value": value, "stdout": cap.out.text(), "stderr": cap.err.text(),
@@ -510,7 +540,12 @@ def handle(kind, body):
         args = json.loads(body.decode("utf-8")) if body else {}
         if not isinstance(args, dict):
             raise TypeError("the request body must be a JSON object")
-        reply = entry[0](args)
+        fn, _, can_stop = entry
+        if can_stop:
+            with interruptible():
+                reply = fn(args)
+        else:
+            reply = fn(args)
         return b"R" + json.dumps(reply, default=_repr).encode("utf-8", "replace")
     except BaseException as e:  # noqa: B902 - nothing may escape into the C side
         try:
@@ -551,12 +586,12 @@ register_setting("locals_max_repr", 4096,
 register_setting("backtrace_max_depth", 1024, "deepest Python stack returned per thread",
                  parse=lambda t: parse_int(t, 1, 1 << 20))
 
-register_kind("eval", _k_eval, "run Python code in __main__")
-register_kind("status", _k_status, "the process and the agent")
-register_kind("tables", _k_tables, "the live tables this agent serves")
-register_kind("rows", _k_rows, "the rows of one live table")
+register_kind("eval", _k_eval, "run Python code in __main__")  # interruptible inside
+register_kind("status", _k_status, "the process and the agent", interruptible=True)
+register_kind("tables", _k_tables, "the live tables this agent serves", interruptible=True)
+register_kind("rows", _k_rows, "the rows of one live table", interruptible=True)
 register_kind("config", _k_config, "show or change settings")
-register_kind("memory", _k_memory, "Python objects by type, CUDA memory")
+register_kind("memory", _k_memory, "Python objects by type, CUDA memory", interruptible=True)
 
 register_table("python", "backtrace", [
     ("thread", "TEXT", "thread name (threading), or thread-IDENT"),

@@ -1,6 +1,10 @@
 """probing eval: Python code run inside a target, results and errors as a user sees them."""
+import concurrent.futures
+import json
 import os
 import re
+import socket
+import struct
 import subprocess
 import time
 
@@ -141,6 +145,85 @@ def test_eval_interrupted_when_client_leaves():
     r = harness.probing("eval", "-p", t.pid, "counter > 0", timeout=20)
     assert r.stdout == "True\n", r.stdout + r.stderr
     _finish(t)
+
+
+def _vanish_after_gil(pid, code, after):
+    """Send an eval request over the agent's socket, wait for the G frame (the request got the
+    GIL and starts: the first one loads the helpers now), wait AFTER seconds and hang up."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(20)
+    s.connect("\0probing-%d" % pid)
+    payload = b"eval\0" + json.dumps({"code": code}).encode()
+    s.sendall(struct.pack("<I", len(payload) + 1) + b"Q" + payload)
+    hdr = b""
+    while len(hdr) < 5:
+        chunk = s.recv(5 - len(hdr))
+        assert chunk, "the agent closed the connection"
+        hdr += chunk
+    assert hdr[4:5] == b"G", hdr
+    time.sleep(after)
+    s.close()
+
+
+def _agent_usable(t):
+    """Later evals answer, with every helper loaded; the target works on, unharmed."""
+    p = harness.probing("eval", "-p", t.pid, "TOKEN", timeout=20)
+    assert p.returncode == 0 and p.stdout == "'%s'\n" % t.token, (p.stdout, p.stderr)
+    counter = int(harness.probing("eval", "-p", t.pid, "counter").stdout)
+    p = harness.probing("eval", "-p", t.pid,
+                        "sorted(m for m in __import__('sys').modules "
+                        "if m.startswith('probing_'))")
+    assert p.stdout == "['probing_agent', 'probing_torch']\n", (p.stdout, p.stderr)
+    p = harness.probing("config", "-p", t.pid)
+    assert p.returncode == 0 and "output_limit" in p.stdout and "torch_every" in p.stdout, \
+        p.stdout + p.stderr
+    harness.wait_for(lambda: int(harness.probing("eval", "-p", t.pid, "counter").stdout) >
+                     counter, what="the target's work going on")
+    assert t.proc.poll() is None and tracer_of(t.pid) == 0
+    assert "Traceback" not in t.stderr() and "Warning" not in t.stderr(), t.stderr()
+
+
+@harness.timeout(180)
+def test_eval_client_killed_at_any_instant():
+    """A client that vanishes at any instant of any request never breaks the agent, above
+    all during the first request, which loads the helpers: that load is never interrupted
+    (it used to be: KeyboardInterrupt in the helper's import, and every later request failed
+    with "probing_agent: "). Kills swept over the first request of fresh agents (hanging up
+    right after the GIL came; SIGKILL of 'probing eval' after a delay), then over later
+    requests of one agent; each target works on unharmed."""
+    def first_request(sweep):
+        how, delay = sweep
+        t = Target("sleep", seconds=60, token="t%d" % (delay * 1000)).wait_ready()
+        assert harness.probing("inject", "-p", t.pid).returncode == 0
+        if how == "after G":
+            _vanish_after_gil(t.pid, "TOKEN", delay)
+        else:
+            p = subprocess.Popen([harness.PROBING, "eval", "-p", str(t.pid), "TOKEN"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(delay)
+            p.kill()
+            p.wait()
+        _agent_usable(t)
+        t.proc.kill()
+
+    sweeps = [("after G", d / 1000) for d in (0, 1, 2, 4, 8, 16)] + \
+        [("SIGKILL", d / 1000) for d in range(0, 60, 5)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(first_request, sweeps))  # re-raises the first failure
+    # Later requests: code that runs ~30 ms, a settings change, a live query.
+    t = Target("sleep", seconds=60).wait_ready()
+    assert harness.probing("eval", "-p", t.pid, "1").returncode == 0
+    for d in range(0, 50, 5):
+        for args in (["eval", "-p", str(t.pid), "x = sum(i * i for i in range(300000))"],
+                     ["config", "-p", str(t.pid), "repr_limit=%d" % (1000 + d)],
+                     ["query", "-p", str(t.pid), "SELECT count(*) FROM python.modules"]):
+            p = subprocess.Popen([harness.PROBING] + args, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            time.sleep(d / 1000)
+            p.kill()
+            p.wait()
+        _vanish_after_gil(t.pid, "while True: pass", d / 1000)
+    _agent_usable(t)
 
 
 def test_eval_output_limits():

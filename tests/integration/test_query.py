@@ -297,3 +297,40 @@ def test_live_query_messages():
     for bad in ("localhost:http", "localhost:0", "localhost:70000", ":4242"):
         p = probing("query", "-t", bad, "SELECT 1")
         assert p.returncode == 2 and bad in p.stderr, (bad, p.stderr)
+
+
+def test_live_queries_cannot_create_or_change_files():
+    """A live query's database is in memory, and so it stays: ATTACH and VACUUM INTO (which
+    would create or change files with the user's SQL, as root) are refused with a clear
+    message, and nothing is created; TEMP tables work. ('query -p PID --save FILE' is the
+    one way to write a file: test_torch.)"""
+    t = harness.spawn(["sleep", "60"])
+    d = harness.tmp("live-files")
+    os.mkdir(d)
+    existing = os.path.join(d, "existing.db")
+    con = sqlite3.connect(existing)
+    con.execute("CREATE TABLE keep(x)")
+    con.execute("INSERT INTO keep VALUES (1)")
+    con.commit()
+    con.close()
+    before = snapshot(d)
+    escapes = (f"VACUUM INTO '{d}/copy.db'",
+               f"VACUUM system INTO '{d}/system.db'",
+               f"ATTACH '{d}/new.db' AS n; CREATE TABLE n.t(x)",
+               f"ATTACH 'file:{d}/uri.db?mode=rwc' AS n; CREATE TABLE n.t(x)",
+               f"ATTACH '{existing}' AS e; DELETE FROM e.keep",
+               "ATTACH ':memory:' AS m",
+               f"SELECT load_extension('{d}/x.so')")
+    for sql in escapes:
+        p = probing("query", "-p", t.pid, sql)
+        assert p.returncode == 1 and p.stdout == "", (sql, p.stdout, p.stderr)
+        assert snapshot(d) == before, sql
+        if "load_extension" not in sql:
+            assert "ATTACH and VACUUM INTO are refused" in p.stderr, (sql, p.stderr)
+            assert "--save FILE" in p.stderr, p.stderr
+    # What live queries may do: TEMP tables and views, in memory; the live tables.
+    p = probing("query", "-p", t.pid, "-f", "csv", "--no-header",
+                "CREATE TEMP TABLE t AS SELECT * FROM system.threads; "
+                "SELECT count(*) > 0 FROM t")
+    assert p.returncode == 0 and p.stdout.strip() == "1", p.stdout + p.stderr
+    assert snapshot(d) == before

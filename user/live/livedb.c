@@ -377,6 +377,20 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	sqlite3_result_error(ctx, msg, -1);
 }
 
+/*
+ * The authorizer of a live database, installed once its own schemas are attached. The
+ * database is in memory, but ATTACH would open (and create) any file with the user's SQL,
+ * and VACUUM INTO creates its output file (it attaches it internally, which is authorized as
+ * an ATTACH); probing often runs as root. Both are refused, as on recordings
+ * (report/recording.c); TEMP tables and views stay allowed. 'query -p PID --save FILE' writes
+ * its file through a connection of its own.
+ */
+static int authorize(void *ctx, int action, const char *a, const char *b, const char *db,
+		     const char *trigger)
+{
+	return action == SQLITE_ATTACH ? SQLITE_DENY : SQLITE_OK;
+}
+
 /* ---- building the schema -------------------------------------------------------------- */
 
 static int quote_ident(struct strbuf *sb, const char *s)
@@ -509,10 +523,14 @@ int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out)
 	l->t = *t;
 	l->python = -1;
 	l->gil_ms = gil_ms;
+	/* Nothing reaches files: after its own two ATTACHes, no ATTACH, no VACUUM INTO, no
+	 * extensions. */
 	if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL) !=
 		    SQLITE_OK ||
 	    sqlite3_exec(db, "ATTACH ':memory:' AS system; ATTACH ':memory:' AS python;", NULL,
-			 NULL, NULL) != SQLITE_OK) {
+			 NULL, NULL) != SQLITE_OK ||
+	    sqlite3_set_authorizer(db, authorize, NULL) != SQLITE_OK ||
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK) {
 		fprintf(stderr, "probing query: cannot create the live database: %s\n",
 			sqlite3_errmsg(db));
 		livedb_free(l);

@@ -40,6 +40,8 @@ struct dwproc {
 	uint64_t last_refresh_ns;
 	unsigned int refresh_gap_ms; /* current back-off: 0 after a refresh found a module */
 	bool attached;
+	int refs;      /* its creator and the forked children sharing it (dwproc__share) */
+	bool disowned; /* its creator let it go: the pid's maps no longer describe it */
 	/* The sample being unwound (dwfl callbacks read these). */
 	pid_t tid;
 	const uint64_t *regs;
@@ -303,6 +305,7 @@ struct dwproc *dwproc__new(pid_t pid)
 		return NULL;
 	}
 	dp->pid = pid;
+	dp->refs = 1;
 	dp->reported = bmap__new();
 	if (!dp->reported) {
 		err = -ENOMEM;
@@ -331,9 +334,9 @@ fail:
 	return NULL;
 }
 
-void dwproc__free(struct dwproc *dp)
+static void release(struct dwproc *dp)
 {
-	if (!dp)
+	if (--dp->refs > 0)
 		return;
 	if (dp->dwfl)
 		dwfl_end(dp->dwfl);
@@ -343,13 +346,33 @@ void dwproc__free(struct dwproc *dp)
 	free(dp);
 }
 
+void dwproc__free(struct dwproc *dp)
+{
+	if (!dp)
+		return;
+	dp->disowned = true;
+	release(dp);
+}
+
+struct dwproc *dwproc__share(struct dwproc *dp)
+{
+	dp->refs++;
+	return dp;
+}
+
+void dwproc__unshare(struct dwproc *dp)
+{
+	if (dp)
+		release(dp);
+}
+
 int dwproc__refresh(struct dwproc *dp, unsigned int max_interval_ms)
 {
 	struct procmaps fresh;
 	uint64_t now = now_mono_ns();
 	int err, added;
 
-	if (now - dp->last_refresh_ns < (uint64_t)dp->refresh_gap_ms * 1000000)
+	if (dp->disowned || now - dp->last_refresh_ns < (uint64_t)dp->refresh_gap_ms * 1000000)
 		return 0;
 	dp->last_refresh_ns = now;
 	err = procmaps__read(dp->pid, &fresh);
@@ -509,6 +532,19 @@ Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc)
 			return dp->ranges[mid].mod;
 	}
 	return NULL;
+}
+
+uint64_t dwproc__frame_outside(struct dwproc *dp, const struct dwproc_frame *frames, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t pc = frames[i].activation ? frames[i].pc : frames[i].pc - 1;
+
+		if (frames[i].pc > 4096 && !dwproc__module(dp, pc))
+			return pc;
+	}
+	return 0;
 }
 
 Dwfl_Module *dwproc__module_refreshed(struct dwproc *dp, uint64_t pc)

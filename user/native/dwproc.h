@@ -23,8 +23,25 @@ struct dwproc;
  */
 struct dwproc *dwproc__new(pid_t pid);
 
-/* Free. NULL is a no-op. */
+/*
+ * The creator's release (the holder that made @dp with dwproc__new): from now on @dp is
+ * never refreshed from its process's maps, which may no longer describe it (an exec, or the
+ * pid reused); it is freed once no shared reference remains. NULL is a no-op.
+ */
 void dwproc__free(struct dwproc *dp);
+
+/*
+ * A new reference to @dp for a process just forked from its process: until the child execs
+ * it has its parent's address space, so the parent's view unwinds and symbolizes its
+ * samples, even once the child has exited (short-lived children often exit before their
+ * own maps could be read). Modules the parent maps later are added to the view while its
+ * creator holds it; what the child maps itself is not (see dwproc__frame_outside). Released
+ * with dwproc__unshare. Return @dp.
+ */
+struct dwproc *dwproc__share(struct dwproc *dp);
+
+/* Release a reference taken with dwproc__share; the last one frees. NULL is a no-op. */
+void dwproc__unshare(struct dwproc *dp);
 
 /* Longest wait between two re-reads of the maps that find nothing new (ms). */
 #define REFRESH_MAX_GAP_MS 100
@@ -33,7 +50,8 @@ void dwproc__free(struct dwproc *dp);
  * Re-read the maps and report modules that appeared (dlopen, a starting process) or moved.
  * Rate-limited with a back-off: right after a refresh that found a new module the next one
  * may run at once; each refresh that finds nothing doubles the gap, up to
- * @max_interval_ms. Returns 1 if it re-read, 0 if skipped, -errno on failure.
+ * @max_interval_ms. A view its creator let go while shared (dwproc__free) is never re-read.
+ * Returns 1 if it re-read, 0 if skipped, -errno on failure.
  */
 int dwproc__refresh(struct dwproc *dp, unsigned int max_interval_ms);
 
@@ -65,6 +83,13 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
 
 /* The module holding @pc, or NULL (anonymous memory, JIT code, unknown). */
 Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc);
+
+/*
+ * The address of the first of @frames (@n of them, as dwproc__unwind gives them: a return
+ * address as pc - 1) that lies in no module of @dp, or 0 if all do. Addresses in the first
+ * page (a null call) do not count.
+ */
+uint64_t dwproc__frame_outside(struct dwproc *dp, const struct dwproc_frame *frames, int n);
 
 /*
  * As dwproc__module, but when no module holds @pc (and it is not a null-page address) the

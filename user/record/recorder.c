@@ -10,6 +10,7 @@
 #include "native/kallsyms.h"
 #include "base/log.h"
 #include "base/procinfo.h"
+#include "base/procmaps.h"
 #include "python/pymerge.h"
 #include "python/pyproc.h"
 #include "record/recorder.h"
@@ -26,6 +27,8 @@ struct target {
 	pid_t ns_pid;	      /* its pid in its own PID namespace; 0 if unknown */
 	uint32_t incarnation; /* a new process with this pid (pid reuse) counts up */
 	struct dwproc *dp;    /* NULL until needed, or if the maps could not be read */
+	bool dp_shared;	      /* dp is its parent's view (forked, no exec since; dwproc__share) */
+	uint64_t own_maps_ns; /* dp_shared: when its own maps were last looked at (monotonic) */
 	struct pyproc *py;    /* its CPython interpreter, or NULL */
 	uint64_t py_gen;      /* which interpreter object: keys the resolved-frame cache */
 	bool alive;
@@ -129,6 +132,17 @@ nomem:
 	return NULL;
 }
 
+/* Let go of the target's view of its memory maps, its own or its parent's. */
+static void drop_dwproc(struct target *t)
+{
+	if (t->dp_shared)
+		dwproc__unshare(t->dp);
+	else
+		dwproc__free(t->dp);
+	t->dp = NULL;
+	t->dp_shared = false;
+}
+
 /* A resolved Python frame is cached per (interpreter, code object, checksum, instruction). */
 struct pyframe_key {
 	uint64_t gen, code;
@@ -150,7 +164,7 @@ void recorder__free(struct recorder *r)
 		return;
 	threadnames__free(r->tn);
 	for (i = 0; i < r->ntargets; i++) {
-		dwproc__free(r->targets[i].dp);
+		drop_dwproc(&r->targets[i]);
 		pyproc__free(r->targets[i].py);
 		free(r->targets[i].command);
 		free(r->targets[i].exe);
@@ -404,7 +418,7 @@ static void reset_target(struct recorder *r, struct target *t)
 	if (t->alive)
 		r->live--;
 	drop_python(r, t);
-	dwproc__free(t->dp);
+	drop_dwproc(t);
 	free(t->command);
 	free(t->exe);
 	memset(t, 0, sizeof(*t));
@@ -501,6 +515,14 @@ static void follow_child(struct recorder *r, const struct proc_change_event *ev,
 		t->world_size = parent->world_size;
 		if (parent->py)
 			snprintf(t->pyver, sizeof(t->pyver), "%s", pyproc__version_str(parent->py));
+		/* Until it execs, the child has its parent's address space: its samples unwind
+		 * with the parent's view, even once it has exited (its own maps are gone then,
+		 * and often before its fork is handled). Its exec event drops the view; an
+		 * address outside it makes the child read its own maps (native_frames). */
+		if (target_dwproc(parent)) {
+			t->dp = dwproc__share(parent->dp);
+			t->dp_shared = true;
+		}
 	}
 	read_proc_info(t); /* it may have exec'd already: its exec event follows */
 	start_target(r, t);
@@ -513,8 +535,7 @@ static void target_exec(struct recorder *r, struct target *t, const struct proc_
 	size_t i, n = ev->h.args_len < sizeof(ev->args) ? ev->h.args_len : sizeof(ev->args);
 	char *cmd = NULL, *path;
 
-	dwproc__free(t->dp);
-	t->dp = NULL;
+	drop_dwproc(t);	      /* its parent's too: the child's address space is new */
 	t->dp_failed = false; /* re-read lazily: the loader is still mapping */
 	/* Events are handled late: an interpreter found after the exec is the new program's
 	 * (and its threads' names are being read); one found before is the old one's. */
@@ -668,6 +689,39 @@ static void thread_exited(struct recorder *r, struct target *t, const struct pro
 		threadnames__forget(r->tn, ev->pid, ev->ns_tid);
 }
 
+/* How often a child unwound with its parent's view looks at its own maps (ms), at most. */
+#define OWN_MAPS_GAP_MS REFRESH_MAX_GAP_MS
+
+/*
+ * @t unwinds with its parent's view (forked, no exec since), and a frame of its sample lies
+ * outside it: the child mapped something of its own since the fork (dlopen, mmap). If its
+ * own maps (while it is there) hold a file mapped executable at @pc, give it a view of its
+ * own, and return true; the shared view stays otherwise. Looks at most every
+ * OWN_MAPS_GAP_MS: JIT code, an address really in no file, is outside every view.
+ */
+static bool child_own_view(struct target *t, uint64_t pc)
+{
+	const struct procmap *m;
+	struct procmaps pm;
+	struct dwproc *own;
+	uint64_t now = now_mono_ns();
+	bool in_file;
+
+	if (now - t->own_maps_ns < OWN_MAPS_GAP_MS * 1000000ULL || procmaps__read(t->pid, &pm))
+		return false;
+	t->own_maps_ns = now;
+	m = procmaps__find(&pm, pc);
+	in_file = m && m->x && m->path[0] && (m->path[0] != '[' || !strcmp(m->path, "[vdso]"));
+	procmaps__release(&pm);
+	if (!in_file || !(own = dwproc__new(t->pid)))
+		return false;
+	pr_debug("pid %d: mapped a file of its own since the fork: its own maps from now on",
+		 t->pid);
+	drop_dwproc(t);
+	t->dp = own;
+	return true;
+}
+
 /*
  * Unwind and symbolize the sample's native stack into r->nframes (leaf first), each frame
  * classified for the Python merge. Return the number of frames.
@@ -677,6 +731,7 @@ static int native_frames(struct recorder *r, struct target *t, const struct samp
 {
 	struct dwproc *dp = target_dwproc(t);
 	bool complete = false;
+	uint64_t pc;
 	int nn;
 
 	if (!dp) {
@@ -686,6 +741,7 @@ static int native_frames(struct recorder *r, struct target *t, const struct samp
 			.f = {.kind = FRAME_NATIVE, .func = "[unknown: process exited]"}};
 		return 1;
 	}
+again:
 	if (r->opts.native) {
 		nn = dwproc__unwind(dp, e->tid, (const uint64_t *)e->regs, stack, e->stack_len,
 				    r->nat, MAX_NATIVE, &complete);
@@ -697,6 +753,11 @@ static int native_frames(struct recorder *r, struct target *t, const struct samp
 	}
 	if (nn < 0)
 		nn = 0;
+	if (t->dp_shared && !complete && (pc = dwproc__frame_outside(dp, r->nat, nn)) &&
+	    child_own_view(t, pc)) {
+		dp = t->dp;
+		goto again;
+	}
 	if (complete)
 		r->stats.complete++;
 	else

@@ -430,6 +430,14 @@ static int list_tables(sqlite3 *db, struct strbuf *sb)
 	return err;
 }
 
+/* Whether @db is an in-memory database: a live process's tables, not a recording. */
+static bool is_memory_db(sqlite3 *db)
+{
+	const char *f = sqlite3_db_filename(db, "main");
+
+	return !f || !*f;
+}
+
 /* Print the error of a statement starting at @stmt_start in @sql, with its position. */
 static void report(sqlite3 *db, const char *sql, const char *stmt_start)
 {
@@ -468,9 +476,11 @@ static void report(sqlite3 *db, const char *sql, const char *stmt_start)
 		pr_warn("recordings are read-only for queries; to keep intermediate results use "
 			"TEMP tables or views (CREATE TEMP TABLE t AS SELECT ...)");
 	else if (sqlite3_errcode(db) == SQLITE_AUTH)
-		pr_warn("queries on a recording cannot reach other files: ATTACH and VACUUM INTO "
-			"are refused. Keep intermediate results in TEMP tables or views; to copy "
-			"a recording, copy the file");
+		pr_warn("queries cannot reach other files: ATTACH and VACUUM INTO are refused. "
+			"Keep intermediate results in TEMP tables or views; %s",
+			is_memory_db(db) ? "to keep a live process's python.torch_trace, use "
+					   "'probing query -p PID --save FILE'"
+					 : "to copy a recording, copy the file");
 	sb_free(&tables);
 }
 
