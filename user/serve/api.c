@@ -504,7 +504,10 @@ static void api_flamegraph(struct http_req *req, struct http_resp *resp)
 	if (run(req, resp, args, NULL, 0, SLOW_TIMEOUT_MS, NULL, &r, NULL))
 		return;
 	if (r.status || r.truncated) {
+		/* Shown in the page's frame, where the page reads it to show it inline. */
 		fail_text(resp, 400, &r, "drawing the flame graph");
+		resp->csp = svg_csp;
+		resp->frame_ok = true;
 	} else {
 		resp->type = "image/svg+xml";
 		resp->csp = svg_csp;

@@ -89,9 +89,9 @@ function route() {
 var COLOURS = ["#2a6fd0", "#e0632b", "#2e9d58", "#a347b8", "#c9a227", "#d0406a", "#3aa6b8",
                "#7a5a3a"];
 
-/* A line chart of @series [{name, points: [[x, y]...]}] in a new SVG element. */
+/* A line chart of @series [{name, points: [[x, y]...]}] in a new SVG element, legend right. */
 function lineChart(title, series, xlabel, ylabel) {
-  var W = 560, H = 260, L = 56, R = 12, T = 26, B = 40;
+  var W = 620, H = 260, L = 56, R = 170, T = 26, B = 34;
   var svg = el("svg:svg", { cls: "chart", width: W, height: H, viewBox: "0 0 " + W + " " + H });
   var xs = [], ys = [0];
   series.forEach(function (s) { s.points.forEach(function (p) { xs.push(p[0]); ys.push(p[1]); }); });
@@ -129,15 +129,12 @@ function lineChart(title, series, xlabel, ylabel) {
         el("svg:title", { text: s.name + ": step " + p[0] + ", " + (p[1] * 1000).toFixed(2) +
                                 " ms" })]));
     });
-    var lx = L + 8 + (k % 3) * 160, ly = H - 12 + 0 * k;
-    if (k >= 3) return;
-    svg.appendChild(el("svg:rect", { x: lx, y: ly - 8, width: 10, height: 10, fill: colour }));
-    svg.appendChild(el("svg:text", { x: lx + 14, y: ly + 1, text: s.name.slice(0, 22) }));
+    var ly = T + 4 + k * 16;
+    svg.appendChild(el("svg:rect", { x: W - R + 14, y: ly, width: 10, height: 10, fill: colour }));
+    svg.appendChild(el("svg:text", { x: W - R + 28, y: ly + 9, text: s.name.length > 24 ?
+      s.name.slice(0, 11) + "…" + s.name.slice(-11) : s.name }, [
+      el("svg:title", { text: s.name })]));
   });
-  if (series.length > 3) {
-    svg.appendChild(el("svg:text", { x: W - R, y: 16, "text-anchor": "end",
-                                     text: "+" + (series.length - 3) + " more (hover a line)" }));
-  }
   return svg;
 }
 
@@ -292,7 +289,11 @@ function drawFlame() {
 function flameLoaded() {
   var frame = $("fg-frame"), doc = frame.contentDocument;
   delete frame.dataset.loading;
-  if (!doc || !doc.documentElement) return;
+  if (!doc || !doc.documentElement) {
+    fgError("the flame graph could not be loaded");
+    show(frame, false);
+    return;
+  }
   if (doc.contentType !== "image/svg+xml") {
     fgError(doc.body ? doc.body.textContent : "the flame graph could not be drawn");
     show(frame, false);
