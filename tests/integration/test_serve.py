@@ -280,3 +280,27 @@ def test_live_processes_and_backtrace():
     status, headers, text = s.get("/api/backtrace?pid=999999999")
     assert status == 400 and b"999999999" in text
     assert s.stop() == 0
+
+
+def test_list_all_leaves_out_tools_that_read_libpython():
+    """probing record maps the target's libpython as data to read its symbols: that makes it
+    no Python process (it was listed as one: a libpython mapping was enough)."""
+    py = [exe for label, exe in harness.pythons() if label in ("3.11", "3.12", "3.10")]
+    if not py:
+        return
+    script = harness.tmp("sleeper.py")
+    with open(script, "w") as f:
+        f.write(LIVE_SCRIPT)
+    w = harness.spawn([py[0], script], stdout=harness.subprocess.PIPE)
+    assert w.stdout.readline().strip() == b"READY"
+    rec = harness.spawn([harness.PROBING, "record", "-p", str(w.pid), "-d", "60", "-o",
+                         harness.tmp("rec.db")])
+
+    def libpython_mapped():
+        with open(f"/proc/{rec.pid}/maps") as f:
+            return "libpython3" in f.read()
+    harness.wait_for(libpython_mapped, timeout=30, what="the recorder reading libpython")
+    p = harness.probing("list", "--all", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    pids = [x["pid"] for x in json.loads(p.stdout)["processes"]]
+    assert w.pid in pids and rec.pid not in pids, (w.pid, rec.pid, pids)
