@@ -100,6 +100,45 @@ int jq_double(const char *json, const char *path, double *out)
 	return err;
 }
 
+char *jq_json(const char *json, const char *path)
+{
+	/* SQLite's -> gives the JSON text of the value (3.38+); NULL when the path is absent. */
+	sqlite3_stmt *st = eval1(json, path, "?1 -> ?2");
+	const unsigned char *t;
+	char *out = NULL;
+
+	if (!st)
+		return NULL;
+	t = sqlite3_column_text(st, 1);
+	if (!t) {
+		errno = ENOENT;
+	} else {
+		out = strdup((const char *)t);
+		if (!out)
+			errno = ENOMEM;
+	}
+	sqlite3_finalize(st);
+	return out;
+}
+
+const char *jq_type(const char *json, const char *path)
+{
+	static const char *const types[] = {"null", "true", "false", "integer",
+					    "real", "text", "array", "object"};
+	sqlite3_stmt *st = eval1(json, path, "json_type(?1, ?2)");
+	const char *t, *out = NULL;
+	size_t i;
+
+	if (!st)
+		return NULL;
+	t = (const char *)sqlite3_column_text(st, 1);
+	for (i = 0; t && i < sizeof(types) / sizeof(types[0]) && !out; i++)
+		if (!strcmp(t, types[i]))
+			out = types[i];
+	sqlite3_finalize(st);
+	return out;
+}
+
 bool jq_bool(const char *json, const char *path)
 {
 	long long v = 0;
