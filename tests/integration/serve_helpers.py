@@ -47,6 +47,20 @@ def per_second(path):
     return out
 
 
+def children(parent):
+    """Pids of the child processes of @parent."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == parent:
+                        out.append(int(pid))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
 class Server:
     """probing serve ARGS, its URL from the first stdout line."""
 
@@ -97,16 +111,7 @@ class Server:
 
     def children(self):
         """Pids of the server's child processes (the commands it runs)."""
-        out = []
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        if int(f.read().rsplit(")", 1)[1].split()[1]) == self.proc.pid:
-                            out.append(int(pid))
-                except (OSError, IndexError, ValueError):
-                    pass
-        return out
+        return children(self.proc.pid)
 
     def stop(self):
         self.proc.terminate()

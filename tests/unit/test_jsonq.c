@@ -87,6 +87,15 @@ TEST(raw_values_and_types)
 	CHECK_STR(jq_type("[1]", "$"), "array");
 	CHECK(jq_type(doc, "$.missing") == NULL);
 	CHECK(jq_type("{", "$") == NULL);
+	{
+		static const char *const keys[] = {"id", "n", "x", "o", NULL};
+		char *k = jq_unknown_key(doc, keys);
+
+		CHECK_STR(k, "t");
+		free(k);
+		CHECK(jq_unknown_key("{\"id\":1}", keys) == NULL);
+		CHECK(jq_unknown_key("[1]", keys) == NULL);
+	}
 }
 
 TEST(iterates_arrays)

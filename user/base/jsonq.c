@@ -139,6 +139,27 @@ const char *jq_type(const char *json, const char *path)
 	return out;
 }
 
+char *jq_unknown_key(const char *json, const char *const *allowed)
+{
+	sqlite3_stmt *st = prepare("SELECT key FROM json_each(?1) WHERE json_type(?1) = 'object'");
+	const char *const *a;
+	char *out = NULL;
+
+	if (!st)
+		return NULL;
+	sqlite3_bind_text(st, 1, json ? json : "{}", -1, SQLITE_STATIC);
+	while (!out && sqlite3_step(st) == SQLITE_ROW) {
+		const char *key = (const char *)sqlite3_column_text(st, 0);
+
+		for (a = allowed; key && *a && strcmp(*a, key); a++)
+			;
+		if (key && !*a)
+			out = strdup(key);
+	}
+	sqlite3_finalize(st);
+	return out;
+}
+
 bool jq_bool(const char *json, const char *path)
 {
 	long long v = 0;

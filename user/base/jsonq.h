@@ -30,6 +30,12 @@ char *jq_json(const char *json, const char *path);
  */
 const char *jq_type(const char *json, const char *path);
 
+/*
+ * The first member name of the object @json that is not in @allowed (NULL-terminated), malloc'd;
+ * NULL when there is none (or @json is not an object).
+ */
+char *jq_unknown_key(const char *json, const char *const *allowed);
+
 /* The integer/boolean at @path into *@out. Return 0 or -ENOENT (absent, null, not a number). */
 int jq_int(const char *json, const char *path, long long *out);
 int jq_double(const char *json, const char *path, double *out);

@@ -31,7 +31,8 @@ static void usage(FILE *f)
 		"by distributed job (from the launchers' environment variables: torchrun, Slurm,\n"
 		"Open MPI, PMI): columns PID, RANK, AGENT (yes/no), JOB, COMMAND; a job's "
 		"launcher\n"
-		"(torchrun) is listed first with RANK 'launcher'.\n"
+		"(torchrun) is listed first with RANK 'launcher', a rank's child processes that\n"
+		"inherited its rank (DataLoader workers) as RANK 'N:worker'.\n"
 		"\n"
 		"Options:\n"
 		"  -a, --all         every Python process, not only those with the agent\n"
@@ -104,6 +105,8 @@ static int list_python(bool all, bool json, bool header)
 
 			if (procs[i].launcher)
 				snprintf(rank, sizeof(rank), "launcher");
+			else if (procs[i].worker)
+				snprintf(rank, sizeof(rank), "%d:worker", procs[i].id.rank);
 			else if (procs[i].id.rank >= 0)
 				snprintf(rank, sizeof(rank), "%d", procs[i].id.rank);
 			/* The job and the command line come from the target: escaped. */

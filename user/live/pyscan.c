@@ -181,6 +181,10 @@ static int assign_jobs(struct pyscan_proc *p, int n)
 		}
 	}
 	for (i = 0; i < n; i++) {
+		for (j = 0; p[i].job && j < n; j++)
+			if (p[j].pid == p[i].ppid && p[j].job && !strcmp(p[j].job, p[i].job) &&
+			    jobinfo_has_rank(&p[i].id) && p[j].id.rank == p[i].id.rank)
+				p[i].worker = true;
 		if (p[i].job)
 			continue;
 		for (j = 0; j < n; j++) {
@@ -324,7 +328,10 @@ int pyscan__json(const struct pyscan_proc *p, int n, struct strbuf *out)
 		err = err ?: sb_printf(out, ",\"agent\":%s", p[i].agent ? "true" : "false");
 		err = err ?: json_text(out, "command", p[i].command);
 		err = err ?: json_text(out, "job", p[i].job);
-		err = err ?: sb_printf(out, ",\"launcher\":%s", p[i].launcher ? "true" : "false");
+		err = err
+			      ?: sb_printf(out, ",\"launcher\":%s,\"worker\":%s",
+					   p[i].launcher ? "true" : "false",
+					   p[i].worker ? "true" : "false");
 		err = err ?: json_num(out, "rank", p[i].id.rank);
 		err = err ?: json_num(out, "local_rank", p[i].id.local_rank);
 		err = err ?: json_num(out, "world_size", p[i].id.world_size);
@@ -356,7 +363,14 @@ int pyscan__json(const struct pyscan_proc *p, int n, struct strbuf *out)
 		err = err ?: json_num(out, "world_size", world);
 		err = err ?: sb_puts(out, ",\"ranks\":[");
 		for (k = i; !err && k < j; k++) {
-			if (p[k].launcher)
+			if (p[k].launcher || p[k].worker)
+				continue;
+			err = sb_printf(out, "%s%d", first ? "" : ",", (int)p[k].pid);
+			first = 0;
+		}
+		err = err ?: sb_puts(out, "],\"workers\":[");
+		for (k = i, first = 1; !err && k < j; k++) {
+			if (!p[k].worker)
 				continue;
 			err = sb_printf(out, "%s%d", first ? "" : ",", (int)p[k].pid);
 			first = 0;

@@ -22,6 +22,8 @@ struct pyscan_proc {
 	char *command; /* command line, arguments joined by spaces (the target's bytes) */
 	char *job;     /* the job it belongs to (pyscan__list), NULL if none */
 	bool launcher; /* no rank of its own, but the parent of ranks of its job (torchrun) */
+	bool worker;   /* a child of a process of the same rank (a DataLoader worker), which it
+			* inherited the rank from: not a rank of its own */
 	struct job_identity id;
 };
 
@@ -30,7 +32,8 @@ struct pyscan_proc {
  * no job last), then rank, then pid. A process's job is the launcher's job id
  * (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, ...), else the rendezvous MASTER_ADDR:MASTER_PORT,
  * else, for a process with a rank, "ranks of pid PPID" (its parent started them); a
- * process without a rank whose children are ranks of one job is that job's launcher.
+ * process without a rank whose children are ranks of one job is that job's launcher, and a
+ * child of a rank with the same rank (inherited with the environment) is a worker of it.
  * Return 0 and *@out (free with pyscan__free), *@n, or -errno (-ENOMEM, or /proc unreadable).
  */
 int pyscan__list(struct pyscan_proc **out, int *n);
@@ -39,9 +42,9 @@ void pyscan__free(struct pyscan_proc *procs, int n);
 
 /*
  * Append @procs as JSON: {"processes": [{"pid", "ppid", "uid", "agent", "command", "job",
- * "launcher", "rank", "local_rank", "world_size", "host", "launched_by"}...], "jobs": [{"job",
- * "launched_by", "world_size", "ranks": [pids in rank order], "launcher": pid or null}...]}
- * (unknown numbers are null). Return 0 or -ENOMEM.
+ * "launcher", "worker", "rank", "local_rank", "world_size", "host", "launched_by"}...], "jobs":
+ * [{"job", "launched_by", "world_size", "ranks": [pids in rank order], "workers": [pids],
+ * "launcher": pid or null}...]} (unknown numbers are null). Return 0 or -ENOMEM.
  */
 int pyscan__json(const struct pyscan_proc *procs, int n, struct strbuf *out);
 

@@ -521,7 +521,8 @@ function startSql() {
 var live = { pid: null, procs: [] };
 
 function procLabel(p) {
-  return (p.launcher ? "launcher" : p.rank !== null ? "rank " + p.rank : "pid " + p.pid);
+  return (p.launcher ? "launcher" : p.rank === null ? "pid " + p.pid :
+          "rank " + p.rank + (p.worker ? " worker" : ""));
 }
 
 function loadProcesses() {
@@ -549,7 +550,8 @@ function loadProcesses() {
       open.addEventListener("click", function () { showProcess(p); });
       t.appendChild(el("tr", { id: "proc-" + p.pid, cls: p.pid === live.pid ? "sel" : "" }, [
         el("td", { cls: "num", text: String(p.pid) }),
-        el("td", { text: p.launcher ? "launcher" : p.rank !== null ? String(p.rank) : "" }),
+        el("td", { text: p.launcher ? "launcher" : p.rank === null ? "" :
+                         p.worker ? p.rank + " · worker" : String(p.rank) }),
         el("td", { text: p.agent ? "yes" : "no" }),
         el("td", { text: p.uid === null ? "" : String(p.uid) }),
         el("td", { text: p.command }), el("td", {}, [open])]));
