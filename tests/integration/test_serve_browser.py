@@ -131,6 +131,7 @@ def test_browser_recording_pages():
         b.wait("!document.getElementById('fg-error').hidden", what="the error")
         err = b.eval("document.getElementById('fg-error').textContent")
         assert "no samples of rank 9" in err and "ranks 0, 1" in err, err
+        assert b.eval("getComputedStyle(document.getElementById('fg-frame')).display") == "none"
 
         # SQL: a query, its table; an error inline; CSV; a query cancelled.
         b.click("#nav-sql")
@@ -209,10 +210,32 @@ def test_browser_live_page():
                        stdout=harness.subprocess.PIPE)
     assert r1.stdout.readline().strip() == b"READY"
 
-    s = Server()
+    # The same rows saved into a file: its page shows the same charts.
+    saved = harness.tmp("steps.db")
+    p = harness.probing("query", "-p", t.pid, "--save", saved)
+    assert p.returncode == 0, p.stderr
+    s = Server("-i", saved)
     with cdp.Browser(width=1280, height=1000) as b:
         b.goto(s.url)
-        b.wait("!document.getElementById('fg-none').hidden", what="the no-recording note")
+        b.wait("!document.getElementById('fg-torch').hidden &&"
+               " document.querySelectorAll('#fg-torch circle').length === 24 + 6 *"
+               " document.querySelectorAll('#fg-torch svg.chart')[1]"
+               ".querySelectorAll('path.line').length", what="the saved trace's charts")
+        tips = b.eval("Array.from(document.querySelectorAll('#fg-torch svg.chart')[0]"
+                      ".querySelectorAll('circle title')).map(function (t) {"
+                      " return t.textContent; })")
+        for step, secs in total.items():
+            assert "total: step %d, %.2f ms" % (step, secs * 1000) in tips, (step, tips[:8])
+        # A file of PyTorch rows only has no samples to draw: said on the page.
+        b.wait("!document.getElementById('fg-error').hidden")
+        assert "has no samples" in b.eval("document.getElementById('fg-error').textContent")
+        assert b.eval("getComputedStyle(document.getElementById('fg-frame')).display") == "none"
+        href = b.eval("document.getElementById('torch-chrome-f0').getAttribute('href')")
+        trace = b.eval(f"fetch({json.dumps(href)}).then(function (r) {{ return r.json(); }})")
+        assert len([e for e in trace["traceEvents"] if e["ph"] == "X" and
+                    e["tid"] != test_torch.STEPS_TID]) == len(rows)
+        b.eval("document.getElementById('fg-torch').scrollIntoView()")
+        shot(b, "saved-torch.png")
         b.click("#nav-live")
         b.wait(f"document.getElementById('proc-{t.pid}') !== null &&"
                f" document.getElementById('proc-{r1.pid}') !== null", what="both ranks listed")
