@@ -143,6 +143,34 @@ def test_json_api_against_ground_truth():
     assert s.stop() == 0
 
 
+def test_thread_states_when_the_recording_has_them():
+    """Off-CPU recordings have a state column: the time line says so and the filters work."""
+    db = serve_helpers.job_db()
+    con = sqlite3.connect(db)
+    con.executescript("ALTER TABLE sample_counts ADD COLUMN state INTEGER NOT NULL DEFAULT 0;"
+                      "UPDATE sample_counts SET state = 3 WHERE pid = 200;"  # lock
+                      "DROP VIEW samples;"
+                      "CREATE VIEW samples AS SELECT pid, tid, NULL AS thread, stack_id, state,"
+                      " SUM(count) AS count FROM sample_counts GROUP BY pid, tid, stack_id,"
+                      " state")
+    con.close()
+    plain = serve_helpers.job_db(name="plain.db")
+    s = Server("-i", db, plain)
+    status, t = s.json("GET", "/api/timeline?f=0")
+    assert status == 200 and t["states"] is True
+    status, t = s.json("GET", "/api/timeline?f=0&state=lock")
+    assert sum(x[1] for x in t["seconds"]) == 520
+    status, _, svg = s.get("/api/flamegraph?f=0&state=running")
+    assert status == 200 and b'<g class="rt" data-o="0" data-n="520">' in svg
+    status, t = s.json("GET", "/api/timeline?f=1")
+    assert t["states"] is False
+    status, _, body = s.get("/api/flamegraph?f=1&state=lock")
+    assert status == 400 and b"no thread states" in body
+    status, r = s.json("GET", "/api/timeline?f=0&state=napping")
+    assert status == 400 and "unknown state" in r["error"]
+    assert s.stop() == 0
+
+
 def test_query_time_limit_and_cancel():
     db = serve_helpers.job_db()
     s = Server("-i", db)

@@ -231,4 +231,4 @@ static int cmd_list(int argc, char **argv)
 	return EXIT_OK;
 }
 
-COMMAND(list, cmd_list, "processes in which the agent is running", 100);
+COMMAND(list, cmd_list, "processes with the agent running (--all: every Python process)", 100);
