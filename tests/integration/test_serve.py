@@ -267,10 +267,16 @@ def test_bad_start():
         assert p.returncode == code and msg in p.stderr and p.stdout == "", (args, p.stderr)
     if os.geteuid() != 0:
         return
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     # Ports below 1024 need root: as nobody.
-    p = harness.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                     harness.PROBING, "serve", "--listen", "127.0.0.1:1"], timeout=20)
+    p = harness.run([*nobody, harness.PROBING, "serve", "--listen", "127.0.0.1:1"], timeout=20)
     assert p.returncode == 1 and "ports below 1024 need root" in p.stderr, p.stderr
+    # A recording nobody may read (in a directory it may enter).
+    os.chmod(harness.tmp(), 0o755)
+    os.chmod(db, 0o600)
+    p = harness.run([*nobody, harness.PROBING, "serve", "-i", db], timeout=20)
+    assert p.returncode == 1 and p.stdout == "", p.stdout
+    assert f"cannot read the recording {db}: Permission denied" in p.stderr, p.stderr
 
 
 LIVE_SCRIPT = """
