@@ -35,7 +35,7 @@ CFLAGS   ?= -O2 -g
 override CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	    -Wshadow -Wformat=2 -fno-strict-aliasing -D_GNU_SOURCE -MMD -MP
 INCLUDES := -I$(BUILD) -Iuser -I.
-LDLIBS   := -lbpf -lelf -ldw -lz -lsqlite3 -ledit -lpthread -ldl -lstdc++
+LDLIBS   := -lbpf -lelf -ldw -lz -lsqlite3 -ledit -lmicrohttpd -lpthread -ldl -lstdc++
 
 # ---- sources --------------------------------------------------------------------------------
 BPF_SRCS   := $(wildcard bpf/*.bpf.c)

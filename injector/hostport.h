@@ -22,7 +22,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define HOSTPORT_DEFAULT_HOST "127.0.0.1"
+#define HOSTPORT_DEFAULT_HOST	"127.0.0.1"
+#define HOSTPORT_LISTEN_DEFAULT "127.0.0.1:0" /* probing serve: loopback, any free port */
 
 /*
  * Split @spec into @host (NUL-terminated, brackets removed; "" when @spec is a bare PORT or

@@ -8,7 +8,7 @@ set -euo pipefail
 PKGS=(
 	# build
 	make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
-	libsqlite3-dev libedit-dev pkg-config
+	libsqlite3-dev libedit-dev libmicrohttpd-dev pkg-config
 	# tests and demo: interpreters, workloads, browser check, tools the tests drive
 	python3 python3-torch chromium procps util-linux sqlite3 file binutils gdb
 	# benchmarks

@@ -26,6 +26,19 @@ static void add(struct fg *g, const char *stack, uint64_t count)
 	CHECK_EQ(fg__add(g, syms, n, count), 0);
 }
 
+/* The same for the baseline of a differential graph. */
+static void add_base(struct fg *g, const char *stack, uint64_t count)
+{
+	uint32_t syms[64];
+	char buf[1024], *tok, *save = NULL;
+	size_t n = 0;
+
+	snprintf(buf, sizeof(buf), "%s", stack);
+	for (tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save))
+		REQUIRE(fg__symbol(g, tok, FRAME_NATIVE, NULL, &syms[n++]) == 0);
+	CHECK_EQ(fg__add_base(g, syms, n, count), 0);
+}
+
 static const char *folded(struct fg *g)
 {
 	static struct strbuf sb;
@@ -306,6 +319,87 @@ TEST(colours_are_deterministic_per_function)
 	sb_free(&s2);
 	fg__free(g1);
 	fg__free(g2);
+}
+
+/* The fill colour of the frame named @name in @svg, as "r,g,b". */
+static const char *fill_of(const char *svg, const char *name, char *buf, size_t size)
+{
+	char title[128];
+	const char *t, *f;
+
+	snprintf(title, sizeof(title), "<title>%s\n", name);
+	t = strstr(svg, title);
+	f = t ? strstr(t, "fill=\"rgb(") : NULL;
+	if (!f)
+		return "";
+	snprintf(buf, size, "%.*s", (int)strcspn(f + 10, ")"), f + 10);
+	return buf;
+}
+
+/*
+ * Ground truth: baseline main;a 50, main;b 50 (100); graph main;a 20, main;b 60, main;c 20
+ * (100). Self shares change by a -30%, b +10%, c +20%: a is the deepest blue, c red, b a
+ * lighter red; widths are the graph's, the baseline's counts go to the tooltip.
+ */
+TEST(diff_counts_colours_and_folded)
+{
+	struct fg_options o = {.width = 1020};
+	struct fg *g = fg__new();
+	struct fg_box *boxes = NULL;
+	struct strbuf svg = {0};
+	char ca[32], cb[32], cc[32], cm[32];
+	size_t n = 0, i;
+	int height;
+
+	REQUIRE(g);
+	add(g, "main;a", 20);
+	add(g, "main;b", 60);
+	add(g, "main;c", 20);
+	add_base(g, "main;a", 50);
+	add_base(g, "main;b", 50);
+	add_base(g, "main;gone", 10); /* only in the baseline: drawn with no width */
+	CHECK_EQ(fg__total(g), 100);
+	CHECK_EQ(fg__base_total(g), 110);
+	CHECK_STR(folded(g), "main;a 50 20\n"
+			     "main;b 50 60\n"
+			     "main;c 0 20\n"
+			     "main;gone 10 0\n");
+	REQUIRE(fg__layout(g, &o, &boxes, &n, &height) == 0);
+	for (i = 0; i < n; i++) {
+		if (!strcmp(boxes[i].name, "a")) {
+			CHECK_EQ(boxes[i].count, 20);
+			CHECK_EQ(boxes[i].base_count, 50);
+			CHECK_EQ(boxes[i].base_self, 50);
+			CHECK(near(boxes[i].width, 200));
+		}
+		CHECK(strcmp(boxes[i].name, "gone"));
+	}
+	free(boxes);
+	REQUIRE(fg__svg(g, &o, &svg) == 0);
+	/* a: 20/100 - 50/110 = -25.45% (the largest change): full blue. */
+	CHECK_STR(fill_of(svg.buf, "a", ca, sizeof(ca)), "35,35,255");
+	/* c: +20% of 25.45%: red at 0.786. b: 60% - 45.45% = +14.55%: red at 0.571. */
+	CHECK_STR(fill_of(svg.buf, "c", cc, sizeof(cc)), "255,76,76");
+	CHECK_STR(fill_of(svg.buf, "b", cb, sizeof(cb)), "255,116,116");
+	/* main has no samples of its own in either: unchanged, grey. */
+	CHECK_STR(fill_of(svg.buf, "main", cm, sizeof(cm)), "225,225,225");
+	CHECK(strstr(svg.buf, "<title>a\n20 samples, 20.00%\nbaseline: 50 samples, 45.45%\n"
+			      "self: 20.00% (baseline 45.45%, \xe2\x88\x92"
+			      "25.45%)"));
+	CHECK(strstr(svg.buf, "self share grew"));
+	sb_free(&svg);
+	fg__free(g);
+}
+
+TEST(graph_without_baseline_is_not_differential)
+{
+	struct fg *g = fg__new();
+
+	REQUIRE(g);
+	add(g, "main;a", 3);
+	CHECK_EQ(fg__base_total(g), 0);
+	CHECK_STR(folded(g), "main;a 3\n");
+	fg__free(g);
 }
 
 TEST_MAIN()

@@ -59,6 +59,45 @@ static int stop_at_two(char **v, int n, void *ctx)
 	return ++*(int *)ctx == 2 ? 7 : 0;
 }
 
+TEST(raw_values_and_types)
+{
+	const char *doc = "{\"id\":\"a\\\"b\",\"n\":7,\"x\":null,\"o\":{\"k\":[1,2.5]},\"t\":true}";
+	char *v;
+
+	v = jq_json(doc, "$.id");
+	CHECK_STR(v, "\"a\\\"b\"");
+	free(v);
+	v = jq_json(doc, "$.n");
+	CHECK_STR(v, "7");
+	free(v);
+	v = jq_json(doc, "$.x");
+	CHECK_STR(v, "null");
+	free(v);
+	v = jq_json(doc, "$.o");
+	CHECK_STR(v, "{\"k\":[1,2.5]}");
+	free(v);
+	CHECK(jq_json(doc, "$.missing") == NULL && errno == ENOENT);
+	CHECK(jq_json("{not json", "$") == NULL && errno == EINVAL);
+	CHECK_STR(jq_type(doc, "$.id"), "text");
+	CHECK_STR(jq_type(doc, "$.n"), "integer");
+	CHECK_STR(jq_type(doc, "$.o.k[1]"), "real");
+	CHECK_STR(jq_type(doc, "$.o"), "object");
+	CHECK_STR(jq_type(doc, "$.x"), "null");
+	CHECK_STR(jq_type(doc, "$.t"), "true");
+	CHECK_STR(jq_type("[1]", "$"), "array");
+	CHECK(jq_type(doc, "$.missing") == NULL);
+	CHECK(jq_type("{", "$") == NULL);
+	{
+		static const char *const keys[] = {"id", "n", "x", "o", NULL};
+		char *k = jq_unknown_key(doc, keys);
+
+		CHECK_STR(k, "t");
+		free(k);
+		CHECK(jq_unknown_key("{\"id\":1}", keys) == NULL);
+		CHECK(jq_unknown_key("[1]", keys) == NULL);
+	}
+}
+
 TEST(iterates_arrays)
 {
 	const char *j =

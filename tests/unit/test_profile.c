@@ -170,6 +170,118 @@ TEST(filters_and_time)
 	profile__free(prof);
 }
 
+static struct profile *load_filter(const char *p, const struct profile_filter *f, int *err)
+{
+	struct profile *prof = NULL;
+	sqlite3 *db = NULL;
+
+	*err = recording__open(p, &db);
+	if (*err)
+		return NULL;
+	*err = profile__load(db, f, &prof);
+	recording__close(db);
+	return prof;
+}
+
+static uint64_t total_of(const char *p, const struct profile_filter *f)
+{
+	struct profile *prof;
+	uint64_t n;
+	int err;
+
+	prof = load_filter(p, f, &err);
+	if (!prof)
+		return UINT64_MAX;
+	n = prof->total;
+	profile__free(prof);
+	return n;
+}
+
+static void exec_sql(const char *p, const char *sql)
+{
+	sqlite3 *db = NULL;
+
+	REQUIRE(sqlite3_open(p, &db) == SQLITE_OK);
+	CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/*
+ * The recording of make_recording: second 100 has 10/10 5, 10/11 4, 20/20 3 (12 samples),
+ * second 101 has 10/10 3; meta start = 100, so these are seconds 0 and 1.
+ */
+TEST(rank_range_and_state_filters)
+{
+	const char *p = path("c.db");
+	struct profile_filter f = {0};
+	struct profile_second *secs = NULL;
+	struct profile *prof;
+	sqlite3 *db = NULL;
+	int64_t t0 = 0;
+	size_t n = 0;
+	int err;
+
+	REQUIRE(p && make_recording(p) == 0);
+	exec_sql(p, "UPDATE processes SET rank = 2 WHERE pid = 10");
+	f.flags = PROFILE_RANK;
+	f.rank = 2;
+	CHECK_EQ(total_of(p, &f), 12);
+	f.rank = 0;
+	CHECK_EQ(total_of(p, &f), 0);
+
+	/* Time ranges, in seconds since the start: a second that overlaps the range counts. */
+	f = (struct profile_filter){.flags = PROFILE_RANGE, .from = 1, .to = 2};
+	CHECK_EQ(total_of(p, &f), 3);
+	f.from = 0, f.to = 0.5;
+	CHECK_EQ(total_of(p, &f), 12);
+	f.from = 0.5, f.to = 1.5;
+	CHECK_EQ(total_of(p, &f), 15);
+	f.from = 2, f.to = 10;
+	CHECK_EQ(total_of(p, &f), 0);
+	f.pid = 10, f.from = 0, f.to = 1;
+	CHECK_EQ(total_of(p, &f), 9);
+
+	/* Samples per second, with the process filter, the range ignored. */
+	REQUIRE(recording__open(p, &db) == 0);
+	CHECK_EQ(profile__t0(db, &t0), 0);
+	CHECK_EQ(t0, 100);
+	CHECK_EQ(profile__has_states(db), 0);
+	f = (struct profile_filter){.pid = 10, .flags = PROFILE_RANGE, .from = 1, .to = 2};
+	REQUIRE(profile__per_second(db, &f, &secs, &n, &t0) == 0);
+	REQUIRE(n == 2);
+	CHECK(secs[0].t == 0 && secs[0].count == 9);
+	CHECK(secs[1].t == 1 && secs[1].count == 3);
+	free(secs);
+	recording__close(db);
+
+	/* No state column: a state filter is refused. */
+	f = (struct profile_filter){.state = "lock"};
+	prof = load_filter(p, &f, &err);
+	CHECK(!prof && err == -EINVAL);
+	/* With one (as off-CPU recording adds it): by number (waitclass.h) or by name. */
+	exec_sql(p, "ALTER TABLE sample_counts ADD COLUMN state INTEGER NOT NULL DEFAULT 0;"
+		    "UPDATE sample_counts SET state = 3 WHERE pid = 20;"
+		    "UPDATE sample_counts SET state = 'io' WHERE tid = 11;"
+		    "DROP VIEW samples;"
+		    "CREATE VIEW samples AS SELECT pid, tid, NULL AS thread, stack_id, state,"
+		    " SUM(count) AS count FROM sample_counts GROUP BY pid, tid, stack_id, state");
+	REQUIRE(recording__open(p, &db) == 0);
+	CHECK_EQ(profile__has_states(db), 1);
+	recording__close(db);
+	CHECK_EQ(total_of(p, &f), 3);
+	f.state = "io";
+	CHECK_EQ(total_of(p, &f), 4);
+	f.state = "running";
+	CHECK_EQ(total_of(p, &f), 8);
+	f.state = "gil";
+	CHECK_EQ(total_of(p, &f), 0);
+	f.state = "nonsense";
+	prof = load_filter(p, &f, &err);
+	CHECK(!prof && err == -EINVAL);
+	CHECK_EQ(profile__state_code("lock", &err), 0);
+	CHECK_EQ(err, 3);
+}
+
 TEST(open_errors)
 {
 	const char *p;

@@ -57,6 +57,24 @@ TEST(json_keeps_types)
 	CHECK_STR(run("SELECT x'00ff' AS b", SQLOUT_JSON, false, &ret), "[\n{\"b\":\"00ff\"}\n]\n");
 }
 
+TEST(json_compact_keeps_column_order_and_duplicates)
+{
+	int ret = -1;
+
+	/* Keys that JavaScript objects would reorder ("2" before "b") or merge ("a" twice). */
+	CHECK_STR(run("SELECT 1 AS b, 2 AS \"2\", 'x' AS a, NULL AS a UNION ALL "
+		      "SELECT 3, 4.5, 'y\"', 6",
+		      SQLOUT_JSON_COMPACT, false, &ret),
+		  "{\"columns\":[\"b\",\"2\",\"a\",\"a\"],\"rows\":[\n"
+		  "[1,2,\"x\",null],\n"
+		  "[3,4.5,\"y\\\"\",6]\n]}\n");
+	CHECK_EQ(ret, 0);
+	/* No rows: the columns still. Several statements: one object each, on new lines. */
+	CHECK_STR(run("SELECT 1 AS a WHERE 0; SELECT 2 AS c", SQLOUT_JSON_COMPACT, false, &ret),
+		  "{\"columns\":[\"a\"],\"rows\":[]}\n"
+		  "{\"columns\":[\"c\"],\"rows\":[\n[2]\n]}\n");
+}
+
 TEST(table_aligns_columns)
 {
 	int ret = -1;

@@ -7,6 +7,11 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+/* probing's version (--version, the servers' self-description). */
+#ifndef PROBING_VERSION
+#define PROBING_VERSION "0.1.0"
+#endif
+
 /* Exit statuses (docs/design.md §3): 1 = the operation failed, 2 = usage error. */
 #define EXIT_OK	   0
 #define EXIT_FAIL  1

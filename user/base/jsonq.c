@@ -100,6 +100,66 @@ int jq_double(const char *json, const char *path, double *out)
 	return err;
 }
 
+char *jq_json(const char *json, const char *path)
+{
+	/* SQLite's -> gives the JSON text of the value (3.38+); NULL when the path is absent. */
+	sqlite3_stmt *st = eval1(json, path, "?1 -> ?2");
+	const unsigned char *t;
+	char *out = NULL;
+
+	if (!st)
+		return NULL;
+	t = sqlite3_column_text(st, 1);
+	if (!t) {
+		errno = ENOENT;
+	} else {
+		out = strdup((const char *)t);
+		if (!out)
+			errno = ENOMEM;
+	}
+	sqlite3_finalize(st);
+	return out;
+}
+
+const char *jq_type(const char *json, const char *path)
+{
+	static const char *const types[] = {"null", "true", "false", "integer",
+					    "real", "text", "array", "object"};
+	sqlite3_stmt *st = eval1(json, path, "json_type(?1, ?2)");
+	const char *t, *out = NULL;
+	size_t i;
+
+	if (!st)
+		return NULL;
+	t = (const char *)sqlite3_column_text(st, 1);
+	for (i = 0; t && i < sizeof(types) / sizeof(types[0]) && !out; i++)
+		if (!strcmp(t, types[i]))
+			out = types[i];
+	sqlite3_finalize(st);
+	return out;
+}
+
+char *jq_unknown_key(const char *json, const char *const *allowed)
+{
+	sqlite3_stmt *st = prepare("SELECT key FROM json_each(?1) WHERE json_type(?1) = 'object'");
+	const char *const *a;
+	char *out = NULL;
+
+	if (!st)
+		return NULL;
+	sqlite3_bind_text(st, 1, json ? json : "{}", -1, SQLITE_STATIC);
+	while (!out && sqlite3_step(st) == SQLITE_ROW) {
+		const char *key = (const char *)sqlite3_column_text(st, 0);
+
+		for (a = allowed; key && *a && strcmp(*a, key); a++)
+			;
+		if (key && !*a)
+			out = strdup(key);
+	}
+	sqlite3_finalize(st);
+	return out;
+}
+
 bool jq_bool(const char *json, const char *path)
 {
 	long long v = 0;

@@ -16,6 +16,26 @@
  */
 char *jq_text(const char *json, const char *path);
 
+/*
+ * The value at @path as JSON text (a string with its quotes and escapes, an object or array as
+ * JSON, a number's digits, null), malloc'd; NULL if absent or the document is not valid JSON
+ * (errno = ENOENT / EINVAL / ENOMEM). For echoing a value as it came (a JSON-RPC id).
+ */
+char *jq_json(const char *json, const char *path);
+
+/*
+ * The JSON type of the value at @path: "null", "true", "false", "integer", "real", "text",
+ * "array" or "object" (static strings, as SQLite's json_type names them); NULL if absent or
+ * the document is not valid JSON.
+ */
+const char *jq_type(const char *json, const char *path);
+
+/*
+ * The first member name of the object @json that is not in @allowed (NULL-terminated), malloc'd;
+ * NULL when there is none (or @json is not an object).
+ */
+char *jq_unknown_key(const char *json, const char *const *allowed);
+
 /* The integer/boolean at @path into *@out. Return 0 or -ENOENT (absent, null, not a number). */
 int jq_int(const char *json, const char *path, long long *out);
 int jq_double(const char *json, const char *path, double *out);

@@ -19,6 +19,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: probing flamegraph [-i FILE] [-o OUT.svg] [--folded] [--pid N] [--tid N]\n"
+		"                          [--rank N] [--from SEC] [--to SEC] [--state STATE]\n"
+		"                          [--diff OTHER.db] [--diff-ranks A,B]\n"
 		"                          [--title T] [--width PX] [--min-width PX] [--inverted]\n"
 		"                          [--force]\n"
 		"\n"
@@ -46,6 +48,21 @@ static void usage(FILE *f)
 		"                      speedscope, diff, grep)\n"
 		"      --pid N         only the samples of process N\n"
 		"      --tid N         only the samples of thread N\n"
+		"      --rank N        only the processes of distributed rank N (processes.rank)\n"
+		"      --from SEC, --to SEC\n"
+		"                      only the samples from SEC seconds after the recording\n"
+		"                      started, up to SEC (samples are timed to the second: a\n"
+		"                      second that overlaps the range is kept)\n"
+		"      --state STATE   only samples in thread state STATE (running, runnable,\n"
+		"                      sleep, lock, io, gil, other), for recordings that have\n"
+		"                      states\n"
+		"      --diff OTHER.db a differential flame graph: drawn from FILE, coloured by\n"
+		"                      how each frame's share of samples changed from OTHER.db\n"
+		"                      (the baseline): red grew, blue shrank; filters apply to "
+		"both\n"
+		"      --diff-ranks A,B  the same between two ranks: rank A (of OTHER.db with\n"
+		"                      --diff, else of FILE) is the baseline, rank B is drawn.\n"
+		"                      With --folded: \"stack BASELINE COUNT\" lines (difffolded)\n"
 		"      --title T       the title of the graph (default: \"Flame Graph\")\n"
 		"      --width PX      width of the image in pixels (default: 1200)\n"
 		"      --min-width PX  leave out frames narrower than PX pixels, and what they "
@@ -57,7 +74,10 @@ static void usage(FILE *f)
 		"Examples:\n"
 		"  probing flamegraph -i app.db -o app.svg\n"
 		"  probing flamegraph -i app.db --pid 1234 --title 'trainer, rank 0' -o rank0.svg\n"
-		"  probing flamegraph -i app.db --folded | grep -F 'forward (' | head\n");
+		"  probing flamegraph -i app.db --folded | grep -F 'forward (' | head\n"
+		"  probing flamegraph -i app.db --from 30 --to 40 -o slow-phase.svg\n"
+		"  probing flamegraph -i app.db --diff-ranks 0,3 -o rank3-vs-rank0.svg\n"
+		"  probing flamegraph -i after.db --diff before.db -o diff.svg\n");
 }
 
 enum {
@@ -69,6 +89,12 @@ enum {
 	OPT_MIN_WIDTH,
 	OPT_INVERTED,
 	OPT_FORCE,
+	OPT_RANK,
+	OPT_FROM,
+	OPT_TO,
+	OPT_STATE,
+	OPT_DIFF,
+	OPT_DIFF_RANKS,
 };
 
 static const struct option options[] = {
@@ -82,6 +108,12 @@ static const struct option options[] = {
 	{"min-width", required_argument, NULL, OPT_MIN_WIDTH},
 	{"inverted", no_argument, NULL, OPT_INVERTED},
 	{"force", no_argument, NULL, OPT_FORCE},
+	{"rank", required_argument, NULL, OPT_RANK},
+	{"from", required_argument, NULL, OPT_FROM},
+	{"to", required_argument, NULL, OPT_TO},
+	{"state", required_argument, NULL, OPT_STATE},
+	{"diff", required_argument, NULL, OPT_DIFF},
+	{"diff-ranks", required_argument, NULL, OPT_DIFF_RANKS},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -100,6 +132,8 @@ static void thousands(char *buf, size_t size, uint64_t v)
 	}
 	buf[o] = '\0';
 }
+
+#define NO_END 1e18 /* --from without --to: to the end */
 
 /* "12,345 samples at 99 Hz · pid 1234 (python train.py) · tid 1240 (loader) · app.db" */
 static int subtitle(struct strbuf *sb, const struct profile *p, const struct profile_filter *flt,
@@ -125,22 +159,92 @@ static int subtitle(struct strbuf *sb, const struct profile *p, const struct pro
 		err = sb_printf(sb, " \xc2\xb7 tid %d%s%s%s", (int)flt->tid, thread ? " (" : "",
 				thread ? text_str(&tmp, thread, 0) : "", thread ? ")" : "");
 	}
+	if (!err && (flt->flags & PROFILE_RANK))
+		err = sb_printf(sb, " \xc2\xb7 rank %d", flt->rank);
+	if (!err && (flt->flags & PROFILE_RANGE))
+		err = flt->to >= NO_END
+			      ? sb_printf(sb, " \xc2\xb7 from %g s", flt->from)
+			      : sb_printf(sb, " \xc2\xb7 %g s to %g s", flt->from, flt->to);
+	if (!err && flt->state)
+		err = sb_printf(sb, " \xc2\xb7 %s", flt->state);
 	if (!err)
-		err = sb_printf(sb, " \xc2\xb7 %s", input);
+		err = sb_printf(sb, " \xc2\xb7 %s", text_str(&tmp, input, 0));
 	sb_free(&tmp);
+	return err;
+}
+
+/* " · baseline: rank 0 of before.db" */
+static int subtitle_baseline(struct strbuf *sb, const struct profile_filter *base,
+			     const char *base_input, const char *input)
+{
+	struct strbuf tmp = {0};
+	int err;
+
+	err = sb_puts(sb, " \xc2\xb7 baseline:");
+	if (!err && (base->flags & PROFILE_RANK))
+		err = sb_printf(sb, " rank %d%s", base->rank,
+				strcmp(base_input, input) ? " of" : "");
+	if (!err && strcmp(base_input, input))
+		err = sb_printf(sb, " %s", text_str(&tmp, base_input, 0));
+	sb_free(&tmp);
+	return err;
+}
+
+/* Parse "A,B" (two ranks, non-negative integers). 0 or -EINVAL. */
+static int parse_rank_pair(const char *s, int *a, int *b)
+{
+	char first[32];
+	const char *comma = strchr(s, ',');
+	long v, w;
+
+	if (!comma || (size_t)(comma - s) >= sizeof(first))
+		return -EINVAL;
+	memcpy(first, s, comma - s);
+	first[comma - s] = '\0';
+	if (parse_long(first, 0, INT_MAX, &v) || parse_long(comma + 1, 0, INT_MAX, &w))
+		return -EINVAL;
+	*a = v;
+	*b = w;
+	return 0;
+}
+
+/*
+ * Load @input with @flt into *@prof. Return 0, or -ENODATA when it selects no samples (the
+ * reason printed), or another -errno (printed).
+ */
+static int load(const char *input, const struct profile_filter *flt, struct profile **prof)
+{
+	sqlite3 *db = NULL;
+	int err;
+
+	if (recording__open(input, &db))
+		return -EIO;
+	err = profile__load(db, flt, prof);
+	if (err == -ENOMEM)
+		pr_warn("out of memory reading %s", input);
+	if (!err && !(*prof)->total) {
+		profile__explain_empty(db, input, flt);
+		profile__free(*prof);
+		*prof = NULL;
+		err = -ENODATA;
+	}
+	recording__close(db);
 	return err;
 }
 
 int cmd_flamegraph(int argc, char **argv)
 {
-	const char *input = "probing.db", *output = "-";
-	struct profile_filter flt = {0};
+	const char *input = "probing.db", *output = "-", *diff_input = NULL;
+	struct profile_filter flt = {0}, base_flt;
+	struct profile *base = NULL;
+	bool diff_ranks = false, from_given = false, to_given = false;
+	int rank_a = 0, rank_b = 0;
+	double secs;
 	struct fg_options fo = {0};
 	struct strbuf text = {0}, sub = {0};
 	struct outfile *of = NULL;
 	struct profile *prof = NULL;
 	struct fg *g = NULL;
-	sqlite3 *db = NULL;
 	unsigned int out_flags = OUTFILE_FORCE_HINT;
 	bool folded = false;
 	int c, ret = EXIT_FAIL, err;
@@ -194,6 +298,47 @@ int cmd_flamegraph(int argc, char **argv)
 		case OPT_FORCE:
 			out_flags |= OUTFILE_FORCE;
 			break;
+		case OPT_RANK:
+			if (parse_long(optarg, 0, INT_MAX, &v))
+				return cli_usage_error("flamegraph",
+						       "invalid --rank '%s': expected a rank, 0 or "
+						       "more",
+						       optarg);
+			flt.flags |= PROFILE_RANK;
+			flt.rank = v;
+			break;
+		case OPT_FROM:
+		case OPT_TO:
+			if (parse_seconds(optarg, 0, 1e9, &secs))
+				return cli_usage_error(
+					"flamegraph",
+					"invalid %s '%s': expected seconds since the "
+					"recording started (e.g. 12.5)",
+					c == OPT_FROM ? "--from" : "--to", optarg);
+			*(c == OPT_FROM ? &flt.from : &flt.to) = secs;
+			*(c == OPT_FROM ? &from_given : &to_given) = true;
+			break;
+		case OPT_STATE:
+			if (profile__state_code(optarg, NULL))
+				return cli_usage_error(
+					"flamegraph",
+					"unknown --state '%s': use running, runnable, "
+					"sleep, lock, io, gil or other",
+					optarg);
+			flt.state = optarg;
+			break;
+		case OPT_DIFF:
+			diff_input = optarg;
+			break;
+		case OPT_DIFF_RANKS:
+			if (parse_rank_pair(optarg, &rank_a, &rank_b))
+				return cli_usage_error(
+					"flamegraph",
+					"invalid --diff-ranks '%s': expected two ranks "
+					"A,B (the baseline first), e.g. 0,3",
+					optarg);
+			diff_ranks = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -203,32 +348,52 @@ int cmd_flamegraph(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error("flamegraph", "unexpected argument '%s'", argv[optind]);
+	if (from_given || to_given) {
+		if (!to_given)
+			flt.to = NO_END;
+		if (flt.to <= flt.from)
+			return cli_usage_error("flamegraph", "--to must be later than --from");
+		flt.flags |= PROFILE_RANGE;
+	}
+	if (diff_ranks && (flt.flags & PROFILE_RANK))
+		return cli_usage_error("flamegraph",
+				       "give either --rank or --diff-ranks, not both");
+	base_flt = flt;
+	if (diff_ranks) {
+		base_flt.flags |= PROFILE_RANK;
+		base_flt.rank = rank_a;
+		flt.flags |= PROFILE_RANK;
+		flt.rank = rank_b;
+	}
 
 	/* The output first: a file that may not be written is refused before any work. */
 	if (outfile__open(output, out_flags, &of))
 		goto cleanup;
-	if (recording__open(input, &db))
+	if (load(input, &flt, &prof))
 		goto cleanup;
-	err = profile__load(db, &flt, &prof);
-	if (err) {
-		if (err == -ENOMEM)
-			pr_warn("out of memory reading %s", input);
-		goto cleanup;
-	}
-	if (!prof->total) {
-		profile__explain_empty(db, input, &flt);
-		goto cleanup;
+	if (diff_input || diff_ranks) {
+		err = load(diff_input ? diff_input : input, &base_flt, &base);
+		if (err == -ENODATA)
+			pr_warn("the baseline of the differential flame graph has no samples to "
+				"compare with");
+		if (err)
+			goto cleanup;
 	}
 	g = fg__new();
 	if (!g)
 		goto nomem;
 	err = fg__add_profile(g, prof);
+	if (!err && base)
+		err = fg__add_profile_base(g, base);
 	if (err)
 		goto nomem;
 	if (folded) {
 		err = fg__folded(g, &text);
 	} else {
 		err = subtitle(&sub, prof, &flt, input);
+		if (!err && base)
+			err = subtitle_baseline(&sub, &base_flt, diff_input ? diff_input : input,
+						input);
 		fo.subtitle = sb_str(&sub);
 		if (!err)
 			err = fg__svg(g, &fo, &text);
@@ -255,7 +420,7 @@ cleanup:
 	sb_free(&sub);
 	fg__free(g);
 	profile__free(prof);
-	recording__close(db);
+	profile__free(base);
 	return ret;
 }
 

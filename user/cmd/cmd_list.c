@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* probing list: the processes in which an agent is running. */
+/* probing list: the processes in which an agent is running; with --all every Python process. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -14,11 +14,12 @@
 #include "base/jsonq.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "live/pyscan.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: probing list [--no-header]\n"
+		"Usage: probing list [--all] [--format table|json] [--no-header]\n"
 		"\n"
 		"List the processes in which the probing agent is running: the owners of the\n"
 		"listening abstract sockets @probing-... of this network namespace\n"
@@ -26,150 +27,26 @@ static void usage(FILE *f)
 		"the agent runs, Python version, TCP address if it serves one, command line. An\n"
 		"agent that does not answer within a second is listed with PYTHON '(busy?)'.\n"
 		"\n"
+		"With --all, every Python process you may inspect, with the agent or not, grouped\n"
+		"by distributed job (from the launchers' environment variables: torchrun, Slurm,\n"
+		"Open MPI, PMI): columns PID, RANK, AGENT (yes/no), JOB, COMMAND; a job's "
+		"launcher\n"
+		"(torchrun) is listed first with RANK 'launcher', a rank's child processes that\n"
+		"inherited its rank (DataLoader workers) as RANK 'N:worker'.\n"
+		"\n"
 		"Options:\n"
+		"  -a, --all         every Python process, not only those with the agent\n"
+		"  -f, --format F    table (default) or json: {\"processes\": [...], \"jobs\": "
+		"[...]}\n"
+		"                    with pid, ppid, uid, agent, command, job, rank, local_rank,\n"
+		"                    world_size, host of each process (docs/serve.md)\n"
 		"      --no-header   no header line\n"
 		"  -h, --help        this help\n"
 		"\n"
 		"Examples:\n"
 		"  probing list\n"
+		"  probing list --all\n"
 		"  probing list --no-header | awk '{print $1}'\n");
-}
-
-static int pid_cmp(const void *a, const void *b)
-{
-	return *(const pid_t *)a - *(const pid_t *)b;
-}
-
-struct sock {
-	unsigned long long ino;
-	pid_t pid;
-};
-
-static int sock_cmp(const void *a, const void *b)
-{
-	const struct sock *x = a, *y = b;
-
-	return x->ino < y->ino ? -1 : x->ino > y->ino;
-}
-
-static int pid_of_sock(const struct sock *s, int n, unsigned long long ino)
-{
-	int lo = 0, hi = n - 1;
-
-	while (lo <= hi) {
-		int mid = (lo + hi) / 2;
-
-		if (s[mid].ino == ino)
-			return mid;
-		if (s[mid].ino < ino)
-			lo = mid + 1;
-		else
-			hi = mid - 1;
-	}
-	return -1;
-}
-
-/*
- * The processes that listen on an abstract socket named @probing-... in this network
- * namespace. The number in the name is the pid in the process's own pid namespace, so the
- * owner is found by the socket's inode among the file descriptors of every process we may
- * read.
- */
-static int agent_pids(pid_t **out, int *nr)
-{
-	char *buf, *line, *save = NULL;
-	struct sock *socks = NULL, *stmp;
-	pid_t *pids = NULL, *tmp;
-	int n = 0, cap = 0, ns = 0, scap = 0, i;
-	struct dirent *pe, *fe;
-	DIR *proc, *fds;
-
-	buf = read_file("/proc/net/unix", 0, NULL);
-	if (!buf)
-		return -errno;
-	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		unsigned long flags = 0;
-		unsigned long long ino;
-		char path[256] = "";
-
-		/* Num RefCount Protocol Flags Type St Inode Path */
-		if (sscanf(line, "%*s %*s %*s %lx %*s %*s %llu %255s", &flags, &ino, path) < 3)
-			continue;
-		/* __SO_ACCEPTCON (0x10000): a listening socket. */
-		if (!(flags & 0x10000) || path[0] != '@' ||
-		    strncmp(path + 1, AGENT_SOCK_PREFIX, strlen(AGENT_SOCK_PREFIX)))
-			continue;
-		if (ns == scap) {
-			scap = scap ? scap * 2 : 16;
-			stmp = realloc(socks, scap * sizeof(*socks));
-			if (!stmp)
-				goto nomem;
-			socks = stmp;
-		}
-		socks[ns++] = (struct sock){ino, 0};
-	}
-	free(buf);
-	buf = NULL;
-	*out = NULL;
-	*nr = 0;
-	if (!ns)
-		return 0;
-	qsort(socks, ns, sizeof(*socks), sock_cmp);
-	proc = opendir("/proc");
-	if (!proc)
-		goto nomem;
-	while ((pe = readdir(proc))) {
-		char dir[300];
-		pid_t pid = atoi(pe->d_name);
-
-		if (pid <= 0)
-			continue;
-		snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
-		fds = opendir(dir);
-		if (!fds)
-			continue; /* not ours to read */
-		while ((fe = readdir(fds))) {
-			char fn[600], link[64];
-			unsigned long long ino;
-			ssize_t l;
-
-			snprintf(fn, sizeof(fn), "%s/%s", dir, fe->d_name);
-			l = readlink(fn, link, sizeof(link) - 1);
-			if (l <= 0)
-				continue;
-			link[l] = '\0';
-			if (sscanf(link, "socket:[%llu]", &ino) != 1)
-				continue;
-			i = pid_of_sock(socks, ns, ino);
-			if (i >= 0 && !socks[i].pid)
-				socks[i].pid = pid;
-		}
-		closedir(fds);
-	}
-	closedir(proc);
-	for (i = 0; i < ns; i++) {
-		if (!socks[i].pid)
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			tmp = realloc(pids, cap * sizeof(*pids));
-			if (!tmp)
-				goto nomem;
-			pids = tmp;
-		}
-		pids[n++] = socks[i].pid;
-	}
-	free(socks);
-	if (n)
-		qsort(pids, n, sizeof(*pids), pid_cmp);
-	*out = pids;
-	*nr = n;
-	return 0;
-nomem:
-	free(buf);
-	free(socks);
-	free(pids);
-	return -ENOMEM;
 }
 
 static char *cmdline(pid_t pid)
@@ -187,21 +64,98 @@ static char *cmdline(pid_t pid)
 	return s;
 }
 
+/* --all and --format json: the Python processes (with an agent only, without --all). */
+static int list_python(bool all, bool json, bool header)
+{
+	struct pyscan_proc *procs = NULL;
+	struct strbuf out = {0}, e[2] = {{0}};
+	int n = 0, i, k, err;
+
+	err = pyscan__list(&procs, &n);
+	if (err) {
+		fprintf(stderr, "probing list: cannot list the processes: %s\n", strerror(-err));
+		return EXIT_FAIL;
+	}
+	if (!all) {
+		for (i = k = 0; i < n; i++) {
+			if (procs[i].agent) {
+				struct pyscan_proc t = procs[k];
+
+				procs[k++] = procs[i];
+				procs[i] = t;
+			}
+		}
+		for (i = k; i < n; i++) {
+			free(procs[i].command);
+			free(procs[i].job);
+			jobinfo_free(&procs[i].id);
+		}
+		n = k;
+	}
+	if (json) {
+		err = pyscan__json(procs, n, &out);
+		if (!err)
+			fputs(sb_str(&out), stdout);
+	} else {
+		if (header && n)
+			printf("%-8s %-8s %-5s %-24s %s\n", "PID", "RANK", "AGENT", "JOB",
+			       "COMMAND");
+		for (i = 0; i < n; i++) {
+			char rank[16] = "-";
+
+			if (procs[i].launcher)
+				snprintf(rank, sizeof(rank), "launcher");
+			else if (procs[i].worker)
+				snprintf(rank, sizeof(rank), "%d:worker", procs[i].id.rank);
+			else if (procs[i].id.rank >= 0)
+				snprintf(rank, sizeof(rank), "%d", procs[i].id.rank);
+			/* The job and the command line come from the target: escaped. */
+			printf("%-8d %-8s %-5s %-24s %s\n", (int)procs[i].pid, rank,
+			       procs[i].agent ? "yes" : "no",
+			       procs[i].job ? text_str(&e[0], procs[i].job, 0) : "-",
+			       text_str(&e[1], procs[i].command, 0));
+		}
+		if (!n)
+			fprintf(stderr, "probing list: no Python process%s\n",
+				all ? " that you may inspect" : " with a running agent");
+	}
+	pyscan__free(procs, n);
+	sb_free(&out);
+	sb_free(&e[0]);
+	sb_free(&e[1]);
+	if (err) {
+		fprintf(stderr, "probing list: out of memory\n");
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
 static int cmd_list(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{"all", no_argument, NULL, 'a'},
+		{"format", required_argument, NULL, 'f'},
 		{"no-header", no_argument, NULL, 'H'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	struct strbuf e[3] = {{0}};
 	pid_t *pids = NULL;
-	bool header = true;
+	bool header = true, all = false, json = false;
 	int ch, n = 0, i, shown = 0, err;
 
 	cli_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":af:vh", opts, NULL)) != -1) {
 		switch (ch) {
+		case 'a':
+			all = true;
+			break;
+		case 'f':
+			if (strcmp(optarg, "table") && strcmp(optarg, "json"))
+				return cli_usage_error(
+					"list", "unknown --format '%s': use table or json", optarg);
+			json = !strcmp(optarg, "json");
+			break;
 		case 'H':
 			header = false;
 			break;
@@ -217,7 +171,9 @@ static int cmd_list(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error("list", "unexpected argument '%s'", argv[optind]);
-	err = agent_pids(&pids, &n);
+	if (all || json)
+		return list_python(all, json, header);
+	err = pyscan__agent_pids(&pids, &n);
 	if (err) {
 		fprintf(stderr, "probing list: cannot read /proc/net/unix: %s\n", strerror(-err));
 		return EXIT_FAIL;
@@ -275,4 +231,4 @@ static int cmd_list(int argc, char **argv)
 	return EXIT_OK;
 }
 
-COMMAND(list, cmd_list, "processes in which the agent is running", 100);
+COMMAND(list, cmd_list, "processes with the agent running (--all: every Python process)", 100);

@@ -23,7 +23,9 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: probing query [-i FILE] [--format table|csv|json] [--no-header] SQL\n"
+		"Usage: probing query [-i FILE] [--format table|csv|json|json-compact] "
+		"[--no-header] "
+		"SQL\n"
 		"       probing query -p PID|-t PID|-t HOST:PORT [OPTIONS] SQL\n"
 		"       probing query -p PID --save FILE [SQL]\n"
 		"\n"
@@ -60,7 +62,9 @@ static void usage(FILE *f)
 		"                        it later; the SQL is then optional\n"
 		"  -f, --format FORMAT   table: aligned columns for reading (the default, on a\n"
 		"                        terminal or not); csv: RFC 4180 with a header row;\n"
-		"                        json: an array of objects per statement, one per row\n"
+		"                        json: an array of objects per statement, one per row;\n"
+		"                        json-compact: per statement {\"columns\": [...],\n"
+		"                        \"rows\": [[...], ...]}, a row per line\n"
 		"      --no-header       leave out the column names (table, csv)\n"
 		"  -h, --help            show this help\n"
 		"SQL '-' reads the statements from stdin.\n"
@@ -223,9 +227,10 @@ int cmd_query(int argc, char **argv)
 			break;
 		case 'f':
 			if (sqlout__parse_format(optarg, &o.format))
-				return cli_usage_error(
-					"query", "unknown --format '%s': use table, csv or json",
-					optarg);
+				return cli_usage_error("query",
+						       "unknown --format '%s': use table, csv, "
+						       "json or json-compact",
+						       optarg);
 			break;
 		case OPT_NO_HEADER:
 			o.no_header = true;

@@ -237,7 +237,7 @@ static void write_meta(struct store *st, unsigned int freq, unsigned int stack_s
 	store__meta_int(st, "frequency", freq);
 	store__meta_int(st, "stack_size", stack_size);
 	store__meta_text(st, "clock", "cpu-clock");
-	store__meta_text(st, "probing_version", "0.1.0");
+	store__meta_text(st, "probing_version", PROBING_VERSION);
 	store__meta_real(st, "start", start);
 	if (end > 0) {
 		store__meta_real(st, "end", end);

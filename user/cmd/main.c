@@ -7,10 +7,6 @@
 #include "base/cli.h"
 #include "base/log.h"
 
-#ifndef PROBING_VERSION
-#define PROBING_VERSION "0.1.0"
-#endif
-
 /* The commands registered with COMMAND() (cli.h), in link order. Weak: the linker defines
  * them only when the section exists, i.e. when at least one command is linked in. */
 extern const struct command __start_probing_commands[] __attribute__((weak));

@@ -142,7 +142,8 @@ int live__is_python(pid_t pid)
 	for (i = 0; i < (int)pm.nr && !found; i++) {
 		const char *b = procmaps__basename(&pm.maps[i]);
 
-		if (!strncmp(b, "libpython3", 10))
+		/* Loaded as code: a tool reading the file (probing record maps it) is no Python. */
+		if (pm.maps[i].x && !strncmp(b, "libpython3", 10))
 			found = 1;
 	}
 	/* A python executable with the interpreter linked in (Debian's python3.11) exports the

@@ -31,6 +31,7 @@ struct node {
 	uint32_t next;	/* next sibling; 0 = none */
 	uint64_t total; /* samples in this node and below */
 	uint64_t self;	/* samples whose leaf is this node */
+	uint64_t base_total, base_self; /* the same in the baseline of a differential graph */
 };
 
 struct fg {
@@ -42,6 +43,8 @@ struct fg {
 	struct bmap *edges; /* (parent, symbol) -> child */
 	bool sorted;	    /* siblings are in name order */
 	bool kinds[3];	    /* which kinds of frames occur (for the legend) */
+	bool diff;	    /* a baseline was added: a differential graph */
+	double max_delta;   /* differential: the largest |change of self share| */
 };
 
 struct edge_key {
@@ -241,7 +244,9 @@ static int new_node(struct fg *g, uint32_t parent, uint32_t sym, uint32_t *out)
 	return 0;
 }
 
-int fg__add(struct fg *g, const uint32_t *syms, size_t n, uint64_t count)
+/* Count @count samples of the stack @syms in the graph's own counts, or with @base in the
+ * baseline's. */
+static int add_counts(struct fg *g, const uint32_t *syms, size_t n, uint64_t count, bool base)
 {
 	struct edge_key k;
 	uint32_t node = 0, child;
@@ -270,18 +275,30 @@ int fg__add(struct fg *g, const uint32_t *syms, size_t n, uint64_t count)
 		node = child;
 	}
 	node = 0;
-	g->nodes[0].total += count;
+	*(base ? &g->nodes[0].base_total : &g->nodes[0].total) += count;
 	for (i = 0; i < n; i++) {
 		k.parent = node;
 		k.sym = syms[i];
 		node = *bmap__find(g->edges, &k, sizeof(k));
-		g->nodes[node].total += count;
+		*(base ? &g->nodes[node].base_total : &g->nodes[node].total) += count;
 	}
-	g->nodes[node].self += count;
+	*(base ? &g->nodes[node].base_self : &g->nodes[node].self) += count;
 	return 0;
 }
 
-int fg__add_profile(struct fg *g, const struct profile *p)
+int fg__add(struct fg *g, const uint32_t *syms, size_t n, uint64_t count)
+{
+	return add_counts(g, syms, n, count, false);
+}
+
+int fg__add_base(struct fg *g, const uint32_t *syms, size_t n, uint64_t count)
+{
+	g->diff = true;
+	return add_counts(g, syms, n, count, true);
+}
+
+/* Add the samples of @p to the graph's own counts, or with @base to the baseline's. */
+static int add_profile(struct fg *g, const struct profile *p, bool base)
 {
 	struct strbuf name = {0};
 	uint64_t *counts = NULL;
@@ -326,7 +343,8 @@ int fg__add_profile(struct fg *g, const struct profile *p)
 		/* The recording stores the leaf at depth 0; the tree wants the root first. */
 		for (d = 0; d < s->n; d++)
 			path[s->n - 1 - d] = syms[p->refs[s->first + d]];
-		err = fg__add(g, path, s->n, counts[i]);
+		err = base ? fg__add_base(g, path, s->n, counts[i])
+			   : fg__add(g, path, s->n, counts[i]);
 	}
 cleanup:
 	sb_free(&name);
@@ -336,9 +354,25 @@ cleanup:
 	return err;
 }
 
+int fg__add_profile(struct fg *g, const struct profile *p)
+{
+	return add_profile(g, p, false);
+}
+
+int fg__add_profile_base(struct fg *g, const struct profile *p)
+{
+	g->diff = true;
+	return add_profile(g, p, true);
+}
+
 uint64_t fg__total(const struct fg *g)
 {
 	return g->nodes[0].total;
+}
+
+uint64_t fg__base_total(const struct fg *g)
+{
+	return g->nodes[0].base_total;
 }
 
 /* ---- ordering ------------------------------------------------------------------------------- */
@@ -435,7 +469,7 @@ static int folded_visit(struct folded_ctx *c, uint32_t node)
 		if (err)
 			return err;
 	}
-	if (n->self && node) {
+	if ((n->self || (c->g->diff && n->base_self)) && node) {
 		if (c->nlines == c->cap) {
 			size_t cap = c->cap ? c->cap * 2 : 1024;
 			size_t *tmp = realloc(c->starts, cap * sizeof(*tmp));
@@ -446,8 +480,14 @@ static int folded_visit(struct folded_ctx *c, uint32_t node)
 			c->cap = cap;
 		}
 		c->starts[c->nlines++] = c->lines.len;
-		err = sb_printf(&c->lines, "%s %llu", sb_str(&c->path),
-				(unsigned long long)n->self);
+		/* Differential: "stack BASELINE COUNT", as difffolded.pl writes it. */
+		if (c->g->diff)
+			err = sb_printf(&c->lines, "%s %llu %llu", sb_str(&c->path),
+					(unsigned long long)n->base_self,
+					(unsigned long long)n->self);
+		else
+			err = sb_printf(&c->lines, "%s %llu", sb_str(&c->path),
+					(unsigned long long)n->self);
 		if (!err)
 			err = sb_append(&c->lines, "", 1); /* keep the NUL: lines are C strings */
 		if (err)
@@ -546,6 +586,9 @@ static int lay(struct layout_ctx *c, uint32_t node, int depth, uint64_t offset)
 	b->depth = depth;
 	b->offset = offset;
 	b->count = n->total;
+	b->self = n->self;
+	b->base_count = n->base_total;
+	b->base_self = n->base_self;
 	b->x = PAD + offset * c->scale;
 	b->width = n->total * c->scale;
 	if (depth > c->max_depth)
@@ -676,6 +719,67 @@ cleanup:
  */
 extern const char probing_flamegraph_css[], probing_flamegraph_js[];
 
+/* ---- differential colours -------------------------------------------------------------- */
+
+/* How a box's self share changed from the baseline: shares in 0..1, after minus before. */
+static double self_delta(const struct fg *g, uint64_t self, uint64_t base_self)
+{
+	double t = g->nodes[0].total, bt = g->nodes[0].base_total;
+
+	return (t ? self / t : 0) - (bt ? base_self / bt : 0);
+}
+
+/* The largest |change| among the frames drawn, which the colours are scaled to. */
+static void diff_scale(struct fg *g, const struct fg_box *boxes, size_t n)
+{
+	size_t i;
+
+	g->max_delta = 0;
+	for (i = 0; i < n; i++) {
+		double d = absd(self_delta(g, boxes[i].self, boxes[i].base_self));
+
+		if (d > g->max_delta)
+			g->max_delta = d;
+	}
+}
+
+/*
+ * Red for a frame whose self share grew, blue for one that shrank, the deeper the larger the
+ * change; light grey for no change (flamegraph.pl's differential colours).
+ */
+static void diff_rgb(const struct fg *g, const struct fg_box *b, uint8_t rgb[3])
+{
+	double d = self_delta(g, b->self, b->base_self);
+	double i = g->max_delta > 0 ? absd(d) / g->max_delta : 0;
+	uint8_t fade = (uint8_t)(225 - 190 * i + 0.5);
+
+	if (d > 0) {
+		rgb[0] = 255, rgb[1] = fade, rgb[2] = fade;
+	} else if (d < 0) {
+		rgb[0] = fade, rgb[1] = fade, rgb[2] = 255;
+	} else {
+		rgb[0] = rgb[1] = rgb[2] = 225;
+	}
+}
+
+/* The tooltip's lines about the baseline: its samples, and the self share before and after. */
+static int append_diff_title(struct strbuf *sb, const struct fg *g, const struct fg_box *b)
+{
+	double bt = g->nodes[0].base_total, t = g->nodes[0].total;
+	double d = self_delta(g, b->self, b->base_self);
+	char cnt[32];
+
+	fmt_count(cnt, sizeof(cnt), b->base_count);
+	return sb_printf(
+		sb, "\nbaseline: %s sample%s, %.2f%%\nself: %.2f%% (baseline %.2f%%, %s%.2f%%)",
+		cnt, b->base_count == 1 ? "" : "s", bt ? 100.0 * b->base_count / bt : 0,
+		t ? 100.0 * b->self / t : 0, bt ? 100.0 * b->base_self / bt : 0,
+		d > 0	? "+"
+		: d < 0 ? "\xe2\x88\x92"
+			: "\xc2\xb1",
+		100.0 * absd(d));
+}
+
 static const char *kind_class(const struct fg_box *b)
 {
 	if (b->root)
@@ -697,6 +801,24 @@ static const struct {
 	{FRAME_KERNEL, "kernel", "rgb(176,152,206)"},
 };
 
+/* A differential graph's legend instead (its colours say how frames changed, not kinds). */
+static const struct {
+	const char *label, *colour;
+} diff_legend[] = {
+	{"self share grew", "rgb(255,60,60)"},
+	{"shrank", "rgb(60,60,255)"},
+};
+
+static int diff_legend_width(void)
+{
+	size_t i;
+	int w = 0;
+
+	for (i = 0; i < ARRAY_SIZE(diff_legend); i++)
+		w += (int)(strlen(diff_legend[i].label) * 7.2) + 14 + (w ? 14 : 0);
+	return w;
+}
+
 /* Width of a legend item: the swatch, a gap, the label (about 7.2 px a character). */
 static int legend_item_width(size_t i)
 {
@@ -709,6 +831,8 @@ static int legend_width(const struct fg *g)
 	size_t i;
 	int w = 0;
 
+	if (g->diff)
+		return diff_legend_width();
 	for (i = 0; i < ARRAY_SIZE(legend); i++)
 		if (g->kinds[legend[i].kind])
 			w += legend_item_width(i) + (w ? 14 : 0);
@@ -721,6 +845,18 @@ static int append_legend(struct strbuf *sb, const struct fg *g, int width, int y
 	int x = width - PAD, i, err = 0;
 
 	err = sb_puts(sb, "<g id=\"legend\">\n");
+	for (i = ARRAY_SIZE(diff_legend) - 1; g->diff && i >= 0 && !err; i--) {
+		int iw = (int)(strlen(diff_legend[i].label) * 7.2) + 14;
+
+		err = sb_printf(sb,
+				"<text class=\"end\" x=\"%d\" y=\"%d\">%s</text>"
+				"<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" rx=\"2\" "
+				"fill=\"%s\"/>\n",
+				x, y, diff_legend[i].label, x - iw, y - 9, diff_legend[i].colour);
+		x -= iw + 14;
+	}
+	if (g->diff)
+		return err ? err : sb_puts(sb, "</g>\n");
 	/* Right to left, so the last item ends at the margin. */
 	for (i = ARRAY_SIZE(legend) - 1; i >= 0 && !err; i--) {
 		if (!g->kinds[legend[i].kind])
@@ -750,6 +886,8 @@ static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_b
 
 		memcpy(rgb, g->syms[*slot].rgb, 3);
 	}
+	if (g->diff)
+		diff_rgb(g, b, rgb);
 	fmt_count(cnt, sizeof(cnt), b->count);
 	err = sb_printf(sb, "<g class=\"%s\" data-o=\"%llu\" data-n=\"%llu\"><title>",
 			kind_class(b), (unsigned long long)b->offset, (unsigned long long)b->count);
@@ -758,6 +896,8 @@ static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_b
 	if (!err)
 		err = sb_printf(sb, "\n%s sample%s, %.2f%%", cnt, b->count == 1 ? "" : "s",
 				100.0 * b->count / total);
+	if (!err && g->diff)
+		err = append_diff_title(sb, g, b);
 	if (!err && b->module) {
 		err = sb_puts(sb, "\n");
 		if (!err)
@@ -805,6 +945,8 @@ int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
 	for (i = 0; i < n; i++)
 		if (boxes[i].depth > max_depth)
 			max_depth = boxes[i].depth;
+	if (g->diff)
+		diff_scale(g, boxes, n);
 	err = sb_reserve(out, 4096 + n * 300);
 	if (!err)
 		err = sb_printf(

@@ -55,13 +55,29 @@ struct profile;
  */
 int fg__add_profile(struct fg *g, const struct profile *p);
 
-/* Samples added so far. */
+/*
+ * A differential flame graph (Brendan Gregg's difffolded.pl + flamegraph.pl): the graph is
+ * drawn from the samples added with fg__add/fg__add_profile (the "after"), and the samples
+ * added with these two (the baseline, "before") only colour it: each frame by the change of
+ * its self share (its own samples over all samples) from the baseline to the graph, red where
+ * it grew, blue where it shrank, the deeper the larger the change (relative to the largest
+ * change in the graph); shares, not counts, so that profiles of different lengths compare.
+ * Frames only in the baseline have no width: swap the two to see them. The folded output
+ * becomes "stack BASELINE COUNT" lines. Same return values as fg__add/fg__add_profile.
+ */
+int fg__add_base(struct fg *g, const uint32_t *syms, size_t n, uint64_t count);
+int fg__add_profile_base(struct fg *g, const struct profile *p);
+
+/* Samples added so far; baseline samples added so far. */
 uint64_t fg__total(const struct fg *g);
+uint64_t fg__base_total(const struct fg *g);
 
 /*
  * Append the folded stacks to @out: one line "root;...;leaf COUNT\n" per distinct stack
  * with samples of its own, every stack however small, lines in byte order (what
- * 'LC_ALL=C sort' gives), kernel frames suffixed "_[k]". Return 0 or -ENOMEM.
+ * 'LC_ALL=C sort' gives), kernel frames suffixed "_[k]"; for a differential graph
+ * "root;...;leaf BASELINE COUNT\n" for every stack with samples in either. Return 0 or
+ * -ENOMEM.
  */
 int fg__folded(struct fg *g, struct strbuf *out);
 
@@ -84,9 +100,11 @@ struct fg_box {
 	const char *module; /* or NULL */
 	enum frame_kind kind;
 	bool root;
-	int depth;	 /* 0 = the root */
-	uint64_t offset; /* samples to its left, counted over the whole graph */
-	uint64_t count;	 /* samples in it, callees included */
+	int depth;			/* 0 = the root */
+	uint64_t offset;		/* samples to its left, counted over the whole graph */
+	uint64_t count;			/* samples in it, callees included */
+	uint64_t self;			/* samples of its own (it was the leaf) */
+	uint64_t base_count, base_self; /* the same in the baseline (differential graphs) */
 	double x, y, width;
 };
 

@@ -10,8 +10,9 @@
 
 #include "base/bmap.h"
 #include "base/log.h"
-#include "report/profile.h"
 #include "base/util.h"
+#include "bpf/waitclass.h"
+#include "report/profile.h"
 
 /* Maps the ids of a table (read in ascending order) to their positions. */
 struct idmap {
@@ -278,6 +279,142 @@ static int cmp_sample(const void *a, const void *b)
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
+/* Does @table (a table or view of @db) have @column? 1, 0, or -EIO. */
+static int has_column(sqlite3 *db, const char *table, const char *column)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, found = -EIO;
+
+	rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+				-1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, column, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			found = sqlite3_column_int(st, 0) > 0;
+	}
+	sqlite3_finalize(st);
+	return found;
+}
+
+int profile__has_states(sqlite3 *db)
+{
+	return has_column(db, "samples", "state");
+}
+
+int profile__state_code(const char *name, int *code)
+{
+	int i;
+
+	for (i = 0; i < WAIT_NR; i++) {
+		if (!strcmp(name, wait_state_name(i))) {
+			if (code)
+				*code = i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int profile__t0(sqlite3 *db, int64_t *t0)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	/* meta 'start' (REAL unix seconds) rounded down, else the first second sampled. */
+	rc = sqlite3_prepare_v2(db,
+				"SELECT coalesce((SELECT CAST(value AS INTEGER) FROM meta"
+				" WHERE key = 'start' AND CAST(value AS REAL) > 0),"
+				" (SELECT MIN(ts) FROM sample_counts), 0)",
+				-1, &st, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+		*t0 = sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+		return 0;
+	}
+	sqlite3_finalize(st);
+	return sql_fail(db, "start time");
+}
+
+/*
+ * The query that reads the samples @flt selects, with its parameters bound, into *@out.
+ * Counts come from the physical table sample_counts; with a state filter from whichever of
+ * sample_counts and the view sample_times has the state column (off-CPU recordings).
+ */
+static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, bool per_second,
+			   sqlite3_stmt **out)
+{
+	const char *table = "sample_counts";
+	struct strbuf sql = {0};
+	sqlite3_stmt *st = NULL;
+	int64_t t0 = 0;
+	int err, code = -1;
+
+	if (flt && flt->state) {
+		if (profile__state_code(flt->state, &code)) {
+			pr_warn("unknown thread state '%s': the states are running, runnable, "
+				"sleep, lock, io, gil and other",
+				flt->state);
+			return -EINVAL;
+		}
+		if (has_column(db, "sample_counts", "state") == 1)
+			table = "sample_counts";
+		else if (has_column(db, "sample_times", "state") == 1)
+			table = "sample_times";
+		else {
+			pr_warn("this recording has no thread states (its samples are on-CPU time "
+				"only): leave out the state filter");
+			return -EINVAL;
+		}
+	}
+	if (flt && (flt->flags & PROFILE_RANGE)) {
+		err = profile__t0(db, &t0);
+		if (err)
+			return err;
+	}
+	/* ?1 = 0 / ?2 = 0 select everything; SQLite evaluates those terms once. */
+	err = per_second ? sb_puts(&sql, "SELECT ts, SUM(count) FROM (") : 0;
+	err = err
+		      ?: sb_printf(&sql,
+				   "SELECT ts, pid, tid, stack_id, count FROM %s"
+				   " WHERE (?1 = 0 OR pid = ?1) AND (?2 = 0 OR tid = ?2)",
+				   table);
+	if (!err && flt && (flt->flags & PROFILE_RANK))
+		err = sb_puts(&sql, " AND pid IN (SELECT pid FROM processes WHERE rank = ?3)");
+	/* Second ts covers [ts, ts + 1): it overlaps [from, to) when ts > from - 1, ts < to. */
+	if (!err && flt && (flt->flags & PROFILE_RANGE))
+		err = sb_puts(&sql, " AND ts > ?4 AND ts < ?5");
+	/* A state stored as its number or as its name. */
+	if (!err && flt && flt->state)
+		err = sb_puts(&sql, " AND (state = ?6 OR state = ?7)");
+	/* @per_second: (ts, samples) of these rows, by second. */
+	if (!err && per_second)
+		err = sb_puts(&sql, ") GROUP BY ts ORDER BY ts");
+	if (err) {
+		sb_free(&sql);
+		return err;
+	}
+	if (sqlite3_prepare_v2(db, sb_str(&sql), -1, &st, NULL) != SQLITE_OK) {
+		sb_free(&sql);
+		return sql_fail(db, "sample counts");
+	}
+	sb_free(&sql);
+	sqlite3_bind_int64(st, 1, flt ? flt->pid : 0);
+	sqlite3_bind_int64(st, 2, flt ? flt->tid : 0);
+	if (flt && (flt->flags & PROFILE_RANK))
+		sqlite3_bind_int64(st, 3, flt->rank);
+	if (flt && (flt->flags & PROFILE_RANGE)) {
+		sqlite3_bind_double(st, 4, (double)t0 + flt->from - 1);
+		sqlite3_bind_double(st, 5, (double)t0 + flt->to);
+	}
+	if (flt && flt->state) {
+		sqlite3_bind_int(st, 6, code);
+		sqlite3_bind_text(st, 7, flt->state, -1, SQLITE_STATIC);
+	}
+	*out = st;
+	return 0;
+}
+
 static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct profile *p)
 {
 	struct priv *pv = p->priv;
@@ -293,17 +430,9 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 	index = bmap__new();
 	if (!index)
 		return -ENOMEM;
-	/* ?1 = 0 / ?2 = 0 select everything; SQLite evaluates those terms once. */
-	rc = sqlite3_prepare_v2(db,
-				"SELECT ts, pid, tid, stack_id, count FROM sample_counts"
-				" WHERE (?1 = 0 OR pid = ?1) AND (?2 = 0 OR tid = ?2)",
-				-1, &st, NULL);
-	if (rc != SQLITE_OK) {
-		err = sql_fail(db, "sample counts");
+	err = prepare_samples(db, flt, false, &st);
+	if (err)
 		goto cleanup;
-	}
-	sqlite3_bind_int64(st, 1, flt ? flt->pid : 0);
-	sqlite3_bind_int64(st, 2, flt ? flt->tid : 0);
 	memset(&k, 0, sizeof(k));
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int64_t id = sqlite3_column_int64(st, 3);
@@ -478,6 +607,44 @@ cleanup:
 	return 0;
 }
 
+int profile__per_second(sqlite3 *db, const struct profile_filter *f, struct profile_second **out,
+			size_t *n, int64_t *t0)
+{
+	struct profile_filter all = f ? *f : (struct profile_filter){0};
+	struct profile_second *secs = NULL;
+	sqlite3_stmt *st = NULL;
+	size_t cap = 0;
+	int rc, err;
+
+	*out = NULL;
+	*n = 0;
+	all.flags &= ~(PROFILE_RANGE | PROFILE_BY_TIME);
+	err = profile__t0(db, t0);
+	if (!err)
+		err = prepare_samples(db, &all, true, &st);
+	if (err)
+		return err;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		err = grow_array(&secs, &cap, *n + 1, sizeof(*secs));
+		if (err)
+			goto cleanup;
+		secs[*n].t = sqlite3_column_int64(st, 0) - *t0;
+		secs[*n].count = sqlite3_column_int64(st, 1);
+		(*n)++;
+	}
+	if (rc != SQLITE_DONE)
+		err = sql_fail(db, "sample times");
+cleanup:
+	sqlite3_finalize(st);
+	if (err) {
+		free(secs);
+		*n = 0;
+		return err;
+	}
+	*out = secs;
+	return 0;
+}
+
 void profile__free(struct profile *p)
 {
 	struct priv *pv;
@@ -503,12 +670,82 @@ void profile__free(struct profile *p)
 	free(p);
 }
 
+/* Append the text of the first column of every row of @sql to @sb, comma-separated. */
+static void list_column(sqlite3 *db, const char *sql, struct strbuf *sb)
+{
+	sqlite3_stmt *st = NULL;
+	int rows = 0;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return;
+	while (sqlite3_step(st) == SQLITE_ROW && rows < 20) {
+		const char *v = (const char *)sqlite3_column_text(st, 0);
+
+		sb_printf(sb, "%s%s", rows++ ? ", " : "", v ? v : "NULL");
+	}
+	sqlite3_finalize(st);
+}
+
+/* An empty profile with a rank, time range or state filter: say what the recording has. */
+static void explain_selection(sqlite3 *db, const char *path, const struct profile_filter *f)
+{
+	struct strbuf what = {0}, have = {0};
+	int64_t t0 = 0;
+
+	if (f->pid)
+		sb_printf(&what, " of process %d", (int)f->pid);
+	if (f->tid)
+		sb_printf(&what, " of thread %d", (int)f->tid);
+	if (f->flags & PROFILE_RANK)
+		sb_printf(&what, " of rank %d", f->rank);
+	if (f->flags & PROFILE_RANGE)
+		sb_printf(&what, f->to < 1e15 ? " from %g s to %g s" : " from %g s on", f->from,
+			  f->to);
+	if (f->state)
+		sb_printf(&what, " in state %s", f->state);
+	pr_warn("%s has no samples%s", path, sb_str(&what));
+	if (f->flags & PROFILE_RANK) {
+		list_column(db,
+			    "SELECT DISTINCT p.rank FROM processes p JOIN sample_counts c"
+			    " ON c.pid = p.pid WHERE p.rank IS NOT NULL ORDER BY 1",
+			    &have);
+		if (have.len)
+			pr_warn("it has samples of ranks %s", sb_str(&have));
+		else
+			pr_warn("none of its processes has a rank (no RANK in their environment)");
+		sb_reset(&have);
+	}
+	if ((f->flags & PROFILE_RANGE) && !profile__t0(db, &t0)) {
+		char *sql = sqlite3_mprintf("SELECT printf('%%d s to %%d s', MIN(ts) - %lld,"
+					    " MAX(ts) + 1 - %lld) FROM sample_counts",
+					    (long long)t0, (long long)t0);
+
+		if (sql)
+			list_column(db, sql, &have);
+		sqlite3_free(sql);
+		if (have.len)
+			pr_warn("its samples span %s (seconds since it started)", sb_str(&have));
+		sb_reset(&have);
+	}
+	if (f->state) {
+		list_column(db, "SELECT DISTINCT state FROM samples ORDER BY 1", &have);
+		if (have.len)
+			pr_warn("its samples are in the states %s", sb_str(&have));
+	}
+	sb_free(&what);
+	sb_free(&have);
+}
+
 void profile__explain_empty(sqlite3 *db, const char *path, const struct profile_filter *f)
 {
 	struct strbuf list = {0};
 	sqlite3_stmt *st = NULL;
 	int rows = 0;
 
+	if (f && (f->flags & (PROFILE_RANK | PROFILE_RANGE) || f->state)) {
+		explain_selection(db, path, f);
+		return;
+	}
 	if (!f || (!f->pid && !f->tid)) {
 		pr_warn("%s has no samples: the recorder saw no CPU time of its targets (were they "
 			"idle, or did the recording stop at once?)",

@@ -65,11 +65,25 @@ struct profile {
 };
 
 #define PROFILE_BY_TIME 1u /* keep counts per second instead of summing them */
+#define PROFILE_RANK	2u /* only the processes whose processes.rank is .rank */
+#define PROFILE_RANGE	4u /* only the seconds that overlap [.from, .to) */
 
 struct profile_filter {
 	pid_t pid;	    /* only this process; 0 = all */
 	pid_t tid;	    /* only this thread; 0 = all */
 	unsigned int flags; /* PROFILE_* */
+	int rank;	    /* with PROFILE_RANK: the distributed rank (processes.rank) */
+	/*
+	 * With PROFILE_RANGE: seconds since the recording's first second (profile__t0). Samples
+	 * are timed to the second (sample_times.ts): a second is kept when it overlaps the range.
+	 */
+	double from, to;
+	/*
+	 * Only samples in this thread state ("running", "lock", ... as the samples view's
+	 * `state` column names them, bpf/waitclass.h); NULL = all. A recording without that
+	 * column has no states: profile__load refuses the filter (-EINVAL, reason printed).
+	 */
+	const char *state;
 };
 
 /*
@@ -87,6 +101,39 @@ void profile__free(struct profile *p);
  * none of the process/thread @f selects, then which processes (or threads) it does have.
  */
 void profile__explain_empty(sqlite3 *db, const char *path, const struct profile_filter *f);
+
+/*
+ * The second the recording's time axis starts at, in unix seconds: meta 'start' rounded down,
+ * or the earliest sample_times.ts if the recording does not say, 0 if it has no samples. The
+ * filter's from/to and the timeline of `probing serve` count from it. 0 or -EIO (printed).
+ */
+int profile__t0(sqlite3 *db, int64_t *t0);
+
+/*
+ * Does the samples view of the recording @db have thread states (a `state` column, written by
+ * off-CPU recording)? 1, 0, or -EIO.
+ */
+int profile__has_states(sqlite3 *db);
+
+/*
+ * Check @name against the thread states bpf/waitclass.h defines ("running", "runnable",
+ * "sleep", "lock", "io", "gil", "other"); 0 or -EINVAL. *@code (may be NULL) = its number.
+ */
+int profile__state_code(const char *name, int *code);
+
+struct profile_second {
+	int64_t t;	/* seconds since profile__t0 */
+	uint64_t count; /* samples in that second */
+};
+
+/*
+ * Samples per second of the recording @db that @f selects (by process, thread, rank and state;
+ * its time range is ignored: the whole recording), the seconds in ascending order, only those
+ * with samples: the time line `probing serve` draws. *@out is malloc'd, *@t0 = profile__t0.
+ * Return 0, -ENOMEM, -EINVAL (a state filter on a recording without states, printed) or -EIO.
+ */
+int profile__per_second(sqlite3 *db, const struct profile_filter *f, struct profile_second **out,
+			size_t *n, int64_t *t0);
 
 /* The thread name of (@pid, @tid) or NULL. */
 const char *profile__thread_name(const struct profile *p, pid_t pid, pid_t tid);

@@ -19,6 +19,8 @@ int sqlout__parse_format(const char *s, enum sqlout_format *out)
 		*out = SQLOUT_CSV;
 	else if (!strcmp(s, "json"))
 		*out = SQLOUT_JSON;
+	else if (!strcmp(s, "json-compact"))
+		*out = SQLOUT_JSON_COMPACT;
 	else
 		return -EINVAL;
 	return 0;
@@ -318,15 +320,60 @@ static int json_value(sqlite3_stmt *st, int i, struct strbuf *sb)
 	}
 }
 
+/*
+ * Step @st to the end printing {"columns":[...],"rows":[\n[...],\n[...]\n]}: the column names
+ * in order (duplicates too) and one array per row, on a line of its own.
+ */
+static int print_compact(sqlite3_stmt *st, FILE *out)
+{
+	struct strbuf line = {0};
+	int ncols = sqlite3_column_count(st), c, rc, err;
+	size_t rows = 0;
+	const char *name;
+
+	err = sb_puts(&line, "{\"columns\":[");
+	for (c = 0; !err && c < ncols; c++) {
+		name = sqlite3_column_name(st, c);
+		err = sb_puts(&line, c ? "," : "");
+		if (!err)
+			err = json_string(&line, name, strlen(name));
+	}
+	if (!err)
+		err = sb_puts(&line, "],\"rows\":[");
+	if (!err)
+		fwrite(line.buf, 1, line.len, out);
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		sb_reset(&line);
+		err = sb_puts(&line, rows++ ? ",\n[" : "\n[");
+		for (c = 0; !err && c < ncols; c++) {
+			err = c ? sb_puts(&line, ",") : 0;
+			if (!err)
+				err = json_value(st, c, &line);
+		}
+		if (!err)
+			err = sb_puts(&line, "]");
+		if (!err)
+			fwrite(line.buf, 1, line.len, out);
+	}
+	if (!err)
+		fputs(rows ? "\n]}\n" : "]}\n", out);
+	sb_free(&line);
+	if (err)
+		return err;
+	return rc == SQLITE_DONE ? 0 : 1;
+}
+
 /* Step @st to the end printing CSV or JSON. Return 0, -ENOMEM, or 1 when a step failed. */
 static int print_stream(sqlite3_stmt *st, const struct sqlout_options *o, FILE *out)
 {
 	struct strbuf line = {0};
-	bool json = o->format == SQLOUT_JSON;
+	bool json = o->format == SQLOUT_JSON, compact = o->format == SQLOUT_JSON_COMPACT;
 	int ncols = sqlite3_column_count(st), c, rc, err = 0;
 	size_t rows = 0;
 	const char *name;
 
+	if (compact)
+		return print_compact(st, out);
 	if (!json && !o->no_header) {
 		for (c = 0; !err && c < ncols; c++) {
 			name = sqlite3_column_name(st, c);
@@ -517,7 +564,8 @@ int sqlout__run(sqlite3 *db, const char *sql, const struct sqlout_options *o, FI
 		if (sqlite3_column_count(st)) {
 			/* Results apart: a blank line (CRLF in CSV); JSON arrays need none. */
 			if (results++)
-				fputs(o->format == SQLOUT_JSON	? ""
+				fputs(o->format == SQLOUT_JSON || o->format == SQLOUT_JSON_COMPACT
+					      ? ""
 				      : o->format == SQLOUT_CSV ? "\r\n"
 								: "\n",
 				      out);

@@ -13,6 +13,9 @@
  *   json    an array of objects, one per row, column names as keys; INTEGER and REAL stay
  *           numbers (a REAL always has a '.' or an exponent), NULL is null, TEXT a string,
  *           BLOB a hex string. The header option does not apply.
+ *   json-compact  one object per statement, {"columns": [names in order], "rows": [[values in
+ *           column order], ...]}, values as in json, each row on a line of its own (what
+ *           programs such as `probing serve` want: column order and duplicate names kept).
  * Several statements run in order; each one that returns columns prints its own result
  * (tables and CSV separated by a blank line, JSON arrays one after the other on new lines).
  */
@@ -27,6 +30,7 @@ enum sqlout_format {
 	SQLOUT_TABLE,
 	SQLOUT_CSV,
 	SQLOUT_JSON,
+	SQLOUT_JSON_COMPACT,
 };
 
 struct sqlout_options {
@@ -35,7 +39,7 @@ struct sqlout_options {
 	int time_limit_ms; /* stop the SQL after this long (all statements together); 0 = never */
 };
 
-/* "table" / "csv" / "json" -> *@out; return 0 or -EINVAL. */
+/* "table" / "csv" / "json" / "json-compact" -> *@out; return 0 or -EINVAL. */
 int sqlout__parse_format(const char *s, enum sqlout_format *out);
 
 /*

@@ -1,0 +1,288 @@
+"""probing mcp: a scripted MCP client speaking JSON-RPC 2.0 over the server's stdin/stdout:
+the handshake, the tools against ground truth (a recording's counts, live processes with
+known functions, a real recording of a busy function), eval only when allowed, protocol
+errors, a tool whose command crashes, and a server stopped while a tool runs."""
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import harness
+import recordings
+import serve_helpers
+
+
+class Client:
+    def __init__(self, *args, prefix=()):
+        self.proc = harness.spawn([*prefix, harness.PROBING, "mcp", *args],
+                                  stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE,
+                                  stderr=open(harness.tmp("mcp.log"), "ab"))
+        self.next = 0
+
+    def send_raw(self, line):
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def read(self, timeout=120):
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        assert ready, "the server did not answer in %d s" % timeout
+        line = self.proc.stdout.readline()
+        assert line.endswith(b"\n"), line
+        return json.loads(line)
+
+    def request(self, method, params=None, timeout=120):
+        self.next += 1
+        msg = {"jsonrpc": "2.0", "id": self.next, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send_raw(json.dumps(msg))
+        r = self.read(timeout)
+        assert r["jsonrpc"] == "2.0" and r["id"] == self.next, r
+        return r
+
+    def call(self, name, wait=120, **args):
+        """(text, is_error) of a tool call that the server accepted."""
+        r = self.request("tools/call", {"name": name, "arguments": args}, wait)
+        assert "result" in r, r
+        content = r["result"]["content"]
+        assert len(content) == 1 and content[0]["type"] == "text"
+        return content[0]["text"], r["result"]["isError"]
+
+    def handshake(self):
+        r = self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                        "clientInfo": {"name": "test", "version": "1"}})
+        self.send_raw(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        return r["result"]
+
+    def close(self):
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=30)
+
+
+def test_handshake_tools_and_protocol_errors():
+    c = Client()
+    init = c.handshake()
+    assert init["protocolVersion"] == "2025-06-18"
+    assert init["serverInfo"]["name"] == "probing" and "tools" in init["capabilities"]
+    # An older client is answered in its version; an unknown one gets ours.
+    assert c.request("initialize", {"protocolVersion": "2024-11-05"})["result"][
+        "protocolVersion"] == "2024-11-05"
+    assert c.request("initialize", {"protocolVersion": "1999-01-01"})["result"][
+        "protocolVersion"] == "2025-06-18"
+    tools = c.request("tools/list")["result"]["tools"]
+    assert [t["name"] for t in tools] == ["list_processes", "backtrace",
+                                          "record_and_summarize", "query"]
+    for t in tools:
+        assert t["inputSchema"]["type"] == "object" and t["description"]
+    assert c.request("ping")["result"] == {}
+
+    # Protocol errors: JSON-RPC's codes, and the server goes on.
+    for raw, code in [("not json", -32700), ("[1, 2]", -32600), ('"text"', -32600),
+                      ('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', -32600),
+                      ('{"jsonrpc": "1.0", "id": 7, "method": "ping"}', -32600),
+                      ('{"jsonrpc": "2.0", "id": 8, "method": "resources/list"}', -32601)]:
+        c.send_raw(raw)
+        r = c.read()
+        assert r["error"]["code"] == code, (raw, r)
+    # A notification is not answered: the next answer is the ping's.
+    c.send_raw('{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}}')
+    c.send_raw('{"jsonrpc": "2.0", "id": "p-1", "method": "ping"}')
+    assert c.read() == {"jsonrpc": "2.0", "id": "p-1", "result": {}}
+    for params, msg in [({"name": "eval", "arguments": {"pid": 1, "code": "1"}},
+                         "--allow-eval"),
+                        ({"name": "nope"}, "no tool named 'nope'"),
+                        ({"name": "backtrace", "arguments": {}}, "missing argument 'pid'"),
+                        ({"name": "backtrace", "arguments": {"pid": "12"}},
+                         "'pid' must be an integer"),
+                        ({"name": "backtrace", "arguments": {"pid": 1, "bogus": 1}},
+                         "takes no argument 'bogus'"),
+                        ({"name": "query", "arguments": {"sql": "SELECT 1"}},
+                         "either 'file'"),
+                        ({"name": "query", "arguments": [1]}, "a JSON object"),
+                        ({"arguments": {}}, "params.name")]:
+        r = c.request("tools/call", params)
+        assert r["error"]["code"] == -32602 and msg in r["error"]["message"], (params, r)
+    assert c.close() == 0
+
+
+def test_query_and_a_crashing_command():
+    db = serve_helpers.job_db()
+    c = Client()
+    c.handshake()
+    text, err = c.call("query", file=db, sql="SELECT pid, rank, SUM(count) AS n FROM samples"
+                       " JOIN processes USING (pid) GROUP BY pid ORDER BY pid")
+    assert not err
+    assert re.search(r"100 \|\s+0 \|\s+520\n.*200 \|\s+1 \|\s+520", text, re.S), text
+    text, err = c.call("query", file=db, format="json-compact", sql="SELECT 1 AS a, 'x' AS a")
+    assert not err and json.loads(text) == {"columns": ["a", "a"], "rows": [[1, "x"]]}
+    text, err = c.call("query", file=db, sql="DELETE FROM sample_counts")
+    assert err and "readonly" in text, text
+    text, err = c.call("query", file=db, sql="SELECT * FROM sampels")
+    assert err and "no such table: sampels" in text and "views:" in text, text
+    text, err = c.call("query", file=harness.tmp("none.db"), sql="SELECT 1")
+    assert err and "no such file" in text, text
+    endless = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)"
+               " SELECT count(*) FROM c")
+    t0 = time.monotonic()
+    text, err = c.call("query", file=db, sql=endless, timeout=1)
+    assert err and "time limit of 1 s" in text and time.monotonic() - t0 < 10, text
+
+    # A command that crashes (here: killed with SIGSEGV while it runs) is a tool error; the
+    # server lives on.
+    c.next += 1
+    c.send_raw(json.dumps({"jsonrpc": "2.0", "id": c.next, "method": "tools/call",
+                           "params": {"name": "query",
+                                      "arguments": {"file": db, "sql": endless}}}))
+    child = harness.wait_for(lambda: serve_helpers.children(c.proc.pid),
+                             what="the query command")
+    os.kill(child[0], signal.SIGSEGV)
+    r = c.read()
+    assert r["result"]["isError"] and "killed by signal 11" in r["result"]["content"][0][
+        "text"], r
+    assert c.request("ping")["result"] == {}
+    assert c.close() == 0
+
+
+CHILD = """
+import time
+def mcp_child_waits():
+    time.sleep(120)
+mcp_child_waits()
+"""
+PARENT = """
+import subprocess, sys, time
+def mcp_parent_waits(child):
+    print("READY", child.pid, flush=True)
+    time.sleep(120)
+child = subprocess.Popen([sys.executable, sys.argv[1]])
+mcp_parent_waits(child)
+"""
+BUSY = """
+import time
+def mcp_busy_target():
+    x = 0
+    while True:
+        x += 1
+print("READY", flush=True)
+mcp_busy_target()
+"""
+
+
+def script(name, text):
+    path = harness.tmp(name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def test_live_tools():
+    child = script("mcp_child.py", CHILD)
+    parent = harness.spawn([sys.executable, script("mcp_parent.py", PARENT), child],
+                           stdout=subprocess.PIPE,
+                           env={"RANK": "0", "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "mcpjob"})
+    line = parent.stdout.readline().split()
+    assert line[0] == b"READY"
+    child_pid = int(line[1])
+    sibling = harness.spawn([sys.executable, child], env={"RANK": "1", "WORLD_SIZE": "2",
+                                                          "TORCHELASTIC_RUN_ID": "mcpjob"})
+    c = Client("--allow-eval")
+    c.handshake()
+    assert "eval" in [t["name"] for t in c.request("tools/list")["result"]["tools"]]
+
+    listed = harness.wait_for(lambda: json.loads(c.call("list_processes")[0]) if
+                              sibling.pid in [p["pid"] for p in json.loads(
+                                  c.call("list_processes")[0])["processes"]] else None,
+                              what="the sibling listed")
+    job = [j for j in listed["jobs"] if j["job"] == "mcpjob"][0]
+    # The parent's child inherited RANK=0: a worker of rank 0, not a rank.
+    assert job["ranks"] == [parent.pid, sibling.pid] and job["world_size"] == 2, job
+    assert job["workers"] == [child_pid], job
+    # Backtrace of the parent: with its child by default, alone with children=false, with
+    # its job's other rank with job=true.
+    text, err = c.call("backtrace", pid=parent.pid)
+    assert not err and "2 processes" in text, text
+    assert f"== rank 0 (pid {parent.pid}) ==" in text and "mcp_parent_waits (" in text
+    assert f"== rank 0 (pid {child_pid}) ==" in text and "mcp_child_waits (" in text, text
+    text, err = c.call("backtrace", pid=parent.pid, children=False)
+    assert not err and "mcp_parent_waits (" in text and "mcp_child_waits" not in text
+    text, err = c.call("backtrace", pid=parent.pid, job=True, children=False)
+    assert f"== rank 1 (pid {sibling.pid}) ==" in text and "mcp_child_waits (" in text, text
+    text, err = c.call("backtrace", pid=999999999)
+    assert err and "999999999" in text
+    # Live tables through query.
+    text, err = c.call("query", pid=child_pid, format="json",
+                       sql="SELECT func FROM python.backtrace ORDER BY depth")
+    assert not err and "mcp_child_waits" in [r["func"] for r in json.loads(text)], text
+    # eval, allowed here.
+    text, err = c.call("eval", pid=child_pid, code="6 * 7")
+    assert not err and text.strip() == "42", text
+    text, err = c.call("eval", pid=child_pid, code="1 / 0")
+    assert err and "ZeroDivisionError" in text, text
+    assert c.close() == 0
+
+
+@harness.timeout(120)
+def test_record_and_summarize():
+    busy = harness.spawn([sys.executable, script("busy.py", BUSY)], stdout=subprocess.PIPE)
+    assert busy.stdout.readline().strip() == b"READY"
+    c = Client()
+    c.handshake()
+    text, err = c.call("record_and_summarize", pid=busy.pid, seconds=2, frequency=199)
+    assert not err, text
+    m = re.search(r"into (/tmp/probing-mcp-\w+/pid%d-1\.db)" % busy.pid, text)
+    assert m, text
+    db = m.group(1)
+    # Ground truth: the busy function is the top self function; the tables come from the
+    # recording itself.
+    self_part = text.split("## Top functions by self samples")[1].split("##")[0]
+    top = self_part.splitlines()[3]
+    assert top.lstrip().startswith("mcp_busy_target (" + harness.tmp("busy.py")), self_part
+    con = harness.db(db)
+    total = con.execute("SELECT SUM(count) FROM samples").fetchone()[0]
+    con.close()
+    assert total > 100 and re.search(r"^\s*%d \|" % total,
+                                     text.split("## Totals")[1], re.M), text
+    assert "Top functions by inclusive samples" in text and "Busiest threads" in text
+    assert "no thread states" in text
+    text, err = c.call("query", file=db, sql="SELECT COUNT(*) FROM samples")
+    assert not err
+    assert c.close() == 0
+    assert not os.path.exists(db) and not os.path.exists(os.path.dirname(db))
+    # Root is needed: as nobody, the recorder says what is missing.
+    c = Client(prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    c.handshake()
+    text, err = c.call("record_and_summarize", pid=busy.pid, seconds=1)
+    assert err and "recording failed" in text and re.search(r"root|CAP_", text), text
+    assert c.close() == 0
+
+
+def test_stopped_while_a_tool_runs():
+    busy = harness.spawn([sys.executable, script("busy.py", BUSY)], stdout=subprocess.PIPE)
+    assert busy.stdout.readline().strip() == b"READY"
+    c = Client()
+    c.handshake()
+    c.send_raw(json.dumps({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                           "params": {"name": "record_and_summarize",
+                                      "arguments": {"pid": busy.pid, "seconds": 300}}}))
+    def recorder():
+        for pid in serve_helpers.children(c.proc.pid):
+            with open(f"/proc/{pid}/cmdline") as f:
+                argv = f.read().split("\0")
+            if "record" in argv:
+                return pid, argv
+    rec, argv = harness.wait_for(recorder, what="the recorder")
+    rec = [rec]
+    out = argv[argv.index("-o") + 1]
+    assert out.startswith("/tmp/probing-mcp-")
+    harness.wait_for(lambda: os.path.exists(out + ".partial"), what="the recording started")
+    t0 = time.monotonic()
+    c.proc.send_signal(signal.SIGTERM)
+    assert c.proc.wait(timeout=30) == 0
+    assert time.monotonic() - t0 < 15
+    assert not os.path.exists(f"/proc/{rec[0]}")
+    assert not os.path.exists(os.path.dirname(out))
