@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -125,31 +126,21 @@ static int parse_size(const char *s, long *out)
 	return 0;
 }
 
-/* Capability bits in /proc/self/status CapEff. */
-#define CAP_SYS_PTRACE_BIT 19
-#define CAP_SYS_ADMIN_BIT  21
-#define CAP_PERFMON_BIT	   38
-#define CAP_BPF_BIT	   39
-
 /* Say which capabilities are missing; return EXIT_FAIL if recording cannot work. */
 static int check_privileges(void)
 {
-	char *status, *p, missing[128] = "";
-	unsigned long long eff = 0;
+	char missing[128] = "";
+	pid_t self = getpid();
 	bool admin;
 
 	if (geteuid() == 0)
 		return 0;
-	status = read_file("/proc/self/status", 1 << 16, NULL);
-	if (status && (p = strstr(status, "\nCapEff:")))
-		eff = strtoull(p + 8, NULL, 16);
-	free(status);
-	admin = eff & (1ULL << CAP_SYS_ADMIN_BIT);
-	if (!admin && !(eff & (1ULL << CAP_BPF_BIT)))
+	admin = procinfo_has_cap(self, CAP_SYS_ADMIN);
+	if (!admin && !procinfo_has_cap(self, CAP_BPF))
 		strcat(missing, " CAP_BPF");
-	if (!admin && !(eff & (1ULL << CAP_PERFMON_BIT)))
+	if (!admin && !procinfo_has_cap(self, CAP_PERFMON))
 		strcat(missing, " CAP_PERFMON");
-	if (!(eff & (1ULL << CAP_SYS_PTRACE_BIT)))
+	if (!procinfo_has_cap(self, CAP_SYS_PTRACE))
 		strcat(missing, " CAP_SYS_PTRACE");
 	if (!missing[0])
 		return 0;
