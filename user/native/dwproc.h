@@ -73,7 +73,4 @@ Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc);
  */
 Dwfl_Module *dwproc__module_refreshed(struct dwproc *dp, uint64_t pc);
 
-/* The maps snapshot the modules were reported from. */
-const struct procmaps *dwproc__maps(const struct dwproc *dp);
-
 #endif

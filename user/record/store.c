@@ -85,7 +85,6 @@ struct store {
 	size_t npstacks, cappstacks;
 	struct strbuf pending_sql; /* meta, processes, threads: small statements, run at flush */
 	struct strpool *strings;   /* the strings of interned frames, one copy of each */
-	uint64_t nsamples;
 	struct strbuf key; /* scratch for serializing frames */
 };
 
@@ -367,7 +366,6 @@ int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int6
 	if (!slot)
 		return -ENOMEM;
 	*slot += n;
-	st->nsamples += n;
 	return 0;
 }
 
@@ -498,30 +496,6 @@ cleanup:
 	sqlite3_finalize(sf);
 	sqlite3_finalize(cs);
 	return err;
-}
-
-int store__exec(struct store *st, const char *sql)
-{
-	char *errmsg = NULL;
-	int rc;
-
-	rc = sqlite3_exec(st->db, sql, NULL, NULL, &errmsg);
-	if (rc != SQLITE_OK) {
-		pr_warn("%s: %s", st->path, errmsg ? errmsg : sqlite3_errstr(rc));
-		sqlite3_free(errmsg);
-		return -EIO;
-	}
-	return 0;
-}
-
-void store__stats(const struct store *st, uint64_t *samples, uint64_t *stacks, uint64_t *frames)
-{
-	if (samples)
-		*samples = st->nsamples;
-	if (stacks)
-		*stacks = bmap__size(st->stacks);
-	if (frames)
-		*frames = bmap__size(st->frames);
 }
 
 /* Free everything but the file. */
