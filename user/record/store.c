@@ -85,7 +85,7 @@ struct store {
 	size_t npstacks, cappstacks;
 	struct strbuf pending_sql; /* meta, processes, threads: small statements, run at flush */
 	struct strpool *strings;   /* the strings of interned frames, one copy of each */
-	struct strbuf key; /* scratch for serializing frames */
+	struct strbuf key;	   /* scratch for serializing frames */
 };
 
 static int sql_err(struct store *st, int rc, const char *what)
