@@ -27,13 +27,13 @@ static pid_t sleeper(void)
 	return pid;
 }
 
-/* Wait until @pid's state is @want (the kernel gets there asynchronously). */
-static char wait_state(pid_t pid, char want)
+/* Wait until @pid's (or its thread @tid's) state is @want (it gets there asynchronously). */
+static char wait_state(pid_t pid, pid_t tid, char want)
 {
 	char st = 0;
 	int i;
 
-	for (i = 0; i < 2000 && (st = procinfo_state(pid, 0)) != want; i++)
+	for (i = 0; i < 2000 && (st = procinfo_state(pid, tid)) != want; i++)
 		usleep(1000);
 	return st;
 }
@@ -45,12 +45,12 @@ TEST(state_follows_the_process)
 	REQUIRE(pid > 0);
 	CHECK_EQ(procinfo_state(getpid(), 0), 'R');
 	CHECK_EQ(procinfo_state(getpid(), (pid_t)syscall(SYS_gettid)), 'R');
-	CHECK_EQ(wait_state(pid, 'S'), 'S');
+	CHECK_EQ(wait_state(pid, 0, 'S'), 'S');
 	kill(pid, SIGSTOP);
-	CHECK_EQ(wait_state(pid, 'T'), 'T');
+	CHECK_EQ(wait_state(pid, 0, 'T'), 'T');
 	CHECK(procinfo_alive(pid));
 	kill(pid, SIGKILL);
-	CHECK_EQ(wait_state(pid, 'Z'), 'Z'); /* not reaped yet */
+	CHECK_EQ(wait_state(pid, 0, 'Z'), 'Z'); /* not reaped yet */
 	CHECK(!procinfo_alive(pid));
 	waitpid(pid, NULL, 0);
 	CHECK_EQ(procinfo_state(pid, 0), 0);
@@ -116,6 +116,7 @@ TEST(status_fields_of_a_thread)
 	CHECK_EQ(v, getpid());
 	CHECK_EQ(procinfo_status_number(getpid(), 0, "Uid", 10, &v), 0);
 	CHECK_EQ(v, getuid());
+	CHECK_EQ(procinfo_uid(getpid()), getuid());
 	CHECK_EQ(procinfo_status_number(getpid(), 0, "TracerPid", 10, &v), 0);
 	CHECK_EQ(v, 0);
 	s = procinfo_status_field(getpid(), t.tid, "Name");
@@ -133,7 +134,7 @@ TEST(status_fields_of_a_thread)
 	CHECK_EQ(v, 7);
 	CHECK_EQ(procinfo_thread_name(getpid(), t.tid, name, sizeof(name)), 0);
 	CHECK_STR(name, "pi (w) 1");
-	CHECK_EQ(procinfo_state(getpid(), t.tid), 'S'); /* in read() */
+	CHECK_EQ(wait_state(getpid(), t.tid, 'S'), 'S'); /* in read() */
 	close(t.stay[1]);
 	pthread_join(t.th, NULL);
 	close(t.stay[0]);

@@ -115,6 +115,14 @@ int procinfo_status_number(pid_t pid, pid_t tid, const char *key, int base, unsi
 	return err;
 }
 
+long procinfo_uid(pid_t pid)
+{
+	unsigned long long uid;
+	int err = procinfo_status_number(pid, 0, "Uid", 10, &uid);
+
+	return err ? err : (long)uid;
+}
+
 bool procinfo_has_cap(pid_t pid, int cap)
 {
 	unsigned long long eff = 0;

@@ -32,6 +32,9 @@ const char *procinfo_comm_shown(pid_t pid, char *buf, size_t size);
 /* Value of environment variable @name of @pid, malloc'd; NULL (errno ENOENT) if unset. */
 char *procinfo_getenv(pid_t pid, const char *name);
 
+/* Real uid of @pid (the first of status Uid's four), or -errno. */
+long procinfo_uid(pid_t pid);
+
 /*
  * The state letter of @pid, or of its thread @tid when @tid is not 0, from stat: 'R'
  * running, 'S' sleeping, 'D' disk wait, 'T' stopped, 't' traced, 'Z' zombie, 'X' dead...;
