@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/random.h>
@@ -28,6 +29,7 @@
 #include "base/escape.h"
 #include "inject.h"
 #include "base/log.h"
+#include "base/procinfo.h"
 #include "base/procmaps.h"
 #include "safepoint.h"
 #include "trampoline.h"
@@ -46,93 +48,7 @@
 #define EFLAGS_TF (1u << 8)
 #define EFLAGS_DF (1u << 10)
 
-/* ---- small /proc helpers --------------------------------------------------------------- */
-
-/* The value after "@key:" in /proc/@pid[/task/@tid]/status, or NULL (caller frees). */
-static char *status_field(pid_t pid, pid_t tid, const char *key)
-{
-	char fn[96], *buf, *p, *end, *val = NULL;
-	size_t klen = strlen(key);
-
-	if (tid)
-		snprintf(fn, sizeof(fn), "/proc/%d/task/%d/status", pid, tid);
-	else
-		snprintf(fn, sizeof(fn), "/proc/%d/status", pid);
-	buf = read_file(fn, 0, NULL);
-	if (!buf)
-		return NULL;
-	for (p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-		if (strncmp(p, key, klen) || p[klen] != ':')
-			continue;
-		p += klen + 1;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		end = strchrnul(p, '\n');
-		val = strndup(p, end - p);
-		break;
-	}
-	free(buf);
-	return val;
-}
-
-static long status_long(pid_t pid, pid_t tid, const char *key, long dflt)
-{
-	char *v = status_field(pid, tid, key);
-	long r = dflt;
-
-	if (v)
-		r = strtol(v, NULL, 0);
-	free(v);
-	return r;
-}
-
-static uint64_t status_hex(pid_t pid, pid_t tid, const char *key)
-{
-	char *v = status_field(pid, tid, key);
-	uint64_t r = 0;
-
-	if (v)
-		r = strtoull(v, NULL, 16);
-	free(v);
-	return r;
-}
-
-/* The state letter from /proc/PID[/task/TID]/stat ('R', 'S', 'D', 'T', 't', 'Z'...). */
-static char stat_state(pid_t pid, pid_t tid)
-{
-	char fn[96], *buf, *p, st = 0;
-
-	if (tid)
-		snprintf(fn, sizeof(fn), "/proc/%d/task/%d/stat", pid, tid);
-	else
-		snprintf(fn, sizeof(fn), "/proc/%d/stat", pid);
-	buf = read_file(fn, 4096, NULL);
-	if (!buf)
-		return 0;
-	p = strrchr(buf, ')'); /* comm may contain anything */
-	if (p && p[1] == ' ')
-		st = p[2];
-	free(buf);
-	return st;
-}
-
-static void comm_of(pid_t pid, char *out, size_t len)
-{
-	char fn[64], *buf;
-
-	snprintf(fn, sizeof(fn), "/proc/%d/comm", pid);
-	buf = read_file(fn, 256, NULL);
-	snprintf(out, len, "%s", buf ? buf : "?");
-	if (buf)
-		free(buf);
-	out[strcspn(out, "\n")] = '\0';
-}
-
-static bool have_cap_sys_ptrace(void)
-{
-	/* CAP_SYS_PTRACE is capability 19. */
-	return (status_hex(getpid(), 0, "CapEff") >> 19) & 1;
-}
+/* ---- small helpers ---------------------------------------------------------------------- */
 
 static int yama_scope(void)
 {
@@ -163,7 +79,7 @@ int inject__check_permission(pid_t pid, char *msg, size_t len)
 {
 	char *uids = NULL, comm[64], tcomm[64];
 	unsigned long ru = 0, eu = 0, su = 0;
-	long tracer;
+	unsigned long long tracer = 0;
 	uid_t me = geteuid();
 	char st;
 	int scope, err = 0;
@@ -175,14 +91,14 @@ int inject__check_permission(pid_t pid, char *msg, size_t len)
 			 pid);
 		return -ESRCH;
 	}
-	st = stat_state(pid, 0);
-	uids = status_field(pid, 0, "Uid");
+	st = procinfo_state(pid, 0);
+	uids = procinfo_status_field(pid, 0, "Uid");
 	if (!st || !uids) {
 		snprintf(msg, len, "no such process: %d (it has just exited?)", pid);
 		err = -ESRCH;
 		goto cleanup;
 	}
-	comm_of(pid, comm, sizeof(comm));
+	procinfo_comm_shown(pid, comm, sizeof(comm));
 	if (st == 'Z' || st == 'X') {
 		snprintf(msg, len, "process %d (%s) has exited (it is a zombie)", pid, comm);
 		err = -ESRCH;
@@ -199,11 +115,11 @@ int inject__check_permission(pid_t pid, char *msg, size_t len)
 		err = -EPERM;
 		goto cleanup;
 	}
-	tracer = status_long(pid, 0, "TracerPid", 0);
-	if (tracer && tracer != getpid()) {
-		comm_of(tracer, tcomm, sizeof(tcomm));
+	procinfo_status_number(pid, 0, "TracerPid", 10, &tracer);
+	if (tracer && tracer != (unsigned long long)getpid()) {
+		procinfo_comm_shown(tracer, tcomm, sizeof(tcomm));
 		snprintf(msg, len,
-			 "process %d (%s) is already traced by process %ld (%s): a debugger or "
+			 "process %d (%s) is already traced by process %llu (%s): a debugger or "
 			 "tracer (gdb, strace, py-spy --native...) is attached, and a process can "
 			 "have "
 			 "only one.\nDetach it first, then try again.",
@@ -222,7 +138,7 @@ int inject__check_permission(pid_t pid, char *msg, size_t len)
 		goto cleanup;
 	}
 	scope = yama_scope();
-	if (me != 0 && scope >= 1 && !(scope < 3 && have_cap_sys_ptrace())) {
+	if (me != 0 && scope >= 1 && !(scope < 3 && procinfo_has_cap(getpid(), CAP_SYS_PTRACE))) {
 		if (scope == 3)
 			snprintf(msg, len,
 				 "ptrace is disabled on this machine (kernel.yama.ptrace_scope = "
@@ -524,16 +440,17 @@ static int list_candidates(pid_t pid, struct cand **out, int *nr)
 		return errno == ENOENT ? -ESRCH : -errno;
 	while ((de = readdir(d))) {
 		pid_t tid = atoi(de->d_name);
+		unsigned long long tracer = 0;
 		char st;
 		long nr_sc = -1;
 		int score;
 
 		if (tid <= 0)
 			continue;
-		st = stat_state(pid, tid);
+		st = procinfo_state(pid, tid);
 		if (!st || st == 'Z' || st == 'X' || st == 'T' || st == 't')
 			continue;
-		if (status_long(pid, tid, "TracerPid", 0))
+		if (!procinfo_status_number(pid, tid, "TracerPid", 10, &tracer) && tracer)
 			continue;
 		snprintf(fn, sizeof(fn), "/proc/%d/task/%d/syscall", pid, tid);
 		buf = read_file(fn, 512, NULL);
@@ -776,9 +693,12 @@ static struct user_regs_struct rewound(const struct user_regs_struct *r)
  */
 static bool handler_pending(pid_t pid, pid_t tid, uint64_t mask)
 {
-	uint64_t pending = status_hex(pid, tid, "SigPnd") | status_hex(pid, 0, "ShdPnd");
+	unsigned long long pnd = 0, shd = 0, cgt = 0;
 
-	return pending & ~mask & status_hex(pid, tid, "SigCgt");
+	procinfo_status_number(pid, tid, "SigPnd", 16, &pnd);
+	procinfo_status_number(pid, 0, "ShdPnd", 16, &shd);
+	procinfo_status_number(pid, tid, "SigCgt", 16, &cgt);
+	return (pnd | shd) & ~mask & cgt;
 }
 
 /*

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/cli.h"
+#include "base/procinfo.h"
 #include "base/util.h"
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -87,9 +88,7 @@ cleanup:
 
 int cli_check_pid(const char *cmd, pid_t pid)
 {
-	char path[64];
-	FILE *f;
-	char state = 0;
+	char state;
 
 	if (kill(pid, 0) && errno == ESRCH) {
 		fprintf(stderr,
@@ -98,20 +97,7 @@ int cli_check_pid(const char *cmd, pid_t pid)
 			cmd, pid);
 		return EXIT_FAIL;
 	}
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (f) {
-		/* "pid (comm) S ..." — comm may hold spaces and parentheses: find the last ')'. */
-		char buf[1024];
-		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-		char *p;
-
-		buf[n] = '\0';
-		p = strrchr(buf, ')');
-		if (p && p[1] == ' ')
-			state = p[2];
-		fclose(f);
-	}
+	state = procinfo_state(pid, 0);
 	if (state == 'Z' || state == 'X') {
 		fprintf(stderr, "probing %s: process %d has exited (it is a zombie)\n", cmd, pid);
 		return EXIT_FAIL;

@@ -6,29 +6,134 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/escape.h"
 #include "base/procinfo.h"
 #include "base/util.h"
 
-/* The state letter from /proc/PID/stat, 0 if unreadable. */
-static char proc_state(pid_t pid)
+/* /proc/@pid/@file, or /proc/@pid/task/@tid/@file when @tid is not 0, into @path. */
+static void proc_path(char *path, size_t size, pid_t pid, pid_t tid, const char *file)
 {
-	char path[64], *text, *p, state = 0;
+	if (tid)
+		snprintf(path, size, "/proc/%d/task/%d/%s", (int)pid, (int)tid, file);
+	else
+		snprintf(path, size, "/proc/%d/%s", (int)pid, file);
+}
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	text = read_file(path, 4096, NULL);
-	if (!text)
+/*
+ * /proc/@pid[/task/@tid]/stat past the comm, malloc'd into *@text: the returned pointer is
+ * the space before the state letter. "pid (comm) S ...": comm may hold spaces and ')', so
+ * the fields start after the last ')'. NULL with errno set.
+ */
+static char *stat_fields(pid_t pid, pid_t tid, char **text)
+{
+	char path[96], *p;
+
+	proc_path(path, sizeof(path), pid, tid, "stat");
+	*text = read_file(path, 4096, NULL);
+	if (!*text)
+		return NULL;
+	p = strrchr(*text, ')');
+	if (!p || p[1] != ' ') {
+		free(*text);
+		*text = NULL;
+		errno = EINVAL;
+		return NULL;
+	}
+	return p + 1;
+}
+
+char procinfo_state(pid_t pid, pid_t tid)
+{
+	char *text, *p = stat_fields(pid, tid, &text), state;
+
+	if (!p)
 		return 0;
-	/* "pid (comm) S ...": comm may contain spaces and ')' — use the last ')'. */
-	p = strrchr(text, ')');
-	if (p && p[1] == ' ')
-		state = p[2];
+	state = p[1];
 	free(text);
 	return state;
 }
 
+int procinfo_stat_field(pid_t pid, pid_t tid, int n, unsigned long long *out)
+{
+	char *text, *p = stat_fields(pid, tid, &text), *tok, *save = NULL;
+	int i, err = -EINVAL;
+
+	if (!p)
+		return -errno;
+	for (i = 3, tok = strtok_r(p, " ", &save); tok; i++, tok = strtok_r(NULL, " ", &save)) {
+		if (i == n) {
+			*out = strtoull(tok, NULL, 10);
+			err = 0;
+			break;
+		}
+	}
+	free(text);
+	return err;
+}
+
+char *procinfo_status_field(pid_t pid, pid_t tid, const char *key)
+{
+	char path[96], *text, *p, *end, *val = NULL;
+	size_t klen = strlen(key);
+	int err = ENOENT;
+
+	proc_path(path, sizeof(path), pid, tid, "status");
+	text = read_file(path, 1 << 16, NULL);
+	if (!text)
+		return NULL;
+	for (p = text; *p; p = *end ? end + 1 : end) {
+		end = strchrnul(p, '\n');
+		if (strncmp(p, key, klen) || p[klen] != ':')
+			continue;
+		p += klen + 1;
+		p += strspn(p, " \t");
+		val = strndup(p, end - p);
+		err = val ? 0 : ENOMEM;
+		break;
+	}
+	free(text);
+	if (!val)
+		errno = err;
+	return val;
+}
+
+int procinfo_status_number(pid_t pid, pid_t tid, const char *key, int base, unsigned long long *out)
+{
+	char *val = procinfo_status_field(pid, tid, key), *end;
+	unsigned long long v;
+	int err = 0;
+
+	if (!val)
+		return -errno;
+	errno = 0;
+	v = strtoull(val, &end, base);
+	if (end == val || errno)
+		err = -EINVAL;
+	else
+		*out = v;
+	free(val);
+	return err;
+}
+
+long procinfo_uid(pid_t pid)
+{
+	unsigned long long uid;
+	int err = procinfo_status_number(pid, 0, "Uid", 10, &uid);
+
+	return err ? err : (long)uid;
+}
+
+bool procinfo_has_cap(pid_t pid, int cap)
+{
+	unsigned long long eff = 0;
+
+	procinfo_status_number(pid, 0, "CapEff", 16, &eff);
+	return cap >= 0 && cap < 64 && ((eff >> cap) & 1);
+}
+
 bool procinfo_alive(pid_t pid)
 {
-	char state = proc_state(pid);
+	char state = procinfo_state(pid, 0);
 
 	return state && state != 'Z' && state != 'X';
 }
@@ -66,18 +171,10 @@ char *procinfo_exe(pid_t pid)
 
 pid_t procinfo_ppid(pid_t pid)
 {
-	char path[64], *text, *p;
-	int ppid = -1;
+	unsigned long long ppid;
+	int err = procinfo_stat_field(pid, 0, 4, &ppid);
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	text = read_file(path, 4096, NULL);
-	if (!text)
-		return -errno;
-	p = strrchr(text, ')');
-	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
-		ppid = -EINVAL;
-	free(text);
-	return ppid;
+	return err ? err : (pid_t)ppid;
 }
 
 int procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t size)
@@ -94,6 +191,19 @@ int procinfo_thread_name(pid_t pid, pid_t tid, char *buf, size_t size)
 	snprintf(buf, size, "%s", text);
 	free(text);
 	return 0;
+}
+
+const char *procinfo_comm_shown(pid_t pid, char *buf, size_t size)
+{
+	struct strbuf e = {0};
+	char name[64];
+
+	if (procinfo_thread_name(pid, pid, name, sizeof(name)))
+		snprintf(buf, size, "?");
+	else
+		snprintf(buf, size, "%s", text_str(&e, name, 0));
+	sb_free(&e);
+	return buf;
 }
 
 char *procinfo_getenv(pid_t pid, const char *name)
@@ -117,54 +227,12 @@ char *procinfo_getenv(pid_t pid, const char *name)
 	return val;
 }
 
-long procinfo_uid(pid_t pid)
-{
-	char path[64], *text, *p;
-	long uid = -EINVAL;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	text = read_file(path, 1 << 16, NULL);
-	if (!text)
-		return -errno;
-	p = strstr(text, "\nUid:");
-	if (p)
-		uid = strtol(p + 5, NULL, 10);
-	free(text);
-	return uid;
-}
-
-/* Field @n (1-based, as proc(5) numbers them; n >= 3) of /proc/PID/stat as a number. */
-static int stat_field(pid_t pid, int n, unsigned long long *out)
-{
-	char path[64], *text, *p, *tok, *save = NULL;
-	int i, err = -EINVAL;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	text = read_file(path, 4096, NULL);
-	if (!text)
-		return -errno;
-	/* "pid (comm) S ...": comm may contain spaces and ')' — count from the last ')'. */
-	p = strrchr(text, ')');
-	if (p) {
-		for (i = 3, tok = strtok_r(p + 1, " ", &save); tok;
-		     i++, tok = strtok_r(NULL, " ", &save)) {
-			if (i == n) {
-				*out = strtoull(tok, NULL, 10);
-				err = 0;
-				break;
-			}
-		}
-	}
-	free(text);
-	return err;
-}
-
 #define PF_KTHREAD 0x00200000 /* include/linux/sched.h */
 
 int procinfo_is_kernel_thread(pid_t pid)
 {
 	unsigned long long flags;
-	int err = stat_field(pid, 9, &flags);
+	int err = procinfo_stat_field(pid, 0, 9, &flags);
 
 	return err ? err : !!(flags & PF_KTHREAD);
 }
@@ -172,38 +240,31 @@ int procinfo_is_kernel_thread(pid_t pid)
 long long procinfo_cpu_ticks(pid_t pid)
 {
 	unsigned long long utime, stime;
-	int err = stat_field(pid, 14, &utime);
+	int err = procinfo_stat_field(pid, 0, 14, &utime);
 
 	if (!err)
-		err = stat_field(pid, 15, &stime);
+		err = procinfo_stat_field(pid, 0, 15, &stime);
 	return err ? err : (long long)(utime + stime);
 }
 
 pid_t procinfo_ns_pid(pid_t pid)
 {
-	char path[64], *text, *p, *end, *tok, *save = NULL;
+	char *val = procinfo_status_field(pid, 0, "NSpid"), *tok, *save = NULL;
 	long last = -EINVAL;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	text = read_file(path, 1 << 16, NULL);
-	if (!text)
+	if (!val)
 		return -errno;
-	p = strstr(text, "\nNSpid:");
-	if (p) {
-		end = strchr(p + 1, '\n');
-		if (end)
-			*end = '\0';
-		for (tok = strtok_r(p + 7, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
-			last = strtol(tok, NULL, 10);
-	}
-	free(text);
+	/* "NSpid:\t1234\t7": one pid per namespace, outermost first. */
+	for (tok = strtok_r(val, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
+		last = strtol(tok, NULL, 10);
+	free(val);
 	return last > 0 ? (pid_t)last : -EINVAL;
 }
 
 int procinfo_start_stack(pid_t pid, uint64_t *start_stack)
 {
 	unsigned long long v;
-	int err = stat_field(pid, 28, &v);
+	int err = procinfo_stat_field(pid, 0, 28, &v);
 
 	if (!err)
 		*start_stack = v;

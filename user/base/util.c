@@ -122,6 +122,27 @@ int parse_seconds(const char *s, double lo, double hi, double *out)
 	return 0;
 }
 
+const char *fmt_thousands(char *buf, size_t size, uint64_t v)
+{
+	char digits[24];
+	size_t n, i, o = 0;
+
+	if (!size)
+		return buf;
+	n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)v);
+	for (i = 0; i < n; i++) {
+		bool comma = i && (n - i) % 3 == 0;
+
+		if (o + comma + 1 >= size)
+			break;
+		if (comma)
+			buf[o++] = ',';
+		buf[o++] = digits[i];
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
 char *read_file(const char *path, size_t limit, size_t *len)
 {
 	size_t cap = 4096, n = 0;

@@ -41,6 +41,12 @@ int parse_long(const char *s, long lo, long hi, long *out);
 int parse_seconds(const char *s, double lo, double hi, double *out);
 
 /*
+ * @v in decimal with a comma between groups of three digits ("1234567" -> "1,234,567") into
+ * @buf (27 bytes hold any value; less is cut short). Returns @buf.
+ */
+const char *fmt_thousands(char *buf, size_t size, uint64_t v);
+
+/*
  * Read a whole file (up to @limit bytes; 0 = no limit) into a malloc'd NUL-terminated
  * buffer. Return it (caller frees) and its length in *@len, or NULL with errno set.
  */

@@ -118,21 +118,6 @@ static const struct option options[] = {
 	{NULL, 0, NULL, 0},
 };
 
-/* "1234567" -> "1,234,567" */
-static void thousands(char *buf, size_t size, uint64_t v)
-{
-	char digits[24];
-	size_t n, i, o = 0;
-
-	n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)v);
-	for (i = 0; i < n && o + 2 < size; i++) {
-		if (i && (n - i) % 3 == 0)
-			buf[o++] = ',';
-		buf[o++] = digits[i];
-	}
-	buf[o] = '\0';
-}
-
 #define NO_END 1e18 /* --from without --to: to the end */
 
 /* "12,345 samples at 99 Hz · pid 1234 (python train.py) · tid 1240 (loader) · app.db" */
@@ -144,7 +129,7 @@ static int subtitle(struct strbuf *sb, const struct profile *p, const struct pro
 	char n[32];
 	int err;
 
-	thousands(n, sizeof(n), p->total);
+	fmt_thousands(n, sizeof(n), p->total);
 	err = sb_printf(sb, "%s sample%s", n, p->total == 1 ? "" : "s");
 	if (!err && p->frequency > 0)
 		err = sb_printf(sb, " at %g Hz", p->frequency);

@@ -302,11 +302,9 @@ static int cmd_memory(int argc, char **argv)
 		goto cleanup;
 	}
 	{
-		char comm[64] = "?", *p = strstr(status, "Name:");
+		char comm[64];
 
-		if (p)
-			sscanf(p + 5, " %63s", comm);
-		printf("Process %d (%s)\n", t.pid, text_str(&tmp, comm, 0));
+		printf("Process %d (%s)\n", t.pid, procinfo_comm_shown(t.pid, comm, sizeof(comm)));
 	}
 	human(a, sizeof(a), kb_field(status, "VmRSS"));
 	human(b, sizeof(b), kb_field(status, "RssAnon"));

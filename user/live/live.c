@@ -62,27 +62,12 @@ int live__target(const char *cmd, const char *pid_arg, const char *t_arg, struct
 	return cli_usage_error(cmd, "which process? Give -p PID");
 }
 
-/* The process's name, escaped (escape.h): the process chose it. */
-static void comm_of(pid_t pid, char *out, size_t len)
-{
-	struct strbuf e = {0};
-	char fn[64], *s;
-
-	snprintf(fn, sizeof(fn), "/proc/%d/comm", pid);
-	s = read_file(fn, 256, NULL);
-	if (s)
-		s[strcspn(s, "\n")] = '\0'; /* the kernel's line end */
-	snprintf(out, len, "%s", text_str(&e, s, 0));
-	sb_free(&e);
-	free(s);
-}
-
 const char *live__describe(const struct live_target *t, char *buf, size_t len)
 {
 	char comm[64];
 
 	if (t->pid) {
-		comm_of(t->pid, comm, sizeof(comm));
+		procinfo_comm_shown(t->pid, comm, sizeof(comm));
 		snprintf(buf, len, "process %d (%s)", t->pid, comm);
 	} else {
 		snprintf(buf, len, "the agent at %.100s", t->hostport);
@@ -241,7 +226,7 @@ int live__ensure_agent(const char *cmd, pid_t pid, enum live_agent_state *state,
 		return EXIT_FAIL;
 	}
 	if (err == 0) {
-		comm_of(pid, comm, sizeof(comm));
+		procinfo_comm_shown(pid, comm, sizeof(comm));
 		fprintf(stderr,
 			"probing %s: process %d (%s) is not a Python process (no libpython and no "
 			"Python C API in its executable).\nThe agent serves CPython 3.8-3.13 "

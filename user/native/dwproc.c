@@ -555,8 +555,3 @@ Dwfl_Module *dwproc__module_refreshed(struct dwproc *dp, uint64_t pc)
 		mod = dwproc__module(dp, pc);
 	return mod;
 }
-
-const struct procmaps *dwproc__maps(const struct dwproc *dp)
-{
-	return &dp->maps;
-}

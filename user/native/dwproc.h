@@ -98,7 +98,4 @@ uint64_t dwproc__frame_outside(struct dwproc *dp, const struct dwproc_frame *fra
  */
 Dwfl_Module *dwproc__module_refreshed(struct dwproc *dp, uint64_t pc);
 
-/* The maps snapshot the modules were reported from. */
-const struct procmaps *dwproc__maps(const struct dwproc *dp);
-
 #endif

@@ -61,7 +61,6 @@ struct symbolizer {
 	struct bmap *cache;	 /* cache_key -> (uintptr_t) struct cache_val * */
 	struct bmap *cuindex;	 /* (key_id, CU offset) -> (uintptr_t) struct fnindex * */
 	struct modinfo *modinfos;
-	uint64_t hits, misses;
 };
 
 static const struct frame unknown_frame = {.kind = FRAME_NATIVE, .func = "[unknown]"};
@@ -108,12 +107,6 @@ void symbolizer__free(struct symbolizer *sz)
 	}
 	strpool__free(sz->strings);
 	free(sz);
-}
-
-void symbolizer__stats(const struct symbolizer *sz, uint64_t *hits, uint64_t *misses)
-{
-	*hits = sz->hits;
-	*misses = sz->misses;
 }
 
 char *symbolize_demangle(const char *name)
@@ -442,13 +435,11 @@ int symbolizer__lookup(struct symbolizer *sz, Dwfl_Module *mod, uint64_t pc, boo
 	if (!slot)
 		return -ENOMEM;
 	if (!inserted && *slot) {
-		sz->hits++;
 		val = (struct cache_val *)(uintptr_t)*slot;
 		*frames = val->frames;
 		*n = val->n;
 		return 0;
 	}
-	sz->misses++;
 	cnt = resolve(sz, mod, mi, addr, tmp);
 	if (cnt < 0)
 		return cnt;

@@ -32,7 +32,4 @@ int symbolizer__lookup(struct symbolizer *sz, Dwfl_Module *mod, uint64_t pc, boo
 /* Demangle a C++ (Itanium ABI) name into a malloc'd string; NULL if @name is not mangled. */
 char *symbolize_demangle(const char *name);
 
-/* Hits and misses of the cache, for statistics. */
-void symbolizer__stats(const struct symbolizer *sz, uint64_t *hits, uint64_t *misses);
-
 #endif

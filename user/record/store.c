@@ -17,6 +17,7 @@
 #include "base/bmap.h"
 #include "base/log.h"
 #include "base/outfile.h"
+#include "base/strpool.h"
 #include "record/store.h"
 #include "base/util.h"
 
@@ -60,7 +61,7 @@ struct count_key {
 
 struct pending_frame {
 	uint64_t id;
-	struct frame f; /* strings owned by the store (copied on interning) */
+	struct frame f; /* strings in the store's pool (copied on interning) */
 };
 
 struct pending_stack {
@@ -83,10 +84,8 @@ struct store {
 	struct pending_stack *pstacks;
 	size_t npstacks, cappstacks;
 	struct strbuf pending_sql; /* meta, processes, threads: small statements, run at flush */
-	char **strings;		   /* every string copied for interned frames */
-	size_t nstrings, capstrings;
-	uint64_t nsamples;
-	struct strbuf key; /* scratch for serializing frames */
+	struct strpool *strings;   /* the strings of interned frames, one copy of each */
+	struct strbuf key;	   /* scratch for serializing frames */
 };
 
 static int sql_err(struct store *st, int rc, const char *what)
@@ -124,7 +123,8 @@ int store__create(const char *path, unsigned int flags, struct store **out)
 	st->frames = bmap__new();
 	st->stacks = bmap__new();
 	st->counts = bmap__new();
-	if (!st->frames || !st->stacks || !st->counts) {
+	st->strings = strpool__new();
+	if (!st->frames || !st->stacks || !st->counts || !st->strings) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
@@ -287,20 +287,6 @@ static int frame_key(struct store *st, const struct frame *f)
 	return err;
 }
 
-static const char *keep_string(struct store *st, const char *s)
-{
-	char *copy;
-
-	if (!s)
-		return NULL;
-	if (grow_array(&st->strings, &st->capstrings, st->nstrings + 1, sizeof(*st->strings)))
-		return NULL;
-	copy = strdup(s);
-	if (copy)
-		st->strings[st->nstrings++] = copy;
-	return copy;
-}
-
 int store__frame_id(struct store *st, const struct frame *f, uint64_t *id)
 {
 	struct pending_frame *pf;
@@ -323,10 +309,10 @@ int store__frame_id(struct store *st, const struct frame *f, uint64_t *id)
 	pf->id = *id;
 	pf->f.kind = f->kind;
 	pf->f.line = f->line;
-	pf->f.func = keep_string(st, f->func ? f->func : "[unknown]");
-	pf->f.qualname = keep_string(st, f->qualname);
-	pf->f.file = keep_string(st, f->file);
-	pf->f.module = keep_string(st, f->module);
+	pf->f.func = strpool__intern(st->strings, f->func ? f->func : "[unknown]");
+	pf->f.qualname = strpool__intern(st->strings, f->qualname);
+	pf->f.file = strpool__intern(st->strings, f->file);
+	pf->f.module = strpool__intern(st->strings, f->module);
 	if (!pf->f.func || (f->qualname && !pf->f.qualname) || (f->file && !pf->f.file) ||
 	    (f->module && !pf->f.module))
 		return -ENOMEM;
@@ -380,7 +366,6 @@ int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int6
 	if (!slot)
 		return -ENOMEM;
 	*slot += n;
-	st->nsamples += n;
 	return 0;
 }
 
@@ -513,30 +498,6 @@ cleanup:
 	return err;
 }
 
-int store__exec(struct store *st, const char *sql)
-{
-	char *errmsg = NULL;
-	int rc;
-
-	rc = sqlite3_exec(st->db, sql, NULL, NULL, &errmsg);
-	if (rc != SQLITE_OK) {
-		pr_warn("%s: %s", st->path, errmsg ? errmsg : sqlite3_errstr(rc));
-		sqlite3_free(errmsg);
-		return -EIO;
-	}
-	return 0;
-}
-
-void store__stats(const struct store *st, uint64_t *samples, uint64_t *stacks, uint64_t *frames)
-{
-	if (samples)
-		*samples = st->nsamples;
-	if (stacks)
-		*stacks = bmap__size(st->stacks);
-	if (frames)
-		*frames = bmap__size(st->frames);
-}
-
 /* Free everything but the file. */
 static void store_free(struct store *st)
 {
@@ -546,9 +507,7 @@ static void store_free(struct store *st)
 		free(st->pstacks[i].ids);
 	free(st->pstacks);
 	free(st->pframes);
-	for (i = 0; i < st->nstrings; i++)
-		free(st->strings[i]);
-	free(st->strings);
+	strpool__free(st->strings);
 	bmap__free(st->frames);
 	bmap__free(st->stacks);
 	bmap__free(st->counts);

@@ -90,10 +90,4 @@ int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int6
 /* Write everything pending in one transaction. Return 0 or -errno. */
 int store__flush(struct store *st);
 
-/* Run SQL statements (no results) on the recording, e.g. to add tables of other sources. */
-int store__exec(struct store *st, const char *sql);
-
-/* Totals so far: samples counted, distinct stacks, distinct frames. */
-void store__stats(const struct store *st, uint64_t *samples, uint64_t *stacks, uint64_t *frames);
-
 #endif

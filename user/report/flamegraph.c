@@ -11,6 +11,7 @@
 
 #include "base/bmap.h"
 #include "base/escape.h"
+#include "base/util.h"
 #include "report/flamegraph.h"
 #include "report/framename.h"
 #include "report/profile.h"
@@ -634,21 +635,6 @@ int fg__layout(struct fg *g, const struct fg_options *o, struct fg_box **boxes, 
 
 /* ---- SVG ------------------------------------------------------------------------------------ */
 
-/* "1234567" -> "1,234,567" */
-static void fmt_count(char *buf, size_t size, uint64_t v)
-{
-	char digits[24];
-	size_t n, i, o = 0;
-
-	n = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)v);
-	for (i = 0; i < n && o + 2 < size; i++) {
-		if (i && (n - i) % 3 == 0)
-			buf[o++] = ',';
-		buf[o++] = digits[i];
-	}
-	buf[o] = '\0';
-}
-
 /* Number of UTF-8 code points in @s (invalid bytes count one each). */
 static size_t cp_count(const char *s, size_t n)
 {
@@ -769,7 +755,7 @@ static int append_diff_title(struct strbuf *sb, const struct fg *g, const struct
 	double d = self_delta(g, b->self, b->base_self);
 	char cnt[32];
 
-	fmt_count(cnt, sizeof(cnt), b->base_count);
+	fmt_thousands(cnt, sizeof(cnt), b->base_count);
 	return sb_printf(
 		sb, "\nbaseline: %s sample%s, %.2f%%\nself: %.2f%% (baseline %.2f%%, %s%.2f%%)",
 		cnt, b->base_count == 1 ? "" : "s", bt ? 100.0 * b->base_count / bt : 0,
@@ -888,7 +874,7 @@ static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_b
 	}
 	if (g->diff)
 		diff_rgb(g, b, rgb);
-	fmt_count(cnt, sizeof(cnt), b->count);
+	fmt_thousands(cnt, sizeof(cnt), b->count);
 	err = sb_printf(sb, "<g class=\"%s\" data-o=\"%llu\" data-n=\"%llu\"><title>",
 			kind_class(b), (unsigned long long)b->offset, (unsigned long long)b->count);
 	if (!err)

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "base/log.h"
+#include "base/util.h"
+#include "record/evqueue.h"
+#include "record/launch.h"
+#include "record/meta.h"
+#include "record/session.h"
+#include "record/store.h"
+
+struct session {
+	const struct session_opts *o;
+	struct store *st;
+	struct sampling *smp;
+	struct recorder *rec;
+	struct evqueue *q;
+	struct launch child; /* the command it started, if any */
+	double start;	     /* CLOCK_MONOTONIC seconds when sampling started */
+	double start_real;   /* the same instant in unix seconds */
+	double end;	     /* CLOCK_MONOTONIC seconds when the loop ended */
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void catch_stop_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* Free the pipeline (the store aside). */
+static void free_pipeline(struct session *s)
+{
+	evqueue__free(s->q);
+	s->q = NULL;
+	launch__end(&s->child);
+	recorder__free(s->rec);
+	s->rec = NULL;
+	sampling__free(s->smp);
+	s->smp = NULL;
+}
+
+/* Make the running processes of the options targets. 0 or -errno, said. */
+static int add_pids(struct session *s)
+{
+	const struct session_opts *o = s->o;
+	int i, err;
+
+	for (i = 0; i < o->npids; i++) {
+		err = recorder__add_target(s->rec, o->pids[i], 0);
+		if (err == -ESRCH) {
+			fprintf(stderr,
+				"probing record: process %d exited before recording started\n",
+				o->pids[i]);
+			return err;
+		} else if (err) {
+			pr_warn("cannot record process %d: %s", o->pids[i], strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* Start the command of the options, make it a target, then let it run. 0 or -errno, said. */
+static int add_command(struct session *s)
+{
+	char **command = s->o->command;
+	int err;
+
+	err = launch__start(&s->child, command);
+	if (err) {
+		pr_warn("cannot start %s: %s", command[0], strerror(-err));
+		return err;
+	}
+	err = recorder__add_target(s->rec, s->child.pid, getpid());
+	if (err) {
+		pr_warn("cannot record %s: %s", command[0], strerror(-err));
+		return err; /* still held: it never runs */
+	}
+	err = launch__release(&s->child);
+	if (err)
+		fprintf(stderr, "probing record: cannot run '%s': %s\n", command[0],
+			strerror(-err));
+	return err;
+}
+
+int session__open(const struct session_opts *o, struct session **out)
+{
+	struct session *s;
+	int err;
+
+	catch_stop_signals();
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->o = o;
+	s->child = (struct launch)LAUNCH_INIT;
+	err = store__create(o->output, o->store_flags, &s->st);
+	if (err)
+		goto fail;
+	err = sampling__open(&o->sampling, &s->smp);
+	if (err)
+		goto fail;
+	s->rec = recorder__new(s->st, s->smp, &o->recorder);
+	if (!s->rec) {
+		err = errno ? -errno : -ENOMEM;
+		pr_warn("cannot start the recorder: %s", strerror(-err));
+		goto fail;
+	}
+	err = add_pids(s);
+	if (!err && o->command)
+		err = add_command(s);
+	if (err)
+		goto fail;
+	err = evqueue__start(s->smp, 0, &s->q);
+	if (err) {
+		pr_warn("cannot start the reader thread: %s", strerror(-err));
+		goto fail;
+	}
+	s->start = now_mono_ns() / 1e9;
+	s->start_real = now_real_ns() / 1e9;
+	meta__write_start(s->st, o, s->start_real);
+	pr_info("recording at %u Hz into %s (%s once complete)", o->sampling.freq,
+		store__path(s->st), o->output);
+	*out = s;
+	return 0;
+fail:
+	/* A recording that never started is not left behind as an empty file. */
+	free_pipeline(s);
+	store__discard(s->st);
+	free(s);
+	return err;
+}
+
+static void show_progress(double elapsed, uint64_t samples, int live)
+{
+	if (!stderr_is_tty() || log_verbosity > 0)
+		return;
+	fprintf(stderr, "\rprobing: recording %d process%s: %.0f s, %llu samples   ", live,
+		live == 1 ? "" : "es", elapsed, (unsigned long long)samples);
+}
+
+int session__run(struct session *s)
+{
+	double last_tick = s->start, now;
+	uint64_t samples, lost;
+	int err = 0, live = recorder__live_targets(s->rec);
+	void *data;
+	long len;
+
+	while (!stop_signal && live > 0) {
+		recorder__poll(s->rec);
+		len = evqueue__pop(s->q, 5, &data);
+		if (len > 0) {
+			err = recorder__handle(s->rec, data, len);
+			free(data);
+			if (err && err != -EINVAL) {
+				pr_warn("recording failed: %s", strerror(-err));
+				break;
+			}
+			err = 0;
+			live = recorder__live_targets(s->rec);
+		}
+		now = now_mono_ns() / 1e9;
+		/* Reaped, the command is no longer a live target (its CPU time is kept). */
+		launch__reaped(&s->child);
+		if (now - last_tick >= 1.0) {
+			last_tick = now;
+			live = recorder__tick(s->rec);
+			if (live < 0) {
+				err = live;
+				pr_warn("cannot write %s: %s", s->o->output, strerror(-err));
+				break;
+			}
+			sampling__stats(s->smp, &samples, &lost);
+			show_progress(now - s->start, samples, live);
+		}
+		if (s->o->duration > 0 && now - s->start >= s->o->duration)
+			break;
+	}
+	s->end = now_mono_ns() / 1e9;
+	if (stderr_is_tty() && log_verbosity == 0)
+		fputs("\r\033[K", stderr); /* the progress line */
+	return err;
+}
+
+void session__finish(struct session *s, struct record_totals *t)
+{
+	struct rusage ru;
+	double cpu;
+	void *data;
+	long len;
+
+	memset(t, 0, sizeof(*t));
+	t->start = s->start_real;
+	t->seconds = s->end - s->start;
+	t->stop_signal = stop_signal;
+	/* Everything the kernel sent before we stopped is stored. */
+	evqueue__stop(s->q);
+	while ((len = evqueue__pop(s->q, 0, &data)) > 0) {
+		recorder__handle(s->rec, data, len);
+		free(data);
+	}
+	sampling__stats(s->smp, &t->seen, &t->lost);
+	t->lost += evqueue__dropped(s->q);
+	t->lost_events = sampling__lost_events(s->smp);
+	recorder__tick(s->rec);
+	recorder__stats(s->rec, &t->rs);
+	t->live = recorder__live_targets(s->rec);
+	/* /proc misses what a reaped command used after the last tick; wait4 has it all. */
+	cpu = recorder__target_cpu(s->rec);
+	t->target_cpu = cpu > s->child.cpu ? cpu : s->child.cpu;
+	/* Our own threads only (RUSAGE_SELF excludes the command we started). */
+	getrusage(RUSAGE_SELF, &ru);
+	t->recorder_cpu = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+			  (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+	if (sampling__prog_stats(s->smp, &t->bpf_ns, &t->bpf_runs))
+		t->bpf_ns = t->bpf_runs = 0;
+	meta__write_end(s->st, t);
+}
+
+int session__close(struct session *s)
+{
+	int err;
+
+	if (!s)
+		return 0;
+	free_pipeline(s);
+	err = store__close(s->st);
+	free(s);
+	return err;
+}

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * session: one recording from start to end. It opens the pipeline — the recording file
+ * (store), the BPF sampler (sampling), the recorder that turns its records into stacks and
+ * the reader thread that drains the ring buffer (evqueue) — makes the targets (running
+ * processes, or a command it launches held before exec: launch.h) and runs the loop that
+ * feeds the records to the recorder until a stop condition. What it counted comes out as
+ * struct record_totals, for the meta table (meta.h) and the user (summary.h).
+ *
+ *   session__open -> session__run -> session__finish -> (summary) -> session__close
+ */
+#ifndef PROBING_SESSION_H
+#define PROBING_SESSION_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "record/recorder.h"
+#include "record/sampling.h"
+
+struct session;
+
+struct session_opts {
+	struct sampling_opts sampling;
+	struct recorder_opts recorder;
+	const char *output;	  /* the recording file */
+	unsigned int store_flags; /* STORE_FORCE */
+	double duration;	  /* seconds; 0: until a signal or every target has exited */
+	const pid_t *pids;	  /* running processes to record (checked by preflight.h) ... */
+	int npids;
+	char **command; /* ... or a command to start (argv, NULL-terminated) */
+	int argc;	/* probing's own arguments ("record", options...), for meta */
+	char **argv;
+};
+
+/* What a finished recording counted (session__finish). */
+struct record_totals {
+	double start;	      /* unix seconds when sampling started */
+	double seconds;	      /* how long it recorded */
+	int stop_signal;      /* the signal that stopped it, 0 if none did */
+	uint64_t seen;	      /* samples of targets the BPF program took */
+	uint64_t lost;	      /* samples lost: ring buffer full, or the queue over its limit */
+	uint64_t lost_events; /* process events (fork, exec, exit, names) lost the same way */
+	struct recorder_stats rs;
+	double target_cpu;	   /* CPU seconds the targets used while recorded */
+	int live;		   /* targets still running at the end */
+	double recorder_cpu;	   /* CPU seconds probing's own threads used */
+	uint64_t bpf_ns, bpf_runs; /* the BPF program's cost (kernel.bpf_stats_enabled=1; else 0) */
+};
+
+/*
+ * Start recording as @o says: SIGINT, SIGTERM and SIGHUP stop the recording from now on
+ * (SIGPIPE is ignored); the file is created, the sampler loaded, every target added (the
+ * command started and let go only once it is one), the meta facts known at the start
+ * written. @o and what it points to must outlive the session. Return 0 and *@out, or -errno
+ * after saying what went wrong, with nothing left behind (no file, no child).
+ */
+int session__open(const struct session_opts *o, struct session **out);
+
+/*
+ * The recording loop: hand each record to the recorder, and once a second flush the file
+ * (recorder__tick) and show the progress on a terminal. It stops on a signal, when every
+ * target has exited, after the duration, or on an error (said on stderr). Return 0, or the
+ * -errno that stopped it; what was recorded until then is kept either way.
+ */
+int session__run(struct session *s);
+
+/*
+ * Stop sampling, store every record the kernel sent before, and fill *@t; its meta rows are
+ * written (meta.h).
+ */
+void session__finish(struct session *s, struct record_totals *t);
+
+/*
+ * End the session: stop a command it started that still runs (launch__end), free the
+ * pipeline, and complete the recording file (store__close). NULL is a no-op. Return 0, or
+ * -errno when the file could not be completed (the reason and where the data is were said).
+ */
+int session__close(struct session *s);
+
+#endif
