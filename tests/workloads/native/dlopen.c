@@ -37,7 +37,8 @@ int main(int argc, char **argv)
 	void *h;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: dlopen PLUGIN.so [SECONDS_BEFORE [SECONDS_AFTER [fork]]]\n");
+		fprintf(stderr,
+			"usage: dlopen PLUGIN.so [SECONDS_BEFORE [SECONDS_AFTER [fork]]]\n");
 		return 2;
 	}
 	if (argc > 4 && !strcmp(argv[4], "fork")) {
