@@ -26,6 +26,10 @@ class CDPError(AssertionError):
     pass
 
 
+class PageError(CDPError):
+    """An expression evaluated in the page threw."""
+
+
 class Browser:
     def __init__(self, width=1280, height=900):
         to_browser_r, self._to_browser = os.pipe()
@@ -135,19 +139,23 @@ class Browser:
         r = self.send("Runtime.evaluate", session=True, timeout=timeout, expression=expr,
                       awaitPromise=True, returnByValue=True)
         if "exceptionDetails" in r:
-            raise CDPError(f"{expr[:200]}: {json.dumps(r['exceptionDetails'])[:1200]}")
+            raise PageError(f"{expr[:200]}: {json.dumps(r['exceptionDetails'])[:1200]}")
         return r["result"].get("value")
 
     def wait(self, expr, timeout=30, what=None):
-        """Wait until @expr is truthy in the page; return its value."""
+        """Wait until @expr is truthy in the page; return its value. An expression that
+        throws (an element not drawn yet) counts as not yet true."""
         end = time.monotonic() + timeout
         while True:
-            v = self.eval(expr)
+            try:
+                v, error = self.eval(expr), None
+            except PageError as e:
+                v, error = None, e
             if v:
                 return v
             if time.monotonic() > end:
-                raise AssertionError(f"timed out waiting for {what or expr}; console: "
-                                     f"{self.console[-10:]}")
+                raise AssertionError(f"timed out waiting for {what or expr}; last error: "
+                                     f"{error}; console: {self.console[-10:]}")
             time.sleep(0.05)
 
     def goto(self, url):

@@ -430,28 +430,43 @@ struct names_ctx {
 	void *ctx;
 };
 
-/* threading._active entry -> (Thread._native_id, Thread._name). */
-static int name_of_active(struct pyproc *pp, uint64_t key, uint64_t value, void *arg)
+/* A Thread's _native_id (its tid in its PID namespace), or 0 when it has none (yet). */
+static pid_t native_id_of(struct pyproc *pp, uint64_t thread)
 {
-	struct names_ctx *nc = arg;
-	uint64_t id_obj, name_obj, type;
+	uint64_t id_obj, type;
 	int64_t ns_tid;
-	size_t len;
-	char *name;
 
 	/* _native_id is None until the thread has run (and without native ids). */
-	if (py_getattr_dict_keyed(pp, value, "_native_id", &pp->thr_key_native_id, &id_obj) ||
+	if (py_getattr_dict_keyed(pp, thread, "_native_id", &pp->thr_key_native_id, &id_obj) ||
 	    pp_ptr(pp, id_obj + pp->off.ob_type, &type) || !pp->objs[PYS_INT] ||
 	    type != pp->objs[PYS_INT] || py_read_long(pp, id_obj, &ns_tid) || ns_tid <= 0 ||
 	    ns_tid > 0x7fffffff)
 		return 0;
-	if (py_getattr_dict_keyed(pp, value, "_name", &pp->thr_key_name, &name_obj))
+	return (pid_t)ns_tid;
+}
+
+/* threading._active entry -> (Thread._native_id, Thread._name). */
+static int name_of_active(struct pyproc *pp, uint64_t key, uint64_t value, void *arg)
+{
+	struct names_ctx *nc = arg;
+	uint64_t name_obj;
+	pid_t ns_tid;
+	size_t len;
+	char *name;
+
+	ns_tid = native_id_of(pp, value);
+	if (!ns_tid || py_getattr_dict_keyed(pp, value, "_name", &pp->thr_key_name, &name_obj))
 		return 0;
 	/* Not interned: a process that names a thread per request would grow the pool. */
 	if (py_read_str(pp, name_obj, &name, &len))
 		return 0;
-	if (*name && strlen(name) == len)
-		nc->cb(nc->ctx, (pid_t)ns_tid, name);
+	/*
+	 * The process runs on while we read: the Thread may have ended and its memory been
+	 * reused by a new Thread between the two reads (a pool starting a thread per task does
+	 * that within microseconds). The pair is ours only if the id still reads the same.
+	 */
+	if (*name && strlen(name) == len && native_id_of(pp, value) == ns_tid)
+		nc->cb(nc->ctx, ns_tid, name);
 	free(name);
 	return 0;
 }
