@@ -63,9 +63,10 @@ def test_complete_chains_from_the_first_samples():
     """A launched process is recorded from exec on, before ld.so has mapped its libraries:
     samples taken while libc appears must still unwind through it to _start (the maps are
     re-read, and the stack unwound again, when an unwind stops at an address in no known
-    module). Short runs, so that start-up is a large share of the samples."""
+    module). Short runs (0.3 s of CPU time, whatever the load), so that start-up is a large
+    share of the samples."""
     for run in range(6):
-        db = record([], h.workload("deep"), "0.3")
+        db = record([], h.workload("deep"), "0.3", "cpu")
         con = h.db(db)
         total = bad = 0
         worst = None
