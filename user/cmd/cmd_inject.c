@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "injector/agent.h"
 #include "base/cli.h"
@@ -14,6 +15,7 @@
 #include "base/jsonq.h"
 #include "live/live.h"
 #include "base/log.h"
+#include "base/procinfo.h"
 #include "live/repl.h"
 #include "pyoffsets/pyoffsets.h"
 #include "base/util.h"
@@ -246,8 +248,23 @@ static int show_token(const struct live_target *t)
 {
 	struct agent_client *c = NULL;
 	char *json = NULL, *addr = NULL, *tok = NULL;
+	unsigned long ru, eu, su;
+	char *uids;
 	int rc, err;
 
+	/* The agent refuses other users itself; said here first, in words, also when the
+	 * agent is too busy to say it (a flood of connections holds its slots). */
+	uids = procinfo_status_field(t->pid, 0, "Uid");
+	if (geteuid() && uids && sscanf(uids, "%lu %lu %lu", &ru, &eu, &su) == 3 &&
+	    (ru != geteuid() || eu != geteuid() || su != geteuid())) {
+		fprintf(stderr,
+			"probing inject: permission denied: process %d belongs to uid %lu and you "
+			"are uid %u.\nOnly its owner or root may read its agent's token.\n",
+			t->pid, eu, (unsigned)geteuid());
+		free(uids);
+		return EXIT_FAIL;
+	}
+	free(uids);
 	err = agent_client__connect_pid(t->pid, 2000, &c);
 	if (err == -ECONNREFUSED || err == -ENOENT) {
 		fprintf(stderr,
