@@ -22,6 +22,7 @@
 #include "injector/hostport.h"
 #include "base/jsonq.h"
 #include "base/log.h"
+#include "base/procinfo.h"
 #include "base/util.h"
 
 struct agent_client {
@@ -31,24 +32,9 @@ struct agent_client {
 
 pid_t agent_client__ns_pid(pid_t pid)
 {
-	char fn[64], *buf, *p, *end;
-	pid_t last = pid;
+	pid_t ns = procinfo_ns_pid(pid);
 
-	snprintf(fn, sizeof(fn), "/proc/%d/status", pid);
-	buf = read_file(fn, 0, NULL);
-	if (!buf)
-		return pid;
-	p = strstr(buf, "\nNSpid:");
-	if (p) {
-		/* "NSpid:\t1234\t7": the last number is the pid in the innermost namespace. */
-		p += 7;
-		end = strchrnul(p, '\n');
-		*end = '\0';
-		for (char *tok = strtok(p, " \t"); tok; tok = strtok(NULL, " \t"))
-			last = atoi(tok);
-	}
-	free(buf);
-	return last > 0 ? last : pid;
+	return ns > 0 ? ns : pid;
 }
 
 /* Wait until @fd is ready for @events, up to @ms (-1 = for ever). 0, -ETIMEDOUT or -errno. */
