@@ -121,7 +121,7 @@ int cmd_record(int argc, char **argv)
 	struct session *s = NULL;
 	struct record_totals t;
 	pid_t *pids = NULL;
-	int npids = 0, c, i, ret = EXIT_FAIL;
+	int npids = 0, c, i, err, ret = EXIT_FAIL;
 	long v;
 
 	cli_getopt_reset();
@@ -222,11 +222,11 @@ int cmd_record(int argc, char **argv)
 		goto cleanup;
 	if (session__open(&o, &s))
 		goto cleanup;
-	/* A recording stopped by an error keeps what it has (said on stderr). */
-	session__run(s);
+	/* A recording stopped by an error keeps what it has (said on stderr), and exits 1. */
+	err = session__run(s);
 	session__finish(s, &t);
 	ret = summary__print(&t, &o);
-	if (session__close(s) && ret == EXIT_OK)
+	if ((session__close(s) || err) && ret == EXIT_OK)
 		ret = EXIT_FAIL; /* the reason and where the data is were printed */
 cleanup:
 	free(pids);
