@@ -20,6 +20,7 @@
 #include "base/strpool.h"
 #include "record/store.h"
 #include "base/util.h"
+#include "record/rankview.h"
 
 static const char schema_sql[] =
 	"PRAGMA journal_mode = WAL;\n"
@@ -164,6 +165,8 @@ int store__create(const char *path, unsigned int flags, struct store **out)
 		goto cleanup;
 	}
 	rc = sqlite3_exec(st->db, schema_sql, NULL, NULL, &errmsg);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(st->db, rankview_schema_sql, NULL, NULL, &errmsg);
 	if (rc != SQLITE_OK) {
 		pr_warn("%s: cannot create the schema: %s", st->path, errmsg ? errmsg : "?");
 		sqlite3_free(errmsg);
