@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/cli.h"
 #include "base/escape.h"
@@ -92,7 +93,8 @@ static void print_ranks(const struct record_totals *t)
 	for (i = 0; i < n; i++) {
 		if (p[i].job->world_size > world)
 			world = p[i].job->world_size;
-		if (!job_id && p[i].job->job_id)
+		/* torchrun's TORCHELASTIC_RUN_ID is "none" unless --rdzv_id names the job. */
+		if (!job_id && p[i].job->job_id && strcmp(p[i].job->job_id, "none"))
 			job_id = p[i].job->job_id;
 	}
 	fprintf(stderr, "probing: ranks of %s%s%s", job_id ? "job " : "a distributed job",
