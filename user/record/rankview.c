@@ -16,57 +16,59 @@
 
 #include "record/rankview.h"
 
-/* Samples of ranked processes, from the samples view. */
-#define SRC_ALL                                                              \
-	"SELECT p.rank AS rank, s.pid AS pid, s.stack_id AS stack_id,"       \
-	" s.count AS count FROM samples s JOIN processes p ON p.pid = s.pid" \
+/* Samples of ranked processes (sample_counts: the samples view less its GROUP BY and join). */
+#define SRC_ALL                                                                    \
+	"SELECT p.rank AS rank, s.pid AS pid, s.stack_id AS stack_id,"             \
+	" s.count AS count FROM sample_counts s JOIN processes p ON p.pid = s.pid" \
 	" WHERE p.rank IS NOT NULL"
 
-/* rank_functions, as common table expressions over src (without the WITH). */
-#define RF_CTES                                                                            \
-	"rf_counts AS (SELECT rank, stack_id, SUM(count) AS n FROM src\n"                  \
-	"  GROUP BY rank, stack_id),\n"                                                    \
-	"rf_totals AS (SELECT rank, SUM(n) AS total FROM rf_counts GROUP BY rank),\n"      \
-	"rf_frames AS (SELECT stack_id, depth, kind,\n"                                    \
-	"    coalesce(qualname, func) AS func,\n"                                          \
-	"    coalesce(CASE kind WHEN 'python' THEN file ELSE module END, '') AS file\n"    \
-	"  FROM frames WHERE stack_id IN (SELECT stack_id FROM rf_counts)),\n"             \
-	"rf_inclusive AS (SELECT c.rank AS rank, f.kind AS kind, f.func AS func,\n"        \
-	"    f.file AS file, SUM(c.n) AS samples\n"                                        \
-	"  FROM rf_counts c\n"                                                             \
-	"  JOIN (SELECT DISTINCT stack_id, kind, func, file FROM rf_frames) f\n"           \
-	"    ON f.stack_id = c.stack_id\n"                                                 \
-	"  GROUP BY c.rank, f.kind, f.func, f.file),\n"                                    \
-	"rf_self AS (SELECT c.rank AS rank, f.kind AS kind, f.func AS func,\n"             \
-	"    f.file AS file, SUM(c.n) AS samples\n"                                        \
-	"  FROM rf_counts c JOIN rf_frames f ON f.stack_id = c.stack_id AND f.depth = 0\n" \
-	"  GROUP BY c.rank, f.kind, f.func, f.file),\n"                                    \
-	"rf_grid AS (SELECT t.rank AS rank, fn.kind AS kind, fn.func AS func,\n"           \
-	"    fn.file AS file, coalesce(i.samples, 0) AS samples,\n"                        \
-	"    coalesce(se.samples, 0) AS self_samples,\n"                                   \
-	"    1.0 * coalesce(i.samples, 0) / t.total AS share,\n"                           \
-	"    1.0 * coalesce(se.samples, 0) / t.total AS self_share\n"                      \
-	"  FROM rf_totals t\n"                                                             \
-	"  CROSS JOIN (SELECT DISTINCT kind, func, file FROM rf_inclusive) fn\n"           \
-	"  LEFT JOIN rf_inclusive i ON i.rank = t.rank AND i.kind = fn.kind\n"             \
-	"    AND i.func = fn.func AND i.file = fn.file\n"                                  \
-	"  LEFT JOIN rf_self se ON se.rank = t.rank AND se.kind = fn.kind\n"               \
-	"    AND se.func = fn.func AND se.file = fn.file),\n"                              \
-	"rf_ordered AS (SELECT g.*,\n"                                                     \
-	"    row_number() OVER (PARTITION BY kind, func, file ORDER BY share) AS i,\n"     \
-	"    count(*) OVER (PARTITION BY kind, func, file) AS nr FROM rf_grid g),\n"       \
-	"rf_medians AS (SELECT kind, func, file, avg(share)\n"                             \
-	"    FILTER (WHERE i IN ((nr + 1) / 2, (nr + 2) / 2)) AS median_share\n"           \
-	"  FROM rf_ordered GROUP BY kind, func, file)"
+/*
+ * rank_functions, as common table expressions over src (without the WITH). A function is
+ * numbered by its first frame_defs id (rf_fns), every frame_defs row mapped to it (rf_fn_of):
+ * the stacks' frames are then joined and told apart by number, not by text.
+ */
+#define RF_CTES                                                                             \
+	"rf_counts AS (SELECT rank, stack_id, SUM(count) AS n FROM src\n"                   \
+	"  GROUP BY rank, stack_id),\n"                                                     \
+	"rf_totals AS (SELECT rank, SUM(n) AS total FROM rf_counts GROUP BY rank),\n"       \
+	"rf_defs AS (SELECT id, kind, coalesce(qualname, func) AS func,\n"                  \
+	"    coalesce(CASE kind WHEN 'python' THEN file ELSE module END, '') AS file\n"     \
+	"  FROM frame_defs),\n"                                                             \
+	"rf_fns AS (SELECT min(id) AS fn, kind, func, file FROM rf_defs\n"                  \
+	"  GROUP BY kind, func, file),\n"                                                   \
+	"rf_fn_of AS (SELECT d.id AS frame_id, f.fn AS fn FROM rf_defs d\n"                 \
+	"  JOIN rf_fns f ON f.kind = d.kind AND f.func = d.func AND f.file = d.file),\n"    \
+	"rf_stack_fns AS (SELECT DISTINCT sf.stack_id AS stack_id, o.fn AS fn\n"            \
+	"  FROM stack_frames sf JOIN rf_fn_of o ON o.frame_id = sf.frame_id\n"              \
+	"  WHERE sf.stack_id IN (SELECT stack_id FROM rf_counts)),\n"                       \
+	"rf_inclusive AS (SELECT c.rank AS rank, s.fn AS fn, SUM(c.n) AS samples\n"         \
+	"  FROM rf_counts c JOIN rf_stack_fns s ON s.stack_id = c.stack_id\n"               \
+	"  GROUP BY c.rank, s.fn),\n"                                                       \
+	"rf_self AS (SELECT c.rank AS rank, o.fn AS fn, SUM(c.n) AS samples\n"              \
+	"  FROM rf_counts c\n"                                                              \
+	"  JOIN stack_frames sf ON sf.stack_id = c.stack_id AND sf.depth = 0\n"             \
+	"  JOIN rf_fn_of o ON o.frame_id = sf.frame_id GROUP BY c.rank, o.fn),\n"           \
+	"rf_grid AS (SELECT t.rank AS rank, fn.fn AS fn,\n"                                 \
+	"    coalesce(i.samples, 0) AS samples, coalesce(se.samples, 0) AS self_samples,\n" \
+	"    1.0 * coalesce(i.samples, 0) / t.total AS share,\n"                            \
+	"    1.0 * coalesce(se.samples, 0) / t.total AS self_share\n"                       \
+	"  FROM rf_totals t CROSS JOIN (SELECT DISTINCT fn FROM rf_inclusive) fn\n"         \
+	"  LEFT JOIN rf_inclusive i ON i.rank = t.rank AND i.fn = fn.fn\n"                  \
+	"  LEFT JOIN rf_self se ON se.rank = t.rank AND se.fn = fn.fn),\n"                  \
+	"rf_ordered AS (SELECT g.*,\n"                                                      \
+	"    row_number() OVER (PARTITION BY fn ORDER BY share) AS i,\n"                    \
+	"    count(*) OVER (PARTITION BY fn) AS nr FROM rf_grid g),\n"                      \
+	"rf_medians AS (SELECT fn, avg(share)\n"                                            \
+	"    FILTER (WHERE i IN ((nr + 1) / 2, (nr + 2) / 2)) AS median_share\n"            \
+	"  FROM rf_ordered GROUP BY fn)"
 
 #define RF_SELECT                                                         \
-	"SELECT o.rank AS rank, o.kind AS kind, o.func AS func,\n"        \
-	"  nullif(o.file, '') AS file, o.samples AS samples,\n"           \
+	"SELECT o.rank AS rank, f.kind AS kind, f.func AS func,\n"        \
+	"  nullif(f.file, '') AS file, o.samples AS samples,\n"           \
 	"  o.self_samples AS self_samples, o.share AS share,\n"           \
 	"  o.self_share AS self_share, m.median_share AS median_share,\n" \
 	"  o.share - m.median_share AS deviation\n"                       \
-	"FROM rf_ordered o JOIN rf_medians m\n"                           \
-	"  ON m.kind = o.kind AND m.func = o.func AND m.file = o.file"
+	"FROM rf_ordered o JOIN rf_medians m ON m.fn = o.fn JOIN rf_fns f ON f.fn = o.fn"
 
 /* rank_deviation, over rf (rank_functions' rows) and src. */
 #define RD_CTES                                                                        \
