@@ -7,6 +7,7 @@ The job: tests/workloads/torch/ddp_straggler.py, 3 ranks of gloo DDP on CPU unde
 torchrun; rank 1 spends 30 ms of its own CPU time per step in straggler_burn(), and logs how
 much it has spent. One job run serves every assertion.
 """
+import json
 import os
 import re
 import signal
@@ -116,6 +117,17 @@ def test_record_children_of_a_running_torchrun_job():
         assert sum(int(line.rsplit(" ", 1)[1]) for line in lines) == per_pid[pid]
         burns = [line for line in lines if "straggler_burn (" in line]
         assert bool(burns) == (rank == SLOW_RANK), (rank, burns[:3])
+
+    # Exports name the ranks too: speedscope's thread names.
+    sp = harness.tmp("job.speedscope.json")
+    p = probing("export", "-i", db, "-f", "speedscope", "-o", sp)
+    assert p.returncode == 0, p.stderr
+    with open(sp) as f:
+        names = [prof["name"] for prof in json.load(f)["profiles"]]
+    for rank, pid in pids.items():
+        assert any(n.endswith(f" (rank {rank}, pid {pid}, tid {pid})") for n in names), names
+    # The agent's threads (those sampled) have no rank.
+    assert all("rank" not in n for n in names if f"pid {job.pid}," in n), names
 
     # The comparison view names the slow rank and the function of its extra time; the
     # samples there are the CPU time the workload says it spent there.
