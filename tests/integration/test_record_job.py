@@ -10,8 +10,10 @@ much it has spent. One job run serves every assertion.
 import json
 import os
 import re
+import shutil
 import signal
 import socket
+import sqlite3
 import xml.etree.ElementTree as ET
 
 import harness
@@ -216,3 +218,99 @@ def test_children_that_exist_now_and_later():
                            " ON f.stack_id = s.stack_id WHERE s.pid = ? AND f.func = ?",
                            (pid, func)).fetchone()
         assert n, (pid, func)
+
+
+# Four ranks and a process without one, with known shares (of each rank's samples):
+#   compute    rank 0 .80, rank 1 .70, rank 2 .30, rank 3 .95 -> median (.70 + .80) / 2 = .75
+#   allreduce         .20         .30         .10         .05 -> median (.10 + .20) / 2 = .15
+#   slow (Python, recursive) only in rank 2: 120 of its 200 samples (once however deep), of
+#   which 20 its own; spin (native, in libspin.so) under it: 100.
+RANKS = ("@meta frequency 99\n"
+         "@process 100 python train.py\n@process 200 python train.py\n"
+         "@process 300 python train.py\n@process 400 python train.py\n@process 500 agent\n"
+         "@pid 100\nmain;step;compute 80\nmain;step;allreduce 20\n"
+         "@pid 200\nmain;step;compute 70\nmain;step;allreduce 30\n"
+         "@pid 300\nmain;step;compute 60\nmain;step;allreduce 20\n"
+         "main;step;slow (train.py:7);slow (train.py:9);spin [libspin.so] 100\n"
+         "main;step;slow (train.py:7) 20\n"
+         "@pid 400\nmain;step;compute 95\nmain;step;allreduce 5\n"
+         "@pid 500\nmain;poll 10\n")
+
+
+def test_rank_views_and_panels_by_known_shares():
+    import recordings
+    db = recordings.make_db(RANKS, name="ranks.db", seconds=2)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE processes SET rank = pid / 100 - 1, world_size = 4 WHERE pid < 500")
+    con.commit()
+
+    def near(a, b):
+        return abs(a - b) < 1e-9
+    rf = {(r[0], r[1]): r[2:] for r in con.execute(
+        "SELECT rank, func, kind, file, samples, self_samples, share, median_share, deviation"
+        " FROM rank_functions")}
+    assert {rank for rank, _ in rf} == {0, 1, 2, 3}, rf  # not the process without a rank
+    kind, path, n, own, share, median, dev = rf[(2, "slow")]
+    assert (kind, path, n, own) == ("python", "train.py", 120, 20) and near(share, .6), rf
+    assert near(median, 0) and near(dev, .6)
+    assert rf[(2, "spin")][:4] == ("native", "libspin.so", 100, 100), rf[(2, "spin")]
+    assert rf[(0, "slow")][2:4] == (0, 0) and near(rf[(0, "slow")][4], 0)
+    for rank, share in enumerate([.80, .70, .30, .95]):
+        assert near(rf[(rank, "compute")][4], share) and near(rf[(rank, "compute")][5], .75)
+        assert near(rf[(rank, "main")][6], 0)
+    for rank, share in enumerate([.20, .30, .10, .05]):
+        assert near(rf[(rank, "allreduce")][5], .15)
+
+    rows = con.execute("SELECT rank, pids, samples, deviation, func FROM rank_deviation").fetchall()
+    assert [(r[0], r[1], r[2], r[4]) for r in rows[:3]] == [
+        (2, "300", 200, "slow"), (3, "400", 100, "compute"), (1, "200", 100, "allreduce")], rows
+    assert [round(r[3], 9) for r in rows] == [.6, .2, .15, .05], rows
+    con.close()
+
+    # --by rank: the panels in rank order, the process without a rank last; rank 2 flagged.
+    svg = harness.tmp("ranks.svg")
+    p = probing("flamegraph", "-i", db, "--by", "rank", "-o", svg)
+    assert p.returncode == 0, p.stderr
+    root = ET.parse(svg).getroot()
+    texts = {t.get("id"): "".join(t.itertext()) for t in root.iter(SVG + "text") if t.get("id")}
+    assert [texts[f"pl{k}"] for k in range(5)] == [
+        "rank 0 (pid 100)", "rank 1 (pid 200)", "rank 2 (pid 300)", "rank 3 (pid 400)",
+        "no rank (pid 500)"], texts
+    # Each heading's tooltip holds its label and note uncut (the note is cut to the panel).
+    heads = [g.find(SVG + "title").text for g in root.find(f".//{SVG}g[@id='panels']")
+             if g.find(SVG + "title") is not None]
+    assert heads[2] == "rank 2 (pid 300)\n200 samples \u00b7 slow (train.py): 60%, median rank 0%"
+    assert heads[0] == "rank 0 (pid 100)\n100 samples", heads
+    assert "furthest from the median: rank 2" in texts["subtitle"], texts["subtitle"]
+    # --folded: every line led by its rank; the same counts as --rank N.
+    p = probing("flamegraph", "-i", db, "--by", "rank", "--folded")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert "rank 2;main;step;slow (train.py:7) 20" in lines and "no rank;main;poll 10" in lines
+    for rank in range(4):
+        mine = [line.split(";", 1)[1] for line in lines if line.startswith(f"rank {rank};")]
+        p = probing("flamegraph", "-i", db, "--rank", rank, "--folded")
+        assert sorted(mine) == sorted(p.stdout.splitlines()), (rank, mine)
+
+    # Two ranks deviate from their mean alike: drawn, none flagged. Without ranks: refused.
+    two = harness.tmp("two.db")
+    shutil.copy(db, two)
+    con = sqlite3.connect(two)
+    con.execute("UPDATE processes SET rank = NULL WHERE pid > 200")
+    con.commit()
+    con.close()
+    p = probing("flamegraph", "-i", two, "--by", "rank", "-o", svg)
+    assert p.returncode == 0, p.stderr
+    root = ET.parse(svg).getroot()
+    assert not [t for t in root.iter(SVG + "text") if "flag" in (t.get("class") or "")]
+    assert "furthest" not in "".join(root.find(f".//{SVG}text[@id='subtitle']").itertext())
+    for args, code, msg in [(["--by", "thread"], 2, "invalid --by"),
+                            (["--by", "rank", "--rank", "1"], 2, "leave out --rank"),
+                            (["--by", "rank", "--diff-ranks", "0,1"], 2, "drawn alone")]:
+        p = probing("flamegraph", "-i", db, *args, "-o", svg)
+        assert p.returncode == code and msg in p.stderr, (args, p.returncode, p.stderr)
+    plain = recordings.make_db(name="plain.db")
+    out = harness.tmp("plain.svg")
+    p = probing("flamegraph", "-i", plain, "--by", "rank", "-o", out)
+    assert p.returncode == 1 and "no samples of processes with a rank" in p.stderr, p.stderr
+    assert not os.path.exists(out)
