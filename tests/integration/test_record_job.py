@@ -282,6 +282,34 @@ def test_rank_views_and_panels_by_known_shares():
     assert heads[2] == "rank 2 (pid 300)\n200 samples \u00b7 slow (train.py): 60%, median rank 0%"
     assert heads[0] == "rank 0 (pid 100)\n100 samples", heads
     assert "furthest from the median: rank 2" in texts["subtitle"], texts["subtitle"]
+    # In a browser: a click zooms within its rank's graph only; search gives each rank's
+    # share; hover names the rank. Five panels of 300 px (the narrowest), 16 px apart.
+    import browser
+    r = browser.run_in_svg(svg, r"""
+        var inPanel = function (k, n) {
+          return T.byName(n).filter(function (g) { return g.getAttribute('data-p') == k; })[0];
+        };
+        R.before = [T.geom(inPanel(2, 'slow (train.py:7)')), T.geom(inPanel(0, 'compute'))];
+        T.click(inPanel(2, 'slow (train.py:7)').querySelector('rect'));
+        R.zoomed = [T.geom(inPanel(2, 'slow (train.py:7)')), T.geom(inPanel(0, 'compute')),
+                    T.geom(inPanel(2, 'compute'))];
+        window.prompt = function () { return 'slow'; };
+        T.key('f', true);
+        R.m = [0, 1, 2, 3, 4].map(function (k) { return T.text('pm' + k); });
+        R.matched = T.text('matched');
+        inPanel(0, 'compute').querySelector('rect').dispatchEvent(
+          new MouseEvent('mouseover', { bubbles: true }));
+        R.details = T.text('details');
+    """)
+    # Siblings in name order: allreduce, compute, slow.
+    x2 = 10 + 2 * (300 + 16)
+    assert (r["before"][0]["x"], r["before"][0]["w"]) == (x2 + 80 / 200 * 300, 180), r["before"]
+    assert (r["before"][1]["x"], r["before"][1]["w"]) == (10 + 60, 240), r["before"]
+    assert (r["zoomed"][0]["x"], r["zoomed"][0]["w"]) == (x2, 300), r["zoomed"]
+    assert r["zoomed"][1] == r["before"][1] and not r["zoomed"][2]["visible"], r["zoomed"]
+    assert r["m"] == ["0.00%", "0.00%", "60.00%", "0.00%", "0.00%"], r["m"]
+    assert r["matched"] == "Matched: 23.53% (120 of 510 samples)", r["matched"]
+    assert r["details"] == "rank 0 (pid 100): compute (80 samples, 80.00%)", r["details"]
     # --folded: every line led by its rank; the same counts as --rank N.
     p = probing("flamegraph", "-i", db, "--by", "rank", "--folded")
     assert p.returncode == 0, p.stderr
