@@ -320,6 +320,15 @@ def test_rank_views_and_panels_by_known_shares():
         p = probing("flamegraph", "-i", db, "--rank", rank, "--folded")
         assert sorted(mine) == sorted(p.stdout.splitlines()), (rank, mine)
 
+    # One rank or process: the subtitle names it "rank 2 (pid 300...)".
+    for args, want in [(["--rank", "2"], "rank 2 (pid 300)"),
+                       (["--pid", "300"], "rank 2 (pid 300, python train.py)"),
+                       (["--pid", "500"], "pid 500 (agent)")]:
+        p = probing("flamegraph", "-i", db, *args, "-o", svg)
+        assert p.returncode == 0, p.stderr
+        sub = "".join(ET.parse(svg).getroot().find(f".//{SVG}text[@id='subtitle']").itertext())
+        assert f"\u00b7 {want} \u00b7" in sub, (args, sub)
+
     # Two ranks deviate from their mean alike: drawn, none flagged. Without ranks: refused.
     two = harness.tmp("two.db")
     shutil.copy(db, two)
