@@ -115,7 +115,7 @@ static int add_pids(struct session *s)
 			return err;
 		}
 	}
-	if (o->sampling.children) {
+	if (o->sampling.children && o->npids) {
 		i = add_descendants(s);
 		pr_info("recording %d process%s and %d of %s descendants", o->npids,
 			o->npids == 1 ? "" : "es", i, o->npids == 1 ? "its" : "their");
