@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import time
 import xml.etree.ElementTree as ET
 
 import harness
@@ -86,8 +87,17 @@ def test_record_children_of_a_running_torchrun_job():
     os.mkdir(ready)
     job, pids = start_job(ready)
     db = harness.tmp("job.db")
-    rec = probing("record", "--children", "-p", job.pid, "-F", FREQ, "-d", 4, "-o", db,
-                  timeout=120)
+    # Record until rank 1 has spent 1.5 s of CPU time in straggler_burn since the recorder
+    # started (a few seconds on an idle machine): enough samples however loaded it is.
+    burn_log = os.path.join(ready, "burn.log")
+    launched = time.time()
+    rec = harness.spawn([harness.PROBING, "record", "--children", "-p", str(job.pid), "-F",
+                         str(FREQ), "-o", db], stderr=harness.subprocess.PIPE, text=True)
+    harness.wait_for(lambda: rec.poll() is not None or
+                     burn_between(burn_log, launched, time.time()) >= 1.5,
+                     timeout=180, interval=0.2, what="rank 1 to burn 1.5 s of CPU")
+    rec.send_signal(signal.SIGINT)
+    rec.stderr = rec.communicate(timeout=120)[1]
     assert rec.returncode == 0, rec.stderr
     os.killpg(job.pid, signal.SIGKILL)
     job.wait()
@@ -139,14 +149,16 @@ def test_record_children_of_a_running_torchrun_job():
     rank, pid_list, deviation, kind, func, path, share, median = top[0]
     assert (pid_list, kind, func) == (str(pids[SLOW_RANK]), "python", "straggler_burn"), top[0]
     assert path == WORKLOAD and median == 0 and deviation == share > 0.3, top[0]
-    assert all(r[2] < deviation / 2 for r in top[1:]), top
+    # (The other ranks wait off-CPU: their few samples make their own deviations noisy, e.g.
+    # 0.1 to 0.5 in unsymbolized libtorch frames; only the order says something.)
+    assert all(r[2] < deviation for r in top[1:]), top
     (burn_samples,) = con.execute(
         "SELECT SUM(samples) FROM rank_functions WHERE rank = ? AND func = 'straggler_burn'",
         (SLOW_RANK,)).fetchone()
     start, end = (float(con.execute("SELECT value FROM meta WHERE key = ?", (k,)).fetchone()[0])
                   for k in ("start", "end"))
-    burnt = burn_between(os.path.join(ready, "burn.log"), start, end)
-    assert burnt > 0.5, burnt
+    burnt = burn_between(burn_log, start, end)
+    assert burnt > 1, burnt
     assert abs(burn_samples / FREQ - burnt) < 0.2 * burnt, (burn_samples / FREQ, burnt)
 
     # One SVG, a graph per rank, each headed by its rank and pid; the slow rank flagged.
