@@ -363,3 +363,29 @@ def test_rank_views_and_panels_by_known_shares():
     p = probing("flamegraph", "-i", plain, "--by", "rank", "-o", out)
     assert p.returncode == 1 and "no samples of processes with a rank" in p.stderr, p.stderr
     assert not os.path.exists(out)
+
+
+def test_children_started_later_get_their_job_identity():
+    """Processes started after recording began, as torchrun and srun start ranks (fork, then
+    exec with the job in the environment): each gets its rank from its own environment."""
+    split = harness.workload("split")
+    db = harness.tmp("later.db")
+    script = (f"sleep 0.3; RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 GROUP_RANK=1"
+              f" TORCHELASTIC_RUN_ID=job7 {split} 1 &"
+              f" SLURM_PROCID=2 SLURM_LOCALID=0 SLURM_NTASKS=4 SLURM_NODEID=1 SLURM_JOB_ID=99"
+              f" SLURM_STEP_ID=0 {split} 1 & wait")
+    p = probing("record", "--children", "-o", db, "--", "/bin/sh", "-c", script)
+    assert p.returncode == 0, p.stderr
+    con = harness.db(db)
+    rows = {r[1:]: r[0] for r in con.execute(
+        "SELECT pid, rank, local_rank, world_size, group_rank, job_id, host FROM processes"
+        " WHERE command LIKE ?", (split + "%",))}
+    host = os.uname().nodename
+    assert set(rows) == {(3, 1, 4, 1, "job7", host), (2, 0, 4, 1, "99.0", host)}, rows
+    shell = con.execute("SELECT rank, job_id FROM processes WHERE command LIKE '/bin/sh%'")
+    assert shell.fetchall() == [(None, None)]
+    pids = {key[0]: pid for key, pid in rows.items()}
+    assert re.search(rf"rank 2 \(pid {pids[2]}\) +[\d,]+ samples\n +rank 3 \(pid {pids[3]}\)",
+                     p.stderr), p.stderr
+    assert "ranks of job 99.0 (world size 4)" in p.stderr, p.stderr
+    assert "2 of the job's 4 ranks are not among the recorded processes" in p.stderr, p.stderr
