@@ -9,9 +9,11 @@ Request kinds (served by the agent, called by 'probing debug'):
       "source", "adapter_python", "already", "connected", "notes"} or {"error", "hint"}.
   debug.status {}
       {"listening", "host", "port", "connected", ...}: is a DAP client attached?
+  debug.stop {}
+      pydevd.stoptrace(), then every thread's trace function removed: the program runs at
+      its own speed again; a later debug.start starts debugpy afresh.
 
-debugpy serves one address per process for the life of the process: a second debug.start
-reports the listener already running. Nothing of debugpy is imported before every check
+debugpy serves one address at a time: a second debug.start reports the listener running. Nothing of debugpy is imported before every check
 passed; a failed start removes the modules it imported and restores sys.breakpointhook.
 """
 import glob
@@ -181,16 +183,19 @@ def _foreign_debugger():
 
 
 def _import_threading(main_ident):
-    """Import threading from this thread (the agent's) without it taking this thread for the
-    main one. Up to 3.12, threading names "main thread" whichever thread imports it first
-    (bpo-37416): the program's own main thread would then be a "Dummy" thread and hang in
-    threading._shutdown() at exit. 3.13 asks _thread for the main thread's ident. Like
-    debugpy's own attach-to-PID, point threading's main thread object at the real main
-    thread, whose ident probing read from _PyRuntime.main_thread (@main_ident)."""
-    if "threading" in sys.modules or sys.version_info >= (3, 13):
+    """Import threading and make sure its main thread is the program's own.
+
+    Up to 3.12, threading names "main thread" whichever thread imports it first (bpo-37416):
+    imported by the agent's thread (now, or by an earlier 'probing eval'), the program's own
+    main thread becomes a "Dummy" thread and hangs in threading._shutdown() at exit, and
+    debugpy shows the agent's thread as MainThread. 3.13 asks _thread for the main thread's
+    ident. Like debugpy's own attach-to-PID, point threading's main thread object at the real
+    main thread, whose ident probing read from outside (_PyRuntime.main_thread: @main_ident)
+    — only when the object stands for the agent's thread, which is our doing."""
+    if sys.version_info >= (3, 13):
         import threading  # noqa: F401
         return
-    if not main_ident:
+    if "threading" not in sys.modules and not main_ident:
         raise _Refused("this program has not imported the threading module, which debugpy "
                        "needs, and probing could not read which thread is its main thread "
                        "(importing threading from another thread would make Python take that "
@@ -200,23 +205,38 @@ def _import_threading(main_ident):
 
     me = _thread.get_ident()
     main = threading._main_thread
-    if main.ident != me:
-        return  # imported by another thread meanwhile: not ours to fix
+    if not main_ident or main.ident != me or main_ident == me:
+        return
     lock = _thread.allocate_lock()
     lock.acquire()
     with threading._active_limbo_lock:
-        threading._active.pop(me, None)
-        old = main._tstate_lock  # bound to this thread's state: released when it ends
+        if threading._active.get(me) is main:
+            del threading._active[me]
+        old = main._tstate_lock  # bound to the agent's thread state: released when it ends
         main._tstate_lock = lock
         main._ident = main_ident
+        main._is_stopped = False
         if hasattr(main, "_native_id"):
             main._native_id = os.getpid()
+        # Replaces the Dummy thread the real main thread may have been given meanwhile.
         threading._active[main_ident] = main
     locks = getattr(threading, "_shutdown_locks", None)
     if locks is not None:
         with threading._shutdown_locks_lock:
             locks.discard(old)
             locks.add(lock)
+
+
+def _forget_agent_dummy():
+    """pydevd registers a threading Dummy for every thread with Python frames, the agent's
+    own included (it was running this request): take the agent's out of threading again."""
+    import _thread
+    import threading
+
+    me = _thread.get_ident()
+    with threading._active_limbo_lock:
+        if isinstance(threading._active.get(me), threading._DummyThread):
+            del threading._active[me]
 
 
 def _import_debugpy(extra, source):
@@ -258,9 +278,9 @@ def _name_os_thread(name):
         pass
 
 
-def _listen(debugpy, host, port, python):
-    """debugpy.configure + listen on a thread of their own (pydevd calls
-    threading.current_thread(), which must not name the agent's thread); (host, port)."""
+def _in_thread(fn, name, timeout):
+    """Run fn() on a short-lived thread of its own: pydevd calls threading.current_thread(),
+    which must not name the agent's thread. Its result, or its exception in "error"."""
     import threading
 
     out = {}
@@ -268,15 +288,28 @@ def _listen(debugpy, host, port, python):
     def run():
         _name_os_thread(b"debugpy")
         try:
-            debugpy.configure(python=python, subProcess=False)
-            out["addr"] = debugpy.listen((host, port))
+            out["value"] = fn()
         except BaseException as e:  # noqa: B902 - reported to the caller
             out["error"] = e
 
-    t = threading.Thread(target=run, name="probing-debugpy-start", daemon=True)
+    t = threading.Thread(target=run, name=name, daemon=True)
     t.start()
-    t.join(60)
+    t.join(timeout)
+    _forget_agent_dummy()
     if t.is_alive():
+        out["timeout"] = True
+    return out
+
+
+def _listen(debugpy, host, port, python):
+    """debugpy.configure + listen; (host, port) it listens on."""
+
+    def start():
+        debugpy.configure(python=python, subProcess=False)
+        return debugpy.listen((host, port))
+
+    out = _in_thread(start, "probing-debugpy-start", 60)
+    if out.get("timeout"):
         raise _Refused("debugpy did not start within 60 s (its adapter, a separate %s "
                        "process, did not answer)" % python)
     if "error" in out:
@@ -287,7 +320,7 @@ def _listen(debugpy, host, port, python):
                            "choose another port (--listen %s:PORT, or 0 for any free one)"
                            % host)
         raise _Refused("debugpy failed to start: %s: %s" % (type(e).__name__, msg))
-    return out["addr"]
+    return out["value"]
 
 
 def _connected():
@@ -346,6 +379,60 @@ def _k_start(args):
     return reply
 
 
+def _clear_all_traces():
+    """Remove the trace function of every thread (pydevd set one on each when it attached;
+    its stoptrace() clears only the calling thread's, leaving every other thread slowed down
+    by a trace function that no longer does anything). True if done for every thread."""
+    import threading
+
+    if hasattr(threading, "settrace_all_threads"):  # 3.12+
+        threading.settrace_all_threads(None)
+        return True
+    threading.settrace(None)
+    try:
+        import ctypes
+
+        api = ctypes.pythonapi
+        api.PyInterpreterState_Main.restype = ctypes.c_void_p
+        api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+        api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+        api.PyThreadState_Next.restype = ctypes.c_void_p
+        api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+        # 3.9-3.11: what 3.12's settrace_all_threads() calls for each thread state (the
+        # GIL is held: ctypes.pythonapi keeps it).
+        settrace = api._PyEval_SetTrace
+        settrace.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        settrace.restype = ctypes.c_int
+    except (ImportError, AttributeError):
+        return False
+    ts = api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Main())
+    n = 0
+    while ts and n < 100000:
+        settrace(ts, None, None)
+        ts = api.PyThreadState_Next(ts)
+        n += 1
+    return True
+
+
+def _k_stop(args):
+    """Stop what debug.start started: pydevd's threads and its connection (the adapter
+    exits with it; an attached client is disconnected), and every thread's trace function."""
+    global _session
+    if _session is None:
+        return {"stopped": False, "foreign": _foreign_debugger()}
+    pydevd = sys.modules.get("pydevd")
+    out = _in_thread(pydevd.stoptrace, "probing-debugpy-stop", 30) if pydevd else {}
+    if "error" in out:
+        e = out["error"]
+        return {"error": "pydevd.stoptrace() failed: %s: %s" % (type(e).__name__, e)}
+    if out.get("timeout"):
+        return {"error": "pydevd did not stop within 30 s"}
+    complete = _clear_all_traces()
+    old, _session = _session, None
+    return {"stopped": True, "host": old["host"], "port": old["port"],
+            "all_threads": complete}
+
+
 def _k_status(args):
     if _session is None:
         return {"listening": False, "foreign": _foreign_debugger()}
@@ -356,3 +443,4 @@ def _k_status(args):
 
 agent.register_kind("debug.start", _k_start, "start debugpy listening for a DAP client")
 agent.register_kind("debug.status", _k_status, "is debugpy listening, is a client attached")
+agent.register_kind("debug.stop", _k_stop, "stop debugpy: no listener, no trace functions")

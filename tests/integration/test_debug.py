@@ -53,7 +53,15 @@ class Loop:
             return f.read()
 
     def ticks(self):
-        return [(int(a), int(b)) for a, b in re.findall(r"^tick (\d+) (\d+)$", self.out(), re.M)]
+        return [(int(a), int(b)) for a, b in re.findall(r"^tick (\d+) (\d+) \d+$", self.out(),
+                                                        re.M)]
+
+    def cost(self, first, n=10):
+        """Median CPU time of 20000 small calls over the @n ticks from tick @first on."""
+        harness.wait_for(lambda: len(self.ticks()) >= first + n, timeout=60,
+                         what="%d ticks" % (first + n))
+        costs = [int(c) for c in re.findall(r"^tick \d+ \d+ (\d+)$", self.out(), re.M)]
+        return sorted(costs[first:first + n])[n // 2]
 
     def finish(self):
         open(self.stop, "w").close()
@@ -102,6 +110,7 @@ def test_debug_dap_session(variant):
     if cmd[0] == EMBED:
         assert os.path.exists(EMBED), "py_embed_dlopen not built (run 'make test')"
     loop = Loop(cmd, env=env)
+    untraced = loop.cost(0)
     # --wait: the command returns once a client is attached.
     out = open(harness.tmp("debug.out"), "w+")
     err = open(harness.tmp("debug.err"), "w+")
@@ -168,6 +177,36 @@ def test_debug_dap_session(variant):
     assert "127.0.0.1:%d" % port in p.stdout, p.stdout
     p = harness.probing("debug", "-p", loop.pid, "--listen", "127.0.0.1:1")
     assert p.returncode == 1 and "cannot move" in p.stderr, p.stderr
+    # Debugging slows the traced thread down (CPU time of the same calls, not wall time),
+    # client or not; --stop gives the program its speed back, and nothing listens.
+    traced = loop.cost(len(loop.ticks()))
+    p = harness.probing("debug", "-p", loop.pid, "--stop")
+    assert p.returncode == 0 and "debugpy stopped" in p.stdout, p.stdout + p.stderr
+    assert "no thread is traced" in p.stdout, p.stdout
+    after = loop.cost(len(loop.ticks()) + 2)
+    assert traced > 3 * untraced and after < 1.5 * untraced, (untraced, traced, after)
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0, "debugpy still listens"
+    p = harness.probing("debug", "-p", loop.pid, "--stop")
+    assert p.returncode == 0 and "nothing to stop" in p.stdout, p.stdout + p.stderr
+    # And debugging starts again: a new listener, a client stops the loop again.
+    p = harness.probing("debug", "-p", loop.pid, "--listen", "127.0.0.1:0")
+    port2 = _attach_port(p.stdout)
+    assert p.returncode == 0 and port2, p.stdout + p.stderr
+    dap = DAP("127.0.0.1", port2)
+    dap.request("initialize", clientID="probing-test", adapterID="debugpy", pathFormat="path")
+    attach = dap.send("attach", justMyCode=False)
+    dap.event("initialized")
+    dap.request("setBreakpoints", source={"path": LOOP}, breakpoints=[{"line": BREAK}])
+    dap.request("configurationDone")
+    assert dap.response(attach)["success"]
+    stopped = dap.event("stopped", timeout=60)["body"]
+    dap.request("setBreakpoints", source={"path": LOOP}, breakpoints=[])
+    dap.request("continue", threadId=stopped["threadId"])
+    dap.request("disconnect")
+    dap.close()
+    p = harness.probing("debug", "-p", loop.pid, "--stop")
+    assert p.returncode == 0 and "debugpy stopped" in p.stdout, p.stdout + p.stderr
     n = loop.finish()
     assert n > i + 20
 
