@@ -80,6 +80,16 @@ class Loop:
         return p.stdout.strip()
 
 
+def _check_threading(loop):
+    """threading as the program sees it: its main thread is the real one, alive, and the
+    agent's thread is not registered (pydevd registers a Dummy for every thread it saw)."""
+    p = harness.probing("eval", "-p", loop.pid,
+                        "import threading as t; m = t.main_thread(); "
+                        "print(m.native_id, m.is_alive(), "
+                        "[x.name for x in t.enumerate() if isinstance(x, t._DummyThread)])")
+    assert p.stdout == "%d True []\n" % loop.pid, p.stdout + p.stderr
+
+
 def _variants():
     out = []
     if PYENV_311:
@@ -137,8 +147,7 @@ def test_debug_dap_session(variant):
     assert dbg.returncode == 0 and "A DAP client is attached" in open(out.name).read()
     # The program's main thread is still threading's main thread (bpo-37416: the agent
     # imported threading for debugpy when the program had not).
-    p = harness.probing("eval", "-p", loop.pid, "__import__('threading').main_thread().native_id")
-    assert p.stdout == "%d\n" % loop.pid, p.stdout + p.stderr
+    _check_threading(loop)
     if env and "PYDEVD_USE_CYTHON" in env:
         p = harness.probing("eval", "-p", loop.pid, "__import__('_pydevd_bundle.pydevd_"
                             "trace_dispatch').pydevd_trace_dispatch.USING_CYTHON")
@@ -287,3 +296,22 @@ def test_debug_refusals_leave_the_target_as_it_was():
 
     p = harness.probing("debug", "--help")
     assert p.returncode == 0 and "launch.json" in p.stdout and "--allow-remote" in p.stdout
+
+
+@harness.timeout(120)
+def test_debug_after_an_eval_imported_threading():
+    """The program never imported threading, an earlier 'probing eval' did, from the agent's
+    thread (Python <= 3.12 then takes the agent's thread for the main one, bpo-37416): debug
+    puts the real main thread back, and the program still exits normally."""
+    loop = Loop([DEBIAN_311])
+    p = harness.probing("eval", "-p", loop.pid, "import threading")
+    assert p.returncode == 0, p.stderr
+    p = harness.probing("eval", "-p", loop.pid,
+                        "__import__('threading').main_thread().native_id")
+    assert p.returncode == 0 and p.stdout.strip() != str(loop.pid), p.stdout  # the agent's
+    p = harness.probing("debug", "-p", loop.pid, "--listen", "127.0.0.1:0")
+    assert p.returncode == 0, p.stdout + p.stderr
+    _check_threading(loop)
+    p = harness.probing("debug", "-p", loop.pid, "--stop")
+    assert p.returncode == 0 and "debugpy stopped" in p.stdout, p.stdout + p.stderr
+    assert loop.finish() > 0
