@@ -13,12 +13,12 @@ Request kinds (served by the agent, called by 'probing debug'):
       pydevd.stoptrace(), then every thread's trace function removed: the program runs at
       its own speed again; a later debug.start starts debugpy afresh.
 
-debugpy serves one address at a time: a second debug.start reports the listener running. Nothing of debugpy is imported before every check
-passed; a failed start removes the modules it imported and restores sys.breakpointhook.
+debugpy serves one address at a time: a second debug.start reports the listener running.
+Nothing of debugpy is imported before every check passed; a failed import removes the
+modules it imported; a failed start and debug.stop restore sys.breakpointhook (pydevd
+replaces it at import).
 """
-import glob
 import os
-import re
 import sys
 import time
 
@@ -27,6 +27,7 @@ import probing_agent as agent
 DEBIAN_DIST = "/usr/lib/python3/dist-packages"
 
 _session = None  # what debug.start started: host, port, since, debugpy version, ...
+_saved_hook = None  # sys.breakpointhook before debugpy was imported
 
 
 class _Refused(Exception):
@@ -52,6 +53,9 @@ def _interpreter():
 def _debian_tags():
     """The CPython versions Debian's python3-debugpy is built for, as cache tags
     ('cpython-311'), from its compiled pydevd speedups; else from /usr/bin/python3."""
+    import glob
+    import re
+
     tags = set()
     for f in glob.glob(os.path.join(DEBIAN_DIST, "_pydevd_bundle", "pydevd_cython.cpython-*.so")):
         m = re.match(r"cpython-3\d+", os.path.basename(f).split(".")[1])
@@ -156,6 +160,8 @@ _MIN_DEBUGPY = {(3, 12): (1, 8, 0), (3, 13): (1, 8, 7)}
 
 
 def _check_version(debugpy, source):
+    import re
+
     v = str(getattr(debugpy, "__version__", "0"))
     m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", v)
     have = tuple(int(x or 0) for x in m.groups()) if m else (0, 0, 0)
@@ -193,7 +199,7 @@ def _import_threading(main_ident):
     main thread, whose ident probing read from outside (_PyRuntime.main_thread: @main_ident)
     — only when the object stands for the agent's thread, which is our doing."""
     if sys.version_info >= (3, 13):
-        import threading  # noqa: F401
+        __import__("threading")
         return
     if "threading" not in sys.modules and not main_ident:
         raise _Refused("this program has not imported the threading module, which debugpy "
@@ -338,8 +344,17 @@ def _describe(already):
     return d
 
 
+def _restore_hook():
+    """sys.breakpointhook as it was before debugpy, unless the program changed it since."""
+    global _saved_hook
+    if _saved_hook is not None and getattr(sys.breakpointhook, "__module__", "") in (
+            "pydevd", "debugpy._vendored.force_pydevd"):
+        sys.breakpointhook = _saved_hook
+    _saved_hook = None
+
+
 def _k_start(args):
-    global _session
+    global _session, _saved_hook
     host = str(args.get("host") or "127.0.0.1")
     port = int(args.get("port", 5678))
     cap = agent._Capture(agent.setting("output_limit"))
@@ -355,6 +370,8 @@ def _k_start(args):
         _check_address(host, port)
         with cap:
             _import_threading(args.get("main_ident"))
+            if _saved_hook is None:
+                _saved_hook = sys.breakpointhook
             try:
                 debugpy = _import_debugpy(extra, source)
             except _Refused:
@@ -373,6 +390,8 @@ def _k_start(args):
                     "python": _version(), "executable": sys.executable}
         reply = _describe(False)
     except _Refused as e:
+        if _session is None:
+            _restore_hook()
         reply = {"error": str(e), "hint": e.hint}
     notes = (cap.out.text() + cap.err.text()).strip()
     reply["notes"] = notes
@@ -428,6 +447,7 @@ def _k_stop(args):
     if out.get("timeout"):
         return {"error": "pydevd did not stop within 30 s"}
     complete = _clear_all_traces()
+    _restore_hook()
     old, _session = _session, None
     return {"stopped": True, "host": old["host"], "port": old["port"],
             "all_threads": complete}

@@ -148,6 +148,7 @@ def test_debug_dap_session(variant):
     # The program's main thread is still threading's main thread (bpo-37416: the agent
     # imported threading for debugpy when the program had not).
     _check_threading(loop)
+    assert loop.modules().endswith("] False"), "breakpoint() does not go to debugpy"
     if env and "PYDEVD_USE_CYTHON" in env:
         p = harness.probing("eval", "-p", loop.pid, "__import__('_pydevd_bundle.pydevd_"
                             "trace_dispatch').pydevd_trace_dispatch.USING_CYTHON")
@@ -192,6 +193,7 @@ def test_debug_dap_session(variant):
     p = harness.probing("debug", "-p", loop.pid, "--stop")
     assert p.returncode == 0 and "debugpy stopped" in p.stdout, p.stdout + p.stderr
     assert "no thread is traced" in p.stdout, p.stdout
+    assert loop.modules().endswith("] True"), "breakpoint() not given back"
     after = loop.cost(len(loop.ticks()) + 2)
     assert traced > 3 * untraced and after < 1.5 * untraced, (untraced, traced, after)
     with socket.socket() as s:
