@@ -52,7 +52,10 @@ struct pycode {
 	X(PYS_CELL, "PyCell_Type")                 \
 	X(PYS_MODULE, "PyModule_Type")             \
 	X(PYS_FUNCTION, "PyFunction_Type")         \
-	X(PYS_CFUNCTION, "PyCFunction_Type")
+	X(PYS_CFUNCTION, "PyCFunction_Type")       \
+	X(PYS_CORO, "PyCoro_Type")                 \
+	X(PYS_GEN, "PyGen_Type")                   \
+	X(PYS_WEAKREF, "_PyWeakref_RefType")
 
 #define PYS_ENUM_(id, sym) id,
 enum py_symobj { PY_SYMOBJS(PYS_ENUM_) PYS_NR };
