@@ -334,11 +334,11 @@ def test_no_samples_says_why():
     p = h.probing("record", "-p", sleeper.pid, "-d", "0.5", "-o", h.tmp("idle.db"))
     assert p.returncode == 0, p.stderr
     assert "did not run on a CPU" in p.stderr and "sleeping" in p.stderr, p.stderr
-    # A command that is gone within a sampling period. /bin/true runs about a millisecond: a
-    # tick still catches it now and then (more often on a loaded machine), so it runs until
+    # A command that is gone within a sampling period. /bin/true runs about a millisecond (more
+    # on a loaded machine, exec included): at 1 Hz a tick catches it rarely, and it runs until
     # one recording is empty, and that one must say why.
     for _ in range(10):
-        p = h.probing("record", "-o", h.tmp("short.db"), "--", "/bin/true")
+        p = h.probing("record", "-F", "1", "-o", h.tmp("short.db"), "--", "/bin/true")
         assert p.returncode == 0, p.stderr
         if "recorded 0 samples" in p.stderr:
             break

@@ -111,6 +111,8 @@ int taskwait_read(pid_t pid, pid_t tid, struct task_wait *out)
 	if (!read_task_file(pid, tid, "syscall", buf, sizeof(buf))) {
 		if (!strncmp(buf, "-1", 2)) {
 			out->nr = -1;
+		} else if (!strcmp(buf, "running")) {
+			out->state = 'R'; /* it woke up since stat was read */
 		} else {
 			n = sscanf(buf, "%llu %llx %llx %llx %llx %llx %llx", &v[0], &v[1], &v[2],
 				   &v[3], &v[4], &v[5], &v[6]);
