@@ -103,6 +103,14 @@ static inline int pp_ptr(struct pyproc *pp, uint64_t addr, uint64_t *out)
 	return pymem_read_u64(pp->pid, addr, out);
 }
 
+/*
+ * The record of the one frame at @frame (not a thread's chain: a suspended coroutine's
+ * frame), made by the walk's own rules (bpf/pywalk.h: py_walk_frame, py_walk_code), as
+ * pyproc__walk_ex makes each record: code object, instruction index, PYF_ENTRY and checksum
+ * in meta. 0; -EFAULT when the frame holds no code object (or is a shim), or a read error.
+ */
+int py_frame_record(struct pyproc *pp, uint64_t frame, struct py_frame_rec *rec);
+
 /* Limits for strings read from the target (names, paths). */
 #define PY_STR_MAX 4096
 

@@ -286,47 +286,6 @@ static int gen_frame(struct pyproc *pp, uint64_t gen, uint64_t *frame)
 }
 
 /*
- * The record of the one frame at @frame: code object, instruction index, checksum, computed
- * as pyproc__walk_ex computes them for the frames of a thread (f_lasti up to 3.10, in bytes
- * in 3.8/3.9; the instruction pointer from 3.11, relative to co_code_adaptive).
- */
-static int frame_rec(struct pyproc *pp, uint64_t frame, struct py_frame_rec *rec)
-{
-	const struct py_offsets *o = &pp->off;
-	uint64_t code, name, filename, instr, tp;
-	int32_t firstlineno, lasti = -1;
-	int err;
-
-	if (pp->version <= 0x030a) {
-		err = pp_ptr(pp, frame + o->f_code, &code);
-		err = err ?: pp_read(pp, frame + o->f_lasti, &lasti, 4);
-		if (!err && pp->version <= 0x0309 && lasti > 0)
-			lasti >>= 1;
-	} else {
-		err = pp_ptr(pp, frame + o->if_code, &code);
-		err = err ?: pp_ptr(pp, frame + o->if_instr, &instr);
-		if (!err) {
-			int64_t d = (int64_t)(instr - (code + o->co_code_adaptive));
-
-			lasti = d < 0 || d > 0x7ffffffe ? -1 : (int32_t)(d >> 1);
-		}
-	}
-	if (err)
-		return err;
-	if (!code || (pp->code_type && (type_of(pp, code, &tp) || tp != pp->code_type)))
-		return -EFAULT;
-	err = pp_ptr(pp, code + o->co_name, &name);
-	err = err ?: pp_ptr(pp, code + o->co_filename, &filename);
-	err = err ?: pp_read(pp, code + o->co_firstlineno, &firstlineno, 4);
-	if (err)
-		return err;
-	rec->code = code;
-	rec->lasti = lasti;
-	rec->meta = py_code_checksum(name, filename, (uint32_t)firstlineno) << 1;
-	return 0;
-}
-
-/*
  * What suspended coroutine @gen (frame @frame) awaits, as CPython's _PyGen_yf() finds it:
  * the value on top of its stack when it is suspended in an await / yield from. 0 if none.
  */
@@ -400,7 +359,7 @@ static int suspended_chain(struct pyproc *pp, uint64_t coro, struct pytask *t)
 			t->truncated = true;
 			break;
 		}
-		if (gen_frame(pp, gen, &frame) || !frame || frame_rec(pp, frame, &recs[n])) {
+		if (gen_frame(pp, gen, &frame) || !frame || py_frame_record(pp, frame, &recs[n])) {
 			t->truncated = n > 0; /* finished meanwhile, or unreadable */
 			break;
 		}
