@@ -56,6 +56,7 @@ static const struct spec specs[] = {
 	{"tp_dictoffset", ALL, K_OFF, "PyTypeObject", "tp_dictoffset"},
 	{"tp_flags", ALL, K_OFF, "PyTypeObject", "tp_flags"},
 	{"ht_cached_keys", ALL, K_OFF, "PyHeapTypeObject", "ht_cached_keys"},
+	{"ht_name", ALL, K_OFF, "PyHeapTypeObject", "ht_name"},
 
 	{"rt_interpreters_head", ALL, K_OFF, "_PyRuntimeState", "interpreters.head"},
 	{"rt_main_thread", ALL, K_OFF, "_PyRuntimeState", "main_thread"},
@@ -196,6 +197,7 @@ static const char *const fields[] = {
 	"tp_dictoffset",
 	"tp_flags",
 	"ht_cached_keys",
+	"ht_name",
 	"rt_interpreters_head",
 	"rt_main_thread",
 	"rt_tss",

@@ -102,6 +102,7 @@ struct py_offsets {
 	uint32_t tp_dictoffset;	 /* Py_ssize_t */
 	uint32_t tp_flags;	 /* unsigned long */
 	uint32_t ht_cached_keys; /* PyDictKeysObject * (shared keys of instance dicts) */
+	uint32_t ht_name;	 /* PyObject * (str): a heap type's __name__ */
 
 	/* _PyRuntimeState and Py_tss_t */
 	uint32_t rt_interpreters_head; /* PyInterpreterState * */

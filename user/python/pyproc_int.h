@@ -141,10 +141,11 @@ int py_long_header(struct pyproc *pp, uint64_t addr, uint64_t *ndigits, bool *ne
 int py_read_long(struct pyproc *pp, uint64_t addr, int64_t *out);
 
 /*
- * type.__name__ of the type object at @tp into @buf, from tp_name: for static types CPython
- * strips the module part ("collections.OrderedDict" -> "OrderedDict", Objects/typeobject.c
- * type_name); heap types keep their __name__ there. 0, -EINVAL (not a printable
- * NUL-terminated name within @size) or -errno.
+ * type.__name__ of the type object at @tp into @buf, as Objects/typeobject.c type_name gives
+ * it: ht_name for heap types (classes, and C types made from a spec, whose tp_name keeps the
+ * module: "re.Pattern" -> "Pattern"), tp_name without its module part for static types
+ * ("collections.OrderedDict" -> "OrderedDict"). 0, -EINVAL (not a printable name within
+ * @size) or -errno.
  */
 int py_type_name(struct pyproc *pp, uint64_t tp, char *buf, size_t size);
 

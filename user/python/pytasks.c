@@ -224,18 +224,6 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/*
- * type.__name__ from a type name py_type_name() read: C types made from a spec (heap types,
- * such as 3.12's _asyncio.Task) keep their module in tp_name, which __name__ leaves out.
- */
-static const char *short_name(struct pyproc *pp, const char *tname)
-{
-	const char *dot = strrchr(tname, '.');
-
-	tname = dot ? dot + 1 : tname;
-	return strpool__intern(pp->strs, tname);
-}
-
 static int loop_index(struct reader *r, uint64_t loop)
 {
 	struct pyproc *pp = r->pp;
@@ -257,7 +245,7 @@ static int loop_index(struct reader *r, uint64_t loop)
 	memset(l, 0, sizeof(*l));
 	l->addr = loop;
 	if (!type_of(pp, loop, &tp) && !py_type_name(pp, tp, tname, sizeof(tname)))
-		l->type = short_name(pp, tname);
+		l->type = strpool__intern(pp->strs, tname);
 	/* BaseEventLoop.run_forever() sets _thread_id to the running thread's ident. */
 	if (!py_getattr_dict(pp, loop, "_thread_id", &v) && exact_type(pp, v, PYS_INT) &&
 	    !py_read_long(pp, v, &ident) && ident > 0) {
@@ -431,7 +419,7 @@ static int read_waiter(struct reader *r, uint64_t fw, struct pytask *t)
 	int i, err;
 
 	if (!type_of(pp, fw, &tp) && !py_type_name(pp, tp, tname, sizeof(tname)))
-		t->waits_on = short_name(pp, tname);
+		t->waits_on = strpool__intern(pp->strs, tname);
 	if (instance_of(pp, fw, r->aio.ctask))
 		return add_await(t, fw);
 	/* asyncio.gather's _GatheringFuture keeps its children in _children. */
