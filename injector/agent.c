@@ -192,6 +192,7 @@ static struct {
 	/* Python side (worker thread only) */
 	bool py_loaded;
 	PyObject *handle;
+	PyObject *drop_interrupt; /* agent.py's _drop_interrupt */
 	char py_error[512];
 } ag = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -221,6 +222,7 @@ static struct {
 	uint64_t running;    /* id of the request the worker runs (0: none) */
 	bool running_py;     /* ...and it is inside Python (between Ensure and Release) */
 	bool interruptible;  /* ...in a section the helper declared interruptible */
+	bool sent;	     /* the watchdog sent it a KeyboardInterrupt, maybe not raised yet */
 	uint64_t cancel_id;  /* the running request to interrupt */
 	uint64_t delivered;  /* the last id the watchdog interrupted */
 	unsigned long ident; /* the worker's thread ident, for PyThreadState_SetAsyncExc */
@@ -406,25 +408,55 @@ static PyObject *instances_of(PyObject *get_objects, PyObject *cls)
 }
 
 /*
+ * Drop the KeyboardInterrupt the watchdog sent to the worker (GIL held, on the worker, wk.lock
+ * not held, wk.sent already cleared), whether it was raised already or is still pending.
+ * PyThreadState_SetAsyncExc(ident, NULL) must not be used for this: up to Python 3.12 it
+ * raises the interpreter's "asynchronous exception pending" flag even when it clears, and
+ * only a thread that raises an asynchronous exception lowers it again. Left up, the flag
+ * keeps the eval breaker set for good: every thread of the program runs slower (6-30%), and
+ * on 3.11 every function called under a trace function (debuggers, coverage) spins for ever
+ * in its RESUME. So the interrupt is sent again (exactly one is pending now) and raised, in
+ * agent.py's _drop_interrupt(), which swallows it; raising it lowers the flag.
+ */
+static void drop_sent_interrupt(void)
+{
+	PyObject *r;
+
+	if (!ag.drop_interrupt || ag.py_gone)
+		return;
+	py.SetAsyncExc(wk.ident, *py.ExcKeyboardInterrupt);
+	r = py.CallFunctionObjArgs(ag.drop_interrupt, NULL);
+	if (r)
+		py.DecRef(r);
+	else
+		py.ErrClear(); /* raised before its try (3.11+: at the function's RESUME) */
+}
+
+/*
  * "interruptible" / "uninterruptible": the worker enters or leaves a section where the
  * watchdog may raise KeyboardInterrupt (agent.py, interruptible()). Entering fails with
  * KeyboardInterrupt when the request was cancelled already: the interrupt was not delivered
  * while nothing was interruptible, so it is delivered now, before the section runs. Leaving
- * clears an interrupt set but not delivered yet: it would fire in the agent's own code after
- * the section. Called with the GIL held; a no-op on any thread but the worker in a request.
+ * drops an interrupt sent but maybe not raised yet (drop_sent_interrupt): it would fire in
+ * the agent's own code after the section. Called with the GIL held; a no-op on any thread
+ * but the worker in a request.
  */
 static PyObject *set_interruptible(bool on)
 {
-	bool cancelled = false;
+	bool cancelled = false, sent = false;
 
 	pthread_mutex_lock(&wk.lock);
 	if (wk.running_py && wk.ident == (unsigned long)pthread_self()) {
 		cancelled = on && wk.cancel_id == wk.running;
 		wk.interruptible = on && !cancelled;
-		if (!on)
-			py.SetAsyncExc(wk.ident, NULL);
+		if (!on) {
+			sent = wk.sent;
+			wk.sent = false;
+		}
 	}
 	pthread_mutex_unlock(&wk.lock);
+	if (sent)
+		drop_sent_interrupt();
 	if (cancelled) {
 		py.ErrSetNone(*py.ExcKeyboardInterrupt);
 		return NULL;
@@ -533,8 +565,9 @@ static int py_load(void)
 		}
 		if (pass == 0) {
 			ag.handle = py.GetAttrString(mod, "handle");
+			ag.drop_interrupt = py.GetAttrString(mod, "_drop_interrupt");
 			init = py.GetAttrString(mod, "_init");
-			if (!ag.handle || !init) {
+			if (!ag.handle || !ag.drop_interrupt || !init) {
 				py_error_text("probing_agent", ag.py_error, sizeof(ag.py_error));
 				goto fail;
 			}
@@ -672,8 +705,10 @@ static void *watchdog_main(void *arg)
 		 * fails instead (set_interruptible), and the request ends at its next one. */
 		st = py.GILState_Ensure();
 		pthread_mutex_lock(&wk.lock);
-		if (wk.running == id && wk.running_py && wk.interruptible)
+		if (wk.running == id && wk.running_py && wk.interruptible) {
 			py.SetAsyncExc(wk.ident, *py.ExcKeyboardInterrupt);
+			wk.sent = true;
+		}
 		pthread_mutex_unlock(&wk.lock);
 		py.GILState_Release(st);
 		pthread_mutex_lock(&wk.lock);
@@ -752,7 +787,7 @@ static void python_request(int fd, struct pyreq *req)
 	char *out = NULL, *data;
 	Py_ssize_t n = 0;
 	char type = FRAME_ERROR;
-	bool skip;
+	bool skip, sent;
 	int st;
 
 	if (ag.py_gone) {
@@ -829,10 +864,14 @@ release:
 	if (r)
 		py.DecRef(r);
 	pthread_mutex_lock(&wk.lock);
-	/* An interrupt that came too late to be delivered dies with the request. */
-	if (wk.interruptible)
-		py.SetAsyncExc(wk.ident, NULL);
-	wk.interruptible = false;
+	/* An interrupt that came too late to be raised in a section dies with the request (it
+	 * was sent once: wk.delivered; nothing is sent once running_py is false). */
+	sent = wk.sent;
+	wk.sent = wk.interruptible = false;
+	pthread_mutex_unlock(&wk.lock);
+	if (sent)
+		drop_sent_interrupt();
+	pthread_mutex_lock(&wk.lock);
 	wk.running_py = false;
 	pthread_mutex_unlock(&wk.lock);
 	py.GILState_Release(st);
@@ -1743,7 +1782,7 @@ static void atfork_child(void)
 	wk.worker_started = wk.watchdog_started = false;
 	wk.head = wk.tail = NULL;
 	wk.running = 0;
-	wk.running_py = wk.interruptible = false;
+	wk.running_py = wk.interruptible = wk.sent = false;
 	wk.cancel_id = wk.delivered = 0;
 }
 

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <getopt.h>
+#include <glob.h>
 #include <libelf.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@ struct spec {
 	enum spec_kind kind;
 	const char *type; /* typedef or struct tag */
 	const char *path; /* member path; NULL for K_SIZE */
+	bool asyncio;	  /* defined in the _asyncio extension module (its own DWARF) */
 };
 
 /* Ranges that run to the newest supported version say LAST: a new version is then checked
@@ -54,6 +56,7 @@ static const struct spec specs[] = {
 	{"tp_dictoffset", ALL, K_OFF, "PyTypeObject", "tp_dictoffset"},
 	{"tp_flags", ALL, K_OFF, "PyTypeObject", "tp_flags"},
 	{"ht_cached_keys", ALL, K_OFF, "PyHeapTypeObject", "ht_cached_keys"},
+	{"ht_name", ALL, K_OFF, "PyHeapTypeObject", "ht_name"},
 
 	{"rt_interpreters_head", ALL, K_OFF, "_PyRuntimeState", "interpreters.head"},
 	{"rt_main_thread", ALL, K_OFF, "_PyRuntimeState", "main_thread"},
@@ -159,6 +162,27 @@ static const struct spec specs[] = {
 
 	{"md_dict", ALL, K_OFF, "PyModuleObject", "md_dict"},
 
+	{"tp_base", ALL, K_OFF, "PyTypeObject", "tp_base"},
+	{"wr_object", ALL, K_OFF, "PyWeakReference", "wr_object"},
+	{"list_item", ALL, K_OFF, "PyListObject", "ob_item"},
+	{"set_mask", ALL, K_OFF, "PySetObject", "mask"},
+	{"set_table", ALL, K_OFF, "PySetObject", "table"},
+	{"setentry_size", ALL, K_SIZE, "setentry", NULL},
+	/* bpo-44032 / gh-88198: 3.11 embeds the generator's frame (gi_iframe) and its state. */
+	{"gen_frame", 8, 10, K_OFF, "PyGenObject", "gi_frame"},
+	{"gen_iframe", 11, LAST, K_OFF, "PyGenObject", "gi_iframe"},
+	{"gen_frame_state", 11, LAST, K_OFF, "PyGenObject", "gi_frame_state"},
+	{"f_valuestack", 8, 10, K_OFF, "PyFrameObject", "f_valuestack"},
+	{"f_stacktop", 8, 9, K_OFF, "PyFrameObject", "f_stacktop"},
+	{"f_stackdepth", 10, 10, K_OFF, "PyFrameObject", "f_stackdepth"},
+	{"if_stacktop", 11, LAST, K_OFF, "_PyInterpreterFrame", "stacktop"},
+	/* In the _asyncio module's own file (--asyncio, found next to the library by default). */
+	{"fut_loop", ALL, K_OFF, "FutureObj", "fut_loop", true},
+	{"fut_state", ALL, K_OFF, "FutureObj", "fut_state", true},
+	{"task_fut_waiter", ALL, K_OFF, "TaskObj", "task_fut_waiter", true},
+	{"task_coro", ALL, K_OFF, "TaskObj", "task_coro", true},
+	{"task_name", ALL, K_OFF, "TaskObj", "task_name", true},
+
 	{"dbg_size", 13, LAST, K_SIZE, "_Py_DebugOffsets", NULL},
 	{"dbg_version", 13, LAST, K_OFF, "_Py_DebugOffsets", "version"},
 	{"dbg_free_threaded", 13, LAST, K_OFF, "_Py_DebugOffsets", "free_threaded"},
@@ -173,6 +197,7 @@ static const char *const fields[] = {
 	"tp_dictoffset",
 	"tp_flags",
 	"ht_cached_keys",
+	"ht_name",
 	"rt_interpreters_head",
 	"rt_main_thread",
 	"rt_tss",
@@ -253,6 +278,24 @@ static const char *const fields[] = {
 	"dict_uentry_size",
 	"dv_values",
 	"md_dict",
+	"tp_base",
+	"wr_object",
+	"list_item",
+	"set_mask",
+	"set_table",
+	"setentry_size",
+	"gen_frame",
+	"gen_iframe",
+	"gen_frame_state",
+	"f_valuestack",
+	"f_stacktop",
+	"f_stackdepth",
+	"if_stacktop",
+	"fut_loop",
+	"fut_state",
+	"task_fut_waiter",
+	"task_coro",
+	"task_name",
 	"dbg_size",
 	"dbg_version",
 	"dbg_free_threaded",
@@ -626,28 +669,133 @@ static unsigned int name_minor(const char *path)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: pyoffsets-gen [--version 3.X] FILE\n"
-		   "Print the pyoffsets table entry for the CPython build FILE (a libpython or\n"
-		   "python executable with DWARF debug info).\n");
+	fprintf(f,
+		"usage: pyoffsets-gen [--version 3.X] [--asyncio FILE] FILE\n"
+		"Print the pyoffsets table entry for the CPython build FILE (a libpython or\n"
+		"python executable with DWARF debug info). The _asyncio fields come from the\n"
+		"_asyncio extension module, by default the one the build installed next to FILE\n"
+		"(PREFIX/lib/python3.X/lib-dynload/_asyncio*.so).\n");
 }
+
+/* Open @path's DWARF into the globals (dbg, the type index). 0, or 1 with a message. */
+static int open_dwarf(const char *path, int *fd, Elf **elf)
+{
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0) {
+		fprintf(stderr, "pyoffsets-gen: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	*elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
+	if (!*elf) {
+		fprintf(stderr, "pyoffsets-gen: %s: %s\n", path, elf_errmsg(-1));
+		return 1;
+	}
+	return 0;
+}
+
+static int index_dwarf(const char *path, Elf *elf)
+{
+	dbg = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+	if (!dbg || build_index()) {
+		fprintf(stderr, "pyoffsets-gen: %s: no DWARF type information (%s)\n", path,
+			dwarf_errmsg(-1));
+		return 1;
+	}
+	return 0;
+}
+
+static void close_dwarf(int *fd, Elf **elf)
+{
+	if (dbg)
+		dwarf_end(dbg);
+	dbg = NULL;
+	if (*elf)
+		elf_end(*elf);
+	*elf = NULL;
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	free(types);
+	types = NULL;
+	ntypes = captypes = 0;
+}
+
+/* The _asyncio module a pyenv-style build installs next to @lib (or its bin/python3.X). */
+static int find_asyncio(const char *lib, unsigned int minor, char *out, size_t len)
+{
+	char dir[4096], pat[4200], *slash;
+	glob_t g;
+	int err = -ENOENT;
+
+	snprintf(dir, sizeof(dir), "%s", lib);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		*slash = '\0';
+	slash = strrchr(dir, '/');
+	if (slash && !strcmp(slash, "/bin"))
+		memcpy(slash, "/lib", 5);
+	snprintf(pat, sizeof(pat), "%s/python3.%u/lib-dynload/_asyncio.cpython-3%u*.so", dir, minor,
+		 minor);
+	if (glob(pat, 0, NULL, &g) == 0) {
+		if (g.gl_pathc >= 1 && strlen(g.gl_pathv[0]) < len) {
+			strcpy(out, g.gl_pathv[0]);
+			err = 0;
+		}
+		globfree(&g);
+	}
+	return err;
+}
+
+/* Evaluate the spec of field @name for @minor from the DWARF open now (its file's specs). */
+static int eval_field(const char *name, unsigned int minor, bool asyncio, uint64_t *v)
+{
+	size_t j;
+	int err;
+
+	for (j = 0; j < sizeof(specs) / sizeof(specs[0]); j++) {
+		const struct spec *s = &specs[j];
+
+		if (strcmp(s->field, name) || minor < s->lo || minor > s->hi)
+			continue;
+		if (s->asyncio != asyncio)
+			return 0;
+		err = eval_spec(s, v);
+		if (err)
+			fprintf(stderr, "pyoffsets-gen: 3.%u: %s: %s%s%s not found: %s\n", minor,
+				name, s->type, s->path ? "." : "", s->path ? s->path : "",
+				strerror(-err));
+		return err ? -1 : 0;
+	}
+	return 0;
+}
+
+#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {{"version", required_argument, NULL, 'V'},
+					     {"asyncio", required_argument, NULL, 'A'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
+	uint64_t vals[NFIELDS], dbgv[PY_DBG_NR];
+	char asyncio_path[4096] = "";
 	unsigned int minor = 0;
 	Elf *elf = NULL;
 	int fd = -1, c, ret = 1;
-	size_t i, j;
+	size_t i;
 
-	while ((c = getopt_long(argc, argv, "V:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "V:A:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'V':
 			if (sscanf(optarg, "3.%u", &minor) != 1) {
 				usage(stderr);
 				return 2;
 			}
+			break;
+		case 'A':
+			snprintf(asyncio_path, sizeof(asyncio_path), "%s", optarg);
 			break;
 		case 'h':
 			usage(stdout);
@@ -662,16 +810,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	elf_version(EV_CURRENT);
-	fd = open(argv[optind], O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		fprintf(stderr, "pyoffsets-gen: %s: %s\n", argv[optind], strerror(errno));
+	if (open_dwarf(argv[optind], &fd, &elf))
 		goto cleanup;
-	}
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf) {
-		fprintf(stderr, "pyoffsets-gen: %s: %s\n", argv[optind], elf_errmsg(-1));
-		goto cleanup;
-	}
 	if (!minor) {
 		unsigned long hex = elf_py_version(elf);
 
@@ -684,49 +824,18 @@ int main(int argc, char **argv)
 			argv[optind]);
 		goto cleanup;
 	}
-	dbg = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
-	if (!dbg || build_index()) {
-		fprintf(stderr, "pyoffsets-gen: %s: no DWARF type information (%s)\n", argv[optind],
-			dwarf_errmsg(-1));
+	if (index_dwarf(argv[optind], elf))
 		goto cleanup;
+	for (i = 0; i < NFIELDS; i++) {
+		vals[i] = PYO_NONE;
+		if (eval_field(fields[i], minor, false, &vals[i]))
+			goto cleanup;
 	}
-
-	printf("/* BEGIN 3.%u */\n", minor);
-	printf("static const struct py_offsets py_offsets_3_%u = {\n", minor);
-	printf("\t.version = 0x03%02x,\n", minor);
-	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-		const struct spec *s = NULL;
-		uint64_t v = PYO_NONE;
-		int err;
-
-		for (j = 0; j < sizeof(specs) / sizeof(specs[0]); j++) {
-			if (!strcmp(specs[j].field, fields[i]) && minor >= specs[j].lo &&
-			    minor <= specs[j].hi) {
-				s = &specs[j];
-				break;
-			}
-		}
-		if (s) {
-			err = eval_spec(s, &v);
-			if (err) {
-				fprintf(stderr, "pyoffsets-gen: 3.%u: %s: %s%s%s not found: %s\n",
-					minor, fields[i], s->type, s->path ? "." : "",
-					s->path ? s->path : "", strerror(-err));
-				goto cleanup;
-			}
-		}
-		if (v == PYO_NONE)
-			printf("\t.%s = PYO_NONE,\n", fields[i]);
-		else
-			printf("\t.%s = %llu,\n", fields[i], (unsigned long long)v);
-	}
-	printf("\t.dbg = {");
 	for (i = 0; i < PY_DBG_NR; i++) {
-		uint64_t v = PYO_NONE;
-
+		dbgv[i] = PYO_NONE;
 		if (minor >= 13) {
 			struct spec s = {"dbg", 13, LAST, K_OFF, "_Py_DebugOffsets", dbg_paths[i]};
-			int err = eval_spec(&s, &v);
+			int err = eval_spec(&s, &dbgv[i]);
 
 			if (err) {
 				fprintf(stderr, "pyoffsets-gen: 3.%u: _Py_DebugOffsets.%s: %s\n",
@@ -734,21 +843,43 @@ int main(int argc, char **argv)
 				goto cleanup;
 			}
 		}
+	}
+	/* The fields of the _asyncio module, from its own file. */
+	close_dwarf(&fd, &elf);
+	if (!asyncio_path[0] &&
+	    find_asyncio(argv[optind], minor, asyncio_path, sizeof(asyncio_path))) {
+		fprintf(stderr,
+			"pyoffsets-gen: %s: no _asyncio module found next to it "
+			"(../python3.%u/lib-dynload); give it with --asyncio FILE\n",
+			argv[optind], minor);
+		goto cleanup;
+	}
+	if (open_dwarf(asyncio_path, &fd, &elf) || index_dwarf(asyncio_path, elf))
+		goto cleanup;
+	for (i = 0; i < NFIELDS; i++)
+		if (eval_field(fields[i], minor, true, &vals[i]))
+			goto cleanup;
+
+	printf("/* BEGIN 3.%u */\n", minor);
+	printf("static const struct py_offsets py_offsets_3_%u = {\n", minor);
+	printf("\t.version = 0x03%02x,\n", minor);
+	for (i = 0; i < NFIELDS; i++) {
+		if (vals[i] == PYO_NONE)
+			printf("\t.%s = PYO_NONE,\n", fields[i]);
+		else
+			printf("\t.%s = %llu,\n", fields[i], (unsigned long long)vals[i]);
+	}
+	printf("\t.dbg = {");
+	for (i = 0; i < PY_DBG_NR; i++) {
 		printf("%s", i % 8 ? " " : "\n\t\t");
-		if (v == PYO_NONE)
+		if (dbgv[i] == PYO_NONE)
 			printf("PYO_NONE,");
 		else
-			printf("%llu,", (unsigned long long)v);
+			printf("%llu,", (unsigned long long)dbgv[i]);
 	}
 	printf("\n\t},\n};\n/* END 3.%u */\n", minor);
 	ret = 0;
 cleanup:
-	if (dbg)
-		dwarf_end(dbg);
-	if (elf)
-		elf_end(elf);
-	if (fd >= 0)
-		close(fd);
-	free(types);
+	close_dwarf(&fd, &elf);
 	return ret;
 }

@@ -102,6 +102,7 @@ struct py_offsets {
 	uint32_t tp_dictoffset;	 /* Py_ssize_t */
 	uint32_t tp_flags;	 /* unsigned long */
 	uint32_t ht_cached_keys; /* PyDictKeysObject * (shared keys of instance dicts) */
+	uint32_t ht_name;	 /* PyObject * (str): a heap type's __name__ */
 
 	/* _PyRuntimeState and Py_tss_t */
 	uint32_t rt_interpreters_head; /* PyInterpreterState * */
@@ -208,6 +209,28 @@ struct py_offsets {
 
 	/* module */
 	uint32_t md_dict; /* PyModuleObject.md_dict */
+
+	/* asyncio tasks read from outside (user/python/pytasks.c) */
+	uint32_t tp_base;	  /* PyTypeObject *: the base class */
+	uint32_t wr_object;	  /* PyWeakReference.wr_object: the referent (None once dead) */
+	uint32_t list_item;	  /* PyListObject.ob_item: PyObject ** (ob_size of them) */
+	uint32_t set_mask;	  /* PySetObject.mask: table slots - 1 */
+	uint32_t set_table;	  /* setentry * */
+	uint32_t setentry_size;	  /* sizeof(setentry): key, hash */
+	uint32_t gen_frame;	  /* <= 3.10: PyGenObject.gi_frame, PyFrameObject * (NULL: done) */
+	uint32_t gen_iframe;	  /* 3.11+: PyGenObject.gi_iframe, the _PyInterpreterFrame inline */
+	uint32_t gen_frame_state; /* 3.11+: int8_t gi_frame_state (enum _framestate) */
+	uint32_t f_valuestack;	  /* <= 3.10: PyObject ** */
+	uint32_t f_stacktop;	  /* 3.8, 3.9: PyObject **, NULL while the frame runs */
+	uint32_t f_stackdepth;	  /* 3.10: int, the value stack's depth while suspended */
+	uint32_t if_stacktop;	  /* 3.11+: int, localsplus slots in use (the stack's top) */
+	/* The _asyncio extension module's objects (Modules/_asynciomodule.c), from its own DWARF:
+	 * a Task is a Future with more fields after the Future's. */
+	uint32_t fut_loop;	  /* FutureObj.fut_loop: the event loop */
+	uint32_t fut_state;	  /* fut_state: 0 pending, 1 cancelled, 2 finished */
+	uint32_t task_fut_waiter; /* TaskObj.task_fut_waiter: the future it waits on, or NULL */
+	uint32_t task_coro;	  /* TaskObj.task_coro: the coroutine it runs */
+	uint32_t task_name;	  /* TaskObj.task_name: str (or an int, named Task-N) */
 
 	/* 3.13+: _Py_DebugOffsets at the start of _PyRuntime */
 	uint32_t dbg_size;    /* sizeof(_Py_DebugOffsets) */

@@ -132,6 +132,17 @@ class interruptible(object):
         return False
 
 
+def _drop_interrupt():
+    """Called by the C side only, on the agent's thread, right after it sent it a
+    KeyboardInterrupt again (see drop_sent_interrupt in agent.c): run until that interrupt
+    is raised, and swallow it. Raising it is what lowers the interpreter's flag for it."""
+    try:
+        for _ in range(1000000):  # it is raised at the first check of the eval breaker
+            pass
+    except KeyboardInterrupt:
+        pass
+
+
 # ---- output capture ------------------------------------------------------------------------
 class _ThreadStream(object):
     """Stands in for sys.stdout/sys.stderr while the agent runs user code: writes made by the

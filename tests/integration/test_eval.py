@@ -147,6 +147,55 @@ def test_eval_interrupted_when_client_leaves():
     _finish(t)
 
 
+# A program that calls a function under a trace function, over and over (as a debugger or a
+# coverage tool makes it do), and counts the calls in n.
+TRACED = ("import sys, time\n"
+          "def f():\n"
+          "    return 1\n"
+          "n = 0\n"
+          "print('READY', flush=True)\n"
+          "while True:\n"
+          "    sys.settrace(lambda *a: None)\n"
+          "    f()\n"
+          "    sys.settrace(None)\n"
+          "    n += 1\n"
+          "    time.sleep(0.005)\n")
+
+
+@harness.timeout(60)
+def test_eval_leaves_traced_code_running():
+    """Requests (each enters and leaves an interruptible section), an interrupted one too,
+    leave the program's traced calls running on Python 3.11: the agent cleared a pending
+    interrupt with PyThreadState_SetAsyncExc(ident, NULL), which left the interpreter's eval
+    breaker set for good, and then every call under a trace function spun for ever in its
+    first instruction (a debugger or coverage tool hung after one 'probing eval')."""
+    proc = harness.spawn([PY, "-c", TRACED], stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"READY"
+
+    def calls():
+        p = harness.probing("eval", "-p", proc.pid, "n", timeout=20)
+        assert p.returncode == 0, p.stderr
+        return int(p.stdout)
+
+    def going_on(what):
+        n = calls()
+        harness.wait_for(lambda: calls() > n + 20, timeout=10,
+                         what="traced calls after " + what)
+
+    going_on("an eval")
+    p = harness.probing("query", "-p", proc.pid, "SELECT count(*) FROM python.modules")
+    assert p.returncode == 0, p.stderr
+    going_on("a live query")
+    # Interrupted: the watchdog raises KeyboardInterrupt in the agent's thread.
+    p = subprocess.Popen([harness.PROBING, "eval", "-p", str(proc.pid), "while True: pass"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    p.kill()
+    p.wait()
+    going_on("an interrupted eval")
+    assert proc.poll() is None
+
+
 def _vanish_after_gil(pid, code, after):
     """Send an eval request over the agent's socket, wait for the G frame (the request got the
     GIL and starts: the first one loads the helpers now), wait AFTER seconds and hang up."""
@@ -173,7 +222,9 @@ def _agent_usable(t):
     p = harness.probing("eval", "-p", t.pid,
                         "sorted(m for m in __import__('sys').modules "
                         "if m.startswith('probing_'))")
-    assert p.stdout == "['probing_agent', 'probing_torch']\n", (p.stdout, p.stderr)
+    pydir = os.path.join(harness.ROOT, "injector", "py")  # every helper, embedded at build
+    helpers = sorted("probing_" + f[:-3] for f in os.listdir(pydir) if f.endswith(".py"))
+    assert p.stdout == "%r\n" % helpers, (p.stdout, p.stderr)
     p = harness.probing("config", "-p", t.pid)
     assert p.returncode == 0 and "output_limit" in p.stdout and "torch_every" in p.stdout, \
         p.stdout + p.stderr

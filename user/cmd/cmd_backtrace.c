@@ -9,6 +9,7 @@
 #include "live/agent_client.h"
 #include "base/cli.h"
 #include "live/live.h"
+#include "live/tasks.h"
 #include "base/log.h"
 #include "bpf/sampler.h"
 #include "pyoffsets/pyoffsets.h"
@@ -17,7 +18,7 @@
 #define CMD "backtrace"
 
 static const char usage_text[] =
-	"Usage: probing backtrace -p PID [--native] [--locals [--inject]] [--depth N]\n"
+	"Usage: probing backtrace -p PID [--native] [--locals [--inject]] [--tasks] [--depth N]\n"
 	"\n"
 	"Print the current stack of every thread of a running process: its Python frames\n"
 	"(CPython " PY_VERSIONS
@@ -36,12 +37,19 @@ static const char usage_text[] =
 	"full repr() computed inside it, if the agent can take the GIL within 1 s; a process\n"
 	"that holds the GIL (hung in C code) still gets the outside view.\n"
 	"\n"
+	"--tasks adds every pending asyncio task, under the thread running its event loop:\n"
+	"its name, its state (running, waiting, ready), what it waits on (a task, a gather's\n"
+	"tasks, a future) and its coroutine chain with file:line; tasks a task waits for are\n"
+	"shown under it. Read from outside too (CPython 3.8-3.13 with the _asyncio\n"
+	"accelerator); tasks only the agent can read are read by it when it runs.\n"
+	"\n"
 	"Options:\n"
 	"  -p, --pid PID     the process (-t PID works too)\n"
 	"      --native      also native frames (needs ptrace: same user, or root)\n"
 	"      --locals      also local variables of Python frames\n"
 	"      --inject      with --locals: load the agent if it is not running, for full reprs\n"
 	"      --max-repr N  longest repr read from outside, in characters (default 200)\n"
+	"      --tasks       also the asyncio tasks of every event loop\n"
 	"      --depth N     Python frames per thread at most (default 1024)\n"
 	"  -v, --verbose     more diagnostics\n"
 	"  -h, --help        this help\n"
@@ -50,9 +58,10 @@ static const char usage_text[] =
 	"  probing backtrace -p 1234\n"
 	"  sudo probing backtrace -p 1234 --native\n"
 	"  probing backtrace -p 1234 --locals\n"
+	"  probing backtrace -p 1234 --tasks\n"
 	"  probing query -p 1234 \"SELECT thread, depth, func, lineno FROM python.backtrace\"\n";
 
-enum { OPT_NATIVE = 256, OPT_DEPTH, OPT_LOCALS, OPT_INJECT, OPT_MAX_REPR };
+enum { OPT_NATIVE = 256, OPT_DEPTH, OPT_LOCALS, OPT_INJECT, OPT_MAX_REPR, OPT_TASKS };
 
 #define AGENT_GIL_MS 1000 /* a hung process must not hang backtrace */
 
@@ -64,6 +73,7 @@ static const struct option long_opts[] = {
 	{"locals", no_argument, NULL, OPT_LOCALS},
 	{"inject", no_argument, NULL, OPT_INJECT},
 	{"max-repr", required_argument, NULL, OPT_MAX_REPR},
+	{"tasks", no_argument, NULL, OPT_TASKS},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{},
@@ -108,7 +118,7 @@ int cmd_backtrace(int argc, char **argv)
 {
 	struct bt_opts o = {.py_depth = SAMPLER_MAX_PYDEPTH, .max_repr = 200};
 	struct bt_process *p = NULL;
-	bool inject = false;
+	bool inject = false, tasks = false;
 	long pid = 0, v;
 	int c, err;
 
@@ -134,6 +144,9 @@ int cmd_backtrace(int argc, char **argv)
 			break;
 		case OPT_INJECT:
 			inject = true;
+			break;
+		case OPT_TASKS:
+			tasks = true;
 			break;
 		case OPT_MAX_REPR:
 			if (parse_long(optarg, 16, 1 << 20, &v))
@@ -171,6 +184,8 @@ int cmd_backtrace(int argc, char **argv)
 	if (o.locals && p->python[0])
 		agent_locals(p, inject);
 	backtrace__print(p, stdout);
+	if (tasks && p->python[0])
+		tasks__print(pid, stdout);
 	backtrace__free(p);
 	return EXIT_OK;
 }

@@ -14,6 +14,7 @@
 #include "base/cli.h"
 #include "live/live.h"
 #include "live/livedb.h"
+#include "live/tasks.h"
 #include "base/log.h"
 #include "report/recording.h"
 #include "report/sqlout.h"
@@ -123,6 +124,7 @@ static int open_source(const struct source *src, sqlite3 **db)
 		return rc;
 	/* Without the agent, python.backtrace is read from outside. */
 	livedb__set_outside_backtrace(backtrace__json_rows);
+	livedb__set_outside_table("tasks", tasks__json_rows);
 	return livedb__open_target(&t, src->gil_ms, db) ? EXIT_FAIL : 0;
 }
 

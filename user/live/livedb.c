@@ -30,6 +30,62 @@ void livedb__set_outside_backtrace(livedb_backtrace_fn fn)
 	outside_backtrace = fn;
 }
 
+static struct {
+	const char *name;
+	livedb_backtrace_fn fn;
+} outside_tables[8];
+
+void livedb__set_outside_table(const char *name, livedb_backtrace_fn fn)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(outside_tables); i++)
+		if (!outside_tables[i].name || !strcmp(outside_tables[i].name, name)) {
+			outside_tables[i].name = name;
+			outside_tables[i].fn = fn;
+			return;
+		}
+}
+
+static livedb_backtrace_fn outside_table(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(outside_tables) && outside_tables[i].name; i++)
+		if (!strcmp(outside_tables[i].name, name))
+			return outside_tables[i].fn;
+	return NULL;
+}
+
+/* Rows of a python.* table read from outside by @fn, as the SQL function's result. */
+static void outside_rows(sqlite3_context *ctx, pid_t pid, const char *name, livedb_backtrace_fn fn)
+{
+	struct strbuf sb = {0};
+	char msg[512];
+	int err;
+
+	err = sb_puts(&sb, "{\"rows\": ");
+	err = err ?: fn(pid, &sb);
+	err = err ?: sb_puts(&sb, "}");
+	if (!err) {
+		sqlite3_result_text(ctx, sb_str(&sb), sb.len, SQLITE_TRANSIENT);
+	} else {
+		if (err == -ENOTSUP)
+			snprintf(msg, sizeof(msg),
+				 "python.%s of process %d: only the agent can read it in this "
+				 "process: run 'probing inject -p %d' first",
+				 name, pid, pid);
+		else
+			snprintf(msg, sizeof(msg), "python.%s of process %d: %s", name, pid,
+				 err == -ENOENT	 ? "its Python interpreter cannot be read from "
+						   "outside (not CPython 3.8-3.13?)"
+				 : err == -ESRCH ? "no such process (it exited?)"
+						 : strerror(-err));
+		sqlite3_result_error(ctx, msg, -1);
+	}
+	sb_free(&sb);
+}
+
 struct livedb {
 	struct live_target t;
 	struct agent_client *c; /* NULL: no agent */
@@ -340,6 +396,11 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			 "'probing backtrace -p %d' shows its native stacks",
 			 name, live__describe(&l->t, desc, sizeof(desc)), l->t.pid);
 		sqlite3_result_error(ctx, msg, -1);
+		return;
+	}
+	/* Here the agent does not serve the table (not loaded, or an older one). */
+	if (l->t.pid && outside_table(name)) {
+		outside_rows(ctx, l->t.pid, name, outside_table(name));
 		return;
 	}
 	if (!strcmp(name, "backtrace") && !l->c && outside_backtrace && l->t.pid) {

@@ -43,4 +43,11 @@ int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out);
 typedef int (*livedb_backtrace_fn)(pid_t pid, struct strbuf *rows);
 void livedb__set_outside_backtrace(livedb_backtrace_fn fn);
 
+/*
+ * Another python.* table that can be read from outside when the agent does not serve it
+ * (python.tasks: tasks__json_rows): @fn appends the JSON array of its rows, or returns
+ * -errno (-ENOTSUP: only the agent can read it here). Up to 8 such tables.
+ */
+void livedb__set_outside_table(const char *name, livedb_backtrace_fn fn);
+
 #endif

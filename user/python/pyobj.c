@@ -232,26 +232,47 @@ int py_type_name(struct pyproc *pp, uint64_t tp, char *buf, size_t size)
 {
 	uint64_t name, flags;
 	const char *dot;
+	char *heap = NULL;
+	size_t i, len = 0;
 	ssize_t n;
-	size_t i;
 	int err;
 
-	err = pp_ptr(pp, tp + pp->off.tp_name, &name);
-	if (!err)
-		err = pp_ptr(pp, tp + pp->off.tp_flags, &flags);
+	err = pp_ptr(pp, tp + pp->off.tp_flags, &flags);
 	if (err)
 		return err;
-	n = pymem_read_partial(pp->pid, name, buf, size);
-	if (n <= 0)
-		return n < 0 ? (int)n : -EFAULT;
-	if (!memchr(buf, 0, (size_t)n) || !buf[0])
-		return -EINVAL; /* no terminator within reach, or empty: not a type name */
+	if (flags & TPFLAGS_HEAPTYPE) {
+		/* A heap type's __name__ is ht_name. Its tp_name is the same for a class statement,
+		 * but "module.Name" for a C type made from a spec (PyType_FromSpec: re.Pattern
+		 * from 3.10, _asyncio.Task and collections.deque from 3.12). */
+		err = pp_ptr(pp, tp + pp->off.ht_name, &name);
+		err = err ?: py_read_str(pp, name, &heap, &len);
+		if (err)
+			return err;
+		if (len >= size || memchr(heap, 0, len)) {
+			free(heap);
+			return -EINVAL;
+		}
+		memcpy(buf, heap, len + 1);
+		free(heap);
+	} else {
+		err = pp_ptr(pp, tp + pp->off.tp_name, &name);
+		if (err)
+			return err;
+		n = pymem_read_partial(pp->pid, name, buf, size);
+		if (n <= 0)
+			return n < 0 ? (int)n : -EFAULT;
+		if (!memchr(buf, 0, (size_t)n))
+			return -EINVAL; /* no terminator within reach: not a type name */
+		/* A static type's __name__: tp_name after its last dot (typeobject.c type_name). */
+		dot = strrchr(buf, '.');
+		if (dot)
+			memmove(buf, dot + 1, strlen(dot + 1) + 1);
+	}
+	if (!buf[0])
+		return -EINVAL;
 	for (i = 0; buf[i]; i++)
 		if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
 			return -EINVAL;
-	dot = strrchr(buf, '.');
-	if (!(flags & TPFLAGS_HEAPTYPE) && dot)
-		memmove(buf, dot + 1, strlen(dot + 1) + 1);
 	return 0;
 }
 

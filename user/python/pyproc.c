@@ -551,6 +551,32 @@ static int first_frame(struct pyproc *pp, const struct py_proc_cfg *cfg, uint64_
 	return pp_ptr(pp, p + off2, frame);
 }
 
+int py_frame_record(struct pyproc *pp, uint64_t frame, struct py_frame_rec *rec)
+{
+	struct py_proc_cfg cfg;
+	uint8_t fb[PY_HDR_MAX + 8] = {0}, cb[PY_HDR_MAX + 8] = {0};
+	struct py_walk w;
+	__u32 sz;
+	int err;
+
+	err = walk_cfg(pp, 1, &cfg);
+	if (err)
+		return err;
+	py_walk_begin(&w, &cfg, frame);
+	sz = py_frame_hdr_size(&cfg);
+	err = sz ? pp_read(pp, frame, fb, sz) : -EINVAL;
+	if (err)
+		return err;
+	if (py_walk_frame(&cfg, &w, fb, rec) != PY_NEXT_CODE)
+		return -EFAULT;
+	sz = py_code_hdr_size(&cfg);
+	err = sz ? pp_read(pp, w.code, cb, sz) : -EINVAL;
+	if (err)
+		return err;
+	py_walk_code(&cfg, &w, fb, cb, rec);
+	return w.n == 1 ? 0 : -EFAULT;
+}
+
 int pyproc__walk_ex(struct pyproc *pp, uint64_t tstate, struct py_frame_rec *out, uint64_t *frames,
 		    unsigned int max, bool *truncated, unsigned int *n_partial)
 {

@@ -138,6 +138,12 @@ int pyproc__pthread_specific(struct pyproc *pp);
 /* The interpreter's thread-state TSS key (pthread_key_t), or -1 if not created yet. */
 int pyproc__tss_key(struct pyproc *pp);
 
+/*
+ * The main thread's pthread_t (_PyRuntime.main_thread: the thread that initialized Python,
+ * its threading.main_thread().ident) into *@out. 0, -ENOENT (not set) or -errno.
+ */
+int pyproc__main_pthread(struct pyproc *pp, uint64_t *out);
+
 /* ---- stacks ------------------------------------------------------------------------------- */
 
 /*

@@ -52,7 +52,10 @@ struct pycode {
 	X(PYS_CELL, "PyCell_Type")                 \
 	X(PYS_MODULE, "PyModule_Type")             \
 	X(PYS_FUNCTION, "PyFunction_Type")         \
-	X(PYS_CFUNCTION, "PyCFunction_Type")
+	X(PYS_CFUNCTION, "PyCFunction_Type")       \
+	X(PYS_CORO, "PyCoro_Type")                 \
+	X(PYS_GEN, "PyGen_Type")                   \
+	X(PYS_WEAKREF, "_PyWeakref_RefType")
 
 #define PYS_ENUM_(id, sym) id,
 enum py_symobj { PY_SYMOBJS(PYS_ENUM_) PYS_NR };
@@ -100,6 +103,14 @@ static inline int pp_ptr(struct pyproc *pp, uint64_t addr, uint64_t *out)
 	return pymem_read_u64(pp->pid, addr, out);
 }
 
+/*
+ * The record of the one frame at @frame (not a thread's chain: a suspended coroutine's
+ * frame), made by the walk's own rules (bpf/pywalk.h: py_walk_frame, py_walk_code), as
+ * pyproc__walk_ex makes each record: code object, instruction index, PYF_ENTRY and checksum
+ * in meta. 0; -EFAULT when the frame holds no code object (or is a shim), or a read error.
+ */
+int py_frame_record(struct pyproc *pp, uint64_t frame, struct py_frame_rec *rec);
+
 /* Limits for strings read from the target (names, paths). */
 #define PY_STR_MAX 4096
 
@@ -130,10 +141,11 @@ int py_long_header(struct pyproc *pp, uint64_t addr, uint64_t *ndigits, bool *ne
 int py_read_long(struct pyproc *pp, uint64_t addr, int64_t *out);
 
 /*
- * type.__name__ of the type object at @tp into @buf, from tp_name: for static types CPython
- * strips the module part ("collections.OrderedDict" -> "OrderedDict", Objects/typeobject.c
- * type_name); heap types keep their __name__ there. 0, -EINVAL (not a printable
- * NUL-terminated name within @size) or -errno.
+ * type.__name__ of the type object at @tp into @buf, as Objects/typeobject.c type_name gives
+ * it: ht_name for heap types (classes, and C types made from a spec, whose tp_name keeps the
+ * module: "re.Pattern" -> "Pattern"), tp_name without its module part for static types
+ * ("collections.OrderedDict" -> "OrderedDict"). 0, -EINVAL (not a printable name within
+ * @size) or -errno.
  */
 int py_type_name(struct pyproc *pp, uint64_t tp, char *buf, size_t size);
 

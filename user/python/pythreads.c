@@ -365,6 +365,13 @@ int pyproc__tss_key(struct pyproc *pp)
 	return (int)tss.key;
 }
 
+int pyproc__main_pthread(struct pyproc *pp, uint64_t *out)
+{
+	int err = pp_ptr(pp, pp->runtime + pp->off.rt_main_thread, out);
+
+	return err ?: (*out ? 0 : -ENOENT);
+}
+
 /* ---- threads ------------------------------------------------------------------------------ */
 
 static int add_thread(struct pyproc *pp, const struct pythread *th)

@@ -291,6 +291,9 @@ epoch = 3
 loss = 0.25
 run_name = "résumé"
 history = [0.9, 0.5, 0.25]
+# A C type made from a spec (a heap type from 3.10): its tp_name is "re.Pattern", its
+# __name__ "Pattern".
+pattern = __import__("re").compile("p+")
 
 if MUTATE:
     mutate()
