@@ -52,6 +52,8 @@ void btjob__label(struct bt_job *j)
 
 	j->nhosts = 0;
 	for (i = 0; i < j->nprocs; i++) {
+		if (!j->procs[i].id.host[0])
+			continue; /* unknown (gone before it was read): not another host */
 		for (k = 0; k < i && strcmp(j->procs[k].id.host, j->procs[i].id.host); k++)
 			;
 		if (k == i)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* livejob: a process and its descendants, each named by its rank. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,8 @@ static bool listed(const struct job_procs *j, pid_t pid)
 	return false;
 }
 
-static int add_proc(struct job_procs *j, size_t *cap, pid_t pid)
+/* Add @pid to @j; one gone meanwhile is -ESRCH, or kept (rank unknown) with @keep_gone. */
+static int add_proc(struct job_procs *j, size_t *cap, pid_t pid, bool keep_gone)
 {
 	struct job_proc *p;
 
@@ -44,8 +46,11 @@ static int add_proc(struct job_procs *j, size_t *cap, pid_t pid)
 	p = &j->p[j->n];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
-	if (jobinfo_read(pid, &p->id))
-		return -ESRCH; /* gone meanwhile */
+	if (jobinfo_read(pid, &p->id)) {
+		if (!keep_gone)
+			return -ESRCH; /* gone meanwhile */
+		p->id.rank = p->id.local_rank = p->id.world_size = p->id.group_rank = -1;
+	}
 	jobinfo_label(&p->id, pid, false, p->label, sizeof(p->label));
 	if (p->id.env_error)
 		j->unreadable++;
@@ -62,7 +67,11 @@ int livejob__resolve(const char *cmd, const pid_t *pids, int npids, bool childre
 
 	memset(out, 0, sizeof(*out));
 	for (i = 0; i < npids; i++) {
-		if (cli_check_pid(cmd, pids[i]))
+		/* One process must be there; in a job, one that has just exited (a zombie) is
+		 * part of it, reported as gone by the command. */
+		if (npids == 1 && !children
+			    ? cli_check_pid(cmd, pids[i])
+			    : kill(pids[i], 0) && errno == ESRCH && cli_check_pid(cmd, pids[i]))
 			goto fail;
 		if (children) {
 			err = jobinfo_descendants(pids[i], &tree, &ntree);
@@ -79,7 +88,7 @@ int livejob__resolve(const char *cmd, const pid_t *pids, int npids, bool childre
 				goto fail;
 			}
 		}
-		err = add_proc(out, &cap, pids[i]);
+		err = add_proc(out, &cap, pids[i], npids > 1 || children);
 		if (err == -ESRCH) {
 			fprintf(stderr, "probing %s: no such process: %d (it exited)\n", cmd,
 				pids[i]);
@@ -89,7 +98,7 @@ int livejob__resolve(const char *cmd, const pid_t *pids, int npids, bool childre
 			goto nomem;
 		/* Descendants that exit meanwhile are simply not part of the job any more. */
 		for (k = 1; k < ntree; k++)
-			if (add_proc(out, &cap, tree[k]) == -ENOMEM)
+			if (add_proc(out, &cap, tree[k], false) == -ENOMEM)
 				goto nomem;
 		free(tree);
 		tree = NULL;
