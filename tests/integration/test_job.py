@@ -260,3 +260,77 @@ def test_job_bad_input():
     mine = procs[sleeper.pid]
     assert (mine["rank"], mine["status"]) == (None, "error") and "not allowed" in mine["error"]
     assert sleeper.poll() is None and theirs.poll() is None
+
+
+def live_rows(pid, sql):
+    r = h.probing("query", "-p", pid, "--children", "--format", "json", sql)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@h.timeout(240)
+def test_job_steps_line_up():
+    """inject --children --torch into every rank of a job, one rank long before the others:
+    the same training step has the same number in python.torch_trace on every rank (steps
+    that start together, their optimizer.step within a fraction of the pause between steps),
+    and that number is the job's own: the step after ITER optimizer steps is ITER + 1
+    (ddp_job.py's StepLR, made before the install, wraps the optimizer's step on the
+    instance: those steps are seen too)."""
+    pause = 0.3
+    job = Job("--hang-rank", "1", "--sleep", pause)
+    r = h.probing("inject", "-p", job.ranks[0], "--torch")
+    assert r.returncode == 0, r.stderr
+    h.probing("config", "-p", job.ranks[0], "torch_every=1", check=True)
+    h.wait_for(lambda: live_rows(job.ranks[0], "SELECT step FROM python.torch_trace WHERE "
+                                 "stage = 'step' LIMIT 3")[2:], timeout=30, interval=0.2,
+               what="rank 0's first recorded steps")
+    # Every Python process of the job: the launcher and the other ranks get the agent, rank 0
+    # keeps its hooks.
+    r = h.probing("inject", "-p", job.pid, "--children", "--torch")
+    assert r.returncode == 0, r.stderr
+    for k in range(NRANKS):
+        assert "==> rank %d (pid %d) <==" % (k, job.ranks[k]) in r.stdout, r.stdout
+    assert "==> pid %d <==" % job.pid in r.stdout
+    h.probing("config", "-p", job.pid, "--children", "torch_every=1", check=True)
+    h.wait_for(lambda: len({row["rank"] for row in live_rows(
+        job.pid, "SELECT rank FROM python.torch_trace WHERE stage = 'step' AND step > 0")})
+        == NRANKS, timeout=30, interval=0.2, what="steps recorded on every rank")
+    time.sleep(3 * pause)
+    open(job.hang_file, "w").close()
+    h.wait_for(lambda: "hang_here" in h.probing("backtrace", "-p", job.ranks[1]).stdout,
+               timeout=30, interval=0.2, what="rank 1 hung")
+
+    rows = live_rows(job.pid, "SELECT step, ts FROM python.torch_trace WHERE stage = 'step'")
+    steps = {k: {row["step"]: row["ts"] for row in rows if row["rank"] == k}
+             for k in range(NRANKS)}
+    assert min(steps[0]) < min(steps[1]) - 3, (min(steps[0]), min(steps[1]))
+    common = set(steps[0]) & set(steps[1]) & set(steps[2])
+    assert len(common) >= 3, {k: sorted(v) for k, v in steps.items()}
+    for s in common:
+        ts = [steps[k][s] for k in range(NRANKS)]
+        assert max(ts) - min(ts) < pause / 2, (s, ts)
+    status = live_rows(job.pid, "SELECT step_source FROM python.torch_status")
+    assert [row["step_source"] for row in status if row["rank"] is not None] == \
+        ["optimizer_state"] * NRANKS, status
+    # The hung rank took ITER optimizer steps: its last step is numbered ITER, and so is
+    # every rank's (the others wait inside step ITER + 1's backward, before its optimizer).
+    r = h.probing("eval", "-p", ",".join(str(job.ranks[k]) for k in range(NRANKS)), "ITER")
+    assert r.returncode == 0, r.stderr
+    iters = {int(k): int(v) for k, v in re.findall(r"==> rank (\d) \(pid \d+\) <==\n(\d+)\n",
+                                                    r.stdout)}
+    n = iters[1]
+    assert iters == {k: n for k in range(NRANKS)}, r.stdout
+    assert [max(steps[k]) for k in range(NRANKS)] == [n] * NRANKS, (n, [max(steps[k]) for k in
+                                                                        range(NRANKS)])
+    # One timeline of every rank: a process per rank, named by its rank.
+    out = h.tmp("job.json")
+    r = h.probing("export", "-p", job.pid, "--children", "--format", "chrome", "-o", out)
+    assert r.returncode == 0, r.stderr
+    with open(out) as f:
+        events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    named = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert named == {job.ranks[k]: "rank %d/%d (pid %d)" % (k, NRANKS, job.ranks[k])
+                     for k in range(NRANKS)}, named
+    assert_undisturbed(job.pids())
+
