@@ -334,3 +334,24 @@ def test_job_steps_line_up():
                      for k in range(NRANKS)}, named
     assert_undisturbed(job.pids())
 
+
+@h.timeout(180)
+def test_job_record_thread_names():
+    """In a recording, the gloo and c10d threads of every rank (which set no name of their
+    own: all 'python3.11') are named by the routine they run."""
+    job = Job("--hang-rank", "-1", "--sleep", "0")
+    rec = h.tmp("rec.db")
+    r = h.probing("record", "-p", ",".join(map(str, job.ranks.values())), "-d", "2", "-F",
+                  "499", "-o", rec)
+    assert r.returncode == 0, r.stderr
+    con = sqlite3.connect(rec)
+    names = {}
+    for pid, name in con.execute("SELECT pid, name FROM threads WHERE tid != pid"):
+        names.setdefault(pid, set()).add(name)
+    con.close()
+    routines = {"gloo::transport::tcp::Loop::run", "c10d::ProcessGroupGloo::runLoop"}
+    for k in range(NRANKS):
+        got = names.get(job.ranks[k], set())
+        assert got & routines, (k, got)
+        assert "python3.11" not in got, (k, got)
+    assert_undisturbed(job.pids())
