@@ -261,6 +261,15 @@ def test_job_bad_input():
     assert (mine["rank"], mine["status"]) == (None, "error") and "not allowed" in mine["error"]
     assert sleeper.poll() is None and theirs.poll() is None
 
+    # -i of what is not a snapshot: said so, with what makes one.
+    junk = h.tmp("junk.db")
+    with open(junk, "w") as f:
+        f.write("not a database\n")
+    r = h.probing("backtrace", "-i", junk)
+    assert r.returncode == 1 and "is not a probing backtrace snapshot" in r.stderr, r.stderr
+    r = h.probing("backtrace", "-i", h.tmp("none.db"))
+    assert r.returncode == 1 and "probing backtrace -p PID -o" in r.stderr, r.stderr
+
 
 def live_rows(pid, sql):
     r = h.probing("query", "-p", pid, "--children", "--format", "json", sql)

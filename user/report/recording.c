@@ -78,6 +78,9 @@ int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, u
 	char name[PATH_MAX + 8];
 	sqlite3 *db = NULL;
 	struct stat sb;
+	/* Only snapshots wanted (backtrace -i): messages say so. */
+	bool snap = accept == RECORDING_BACKTRACE;
+	const char *what = snap ? "backtrace snapshot" : "recording";
 	int rc, err, n;
 
 	if (stat(path, &sb)) {
@@ -85,16 +88,18 @@ int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, u
 		if (err == -ENOENT) {
 			char partial[PATH_MAX + 16];
 
-			pr_warn("cannot open the recording %s: no such file", path);
+			pr_warn("cannot open the %s %s: no such file", what, path);
 			snprintf(partial, sizeof(partial), "%s.partial", path);
 			if (!access(partial, F_OK))
 				pr_warn("%s holds a recording still being written, or one whose "
 					"recorder was killed: read that ('-i %s')",
 					partial, partial);
+			else if (snap)
+				pr_warn("Make one with 'probing backtrace -p PID -o %s'.", path);
 			else
 				pr_warn(record_hint, path, path);
 		} else {
-			pr_warn("cannot open the recording %s: %s", path, strerror(-err));
+			pr_warn("cannot open the %s %s: %s", what, path, strerror(-err));
 		}
 		return err;
 	}
@@ -106,8 +111,9 @@ int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, u
 	}
 	if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
 		/* SQLite would take an empty file for an empty database. */
-		pr_warn("%s is not a probing recording: the file is empty", path);
-		pr_warn("%s", wrong_file_hint);
+		pr_warn("%s is not a probing %s: the file is empty", path, what);
+		if (!snap)
+			pr_warn("%s", wrong_file_hint);
 		return -EINVAL;
 	}
 	if (access(path, R_OK)) {
@@ -150,8 +156,9 @@ int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, u
 	if (n < 0) {
 		rc = sqlite3_errcode(db);
 		if (rc == SQLITE_NOTADB) {
-			pr_warn("%s is not a probing recording: it is not a SQLite database", path);
-			pr_warn("%s", wrong_file_hint);
+			pr_warn("%s is not a probing %s: it is not a SQLite database", path, what);
+			if (!snap)
+				pr_warn("%s", wrong_file_hint);
 			err = -EINVAL;
 		} else {
 			pr_warn("cannot read the recording %s: %s", path, sqlite3_errmsg(db));
