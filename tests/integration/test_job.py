@@ -329,6 +329,11 @@ def test_job_steps_line_up():
                                                     r.stdout)}
     n = iters[1]
     assert iters == {k: n for k in range(NRANKS)}, r.stdout
+    # With --children the launcher is in too, and has no ITER: its failure says whose it is.
+    r = h.probing("eval", "-p", job.pid, "--children", "ITER")
+    assert r.returncode == 1 and "NameError" in r.stderr, r.stderr
+    assert "probing eval: pid %d: failed" % job.pid in r.stderr, r.stderr
+    assert r.stdout.count("\n%d\n" % n) == NRANKS, r.stdout
     assert [max(steps[k]) for k in range(NRANKS)] == [n] * NRANKS, (n, [max(steps[k]) for k in
                                                                         range(NRANKS)])
     # One timeline of every rank: a process per rank, named by its rank.

@@ -226,6 +226,10 @@ int livejob__each(const char *cmd, const struct job_procs *j,
 		rc = fn(&j->p[i], ctx);
 		fflush(stdout);
 		fflush(stderr);
+		if (rc != EXIT_OK && j->n > 1)
+			/* Its messages on stderr are not under the header: say whose they were. */
+			fprintf(stderr, "probing %s: %s: failed (the messages above)\n", cmd,
+				j->p[i].label);
 		if (rc != EXIT_OK && ret == EXIT_OK)
 			ret = rc;
 	}
