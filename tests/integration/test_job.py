@@ -202,6 +202,13 @@ def test_job_backtrace_hung_rank():
         assert "rank %d (pid %d): python.torch_trace is served by the agent" % (
             k, job.ranks[k]) in r.stderr, r.stderr
 
+    # memory --children: each process under its header, read from /proc.
+    r = h.probing("memory", "-p", job.pid, "--children", "--no-python", "-n", "1")
+    assert r.returncode == 0, r.stderr
+    heads = re.findall(r"^==> (.*) <==$", r.stdout, re.M)
+    assert heads == ["pid %d" % job.pid] + ["rank %d (pid %d)" % (k, job.ranks[k])
+                                             for k in range(NRANKS)], heads
+
     # --native holds each thread for a moment: still every rank, and none left stopped.
     r = h.probing("backtrace", "-p", job.pid, "--children", "--native", "--format", "json")
     assert r.returncode == 0, r.stderr
