@@ -26,9 +26,18 @@ What is hooked, and why that way:
   outlive graphs, get none.
 * Optimizer steps: ``register_optimizer_step_pre_hook``/``..._post_hook`` where torch has
   them (2.x); otherwise (1.13) the ``step`` of every Optimizer subclass is wrapped (and
-  ``Optimizer.__init_subclass__`` wraps classes defined later); ``--torch=off`` puts every
-  original back. Steps are counted by optimizer steps; until the first one is seen, each
-  top-level call of the root model starts a step (inference, or no optimizer).
+  ``Optimizer.__init_subclass__`` wraps classes defined later), and so is a ``step`` an
+  optimizer instance already has of its own (an LR scheduler created before the install puts
+  its counting wrapper there, which calls the class's original ``step``, bypassing the
+  class wrapper); ``--torch=off`` puts every original back. Steps are counted by optimizer
+  steps; until the first one is seen, each top-level call of the root model starts a step
+  (inference, or no optimizer).
+* Step numbers: the same training step gets the same number in every rank of a job, however
+  late each was injected: where the optimizer keeps its own count (the per-parameter
+  ``state['step']`` of Adam, AdamW, RMSprop...), else DDP's ``num_iterations`` of the root
+  model, else an LR scheduler's ``optimizer._step_count``, a step is numbered from it (the
+  step after N optimizer steps is N + 1); only without any of them does the numbering start
+  at 1 at the install (python.torch_status.step_source says which).
 
 Sampling: only every ``torch_every``-th step is recorded. Between recorded steps, once an
 optimizer was seen, the module hooks are removed altogether (torch then takes its no-hook
@@ -199,6 +208,11 @@ class _Hooks(object):
         self.primary = None  # weakref of the root whose top-level calls start steps
         self.started = False
         self.step = 0
+        self.step_source = "local"  # where step numbers come from (torch_status)
+        self.step_opt = None  # weakref of the optimizer whose count numbers the steps
+        self.step_param = None  # weakref of the parameter whose state['step'] is read
+        self.last_global = None  # that count at the last boundary
+        self.inst_wrapped = []  # (weakref of an optimizer, its own step, our wrapper)
         self.recording = False
         self.gen = 0  # bumped at every step boundary: stale per-thread stacks are dropped
         self.tls = _thread._local()
@@ -434,8 +448,9 @@ class _Hooks(object):
         return ent
 
     # ---- steps -----------------------------------------------------------------------------
-    def boundary(self):
-        """A step starts (a top-level call of the root model, or an optimizer step ended)."""
+    def boundary(self, opt=None):
+        """A step starts (a top-level call of the root model, or an optimizer step ended:
+        OPT is that optimizer)."""
         if os.getpid() != self.pid:
             # A forked child inherited the hooks: it records nothing (its parent owns them).
             self.recording = False
@@ -443,11 +458,14 @@ class _Hooks(object):
             self.remove_forward()
             return
         self.finalize()
-        if not self.started:
-            self.started = True
+        n = self.next_step(opt)
+        if n is not None:
+            self.step = n
+        elif not self.started:
             self.step = 1
         else:
             self.step += 1
+        self.started = True
         self.gen += 1
         # The first error stops recording for good (python.torch_status says why).
         self.recording = (self.step - 1) % self.every == 0 and not self.off and not self.errors
@@ -456,6 +474,84 @@ class _Hooks(object):
                 self.add_forward()
             else:
                 self.remove_forward()
+
+    # ---- step numbers shared by every rank ------------------------------------------------
+    def next_step(self, opt):
+        """The number of the step starting now, from a count every rank of a job shares
+        (the optimizer's own, DDP's, an LR scheduler's), or None: count locally. OPT is the
+        optimizer that has just stepped, None at a forward-mode boundary."""
+        if opt is not None:
+            self.step_opt = weakref.ref(opt)
+        o = self.step_opt() if self.step_opt is not None else None
+        if o is None:
+            self.step_source = "local"
+            return None
+        n, src = self.global_steps(o)
+        if n is not None and self.last_global is not None and n < self.last_global:
+            n = None  # a count that went back (a new optimizer, a reset): not ours to follow
+        if n is not None and opt is None and n + 1 <= self.step:
+            # Forward mode, no optimizer step since the last boundary (several forwards per
+            # step, evaluation): numbered on from there.
+            n = None
+        if n is None:
+            self.step_source = "local"
+            return None
+        self.step_source = src
+        self.last_global = n
+        return n + 1
+
+    def global_steps(self, opt):
+        """(optimizer steps taken so far, source) from OPT's own state, DDP's count or an
+        LR scheduler's count; (None, "local") if none of them is there."""
+        n = self.state_steps(opt)
+        if n is not None:
+            return n, "optimizer_state"
+        p = self.primary() if self.primary is not None else None
+        ddp = getattr(getattr(self.torch.nn, "parallel", None), "DistributedDataParallel", None)
+        ni = getattr(p, "num_iterations", None) if p is not None else None
+        if ddp is not None and isinstance(p, ddp) and isinstance(ni, int):
+            return ni, "ddp"
+        sc = getattr(opt, "_step_count", None)
+        if isinstance(sc, int) and not isinstance(sc, bool):
+            return sc, "scheduler"
+        return None, "local"
+
+    def state_steps(self, opt):
+        """The per-parameter step count of OPT's state (max over the parameters: one that
+        had no gradient in some step lags), read from one parameter once it is known."""
+        state = getattr(opt, "state", None)
+        if not isinstance(state, dict) or not state:
+            return None
+        p = self.step_param() if self.step_param is not None else None
+        s = state.get(p) if p is not None else None
+        n = self.step_value(s)
+        if n is not None and (self.last_global is None or n > self.last_global):
+            return n
+        best = None
+        for k, v in list(state.items()):
+            m = self.step_value(v)
+            if m is not None and (best is None or m > best[0]):
+                best = (m, k)
+        if best is None:
+            return None
+        try:
+            self.step_param = weakref.ref(best[1])
+        except TypeError:
+            self.step_param = None
+        return best[0]
+
+    def step_value(self, s):
+        v = s.get("step") if isinstance(s, dict) else None
+        if v is None or isinstance(v, bool):
+            return None
+        if isinstance(v, (int, float)):
+            return int(v)
+        if isinstance(v, self.Tensor):
+            # A CUDA count (capturable=True): .item() would synchronize the device.
+            if v.device.type != "cpu" or v.numel() != 1:
+                return None
+            return int(v.item())
+        return None
 
     def finalize(self):
         """Turn the backward intervals collected so far into rows. Their node hooks stay on
@@ -661,7 +757,7 @@ class _Hooks(object):
         if ent[1] > self.opt_max:
             self.opt_max = ent[1]
             self.opt_mode = True
-            self.boundary()
+            self.boundary(opt)
 
     def opt_pre_hook(self, opt, args, kwargs):  # torch 2.x global hook
         try:
@@ -715,6 +811,63 @@ class _Hooks(object):
         type.__setattr__(cls, "step", step)
         self.wrapped.append((cls, orig, step))
 
+    def wrap_instance(self, opt):
+        """torch 1.x: an optimizer whose instance has a step of its own (an LR scheduler's
+        counting wrapper, made before the install: it calls the class's original step, not
+        our class wrapper) gets it wrapped too. Nested calls count once (opt_pre)."""
+        inst = opt.__dict__.get("step")
+        if inst is None or getattr(inst, "__probing_torch__", False) or not callable(inst):
+            return
+        import functools
+        hooks = self
+        ref = weakref.ref(opt)  # no cycle: the optimizer holds this function
+
+        @functools.wraps(inst)
+        def step(*args, **kwargs):
+            o = ref()
+            if _hooks is not hooks or o is None:
+                return inst(*args, **kwargs)
+            try:
+                t0 = hooks.opt_pre(o)
+            except Exception as e:  # noqa: BLE001
+                hooks.fail(e)
+                return inst(*args, **kwargs)
+            ok = False
+            try:
+                out = inst(*args, **kwargs)
+                ok = True
+                return out
+            finally:
+                try:
+                    hooks.opt_post(o, t0, ok)
+                except Exception as e:  # noqa: BLE001
+                    hooks.fail(e)
+
+        step.__probing_torch__ = True
+        opt.__dict__["step"] = step
+        self.inst_wrapped.append((ref, inst, step))
+
+    def find_optimizers(self):
+        """The optimizers alive at the install: those with a step of their own are wrapped,
+        and the one that has taken the most steps numbers the steps until one steps."""
+        try:
+            opts = agent.instances(self.Optimizer)
+        except Exception:  # noqa: BLE001 - no native side: found when they step
+            return
+        best = None
+        for o in opts:
+            try:
+                if self.opt_handles == []:
+                    self.wrap_instance(o)
+                n, _ = self.global_steps(o)
+            except Exception:  # noqa: BLE001 - a broken optimizer: leave it alone
+                continue
+            if best is None or (n is not None and (best[0] is None or n > best[0])):
+                best = (n, o)
+        if best is not None:
+            self.step_opt = weakref.ref(best[1])
+            self.step_param = None
+
     def add_optimizer(self):
         om = sys.modules.get("torch.optim.optimizer")
         pre = getattr(om, "register_optimizer_step_pre_hook", None) if om else None
@@ -756,6 +909,11 @@ class _Hooks(object):
         for hd in self.opt_handles:
             hd.remove()
         self.opt_handles = []
+        for ref, inst, mine in reversed(self.inst_wrapped):
+            o = ref()
+            if o is not None and o.__dict__.get("step") is mine:
+                o.__dict__["step"] = inst
+        self.inst_wrapped = []
         for cls, orig, mine in reversed(self.wrapped):
             # Only if it is still ours: code that replaced it since keeps its own (ours, if
             # it wraps it, passes calls through once _hooks is not ours).
@@ -777,6 +935,8 @@ class _Hooks(object):
         nmods, nroots = self.scan() if scan else (0, 0)
         try:
             opt = self.add_optimizer()
+            if scan:
+                self.find_optimizers()
             self.add_forward()
         except BaseException:
             self.remove()  # all or nothing
@@ -804,8 +964,9 @@ class _Hooks(object):
 
 # ---- the table ---------------------------------------------------------------------------
 _COLUMNS = [
-    ("step", "INTEGER", "training step (optimizer steps since the hooks were installed, "
-     "from 1)"),
+    ("step", "INTEGER", "training step: the optimizer's own count + 1 where it keeps one "
+     "(the same number in every rank), else counted from 1 at the install (see "
+     "python.torch_status.step_source)"),
     ("module", "TEXT", "qualified module name in its root model (encoder.layers.3.attn); the "
      "root by its class name; for stage 'step' the optimizer's class"),
     ("stage", "TEXT", "'forward', 'backward' or 'step' (optimizer.step)"),
@@ -881,6 +1042,7 @@ def _status():
         "modules_named": len(h.names) if h else 0,
         "errors": h.errors if h else 0,
         "last_error": (h.last_error if h else None) or _wait_error,
+        "step_source": h.step_source if h else None,
     }
 
 
@@ -900,6 +1062,10 @@ _STATUS_COLUMNS = [
     ("modules_named", "INTEGER", "modules with a known name"),
     ("errors", "INTEGER", "hook failures (recording stops at the first; see last_error)"),
     ("last_error", "TEXT", "the last failure"),
+    ("step_source", "TEXT", "where step numbers come from: 'optimizer_state' (the "
+     "optimizer's per-parameter step count), 'ddp' (DistributedDataParallel's "
+     "num_iterations), 'scheduler' (an LR scheduler's optimizer._step_count): the same in "
+     "every rank; 'local' (counted from 1 at the install)"),
 ]
 
 

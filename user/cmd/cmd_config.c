@@ -8,21 +8,25 @@
 #include "base/escape.h"
 #include "base/jsonq.h"
 #include "live/live.h"
+#include "live/livejob.h"
 #include "base/log.h"
 #include "base/util.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: probing config -p PID [NAME=VALUE ...]\n"
+		"Usage: probing config -p PID[,PID...] [--children] [NAME=VALUE ...]\n"
 		"\n"
 		"Show the settings of the agent running in a process (name, value, default,\n"
 		"description), or change some first. Settings take effect at once and last until\n"
 		"the process exits. Helpers inside the agent may add their own settings.\n"
 		"The agent must be running (probing inject -p PID).\n"
+		"With several PIDs or --children (each PID and all its descendants now), every\n"
+		"Python process in turn, under a header \"==> rank 3 (pid 1234) <==\".\n"
 		"\n"
 		"Options:\n"
-		"  -p, --pid PID        the process\n"
+		"  -p, --pid PID[,PID...]  the process(es)\n"
+		"      --children       also every descendant of each PID (its Python ones)\n"
 		"  -t, --target T       a PID, or HOST:PORT of an agent serving TCP "
 		"($PROBING_TOKEN)\n"
 		"      --timeout SEC    how long to wait for the GIL (default 5)\n"
@@ -30,7 +34,8 @@ static void usage(FILE *f)
 		"\n"
 		"Examples:\n"
 		"  probing config -p 1234\n"
-		"  probing config -p 1234 memory_top=50 output_limit=4194304\n");
+		"  probing config -p 1234 memory_top=50 output_limit=4194304\n"
+		"  probing config -p $(pgrep -f torchrun) --children torch_every=1\n");
 }
 
 /* The agent's answers come from inside the target: escaped (escape.h). */
@@ -57,27 +62,66 @@ static int print_error(char **v, int n, void *ctx)
 	return 0;
 }
 
+/* Send the settings request @body to the agent of @t and print its answer. */
+static int config_one(const struct live_target *t, const char *body, int gil_ms)
+{
+	static const char *const spaths[] = {"$.name", "$.value", "$.default", "$.doc"};
+	static const char *const epaths[] = {"$"};
+	struct agent_client *c = NULL;
+	char *json = NULL;
+	int rc, errors = 0;
+
+	rc = live__connect("config", t, false, &c);
+	if (rc)
+		goto cleanup;
+	rc = live__request("config", t, c, "config", body, gil_ms, 30000, NULL, &json);
+	if (rc)
+		goto cleanup;
+	jq_each(json, "$.errors", epaths, 1, print_error, &errors);
+	printf("%-22s %-12s %-12s %s\n", "NAME", "VALUE", "DEFAULT", "DESCRIPTION");
+	jq_each(json, "$.settings", spaths, 4, print_setting, NULL);
+	if (errors)
+		rc = EXIT_FAIL;
+cleanup:
+	free(json);
+	agent_client__free(c);
+	return rc;
+}
+
+struct config_req {
+	const char *body;
+	int gil_ms;
+};
+
+static int config_proc(const struct job_proc *p, void *ctx)
+{
+	const struct config_req *r = ctx;
+	struct live_target t = {.pid = p->pid};
+
+	return config_one(&t, r->body, r->gil_ms);
+}
+
 static int cmd_config(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},
-		{"target", required_argument, NULL, 't'},
-		{"timeout", required_argument, NULL, 'T'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"pid", required_argument, NULL, 'p'},	   {"target", required_argument, NULL, 't'},
+		{"timeout", required_argument, NULL, 'T'}, {"children", no_argument, NULL, 'C'},
+		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 	};
-	static const char *const spaths[] = {"$.name", "$.value", "$.default", "$.doc"};
-	static const char *const epaths[] = {"$"};
 	struct live_opts lo = LIVE_OPTS_INIT;
+	struct job_procs j = {0};
+	struct config_req r;
 	struct live_target t;
-	struct agent_client *c = NULL;
 	struct strbuf body = {0};
-	char *json = NULL;
-	int ch, rc, i, errors = 0;
+	bool children = false;
+	int ch, rc, i;
 
 	cli_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "p:t:vh", opts, NULL)) != -1) {
 		switch (ch) {
+		case 'C':
+			children = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -89,9 +133,6 @@ static int cmd_config(int argc, char **argv)
 				return rc;
 		}
 	}
-	rc = live__target("config", lo.pid_arg, lo.t_arg, &t);
-	if (rc)
-		return rc;
 	rc = sb_puts(&body, "{\"set\": {");
 	for (i = optind; !rc && i < argc; i++) {
 		char *eq = strchr(argv[i], '=');
@@ -111,21 +152,21 @@ static int cmd_config(int argc, char **argv)
 		sb_free(&body);
 		return EXIT_FAIL;
 	}
-	rc = live__connect("config", &t, false, &c);
-	if (rc)
-		goto cleanup;
-	rc = live__request("config", &t, c, "config", sb_str(&body), lo.gil_ms, 30000, NULL, &json);
-	if (rc)
-		goto cleanup;
-	jq_each(json, "$.errors", epaths, 1, print_error, &errors);
-	printf("%-22s %-12s %-12s %s\n", "NAME", "VALUE", "DEFAULT", "DESCRIPTION");
-	jq_each(json, "$.settings", spaths, 4, print_setting, NULL);
-	if (errors)
-		rc = EXIT_FAIL;
-cleanup:
-	free(json);
+	if (livejob__wanted(lo.pid_arg ? lo.pid_arg : lo.t_arg, children)) {
+		rc = livejob__from_opts("config", lo.pid_arg, lo.t_arg, children, true, &j);
+		if (!rc) {
+			r.body = sb_str(&body);
+			r.gil_ms = lo.gil_ms;
+			livejob__note_unreadable("config", &j);
+			rc = livejob__each("config", &j, config_proc, &r);
+		}
+		livejob__free(&j);
+	} else {
+		rc = live__target("config", lo.pid_arg, lo.t_arg, &t);
+		if (!rc)
+			rc = config_one(&t, sb_str(&body), lo.gil_ms);
+	}
 	sb_free(&body);
-	agent_client__free(c);
 	return rc;
 }
 

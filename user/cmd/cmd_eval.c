@@ -9,40 +9,51 @@
 #include "base/cli.h"
 #include "base/jsonq.h"
 #include "live/live.h"
+#include "live/livejob.h"
 #include "base/log.h"
 #include "base/util.h"
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: probing eval -p PID [OPTIONS] CODE\n"
-		   "       probing -t PID|HOST:PORT eval CODE\n"
-		   "\n"
-		   "Run Python CODE inside a running process, in its __main__ namespace (the "
-		   "script's\n"
-		   "globals are visible), injecting the agent first if it is not loaded. An "
-		   "expression\n"
-		   "prints its repr(); statements print what they write to stdout/stderr. An "
-		   "exception\n"
-		   "prints its traceback on stderr and exits with status 1. CODE '-' is read from "
-		   "stdin.\n"
-		   "The code runs on the agent's own thread, holding the GIL like any thread.\n"
-		   "\n"
-		   "Options:\n"
-		   "  -p, --pid PID        the process\n"
-		   "  -t, --target T       a PID, or HOST:PORT of an agent serving TCP (token in\n"
-		   "                       $PROBING_TOKEN)\n"
-		   "      --timeout SEC    how long to wait for the GIL before saying the target "
-		   "looks\n"
-		   "                       hung (default 5)\n"
-		   "      --no-inject      fail instead of loading the agent\n"
-		   "  -v                   more diagnostics (repeat for more)\n"
-		   "  -h, --help           this help\n"
-		   "\n"
-		   "Examples:\n"
-		   "  probing eval -p 1234 'import gc; print(len(gc.get_objects()))'\n"
-		   "  probing eval -p 1234 'import threading; print(threading.enumerate())'\n"
-		   "  probing eval -p 1234 'model.training'          # a global of the script\n"
-		   "  probing eval -p 1234 - < snippet.py\n");
+	fprintf(f,
+		"Usage: probing eval -p PID[,PID...] [--children] [OPTIONS] CODE\n"
+		"       probing -t PID|HOST:PORT eval CODE\n"
+		"\n"
+		"Run Python CODE inside a running process, in its __main__ namespace (the "
+		"script's\n"
+		"globals are visible), injecting the agent first if it is not loaded. An "
+		"expression\n"
+		"prints its repr(); statements print what they write to stdout/stderr. An "
+		"exception\n"
+		"prints its traceback on stderr and exits with status 1. CODE '-' is read from "
+		"stdin.\n"
+		"The code runs on the agent's own thread, holding the GIL like any thread.\n"
+		"\n"
+		"With several PIDs or --children (each PID and all its descendants now: the\n"
+		"ranks of a job under their launcher), CODE runs in every Python process in\n"
+		"turn, each one's output under a header \"==> rank 3 (pid 1234) <==\" (the rank\n"
+		"from its environment: torchrun, Slurm, Open MPI, PMI). The exit status is 1 if\n"
+		"it failed in any of them.\n"
+		"\n"
+		"Options:\n"
+		"  -p, --pid PID[,PID...]  the process(es)\n"
+		"      --children       also every descendant of each PID (its Python ones)\n"
+		"  -t, --target T       a PID, or HOST:PORT of an agent serving TCP (token in\n"
+		"                       $PROBING_TOKEN)\n"
+		"      --timeout SEC    how long to wait for the GIL before saying the target "
+		"looks\n"
+		"                       hung (default 5)\n"
+		"      --no-inject      fail instead of loading the agent\n"
+		"  -v                   more diagnostics (repeat for more)\n"
+		"  -h, --help           this help\n"
+		"\n"
+		"Examples:\n"
+		"  probing eval -p 1234 'import gc; print(len(gc.get_objects()))'\n"
+		"  probing eval -p 1234 'import threading; print(threading.enumerate())'\n"
+		"  probing eval -p 1234 'model.training'          # a global of the script\n"
+		"  probing eval -p 1234 - < snippet.py\n"
+		"  probing eval -p $(pgrep -f torchrun) --children "
+		"'torch.distributed.get_rank()'\n");
 }
 
 static char *read_stdin(void)
@@ -62,61 +73,32 @@ static char *read_stdin(void)
 	return sb.buf ? sb.buf : strdup("");
 }
 
-static int cmd_eval(int argc, char **argv)
+/* What eval runs, and how. */
+struct eval_req {
+	const char *code;
+	bool inject;
+	int gil_ms;
+};
+
+/* Run @r->code in @t and print what came back; an exit status. */
+static int eval_one(const struct live_target *t, const struct eval_req *r)
 {
-	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},	   {"target", required_argument, NULL, 't'},
-		{"timeout", required_argument, NULL, 'T'}, {"no-inject", no_argument, NULL, 'N'},
-		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
-	};
-	struct live_opts lo = LIVE_OPTS_INIT;
-	struct live_target t;
 	struct agent_client *c = NULL;
 	struct strbuf body = {0};
-	char *code = NULL, *json = NULL, *v;
-	int ch, rc;
-	bool inject = true;
+	char *json = NULL, *v;
+	int rc;
 
-	cli_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "+p:t:vh", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'N':
-			inject = false;
-			break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		default:
-			rc = live__shared_option("eval", ch, true, &lo);
-			if (rc == LIVE_OPT_NOT_SHARED)
-				return cli_bad_option("eval", ch, argv);
-			if (rc)
-				return rc;
-		}
-	}
-	if (optind >= argc)
-		return cli_usage_error("eval", "no CODE to run");
-	if (optind + 1 < argc)
-		return cli_usage_error("eval", "give CODE as one argument (quote it)");
-	rc = live__target("eval", lo.pid_arg, lo.t_arg, &t);
-	if (rc)
-		return rc;
-	code = strcmp(argv[optind], "-") ? strdup(argv[optind]) : read_stdin();
-	if (!code) {
-		pr_warn("eval: cannot read the code: %s", strerror(errno));
-		return EXIT_FAIL;
-	}
-	rc = live__connect("eval", &t, inject, &c);
+	rc = live__connect("eval", t, r->inject, &c);
 	if (rc)
 		goto cleanup;
-	if (sb_puts(&body, "{\"mode\": \"eval\", \"code\": ") || jq_quote(&body, code) ||
+	if (sb_puts(&body, "{\"mode\": \"eval\", \"code\": ") || jq_quote(&body, r->code) ||
 	    sb_puts(&body, "}")) {
 		rc = EXIT_FAIL;
 		goto cleanup;
 	}
 	/* Once the GIL came, the code may run as long as it likes (Ctrl-C here interrupts it:
 	 * the agent sees the connection close and raises KeyboardInterrupt in it). */
-	rc = live__request("eval", &t, c, "eval", sb_str(&body), lo.gil_ms, -1, NULL, &json);
+	rc = live__request("eval", t, c, "eval", sb_str(&body), r->gil_ms, -1, NULL, &json);
 	if (rc)
 		goto cleanup;
 	v = jq_text(json, "$.stdout");
@@ -141,9 +123,83 @@ static int cmd_eval(int argc, char **argv)
 	}
 cleanup:
 	free(json);
-	free(code);
 	sb_free(&body);
 	agent_client__free(c);
+	return rc;
+}
+
+static int eval_proc(const struct job_proc *p, void *ctx)
+{
+	struct live_target t = {.pid = p->pid};
+
+	return eval_one(&t, ctx);
+}
+
+static int cmd_eval(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"pid", required_argument, NULL, 'p'},
+		{"target", required_argument, NULL, 't'},
+		{"timeout", required_argument, NULL, 'T'},
+		{"no-inject", no_argument, NULL, 'N'},
+		{"children", no_argument, NULL, 'C'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct live_opts lo = LIVE_OPTS_INIT;
+	struct eval_req r = {.inject = true};
+	struct job_procs j = {0};
+	struct live_target t;
+	char *code = NULL;
+	bool children = false;
+	int ch, rc;
+
+	cli_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "+p:t:vh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'N':
+			r.inject = false;
+			break;
+		case 'C':
+			children = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			rc = live__shared_option("eval", ch, true, &lo);
+			if (rc == LIVE_OPT_NOT_SHARED)
+				return cli_bad_option("eval", ch, argv);
+			if (rc)
+				return rc;
+		}
+	}
+	if (optind >= argc)
+		return cli_usage_error("eval", "no CODE to run");
+	if (optind + 1 < argc)
+		return cli_usage_error("eval", "give CODE as one argument (quote it)");
+	if (livejob__wanted(lo.pid_arg ? lo.pid_arg : lo.t_arg, children))
+		rc = livejob__from_opts("eval", lo.pid_arg, lo.t_arg, children, true, &j);
+	else
+		rc = live__target("eval", lo.pid_arg, lo.t_arg, &t);
+	if (rc)
+		return rc;
+	code = strcmp(argv[optind], "-") ? strdup(argv[optind]) : read_stdin();
+	if (!code) {
+		pr_warn("eval: cannot read the code: %s", strerror(errno));
+		livejob__free(&j);
+		return EXIT_FAIL;
+	}
+	r.code = code;
+	r.gil_ms = lo.gil_ms;
+	if (j.n) {
+		livejob__note_unreadable("eval", &j);
+		rc = livejob__each("eval", &j, eval_proc, &r);
+	} else {
+		rc = eval_one(&t, &r);
+	}
+	livejob__free(&j);
+	free(code);
 	return rc;
 }
 

@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "base/cli.h"
+#include "live/jobsql.h"
 #include "live/live.h"
 #include "live/livedb.h"
+#include "live/livejob.h"
 #include "base/log.h"
 #include "base/outfile.h"
 #include "report/export.h"
@@ -62,7 +64,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: probing export [-i FILE] --format %s -o OUT\n"
 		"                      [--pid N] [--tid N] [--force]\n"
-		"       probing export (-p PID | -i FILE) --format %s -o OUT [--force]\n"
+		"       probing export (-p PID[,PID...] [--children] | -i FILE) --format %s -o "
+		"OUT\n"
+		"                      [--force]\n"
 		"\n"
 		"Write a recording in a format other tools read:\n",
 		format_names(OF_SAMPLES, "|", "|", samples, sizeof(samples)),
@@ -84,6 +88,9 @@ static void usage(FILE *f)
 		"  -p PID                (%s) read python.torch_trace of a live process (--pid\n"
 		"                        is the sample filter below)\n"
 		"  -t, --target T        the same for a PID, or HOST:PORT of an agent serving TCP\n"
+		"      --children        with -p: every rank of a job (each PID and all its\n"
+		"                        descendants now) in one timeline, a process per rank;\n"
+		"                        ranks without the hooks are reported and left out\n"
 		"  -f, --format FORMAT   %s\n"
 		"  -o, --output FILE     where to write; '-' = stdout. An existing file is\n"
 		"                        replaced only once the new one is complete, keeping its\n"
@@ -100,7 +107,8 @@ static void usage(FILE *f)
 		"  probing export -i app.db --format speedscope -o app.speedscope.json\n"
 		"  probing export -i app.db --format folded -o - | flamegraph.pl > app.svg\n"
 		"  probing export -p 1234 --format chrome -o steps.json   # then open it in "
-		"Perfetto\n",
+		"Perfetto\n"
+		"  probing export -p $(pgrep -f torchrun) --children --format chrome -o job.json\n",
 		format_names(OF_TRACE, "/", "/", trace, sizeof(trace)),
 		format_names(OF_SAMPLES | OF_TRACE, ", ", " or ", all, sizeof(all)));
 }
@@ -109,18 +117,15 @@ enum {
 	OPT_PID = 256,
 	OPT_TID,
 	OPT_FORCE,
+	OPT_CHILDREN,
 };
 
 static const struct option options[] = {
-	{"input", required_argument, NULL, 'i'},
-	{"target", required_argument, NULL, 't'},
-	{"format", required_argument, NULL, 'f'},
-	{"output", required_argument, NULL, 'o'},
-	{"pid", required_argument, NULL, OPT_PID},
-	{"tid", required_argument, NULL, OPT_TID},
-	{"force", no_argument, NULL, OPT_FORCE},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+	{"input", required_argument, NULL, 'i'},   {"target", required_argument, NULL, 't'},
+	{"format", required_argument, NULL, 'f'},  {"output", required_argument, NULL, 'o'},
+	{"pid", required_argument, NULL, OPT_PID}, {"tid", required_argument, NULL, OPT_TID},
+	{"force", no_argument, NULL, OPT_FORCE},   {"children", no_argument, NULL, OPT_CHILDREN},
+	{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 };
 
 /*
@@ -195,6 +200,63 @@ cleanup:
 }
 
 /*
+ * A format of the PyTorch timeline from every process of a job (-p PID,PID... or
+ * --children): python.torch_trace of each, put together (jobsql.h). Return an exit status.
+ */
+static int export_trace_job(const struct export_format *x, const char *pid_arg, const char *t_arg,
+			    bool children, const char *output, unsigned int out_flags)
+{
+	struct jobsql_result r = {0};
+	struct job_procs j = {0};
+	struct outfile *of = NULL;
+	struct strbuf view = {0};
+	long long n = 0;
+	int rc, err, ret = EXIT_FAIL;
+
+	rc = livejob__from_opts("export", pid_arg, t_arg, children, true, &j);
+	if (rc)
+		return rc;
+	/* The output first: a file that may not be written is refused before any work. */
+	if (outfile__open(output, out_flags, &of))
+		goto cleanup;
+	livejob__note_unreadable("export", &j);
+	if (jobsql__run("export", &j, "SELECT * FROM python.torch_trace", LIVE_GIL_TIMEOUT_MS, &r))
+		goto cleanup;
+	if (!r.n) {
+		pr_warn("no process of the job has PyTorch hooks: install them with 'probing "
+			"inject -p PID --children --torch'");
+		goto cleanup;
+	}
+	if (sb_printf(&view, "CREATE TEMP VIEW job_trace AS %s", r.select[0]) ||
+	    sqlite3_exec(r.db, sb_str(&view), NULL, NULL, NULL) != SQLITE_OK) {
+		pr_warn("cannot put the ranks' traces together: %s", sqlite3_errmsg(r.db));
+		goto cleanup;
+	}
+	err = x->write_trace(r.db, "job_trace", outfile__fp(of), &n);
+	if (err) {
+		if (err == -ENOENT)
+			pr_warn("no rows in python.torch_trace of any process: let a few training "
+				"steps run after 'probing inject --torch'");
+		else
+			pr_warn("cannot write %s: %s", output,
+				err == -ENOMEM ? "out of memory" : strerror(errno ? errno : EIO));
+		goto cleanup;
+	}
+	err = outfile__commit(of);
+	of = NULL;
+	if (!err) {
+		pr_info("%lld events from %d processes written to %s", n, j.n, output);
+		ret = EXIT_OK;
+	}
+cleanup:
+	outfile__abort(of);
+	sb_free(&view);
+	jobsql__free(&r);
+	livejob__free(&j);
+	return ret;
+}
+
+/*
  * A format of the samples (@x->write_samples) of the recording @input, only those @flt
  * selects, to @output. Return an exit status.
  */
@@ -247,6 +309,7 @@ int cmd_export(int argc, char **argv)
 	bool input_given = false;
 	struct profile_filter flt = {0};
 	unsigned int out_flags = OUTFILE_FORCE_HINT;
+	bool children = false;
 	char names[256];
 	int c;
 
@@ -285,6 +348,9 @@ int cmd_export(int argc, char **argv)
 		case OPT_FORCE:
 			out_flags |= OUTFILE_FORCE;
 			break;
+		case OPT_CHILDREN:
+			children = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -311,6 +377,10 @@ int cmd_export(int argc, char **argv)
 	if (x->write_trace && (flt.pid || flt.tid))
 		return cli_usage_error("export", "--pid/--tid filter samples: filter the timeline "
 						 "with SQL (query --save) instead");
+	if (children && !pid_arg && !t_arg)
+		return cli_usage_error("export", "--children goes with -p PID (a job's processes)");
+	if (x->write_trace && livejob__wanted(pid_arg ? pid_arg : t_arg, children))
+		return export_trace_job(x, pid_arg, t_arg, children, output, out_flags);
 	if (x->write_trace)
 		return export_trace(x, input, pid_arg, t_arg, output, out_flags);
 	if (x->binary && !strcmp(output, "-") && stdout_is_tty())

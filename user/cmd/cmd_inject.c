@@ -14,6 +14,7 @@
 #include "base/escape.h"
 #include "base/jsonq.h"
 #include "live/live.h"
+#include "live/livejob.h"
 #include "base/log.h"
 #include "base/procinfo.h"
 #include "live/repl.h"
@@ -25,6 +26,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: probing inject -p PID [--listen ADDR] [--repl] "
 		"[--torch[=on|off|wait|status]]\n"
+		"       probing inject -p PID[,PID...] --children [--torch[=MODE]]\n"
 		"       probing inject -p PID --show-token\n"
 		"\n"
 		"Load the probing agent into a running CPython " PY_VERSIONS
@@ -38,9 +40,19 @@ static void usage(FILE *f)
 		"it serves the abstract Unix socket @probing-PID to the process's owner and root.\n"
 		"Only the owner of the process or root may inject.\n"
 		"\n"
+		"With several PIDs or --children (each PID and all its descendants now: every\n"
+		"rank of a job under its launcher), the agent (and with --torch the hooks) goes\n"
+		"into every Python process in turn, each one's status under a header\n"
+		"\"==> rank 3 (pid 1234) <==\"; processes without Python are left out. Then\n"
+		"'probing query -p PID --children SQL' reads every rank's live tables at once.\n"
+		"The PyTorch hooks number training steps from the optimizer's own count where it\n"
+		"has one, so that the same step has the same number on every rank, however late\n"
+		"each was injected (docs/torch.md).\n"
+		"\n"
 		"Options:\n"
-		"  -p, --pid PID        the process\n"
+		"  -p, --pid PID[,PID...]  the process(es)\n"
 		"  -t, --target PID     the same\n"
+		"      --children       also every descendant of each PID (its Python ones)\n"
 		"      --listen ADDR    also serve TCP on ADDR: PORT, HOST:PORT or [IPV6]:PORT "
 		"(host\n"
 		"                       127.0.0.1 unless given; 0.0.0.0 for every interface; port\n"
@@ -80,6 +92,7 @@ static void usage(FILE *f)
 		"                          GROUP BY module, stage ORDER BY 3 DESC LIMIT 10\"\n"
 		"  probing export -p 1234 --format chrome -o steps.json\n"
 		"  probing inject -p 1234 --torch=off\n"
+		"  probing inject -p $(pgrep -f torchrun) --children --torch\n"
 		"  PROBING_TOKEN=<token> probing -t 127.0.0.1:9400 eval 'threading.enumerate()'\n");
 }
 
@@ -291,72 +304,26 @@ static int show_token(const struct live_target *t)
 	return rc;
 }
 
-static int cmd_inject(int argc, char **argv)
+/* What inject does to each process. */
+struct inject_req {
+	const char *listen;
+	enum torch_mode torch;
+	bool repl;
+};
+
+static int inject_one(const struct live_target *tp, const struct inject_req *r)
 {
-	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},	  {"target", required_argument, NULL, 't'},
-		{"listen", required_argument, NULL, 'L'}, {"repl", no_argument, NULL, 'R'},
-		{"torch", optional_argument, NULL, 'T'},  {"show-token", no_argument, NULL, 'S'},
-		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
-	};
-	struct live_opts lo = LIVE_OPTS_INIT;
-	const char *listen = NULL;
-	struct live_target t;
+	const struct live_target t = *tp;
+	const char *listen = r->listen;
+	enum torch_mode torch = r->torch;
+	bool repl = r->repl;
 	struct agent_client *c = NULL;
 	struct inject_info info;
 	enum live_agent_state st;
 	struct strbuf e = {0}, e2 = {0}; /* the agent's answers come from the target: escaped */
 	char desc[128], *json = NULL, *v;
 	double since = 0;
-	enum torch_mode torch = TORCH_NONE;
-	bool repl = false, token = false;
-	char host[256], why[300];
-	unsigned int port;
-	int ch, rc;
-
-	cli_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "p:t:vh", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'L':
-			listen = optarg;
-			break;
-		case 'R':
-			repl = true;
-			break;
-		case 'S':
-			token = true;
-			break;
-		case 'T':
-			if (parse_torch(optarg, &torch))
-				return EXIT_USAGE;
-			break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		default:
-			rc = live__shared_option("inject", ch, false, &lo);
-			if (rc == LIVE_OPT_NOT_SHARED)
-				return cli_bad_option("inject", ch, argv);
-			if (rc)
-				return rc;
-		}
-	}
-	if (optind < argc)
-		return cli_usage_error("inject", "unexpected argument '%s'", argv[optind]);
-	rc = live__target("inject", lo.pid_arg, lo.t_arg, &t);
-	if (rc)
-		return rc;
-	if (!t.pid)
-		return cli_usage_error("inject", "inject needs a process id, not HOST:PORT");
-	if (listen &&
-	    (strlen(listen) > 200 ||
-	     hostport_parse(listen, false, true, host, sizeof(host), &port, why, sizeof(why))))
-		return cli_usage_error("inject", "bad --listen address: %s",
-				       strlen(listen) > 200 ? "longer than 200 characters" : why);
-	if (token && (listen || repl || torch != TORCH_NONE))
-		return cli_usage_error("inject", "--show-token goes alone (with -p PID)");
-	if (token)
-		return show_token(&t);
+	int rc;
 
 	if ((torch == TORCH_OFF || torch == TORCH_STATUS) && !listen && !repl &&
 	    agent_client__connect_pid(t.pid, 1000, &c)) {
@@ -442,6 +409,103 @@ cleanup:
 	sb_free(&e);
 	sb_free(&e2);
 	return rc;
+}
+
+static int inject_proc(const struct job_proc *p, void *ctx)
+{
+	struct live_target t = {.pid = p->pid};
+
+	return inject_one(&t, ctx);
+}
+
+static int cmd_inject(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"pid", required_argument, NULL, 'p'},
+		{"target", required_argument, NULL, 't'},
+		{"listen", required_argument, NULL, 'L'},
+		{"repl", no_argument, NULL, 'R'},
+		{"torch", optional_argument, NULL, 'T'},
+		{"show-token", no_argument, NULL, 'S'},
+		{"children", no_argument, NULL, 'C'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct live_opts lo = LIVE_OPTS_INIT;
+	const char *listen = NULL;
+	struct live_target t;
+	struct job_procs j = {0};
+	struct inject_req r;
+	enum torch_mode torch = TORCH_NONE;
+	bool repl = false, token = false, children = false;
+	char host[256], why[300];
+	unsigned int port;
+	int ch, rc;
+
+	cli_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "p:t:vh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'L':
+			listen = optarg;
+			break;
+		case 'R':
+			repl = true;
+			break;
+		case 'S':
+			token = true;
+			break;
+		case 'C':
+			children = true;
+			break;
+		case 'T':
+			if (parse_torch(optarg, &torch))
+				return EXIT_USAGE;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			rc = live__shared_option("inject", ch, false, &lo);
+			if (rc == LIVE_OPT_NOT_SHARED)
+				return cli_bad_option("inject", ch, argv);
+			if (rc)
+				return rc;
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("inject", "unexpected argument '%s'", argv[optind]);
+	r.listen = listen;
+	r.torch = torch;
+	r.repl = repl;
+	if (livejob__wanted(lo.pid_arg ? lo.pid_arg : lo.t_arg, children)) {
+		if (listen || repl || token)
+			return cli_usage_error("inject",
+					       "--listen, --repl and --show-token are for "
+					       "one process: not with --children or "
+					       "several PIDs");
+		rc = livejob__from_opts("inject", lo.pid_arg, lo.t_arg, children, true, &j);
+		if (rc)
+			return rc;
+		livejob__note_unreadable("inject", &j);
+		rc = livejob__each("inject", &j, inject_proc, &r);
+		livejob__free(&j);
+		return rc;
+	}
+	rc = live__target("inject", lo.pid_arg, lo.t_arg, &t);
+	if (rc)
+		return rc;
+	if (!t.pid)
+		return cli_usage_error("inject", "inject needs a process id, not HOST:PORT");
+	if (listen &&
+	    (strlen(listen) > 200 ||
+	     hostport_parse(listen, false, true, host, sizeof(host), &port, why, sizeof(why))))
+		return cli_usage_error("inject", "bad --listen address: %s",
+				       strlen(listen) > 200 ? "longer than 200 characters" : why);
+	if (token && (listen || repl || torch != TORCH_NONE))
+		return cli_usage_error("inject", "--show-token goes alone (with -p PID)");
+	if (token)
+		return show_token(&t);
+	return inject_one(&t, &r);
 }
 
 COMMAND(inject, cmd_inject, "load the agent into a running Python process", 60);

@@ -10,6 +10,7 @@
 #include "base/escape.h"
 #include "base/jsonq.h"
 #include "live/live.h"
+#include "live/livejob.h"
 #include "base/log.h"
 #include "base/procinfo.h"
 #include "base/util.h"
@@ -17,7 +18,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: probing memory -p PID [OPTIONS]\n"
+		"Usage: probing memory -p PID[,PID...] [--children] [OPTIONS]\n"
 		"\n"
 		"Where the memory of a process goes. From /proc (no agent needed): resident "
 		"(RSS),\n"
@@ -29,9 +30,14 @@ static void usage(FILE *f)
 		"initialized\n"
 		"CUDA, allocated/reserved GPU memory per device.\n"
 		"\n"
+		"With several PIDs or --children (each PID and all its descendants now: the\n"
+		"ranks of a job under their launcher), each process in turn, under a header\n"
+		"\"==> rank 3 (pid 1234) <==\" (the rank from its environment).\n"
+		"\n"
 		"Options:\n"
-		"  -p, --pid PID        the process\n"
+		"  -p, --pid PID[,PID...]  the process(es)\n"
 		"  -t, --target PID     the same\n"
+		"      --children       also every descendant of each PID\n"
 		"  -n, --top N          rows per table (default 15 mappings, and the agent's\n"
 		"                       memory_top setting for object types: 25)\n"
 		"      --inject         load the agent if it is not running (for the Python part)\n"
@@ -41,7 +47,8 @@ static void usage(FILE *f)
 		"\n"
 		"Examples:\n"
 		"  probing memory -p 1234\n"
-		"  probing memory -p 1234 --inject -n 30\n");
+		"  probing memory -p 1234 --inject -n 30\n"
+		"  probing memory -p $(pgrep -f torchrun) --children\n");
 }
 
 static void human(char *out, size_t len, double bytes)
@@ -219,55 +226,21 @@ static int python_part(const struct live_target *t, bool inject, int top, int gi
 	return EXIT_OK;
 }
 
-static int cmd_memory(int argc, char **argv)
+/* What memory shows, for each process. */
+struct mem_req {
+	bool inject, python;
+	int top, gil_ms;
+};
+
+static int memory_one(const struct live_target *tp, const struct mem_req *r)
 {
-	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'}, {"target", required_argument, NULL, 't'},
-		{"top", required_argument, NULL, 'n'}, {"inject", no_argument, NULL, 'I'},
-		{"no-python", no_argument, NULL, 'P'}, {"timeout", required_argument, NULL, 'T'},
-		{"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0},
-	};
-	struct live_opts lo = LIVE_OPTS_INIT;
-	struct live_target t;
+	struct live_target t = *tp;
 	struct region *reg = NULL;
 	struct strbuf tmp = {0};
 	char fn[64], *status = NULL, *rollup = NULL, a[32], b[32], c[32], d[32];
-	bool inject = false, python = true;
-	int ch, rc, i, nreg = 0, top = 0;
-	long v;
+	bool inject = r->inject, python = r->python;
+	int rc, i, nreg = 0, top = r->top;
 
-	cli_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "p:t:n:vh", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'n':
-			if (parse_long(optarg, 1, 100000, &v))
-				return cli_usage_error("memory", "bad --top '%s'", optarg);
-			top = v;
-			break;
-		case 'I':
-			inject = true;
-			break;
-		case 'P':
-			python = false;
-			break;
-		case 'h':
-			usage(stdout);
-			return EXIT_OK;
-		default:
-			rc = live__shared_option("memory", ch, true, &lo);
-			if (rc == LIVE_OPT_NOT_SHARED)
-				return cli_bad_option("memory", ch, argv);
-			if (rc)
-				return rc;
-		}
-	}
-	if (optind < argc)
-		return cli_usage_error("memory", "unexpected argument '%s'", argv[optind]);
-	rc = live__target("memory", lo.pid_arg, lo.t_arg, &t);
-	if (rc)
-		return rc;
-	if (!t.pid)
-		return cli_usage_error("memory", "memory needs a process id (it reads /proc)");
 	rc = cli_check_pid("memory", t.pid);
 	if (rc)
 		return rc;
@@ -343,7 +316,7 @@ static int cmd_memory(int argc, char **argv)
 	}
 	fflush(stdout);
 	if (python)
-		rc = python_part(&t, inject, top, lo.gil_ms);
+		rc = python_part(&t, inject, top, r->gil_ms);
 cleanup:
 	for (i = 0; i < nreg; i++)
 		free(reg[i].name);
@@ -352,6 +325,82 @@ cleanup:
 	free(rollup);
 	sb_free(&tmp);
 	return rc;
+}
+
+static int memory_proc(const struct job_proc *p, void *ctx)
+{
+	struct live_target t = {.pid = p->pid};
+
+	return memory_one(&t, ctx);
+}
+
+static int cmd_memory(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"pid", required_argument, NULL, 'p'},
+		{"target", required_argument, NULL, 't'},
+		{"top", required_argument, NULL, 'n'},
+		{"inject", no_argument, NULL, 'I'},
+		{"no-python", no_argument, NULL, 'P'},
+		{"timeout", required_argument, NULL, 'T'},
+		{"children", no_argument, NULL, 'C'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct live_opts lo = LIVE_OPTS_INIT;
+	struct mem_req r = {.python = true};
+	struct job_procs j = {0};
+	struct live_target t;
+	bool children = false;
+	int ch, rc;
+	long v;
+
+	cli_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "p:t:n:vh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'n':
+			if (parse_long(optarg, 1, 100000, &v))
+				return cli_usage_error("memory", "bad --top '%s'", optarg);
+			r.top = v;
+			break;
+		case 'I':
+			r.inject = true;
+			break;
+		case 'P':
+			r.python = false;
+			break;
+		case 'C':
+			children = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			rc = live__shared_option("memory", ch, true, &lo);
+			if (rc == LIVE_OPT_NOT_SHARED)
+				return cli_bad_option("memory", ch, argv);
+			if (rc)
+				return rc;
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("memory", "unexpected argument '%s'", argv[optind]);
+	r.gil_ms = lo.gil_ms;
+	if (livejob__wanted(lo.pid_arg ? lo.pid_arg : lo.t_arg, children)) {
+		rc = livejob__from_opts("memory", lo.pid_arg, lo.t_arg, children, false, &j);
+		if (rc)
+			return rc;
+		livejob__note_unreadable("memory", &j);
+		rc = livejob__each("memory", &j, memory_proc, &r);
+		livejob__free(&j);
+		return rc;
+	}
+	rc = live__target("memory", lo.pid_arg, lo.t_arg, &t);
+	if (rc)
+		return rc;
+	if (!t.pid)
+		return cli_usage_error("memory", "memory needs a process id (it reads /proc)");
+	return memory_one(&t, &r);
 }
 
 COMMAND(memory, cmd_memory, "process memory from /proc, Python objects and CUDA memory", 90);

@@ -13,7 +13,9 @@
 #include "live/backtrace.h"
 #include "base/cli.h"
 #include "live/live.h"
+#include "live/jobsql.h"
 #include "live/livedb.h"
+#include "live/livejob.h"
 #include "live/tasks.h"
 #include "base/log.h"
 #include "report/recording.h"
@@ -29,6 +31,7 @@ static void usage(FILE *f)
 		"SQL\n"
 		"       probing query -p PID|-t PID|-t HOST:PORT [OPTIONS] SQL\n"
 		"       probing query -p PID --save FILE [SQL]\n"
+		"       probing query -p PID[,PID...] [--children] [OPTIONS] SQL\n"
 		"\n"
 		"Run SQL (SQLite's dialect) on a recording, or on the live tables of a running\n"
 		"process, and print the result. A recording's public views are samples, frames "
@@ -47,9 +50,22 @@ static void usage(FILE *f)
 		"refused, on live tables too (--save is the one way to write a file). SQL may\n"
 		"start with a '-- comment' line.\n"
 		"\n"
+		"A job: with several PIDs, or --children (each PID and all its descendants now,\n"
+		"e.g. torchrun's pid), the SQL runs on every process's live tables and the rows\n"
+		"come back as one result, with the process's rank (from its environment: "
+		"torchrun,\n"
+		"Slurm, Open MPI, PMI; NULL for a launcher) and pid in front. A process that\n"
+		"cannot answer (no agent for a python.* table, gone) is reported on stderr and\n"
+		"left out; the exit status is 1 only when no process answered.\n"
+		"A backtrace snapshot (probing backtrace -o FILE) is read with -i FILE too: its\n"
+		"tables are bt_processes, bt_threads, bt_frames and the views bt_stacks, "
+		"bt_groups.\n"
+		"\n"
 		"Options:\n"
 		"  -i, --input FILE      the recording to read (default: probing.db)\n"
 		"  -p, --pid PID         query the live tables of process PID instead\n"
+		"                        (PID,PID...: of several)\n"
+		"      --children        with -p: also every descendant of each PID\n"
 		"  -t, --target T        the same for a PID, or HOST:PORT of an agent serving TCP\n"
 		"                        (token in $PROBING_TOKEN)\n"
 		"      --timeout SEC     live: how long to wait for the target's GIL (default 5);\n"
@@ -83,6 +99,9 @@ static void usage(FILE *f)
 		"  # live: where is every thread of process 1234 right now?\n"
 		"  probing query -p 1234 \"SELECT * FROM python.backtrace ORDER BY tid, depth\"\n"
 		"  probing query -p 1234 \"SELECT tid, name, state, utime FROM system.threads\"\n"
+		"  # every rank of a job: where is each main thread?\n"
+		"  probing query -p $(pgrep -f torchrun) --children \"SELECT func, file, lineno\n"
+		"      FROM python.backtrace WHERE thread = 'MainThread' AND depth = 0\"\n"
 		"  # PyTorch hooks (probing inject -p 1234 --torch): the slowest modules lately\n"
 		"  probing query -p 1234 \"SELECT module, stage, AVG(duration) FROM "
 		"python.torch_trace\n"
@@ -100,7 +119,43 @@ struct source {
 	const char *pid_arg; /* -p */
 	const char *t_arg;   /* -t */
 	int gil_ms;
+	bool children; /* --children */
 };
+
+/* Several processes (-p PID,PID... or --children): one result with their rank and pid. */
+static bool is_job(const struct source *src)
+{
+	return src->children || (src->pid_arg && strchr(src->pid_arg, ','));
+}
+
+/* The SQL on every process of the job: the results put together, then printed. */
+static int query_job(const struct source *src, const char *sql, const struct sqlout_options *o)
+{
+	struct jobsql_result r = {0};
+	struct job_procs j = {0};
+	struct strbuf all = {0};
+	int i, rc;
+
+	rc = livejob__resolve_arg("query", src->pid_arg, src->children, &j);
+	if (rc)
+		return rc;
+	livejob__note_unreadable("query", &j);
+	/* Without the agent, python.backtrace is read from outside. */
+	livedb__set_outside_backtrace(backtrace__json_rows);
+	if (jobsql__run("query", &j, sql, src->gil_ms, &r)) {
+		livejob__free(&j);
+		return EXIT_FAIL;
+	}
+	for (i = 0; i < r.n; i++)
+		sb_printf(&all, "%s%s", i ? ";\n" : "", r.select[i]);
+	rc = r.unanswered ? EXIT_FAIL : EXIT_OK;
+	if (r.n && sqlout__run(r.db, sb_str(&all), o, stdout))
+		rc = EXIT_FAIL;
+	sb_free(&all);
+	jobsql__free(&r);
+	livejob__free(&j);
+	return rc;
+}
 
 static bool is_live(const struct source *src)
 {
@@ -114,7 +169,8 @@ static int open_source(const struct source *src, sqlite3 **db)
 	int rc;
 
 	if (!is_live(src)) {
-		if (recording__open(src->input, db))
+		if (recording__open_kind(src->input, RECORDING_SAMPLES | RECORDING_BACKTRACE, db,
+					 NULL))
 			return EXIT_FAIL;
 		torchtrace__alias(*db, src->input); /* torch_trace also as python.torch_trace */
 		return 0;
@@ -181,6 +237,7 @@ enum {
 	OPT_NO_HEADER = 256,
 	OPT_TIMEOUT,
 	OPT_SAVE,
+	OPT_CHILDREN,
 };
 
 static const struct option options[] = {
@@ -191,6 +248,7 @@ static const struct option options[] = {
 	{"format", required_argument, NULL, 'f'},
 	{"no-header", no_argument, NULL, OPT_NO_HEADER},
 	{"save", required_argument, NULL, OPT_SAVE},
+	{"children", no_argument, NULL, OPT_CHILDREN},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -220,6 +278,9 @@ int cmd_query(int argc, char **argv)
 			break;
 		case OPT_SAVE:
 			save = optarg;
+			break;
+		case OPT_CHILDREN:
+			src.children = true;
 			break;
 		case OPT_TIMEOUT:
 			c = live__parse_timeout("query", optarg, &src.gil_ms);
@@ -257,6 +318,12 @@ int cmd_query(int argc, char **argv)
 				       "--save copies a live process's table: give -p PID");
 	if (save && !*save)
 		return cli_usage_error("query", "--save needs a file name");
+	if (src.children && !src.pid_arg)
+		return cli_usage_error("query", "--children goes with -p PID (a process id, not "
+						"-t HOST:PORT or -i FILE)");
+	if (is_job(&src) && (src.t_arg || save))
+		return cli_usage_error("query", "several processes (--children, or PID,PID...) go "
+						"with -p only, without -t and --save");
 	if (sql_arg && optind < argc)
 		return cli_usage_error("query",
 				       "give the SQL as one argument (quote it): got '%s' and '%s'",
@@ -281,6 +348,10 @@ int cmd_query(int argc, char **argv)
 		goto cleanup;
 	if (blank(sql) && !save) {
 		ret = cli_usage_error("query", "the SQL is empty");
+		goto cleanup;
+	}
+	if (is_job(&src)) {
+		ret = query_job(&src, sql, &o);
 		goto cleanup;
 	}
 	c = open_source(&src, &db);

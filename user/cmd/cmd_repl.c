@@ -4,6 +4,7 @@
 
 #include "base/cli.h"
 #include "live/live.h"
+#include "live/livejob.h"
 #include "base/log.h"
 #include "live/repl.h"
 
@@ -42,9 +43,13 @@ static void usage(FILE *f)
 static int cmd_repl(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},	   {"target", required_argument, NULL, 't'},
-		{"timeout", required_argument, NULL, 'T'}, {"no-inject", no_argument, NULL, 'N'},
-		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
+		{"pid", required_argument, NULL, 'p'},
+		{"target", required_argument, NULL, 't'},
+		{"timeout", required_argument, NULL, 'T'},
+		{"no-inject", no_argument, NULL, 'N'},
+		{"children", no_argument, NULL, 'C'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	struct live_opts lo = LIVE_OPTS_INIT;
 	struct live_target t;
@@ -58,6 +63,11 @@ static int cmd_repl(int argc, char **argv)
 		case 'N':
 			inject = false;
 			break;
+		case 'C':
+			return cli_usage_error("repl",
+					       "a prompt talks to one process, so --children is "
+					       "not for repl; to run code in every process "
+					       "of a job: probing eval -p PID --children CODE");
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -71,6 +81,10 @@ static int cmd_repl(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error("repl", "unexpected argument '%s'", argv[optind]);
+	if (livejob__wanted(lo.pid_arg ? lo.pid_arg : lo.t_arg, false))
+		return cli_usage_error("repl",
+				       "a prompt talks to one process: give one PID (to run "
+				       "code in several: probing eval -p PID,PID... CODE)");
 	rc = live__target("repl", lo.pid_arg, lo.t_arg, &t);
 	if (rc)
 		return rc;

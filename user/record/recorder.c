@@ -17,6 +17,7 @@
 #include "record/recorder.h"
 #include "native/stackbuild.h"
 #include "native/symbolize.h"
+#include "native/threadroutine.h"
 #include "record/threadnames.h"
 #include "base/util.h"
 
@@ -45,7 +46,9 @@ struct target {
 	double start_time, end_time; /* unix seconds; end_time 0: not seen to exit */
 	char *command, *exe;
 	char pyver[32];
-	struct job_identity job; /* its rank, job and host, from its environment */
+	struct job_identity job;   /* its rank, job and host, from its environment */
+	struct pthread_layout *pl; /* glibc's threads, to name them by routine; NULL: not read */
+	bool pl_failed;		   /* not readable (no glibc descriptors...): do not retry */
 };
 
 struct thread {
@@ -60,6 +63,9 @@ struct thread {
 	bool active;	     /* sampled since the last tick */
 	uint64_t names_seen; /* threadnames version at the last lookup */
 	double last_ts;
+	char routine[64];      /* what it runs (native/threadroutine.h), "" unknown */
+	char routine_comm[16]; /* its process's OS name: its own while it still has that one */
+	bool routine_tried;
 };
 
 struct recorder {
@@ -157,6 +163,16 @@ static int free_pyframe(const void *key, size_t len, uint64_t *value, void *ctx)
 	return 0;
 }
 
+/* Forget @t's glibc thread layout (read again lazily: after an exec, another libc). */
+static void free_layout(struct target *t)
+{
+	if (t->pl)
+		pthread_layout__release(t->pl);
+	free(t->pl);
+	t->pl = NULL;
+	t->pl_failed = false;
+}
+
 void recorder__free(struct recorder *r)
 {
 	size_t i;
@@ -166,6 +182,7 @@ void recorder__free(struct recorder *r)
 	threadnames__free(r->tn);
 	for (i = 0; i < r->ntargets; i++) {
 		drop_dwproc(&r->targets[i]);
+		free_layout(&r->targets[i]);
 		pyproc__free(r->targets[i].py);
 		free(r->targets[i].command);
 		free(r->targets[i].exe);
@@ -430,6 +447,7 @@ static void reset_target(struct recorder *r, struct target *t)
 		r->live--;
 	drop_python(r, t);
 	drop_dwproc(t);
+	free_layout(t);
 	free(t->command);
 	free(t->exe);
 	jobinfo_free(&t->job);
@@ -558,6 +576,7 @@ static void target_exec(struct recorder *r, struct target *t, const struct proc_
 
 	drop_dwproc(t);	      /* its parent's too: the child's address space is new */
 	t->dp_failed = false; /* re-read lazily: the loader is still mapping */
+	free_layout(t);
 	/* Events are handled late: an interpreter found after the exec is the new program's
 	 * (and its threads' names are being read); one found before is the old one's. */
 	if (!t->py || t->py_tried_ns < ev->h.time_ns) {
@@ -615,6 +634,39 @@ static void target_exited(struct recorder *r, struct target *t, double ts, bool 
 }
 
 /*
+ * Once per thread (at a tick, while it lives): what @th runs, from its start routine
+ * (native/threadroutine.h), to name it by when it has no name of its own.
+ */
+static void read_routine(struct recorder *r, struct thread *th)
+{
+	struct target *t = find_target(r, th->pid);
+	struct pthread_entry *pds = NULL;
+	pid_t ns_tid = th->ns_tid ? th->ns_tid : th->tid;
+	int n = 0, k;
+
+	th->routine_tried = true;
+	if (!t || !t->alive || th->tid == th->pid || th->py_named || !target_dwproc(t) ||
+	    procinfo_thread_name(th->pid, th->pid, th->routine_comm, sizeof(th->routine_comm)))
+		return;
+	if (!t->pl && !t->pl_failed) {
+		t->pl = calloc(1, sizeof(*t->pl));
+		if (!t->pl || pthread_layout__read(t->pid, t->pl)) {
+			free_layout(t);
+			t->pl_failed = true;
+			return;
+		}
+	}
+	if (!t->pl || pthread_layout__threads(t->pid, t->pl, &pds, &n))
+		return;
+	for (k = 0; k < n && pds[k].tid != ns_tid; k++)
+		;
+	if (k == n || thread_routine__name(t->pid, t->pl, t->dp, r->sym, ns_tid, pds[k].pd,
+					   th->routine, sizeof(th->routine)))
+		th->routine[0] = '\0';
+	free(pds);
+}
+
+/*
  * Name @th: its Python threading name where the interpreter has one for it, else its OS
  * name (@comm, when given, is its OS name now). A Python name, once read, stays when the
  * thread leaves threading's list at its end. Marks the thread dirty if the name changed.
@@ -633,7 +685,10 @@ static void name_thread(struct recorder *r, struct thread *th, const char *comm)
 		else if (th->py_named)
 			return;
 	}
-	name = th->py_named ? py : th->comm;
+	/* No name of its own (its process's, inherited): what it runs, where that is known. */
+	name = th->py_named					       ? py
+	       : th->routine[0] && !strcmp(th->comm, th->routine_comm) ? th->routine
+								       : th->comm;
 	if (strcmp(th->name, name)) {
 		snprintf(th->name, sizeof(th->name), "%s", name);
 		th->dirty = true;
@@ -994,6 +1049,8 @@ int recorder__tick(struct recorder *r)
 		th = &r->threads[i];
 		if (!th->active && !th->dirty)
 			continue;
+		if (!th->exited && !th->routine_tried)
+			read_routine(r, th);
 		if (!th->exited)
 			name_thread(r, th, NULL);
 		th->active = false;

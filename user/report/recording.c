@@ -54,11 +54,33 @@ static int count_views(sqlite3 *db)
 	return n;
 }
 
+/* Is @db a backtrace snapshot (meta 'kind' = 'backtrace')? */
+static bool is_snapshot(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	bool yes = false;
+
+	if (sqlite3_prepare_v2(db,
+			       "SELECT value FROM meta WHERE key = 'kind' AND value = 'backtrace'",
+			       -1, &st, NULL) == SQLITE_OK)
+		yes = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return yes;
+}
+
 int recording__open(const char *path, sqlite3 **out)
+{
+	return recording__open_kind(path, RECORDING_SAMPLES, out, NULL);
+}
+
+int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, unsigned int *kind)
 {
 	char name[PATH_MAX + 8];
 	sqlite3 *db = NULL;
 	struct stat sb;
+	/* Only snapshots wanted (backtrace -i): messages say so. */
+	bool snap = accept == RECORDING_BACKTRACE;
+	const char *what = snap ? "backtrace snapshot" : "recording";
 	int rc, err, n;
 
 	if (stat(path, &sb)) {
@@ -66,16 +88,18 @@ int recording__open(const char *path, sqlite3 **out)
 		if (err == -ENOENT) {
 			char partial[PATH_MAX + 16];
 
-			pr_warn("cannot open the recording %s: no such file", path);
+			pr_warn("cannot open the %s %s: no such file", what, path);
 			snprintf(partial, sizeof(partial), "%s.partial", path);
 			if (!access(partial, F_OK))
 				pr_warn("%s holds a recording still being written, or one whose "
 					"recorder was killed: read that ('-i %s')",
 					partial, partial);
+			else if (snap)
+				pr_warn("Make one with 'probing backtrace -p PID -o %s'.", path);
 			else
 				pr_warn(record_hint, path, path);
 		} else {
-			pr_warn("cannot open the recording %s: %s", path, strerror(-err));
+			pr_warn("cannot open the %s %s: %s", what, path, strerror(-err));
 		}
 		return err;
 	}
@@ -87,8 +111,9 @@ int recording__open(const char *path, sqlite3 **out)
 	}
 	if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
 		/* SQLite would take an empty file for an empty database. */
-		pr_warn("%s is not a probing recording: the file is empty", path);
-		pr_warn("%s", wrong_file_hint);
+		pr_warn("%s is not a probing %s: the file is empty", path, what);
+		if (!snap)
+			pr_warn("%s", wrong_file_hint);
 		return -EINVAL;
 	}
 	if (access(path, R_OK)) {
@@ -131,14 +156,29 @@ int recording__open(const char *path, sqlite3 **out)
 	if (n < 0) {
 		rc = sqlite3_errcode(db);
 		if (rc == SQLITE_NOTADB) {
-			pr_warn("%s is not a probing recording: it is not a SQLite database", path);
-			pr_warn("%s", wrong_file_hint);
+			pr_warn("%s is not a probing %s: it is not a SQLite database", path, what);
+			if (!snap)
+				pr_warn("%s", wrong_file_hint);
 			err = -EINVAL;
 		} else {
 			pr_warn("cannot read the recording %s: %s", path, sqlite3_errmsg(db));
 			err = -EIO;
 		}
 		goto cleanup;
+	}
+	if (n != 2 && is_snapshot(db)) {
+		if (!(accept & RECORDING_BACKTRACE)) {
+			pr_warn("%s is a backtrace snapshot (probing backtrace -o), not a "
+				"recording: "
+				"read it with 'probing backtrace -i %s' or 'probing query -i %s'",
+				path, path, path);
+			err = -EPROTO;
+			goto cleanup;
+		}
+		if (kind)
+			*kind = RECORDING_BACKTRACE;
+		*out = db;
+		return 0;
 	}
 	if (n != 2) {
 		pr_warn("%s is a SQLite database but not a probing recording (it has no 'samples' "
@@ -148,6 +188,18 @@ int recording__open(const char *path, sqlite3 **out)
 		err = -EPROTO;
 		goto cleanup;
 	}
+	if (!(accept & RECORDING_SAMPLES)) {
+		pr_warn("%s is a recording (probing record), not a backtrace snapshot: read it "
+			"with "
+			"'probing flamegraph -i %s' or 'probing query -i %s'; snapshots are made "
+			"by "
+			"'probing backtrace -p PID -o FILE'",
+			path, path, path);
+		err = -EPROTO;
+		goto cleanup;
+	}
+	if (kind)
+		*kind = RECORDING_SAMPLES;
 	*out = db;
 	return 0;
 cleanup:
