@@ -218,7 +218,7 @@ def record_spin(path, freq=99):
 
 def test_merge_bad_input():
     """Files that are not recordings, recordings of another format, sampling frequency or
-    with a table merge does not know, a file twice, the output among the inputs, a
+    with a table merge does not know, a crafted schema, a file twice, the output among the inputs, a
     read-only output, a leftover OUT.partial: refused with a clear message, exit 1 (2 for a
     usage error), and nothing written; an existing output stays as it was."""
     d = h.tmp()
@@ -271,6 +271,17 @@ def test_merge_bad_input():
     con.commit()
     con.close()
     refused(r1, future, why="a table 'gpu_kernels' that this probing does not know")
+    # A crafted file whose schema text runs more than a definition (ATTACH makes files).
+    crafted, planted = f"{d}/crafted.db", f"{d}/planted.db"
+    shutil.copy(r2, crafted)
+    con = sqlite3.connect(crafted)
+    con.execute("PRAGMA writable_schema = ON")
+    con.execute("UPDATE sqlite_master SET sql = sql || '; ATTACH ''%s'' AS p;"
+                " CREATE TABLE p.x(a)' WHERE name = 'meta'" % planted)
+    con.commit()
+    con.close()
+    refused(crafted, r1, why="not one table definition")
+    assert not os.path.exists(planted)
     refused(r1, r3, why="recorded at 99 Hz and 199 Hz")
     refused(r1, r1, why="are the same file")
     h.run(["ln", "-s", r1, f"{d}/link.db"], check=True)

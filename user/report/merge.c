@@ -691,6 +691,55 @@ cleanup:
 }
 
 /*
+ * The authorizer while a definition read from an input runs (define): a recording is
+ * untrusted, and its sqlite_master may hold any text. Only CREATE TABLE and CREATE VIEW in
+ * main, with their own indexes and what they read and write of the schema, are allowed: no ATTACH (which makes
+ * files), no PRAGMA, no trigger, no temp object.
+ */
+static int define_only(void *ctx, int action, const char *a, const char *b, const char *db,
+		       const char *trigger)
+{
+	switch (action) {
+	case SQLITE_CREATE_TABLE:
+	case SQLITE_CREATE_VIEW:
+	case SQLITE_CREATE_INDEX: /* a PRIMARY KEY's or UNIQUE's own */
+		return db && !strcmp(db, "main") ? SQLITE_OK : SQLITE_DENY;
+	case SQLITE_INSERT:
+	case SQLITE_UPDATE:
+	case SQLITE_READ:
+	case SQLITE_SELECT:
+	case SQLITE_FUNCTION:
+	case SQLITE_RECURSIVE:
+		return SQLITE_OK;
+	default:
+		return SQLITE_DENY;
+	}
+}
+
+/* Run @sql, a table's or a view's definition from an input: one statement, that only. */
+static int define(sqlite3 *db, const char *what, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	const char *tail = NULL;
+	int rc, err = 0;
+
+	sqlite3_set_authorizer(db, define_only, NULL);
+	rc = sqlite3_prepare_v2(db, sql, -1, &st, &tail);
+	if (rc == SQLITE_OK && st && !tail[strspn(tail, " \t\r\n;")])
+		rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+	else if (rc == SQLITE_OK)
+		rc = SQLITE_MISUSE;
+	if (rc != SQLITE_OK) {
+		pr_warn("cannot merge: %s: %s", what,
+			rc == SQLITE_MISUSE ? "not one table definition" : sqlite3_errmsg(db));
+		err = -EPROTO;
+	}
+	sqlite3_finalize(st);
+	sqlite3_set_authorizer(db, NULL, NULL);
+	return err;
+}
+
+/*
  * The output's tables and views, from the first input (attached as src), and what merging
  * needs of them: processes.host and host_pid, an index to find a frame by its columns (the
  * condition @match and the columns @cols).
@@ -707,7 +756,7 @@ static int create_schema(sqlite3 *db, struct strbuf *match, struct strbuf *cols)
 				-1, &st, NULL);
 	while ((rc == SQLITE_OK || rc == SQLITE_ROW) && !err &&
 	       (rc = sqlite3_step(st)) == SQLITE_ROW)
-		err = exec(db, "the tables", (const char *)sqlite3_column_text(st, 0));
+		err = define(db, "the tables", (const char *)sqlite3_column_text(st, 0));
 	if (!err && rc != SQLITE_DONE) {
 		pr_warn("cannot merge: the tables: %s", sqlite3_errmsg(db));
 		err = -EIO;
@@ -740,7 +789,7 @@ static int create_torch_trace(sqlite3 *db)
 		pr_warn("cannot merge: torch_trace: %s", sqlite3_errmsg(db));
 		err = -EIO;
 	} else if (sqlite3_column_text(st, 0) && !sqlite3_column_int(st, 1)) {
-		err = exec(db, "torch_trace", (const char *)sqlite3_column_text(st, 0));
+		err = define(db, "torch_trace", (const char *)sqlite3_column_text(st, 0));
 	}
 	sqlite3_finalize(st);
 	return err;
@@ -820,10 +869,10 @@ static void print_summary(sqlite3 *db, int n, const char *output)
 		int nhosts = sqlite3_column_int(st, 1);
 
 		fprintf(stderr,
-			"probing merge: merged %d recordings into %s: %d processes of %d host%s "
+			"probing merge: merged %d recording%s into %s: %d processes of %d host%s "
 			"(%s), %s samples\n",
-			n, output, sqlite3_column_int(st, 0), nhosts, nhosts == 1 ? "" : "s",
-			hosts ? hosts : "unknown",
+			n, n == 1 ? "" : "s", output, sqlite3_column_int(st, 0), nhosts,
+			nhosts == 1 ? "" : "s", hosts ? hosts : "unknown",
 			fmt_thousands(num, sizeof(num), sqlite3_column_int64(st, 3)));
 	}
 	sqlite3_finalize(st);
