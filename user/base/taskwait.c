@@ -91,6 +91,40 @@ static int read_task_file(pid_t pid, pid_t tid, const char *file, char *buf, siz
 	return 0;
 }
 
+#define NR_RESTART_SYSCALL 219
+
+/*
+ * A thread in restart_syscall resumes a timed wait (futex, nanosleep, poll...) that a stop or
+ * a signal interrupted: a debugger, or probing's own 'backtrace --native'. /proc shows the
+ * restart, not the call; its wait channel says which kind of wait it is.
+ */
+static void infer_restarted(struct task_wait *w)
+{
+	static const struct {
+		const char *wchan;
+		int nr;
+		uint64_t arg1; /* poll's nfds: descriptors, so I/O */
+	} calls[] = {
+		{"futex_", WAIT_NR_FUTEX, 0},
+		{"hrtimer_nanosleep", WAIT_NR_CLOCK_NANOSLEEP, 0},
+		{"do_nanosleep", WAIT_NR_CLOCK_NANOSLEEP, 0},
+		{"poll_schedule_timeout", WAIT_NR_POLL, 1},
+		{"do_sys_poll", WAIT_NR_POLL, 1},
+		{"do_select", WAIT_NR_POLL, 1},
+		{"do_epoll_wait", WAIT_NR_EPOLL_WAIT, 0},
+	};
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(calls); i++)
+		if (!strncmp(w->wchan, calls[i].wchan, strlen(calls[i].wchan))) {
+			w->nr = calls[i].nr;
+			memset(w->args, 0, sizeof(w->args));
+			w->args[1] = calls[i].arg1;
+			w->restarted = true;
+			return;
+		}
+}
+
 int taskwait_read(pid_t pid, pid_t tid, struct task_wait *out)
 {
 	char buf[512], *p;
@@ -126,6 +160,8 @@ int taskwait_read(pid_t pid, pid_t tid, struct task_wait *out)
 	/* "0" when the thread is not sleeping. */
 	if (!read_task_file(pid, tid, "wchan", buf, sizeof(buf)) && strcmp(buf, "0"))
 		snprintf(out->wchan, sizeof(out->wchan), "%.63s", buf);
+	if (out->nr == NR_RESTART_SYSCALL)
+		infer_restarted(out);
 	return 0;
 }
 

@@ -19,6 +19,9 @@ struct task_wait {
 	long long nr;	  /* system call in flight, -1 none, -2 unknown (running, unreadable) */
 	uint64_t args[6]; /* its arguments, when nr >= 0 */
 	char wchan[64];	  /* the kernel function it sleeps in; "" when running or unknown */
+	bool restarted;	  /* nr is the call inferred from the wait channel of a thread in
+			   * restart_syscall (a timed wait interrupted by a stop or a signal, and
+			   * resumed by the kernel); its arguments are unknown (0) */
 };
 
 /*

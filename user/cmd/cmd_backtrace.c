@@ -7,7 +7,11 @@
 
 #include "live/backtrace.h"
 #include "live/agent_client.h"
+#include "live/btjob.h"
+#include "live/livejob.h"
 #include "base/cli.h"
+#include "base/outfile.h"
+#include "report/recording.h"
 #include "live/live.h"
 #include "base/log.h"
 #include "bpf/sampler.h"
@@ -17,7 +21,9 @@
 #define CMD "backtrace"
 
 static const char usage_text[] =
-	"Usage: probing backtrace -p PID [--native] [--locals [--inject]] [--depth N]\n"
+	"Usage: probing backtrace -p PID[,PID...] [--children] [--native] [--format text|json]\n"
+	"                         [-o FILE [--force]] [--locals [--inject]] [--depth N]\n"
+	"       probing backtrace -i FILE [--format text|json]\n"
 	"\n"
 	"Print the current stack of every thread of a running process: its Python frames\n"
 	"(CPython " PY_VERSIONS
@@ -29,17 +35,40 @@ static const char usage_text[] =
 	"as if nothing happened. A hung process is fine: no cooperation from it is needed.\n"
 	"A process that runs no Python gets its native stacks (--native is implied).\n"
 	"\n"
+	"Each thread's header says its state and what it waits in, read from /proc without\n"
+	"stopping it: the system call or wait channel and its kind (lock: a futex, a mutex,\n"
+	"a condition; io: a socket, a pipe, a file, epoll; sleep; other), and whether it holds\n"
+	"the GIL or waits for it. Threads without a name of their own are named by what they\n"
+	"run: the function they were started with, or the callable of a std::thread\n"
+	"(\"gloo::transport::tcp::Loop::run\", \"c10d::ProcessGroupGloo::runLoop\").\n"
+	"\n"
+	"A job: with several PIDs, or --children (each PID and all its descendants now, e.g.\n"
+	"torchrun's pid), every thread of every process is read, each process named by its\n"
+	"rank (\"rank 3 (pid 1234)\", from its environment: torchrun, Slurm, Open MPI, PMI).\n"
+	"Threads whose stacks are identical are printed once, under a header saying which\n"
+	"ranks and threads share that stack, largest group first; a rank whose main thread is\n"
+	"where no other rank's is gets flagged as the odd one out. Processes that exit\n"
+	"meanwhile are reported as gone.\n"
+	"\n"
 	"--locals adds each Python frame's local variables (module-level frames: the module's\n"
 	"data). Read from outside, simple values (None, bool, int, float, str, bytes) get\n"
 	"their repr and containers their length; other objects show as <Type object at ADDR>.\n"
 	"When the probing agent runs in the process (probing inject), every value gets its\n"
 	"full repr() computed inside it, if the agent can take the GIL within 1 s; a process\n"
-	"that holds the GIL (hung in C code) still gets the outside view.\n"
+	"that holds the GIL (hung in C code) still gets the outside view. One process only.\n"
 	"\n"
 	"Options:\n"
-	"  -p, --pid PID     the process (-t PID works too)\n"
+	"  -p, --pid PID[,PID...]  the processes (-t PID works too)\n"
+	"      --children    also every descendant of each PID (a job's ranks under its\n"
+	"                    launcher)\n"
 	"      --native      also native frames (needs ptrace: same user, or root)\n"
-	"      --locals      also local variables of Python frames\n"
+	"  -f, --format FMT  text (default) or json: a list of processes with their threads\n"
+	"                    and frames, innermost first (docs/live.md)\n"
+	"  -o, --output FILE write a snapshot instead (SQLite: the same data as the JSON,\n"
+	"                    docs/sql.md), for 'backtrace -i FILE' or 'query -i FILE' later\n"
+	"      --force       replace FILE even if it is read-only\n"
+	"  -i, --input FILE  show a snapshot written with -o\n"
+	"      --locals      also local variables of Python frames (one process, text)\n"
 	"      --inject      with --locals: load the agent if it is not running, for full reprs\n"
 	"      --max-repr N  longest repr read from outside, in characters (default 200)\n"
 	"      --depth N     Python frames per thread at most (default 1024)\n"
@@ -50,9 +79,13 @@ static const char usage_text[] =
 	"  probing backtrace -p 1234\n"
 	"  sudo probing backtrace -p 1234 --native\n"
 	"  probing backtrace -p 1234 --locals\n"
+	"  probing backtrace -p $(pgrep -f torchrun) --children      # every rank of a job\n"
+	"  probing backtrace -p 1234 --children --format json | jq '.[] | {rank, pid}'\n"
+	"  probing backtrace -p 1234 --children -o node1.db && probing backtrace -i node1.db\n"
+	"  probing query -i node1.db \"SELECT * FROM bt_groups\"\n"
 	"  probing query -p 1234 \"SELECT thread, depth, func, lineno FROM python.backtrace\"\n";
 
-enum { OPT_NATIVE = 256, OPT_DEPTH, OPT_LOCALS, OPT_INJECT, OPT_MAX_REPR };
+enum { OPT_NATIVE = 256, OPT_DEPTH, OPT_LOCALS, OPT_INJECT, OPT_MAX_REPR, OPT_CHILDREN, OPT_FORCE };
 
 #define AGENT_GIL_MS 1000 /* a hung process must not hang backtrace */
 
@@ -64,6 +97,11 @@ static const struct option long_opts[] = {
 	{"locals", no_argument, NULL, OPT_LOCALS},
 	{"inject", no_argument, NULL, OPT_INJECT},
 	{"max-repr", required_argument, NULL, OPT_MAX_REPR},
+	{"children", no_argument, NULL, OPT_CHILDREN},
+	{"format", required_argument, NULL, 'f'},
+	{"output", required_argument, NULL, 'o'},
+	{"input", required_argument, NULL, 'i'},
+	{"force", no_argument, NULL, OPT_FORCE},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{},
@@ -104,42 +142,168 @@ out:
 	agent_client__free(c);
 }
 
+/* What the command line asks for. */
+struct bt_cmd {
+	struct bt_opts o;
+	const char *pids;   /* -p */
+	const char *input;  /* -i */
+	const char *output; /* -o */
+	bool children, inject, json, force;
+};
+
+/* Print @j as asked: JSON, or the grouped view (one process: its threads one by one). */
+static int show_job(const struct bt_cmd *bc, const struct bt_job *j)
+{
+	struct strbuf sb = {0};
+	int err;
+
+	if (bc->json) {
+		err = btjob__json(j, &sb);
+		if (!err)
+			fputs(sb_str(&sb), stdout);
+		sb_free(&sb);
+		return err ? EXIT_FAIL : EXIT_OK;
+	}
+	if (j->nprocs == 1 && j->procs[0].bt)
+		backtrace__print(j->procs[0].bt, stdout);
+	else
+		btjob__print(j, stdout);
+	return EXIT_OK;
+}
+
+/* -i FILE: a snapshot read back. */
+static int from_snapshot(const struct bt_cmd *bc)
+{
+	struct bt_job *j = NULL;
+	sqlite3 *db = NULL;
+	int rc = EXIT_FAIL;
+
+	if (recording__open_kind(bc->input, RECORDING_BACKTRACE, &db, NULL))
+		return EXIT_FAIL;
+	if (!btjob__load(db, bc->input, &j))
+		rc = show_job(bc, j);
+	btjob__free(j);
+	recording__close(db);
+	return rc;
+}
+
+/* One process, the way backtrace has always shown it (and the only way with --locals). */
+static int one_process(struct bt_cmd *bc, pid_t pid)
+{
+	struct bt_process *p = NULL;
+	int err;
+
+	err = backtrace__collect(pid, &bc->o, &p, NULL, 0);
+	if (err == -ENOENT) {
+		/* Not Python: its native stacks are what there is. */
+		bc->o.native = true;
+		err = backtrace__collect(pid, &bc->o, &p, NULL, 0);
+	}
+	if (err)
+		return EXIT_FAIL;
+	if (bc->o.locals && p->python[0])
+		agent_locals(p, bc->inject);
+	backtrace__print(p, stdout);
+	backtrace__free(p);
+	return EXIT_OK;
+}
+
+/* Several processes (or JSON, or a snapshot): read them all, then compare. */
+static int job(struct bt_cmd *bc, const struct job_procs *jp)
+{
+	struct bt_job *j = NULL;
+	int i, read = 0, nthreads = 0, rc, err;
+
+	err = btjob__collect(jp, &bc->o, &j);
+	if (err) {
+		fprintf(stderr, "probing %s: %s\n", CMD, strerror(-err));
+		return EXIT_FAIL;
+	}
+	for (i = 0; i < j->nprocs; i++)
+		if (j->procs[i].bt) {
+			read++;
+			nthreads += j->procs[i].bt->nthreads;
+		}
+	if (!read) {
+		/* Nothing to show: say why, as for one process. */
+		for (i = 0; i < j->nprocs; i++)
+			fprintf(stderr, "probing %s: %s: %s\n", CMD, j->procs[i].label,
+				j->procs[i].error);
+		btjob__free(j);
+		return EXIT_FAIL;
+	}
+	if (bc->output) {
+		rc = btjob__save(j, bc->output,
+				 bc->force ? OUTFILE_FORCE | OUTFILE_FORCE_HINT
+					   : OUTFILE_FORCE_HINT)
+			     ? EXIT_FAIL
+			     : EXIT_OK;
+		if (!rc)
+			fprintf(stderr,
+				"probing %s: snapshot of %d process%s (%d threads) written to %s\n",
+				CMD, read, read == 1 ? "" : "es", nthreads, bc->output);
+	} else {
+		rc = show_job(bc, j);
+	}
+	btjob__free(j);
+	return rc;
+}
+
 int cmd_backtrace(int argc, char **argv)
 {
-	struct bt_opts o = {.py_depth = SAMPLER_MAX_PYDEPTH, .max_repr = 200};
-	struct bt_process *p = NULL;
-	bool inject = false;
-	long pid = 0, v;
-	int c, err;
+	struct bt_cmd bc = {.o = {.py_depth = SAMPLER_MAX_PYDEPTH,
+				  .max_repr = 200,
+				  .waits = true,
+				  .routines = true}};
+	struct job_procs jp = {0};
+	long v;
+	int c, rc;
 
 	cli_getopt_reset();
-	while ((c = getopt_long(argc, argv, ":p:t:vh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":p:t:f:o:i:vh", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 		case 't':
-			if (parse_long(optarg, 1, 0x7fffffff, &pid))
-				return cli_usage_error(CMD, "'%s' is not a process id", optarg);
+			bc.pids = optarg;
 			break;
 		case OPT_NATIVE:
-			o.native = true;
+			bc.o.native = true;
 			break;
 		case OPT_DEPTH:
 			if (parse_long(optarg, 1, SAMPLER_MAX_PYDEPTH, &v))
 				return cli_usage_error(CMD, "depth '%s' must be from 1 to %d",
 						       optarg, SAMPLER_MAX_PYDEPTH);
-			o.py_depth = v;
+			bc.o.py_depth = v;
 			break;
 		case OPT_LOCALS:
-			o.locals = true;
+			bc.o.locals = true;
 			break;
 		case OPT_INJECT:
-			inject = true;
+			bc.inject = true;
 			break;
 		case OPT_MAX_REPR:
 			if (parse_long(optarg, 16, 1 << 20, &v))
 				return cli_usage_error(CMD, "--max-repr '%s' must be from 16 to %d",
 						       optarg, 1 << 20);
-			o.max_repr = v;
+			bc.o.max_repr = v;
+			break;
+		case OPT_CHILDREN:
+			bc.children = true;
+			break;
+		case 'f':
+			if (strcmp(optarg, "text") && strcmp(optarg, "json"))
+				return cli_usage_error(
+					CMD, "unknown --format '%s': use text or json", optarg);
+			bc.json = !strcmp(optarg, "json");
+			break;
+		case 'o':
+			bc.output = optarg;
+			break;
+		case 'i':
+			bc.input = optarg;
+			break;
+		case OPT_FORCE:
+			bc.force = true;
 			break;
 		case 'v':
 			log_verbosity++;
@@ -153,26 +317,37 @@ int cmd_backtrace(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-	if (!pid)
+	if (bc.input && (bc.pids || bc.output || bc.children || bc.o.native || bc.o.locals))
+		return cli_usage_error(CMD, "-i FILE shows a snapshot: it goes without -p, "
+					    "--children, --native, --locals and -o");
+	if (bc.input)
+		return from_snapshot(&bc);
+	if (!bc.pids)
 		return cli_usage_error(CMD, "say which process: -p PID");
-	if (inject && !o.locals)
+	if (bc.inject && !bc.o.locals)
 		return cli_usage_error(CMD,
 				       "--inject goes with --locals (full reprs from the agent)");
-	if (cli_check_pid(CMD, pid))
-		return EXIT_FAIL;
-	err = backtrace__collect(pid, &o, &p);
-	if (err == -ENOENT) {
-		/* Not Python: its native stacks are what there is. */
-		o.native = true;
-		err = backtrace__collect(pid, &o, &p);
-	}
-	if (err)
-		return EXIT_FAIL;
-	if (o.locals && p->python[0])
-		agent_locals(p, inject);
-	backtrace__print(p, stdout);
-	backtrace__free(p);
-	return EXIT_OK;
+	if (bc.output && bc.json)
+		return cli_usage_error(CMD, "-o writes a snapshot file; --format json prints to "
+					    "stdout: give one of them");
+	if (bc.output && !strcmp(bc.output, "-"))
+		return cli_usage_error(CMD, "a snapshot is a SQLite file: -o needs a file name");
+	if (bc.force && !bc.output)
+		return cli_usage_error(CMD, "--force goes with -o FILE");
+	if (bc.o.locals && (bc.children || strchr(bc.pids, ',') || bc.json || bc.output))
+		return cli_usage_error(CMD,
+				       "--locals shows the variables of one process, as text: "
+				       "give one PID, without --children, --format json or -o");
+	rc = livejob__resolve_arg(CMD, bc.pids, bc.children, &jp);
+	if (rc)
+		return rc;
+	livejob__note_unreadable(CMD, &jp);
+	if (jp.n == 1 && !bc.json && !bc.output)
+		rc = one_process(&bc, jp.p[0].pid);
+	else
+		rc = job(&bc, &jp);
+	livejob__free(&jp);
+	return rc;
 }
 
 COMMAND(backtrace, cmd_backtrace, "print every thread's current stack (Python and native)", 50);

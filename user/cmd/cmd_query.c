@@ -13,7 +13,9 @@
 #include "live/backtrace.h"
 #include "base/cli.h"
 #include "live/live.h"
+#include "live/jobsql.h"
 #include "live/livedb.h"
+#include "live/livejob.h"
 #include "base/log.h"
 #include "report/recording.h"
 #include "report/sqlout.h"
@@ -99,7 +101,43 @@ struct source {
 	const char *pid_arg; /* -p */
 	const char *t_arg;   /* -t */
 	int gil_ms;
+	bool children; /* --children */
 };
+
+/* Several processes (-p PID,PID... or --children): one result with their rank and pid. */
+static bool is_job(const struct source *src)
+{
+	return src->children || (src->pid_arg && strchr(src->pid_arg, ','));
+}
+
+/* The SQL on every process of the job: the results put together, then printed. */
+static int query_job(const struct source *src, const char *sql, const struct sqlout_options *o)
+{
+	struct jobsql_result r = {0};
+	struct job_procs j = {0};
+	struct strbuf all = {0};
+	int i, rc;
+
+	rc = livejob__resolve_arg("query", src->pid_arg, src->children, &j);
+	if (rc)
+		return rc;
+	livejob__note_unreadable("query", &j);
+	/* Without the agent, python.backtrace is read from outside. */
+	livedb__set_outside_backtrace(backtrace__json_rows);
+	if (jobsql__run("query", &j, sql, src->gil_ms, &r)) {
+		livejob__free(&j);
+		return EXIT_FAIL;
+	}
+	for (i = 0; i < r.n; i++)
+		sb_printf(&all, "%s%s", i ? ";\n" : "", r.select[i]);
+	rc = r.unanswered ? EXIT_FAIL : EXIT_OK;
+	if (r.n && sqlout__run(r.db, sb_str(&all), o, stdout))
+		rc = EXIT_FAIL;
+	sb_free(&all);
+	jobsql__free(&r);
+	livejob__free(&j);
+	return rc;
+}
 
 static bool is_live(const struct source *src)
 {
@@ -113,7 +151,8 @@ static int open_source(const struct source *src, sqlite3 **db)
 	int rc;
 
 	if (!is_live(src)) {
-		if (recording__open(src->input, db))
+		if (recording__open_kind(src->input, RECORDING_SAMPLES | RECORDING_BACKTRACE, db,
+					 NULL))
 			return EXIT_FAIL;
 		torchtrace__alias(*db, src->input); /* torch_trace also as python.torch_trace */
 		return 0;
@@ -179,6 +218,7 @@ enum {
 	OPT_NO_HEADER = 256,
 	OPT_TIMEOUT,
 	OPT_SAVE,
+	OPT_CHILDREN,
 };
 
 static const struct option options[] = {
@@ -189,6 +229,7 @@ static const struct option options[] = {
 	{"format", required_argument, NULL, 'f'},
 	{"no-header", no_argument, NULL, OPT_NO_HEADER},
 	{"save", required_argument, NULL, OPT_SAVE},
+	{"children", no_argument, NULL, OPT_CHILDREN},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -218,6 +259,9 @@ int cmd_query(int argc, char **argv)
 			break;
 		case OPT_SAVE:
 			save = optarg;
+			break;
+		case OPT_CHILDREN:
+			src.children = true;
 			break;
 		case OPT_TIMEOUT:
 			c = live__parse_timeout("query", optarg, &src.gil_ms);
@@ -255,6 +299,12 @@ int cmd_query(int argc, char **argv)
 				       "--save copies a live process's table: give -p PID");
 	if (save && !*save)
 		return cli_usage_error("query", "--save needs a file name");
+	if (src.children && !src.pid_arg)
+		return cli_usage_error("query", "--children goes with -p PID (a process id, not "
+						"-t HOST:PORT or -i FILE)");
+	if (is_job(&src) && (src.t_arg || save))
+		return cli_usage_error("query", "several processes (--children, or PID,PID...) go "
+						"with -p only, without -t and --save");
 	if (sql_arg && optind < argc)
 		return cli_usage_error("query",
 				       "give the SQL as one argument (quote it): got '%s' and '%s'",
@@ -279,6 +329,10 @@ int cmd_query(int argc, char **argv)
 		goto cleanup;
 	if (blank(sql) && !save) {
 		ret = cli_usage_error("query", "the SQL is empty");
+		goto cleanup;
+	}
+	if (is_job(&src)) {
+		ret = query_job(&src, sql, &o);
 		goto cleanup;
 	}
 	c = open_source(&src, &db);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "bpf/sampler.h"
 #include "native/stackbuild.h"
 #include "native/symbolize.h"
+#include "native/threadroutine.h"
 #include "base/util.h"
 
 #define MAX_NATIVE 512
@@ -28,7 +30,11 @@
 struct bt_priv {
 	struct pyproc *py;
 	struct dwproc *dp;
-	struct symbolizer *sym;
+	struct symbolizer *sym; /* the caller's (bt_opts.sym) or own_sym */
+	struct symbolizer *own_sym;
+	uint64_t gil_lo, gil_hi; /* the GIL struct, 0, 0 if unknown (opts.waits) */
+	uint64_t gil_holder;	 /* the tstate holding it when read, 0 nobody */
+	bool gil_known;
 };
 
 /* Scratch for one thread. */
@@ -46,17 +52,9 @@ struct bt_scratch {
 
 static char thread_state(pid_t pid, pid_t tid)
 {
-	char path[64], *text, *p, c = '?';
+	struct task_wait w;
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	text = read_file(path, 4096, NULL);
-	if (!text)
-		return c;
-	p = strrchr(text, ')');
-	if (p && p[1] == ' ')
-		c = p[2];
-	free(text);
-	return c;
+	return taskwait_read(pid, tid, &w) ? '?' : w.state;
 }
 
 /* The tids of @pid, ascending. */
@@ -229,6 +227,26 @@ static int native_frames(struct bt_priv *pv, pid_t tid, size_t stack_len, struct
 				 MAX_FRAMES);
 }
 
+/* The thread's wait and its relation to the GIL, read without stopping it. */
+static void read_wait(pid_t pid, struct bt_priv *pv, struct bt_thread *t, const struct pythread *th)
+{
+	t->gil = BT_GIL_NA;
+	t->wclass = WAIT_OTHER;
+	if (taskwait_read(pid, t->tid, &t->wait))
+		return; /* exited meanwhile: the state read before stays */
+	t->state = t->wait.state;
+	t->wclass = taskwait_classify(&t->wait, pv->gil_lo, pv->gil_hi);
+	taskwait_describe(&t->wait, t->wait_desc, sizeof(t->wait_desc));
+	if (!th || !pv->gil_known)
+		return;
+	if (t->wclass == WAIT_GIL)
+		t->gil = BT_GIL_WAITS;
+	else if (pv->gil_holder && th->tstate == pv->gil_holder)
+		t->gil = BT_GIL_HOLDS;
+	else
+		t->gil = BT_GIL_NO;
+}
+
 /* One thread: Python frames, and native ones merged in if asked. */
 static int collect_thread(struct bt_process *p, struct bt_thread *t, const struct bt_opts *o,
 			  struct bt_scratch *sc)
@@ -243,11 +261,16 @@ static int collect_thread(struct bt_process *p, struct bt_thread *t, const struc
 	int np = 0, nn = 0, n, i, k, err;
 
 	t->python = th != NULL;
+	if (procinfo_thread_name(p->pid, t->tid, t->comm, sizeof(t->comm)))
+		t->comm[0] = '\0';
 	if (th && th->name && th->name[0])
 		snprintf(t->name, sizeof(t->name), "%s", th->name);
 	else
-		procinfo_thread_name(p->pid, t->tid, t->name, sizeof(t->name));
+		snprintf(t->name, sizeof(t->name), "%s", t->comm);
 	t->state = thread_state(p->pid, t->tid);
+	/* Before --native holds it: once let go, a thread is seen running for a moment. */
+	if (o->waits)
+		read_wait(p->pid, pv, t, th);
 
 	if (o->native && pv->dp) {
 		/* Hold the thread while copying its registers, stack and Python frames, so the
@@ -291,7 +314,93 @@ static int collect_thread(struct bt_process *p, struct bt_thread *t, const struc
 	return err;
 }
 
-int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **out)
+/* Say why collecting failed: into @why when given, else on stderr. */
+static void __attribute__((format(printf, 3, 4)))
+explain(char *why, size_t size, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (why)
+		snprintf(why, size, "%s", msg);
+	else
+		pr_warn("%s", msg);
+}
+
+/* The GIL's place and holder, once per process (opts.waits). */
+static void read_gil(struct bt_priv *pv)
+{
+	if (!pv->py || pyproc__gil_range(pv->py, &pv->gil_lo, &pv->gil_hi))
+		return;
+	/* A holder that kept changing while read: nobody is said to hold it. */
+	if (pyproc__gil_holder(pv->py, &pv->gil_holder))
+		pv->gil_holder = 0;
+	pv->gil_known = true;
+}
+
+/* The native view of the process, for --native and for naming routines; NULL on failure. */
+static struct dwproc *native_view(struct bt_process *p, const struct bt_opts *o)
+{
+	struct bt_priv *pv = p->priv;
+
+	if (!pv->sym)
+		pv->sym = o->sym ? o->sym : (pv->own_sym = symbolizer__new());
+	if (!pv->dp && pv->sym)
+		pv->dp = dwproc__new(p->pid);
+	return pv->sym ? pv->dp : NULL;
+}
+
+/*
+ * Name the threads that have no name of their own (no threading name, and the OS name they
+ * inherited from their creator) by the routine they run.
+ */
+static void name_routines(struct bt_process *p, const struct bt_opts *o)
+{
+	struct bt_priv *pv = p->priv;
+	struct pthread_layout l;
+	struct pthread_entry *pds = NULL;
+	char main_comm[16] = "";
+	pid_t ns_tid;
+	bool same_ns;
+	int npds = 0, i, k;
+
+	for (i = 0; i < p->nthreads; i++)
+		if (p->threads[i].tid == p->pid)
+			snprintf(main_comm, sizeof(main_comm), "%s", p->threads[i].comm);
+	for (i = 0; i < p->nthreads; i++)
+		if (!p->threads[i].python && p->threads[i].tid != p->pid)
+			break;
+	if (i == p->nthreads)
+		return; /* every thread is named already */
+	if (pthread_layout__read(p->pid, &l) || !native_view(p, o) ||
+	    pthread_layout__threads(p->pid, &l, &pds, &npds))
+		goto cleanup;
+	same_ns = procinfo_ns_pid(p->pid) == p->pid;
+	for (i = 0; i < p->nthreads; i++) {
+		struct bt_thread *t = &p->threads[i];
+
+		if (t->python || t->tid == p->pid)
+			continue;
+		ns_tid = same_ns ? t->tid : procinfo_ns_pid(t->tid);
+		for (k = 0; k < npds && pds[k].tid != ns_tid; k++)
+			;
+		if (k == npds || thread_routine__name(p->pid, &l, pv->dp, pv->sym, ns_tid,
+						      pds[k].pd, t->routine, sizeof(t->routine)))
+			continue;
+		/* A name it set itself stays (the OS name differs from the main thread's). */
+		if (!main_comm[0] || !strcmp(t->comm, main_comm))
+			snprintf(t->name, sizeof(t->name), "%s", t->routine);
+	}
+cleanup:
+	free(pds);
+	pthread_layout__release(&l);
+}
+
+int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **out, char *why,
+		       size_t whysize)
 {
 	struct bt_scratch *sc = NULL;
 	struct bt_process *p;
@@ -310,16 +419,26 @@ int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **o
 	}
 	p->pid = pid;
 	p->priv = pv;
+	p->ppid = procinfo_ppid(pid);
+	if (p->ppid < 0)
+		p->ppid = -1;
 	p->command = procinfo_cmdline(pid);
 	pv->py = pyproc__open(pid);
-	if (!pv->py && errno == ESRCH) {
+	if (!pv->py && (errno == ESRCH || !procinfo_alive(pid))) {
 		err = -ESRCH;
-		pr_warn("no such process: %d", pid);
+		explain(why, whysize, "no such process: %d", pid);
+		goto fail;
+	}
+	if (!pv->py && (errno == EPERM || errno == EACCES)) {
+		err = -EPERM;
+		explain(why, whysize,
+			"not allowed to read process %d: run probing as its owner or as root", pid);
 		goto fail;
 	}
 	if (!pv->py && !o->native) {
 		err = -ENOENT;
-		pr_warn("process %d runs no CPython 3.8-3.13 interpreter that probing can read; "
+		explain(why, whysize,
+			"process %d runs no CPython 3.8-3.13 interpreter that probing can read; "
 			"use --native for its native stacks",
 			pid);
 		goto fail;
@@ -328,20 +447,19 @@ int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **o
 		snprintf(p->python, sizeof(p->python), "%s", pyproc__version_str(pv->py));
 		p->interpreter = strdup(pyproc__elf_path(pv->py));
 		pyproc__refresh_threads(pv->py);
+		if (o->waits)
+			read_gil(pv);
 	}
-	if (o->native) {
-		pv->sym = symbolizer__new();
-		pv->dp = dwproc__new(pid);
-		if (!pv->sym || !pv->dp) {
-			err = -errno;
-			pr_warn("cannot read the memory maps of process %d: %s", pid,
-				strerror(errno));
-			goto fail;
-		}
+	if (o->native && !native_view(p, o)) {
+		err = errno ? -errno : -ENOMEM;
+		explain(why, whysize, "cannot read the memory maps of process %d: %s", pid,
+			strerror(-err));
+		goto fail;
 	}
 	err = list_tids(pid, &tids, &ntids);
 	if (err) {
-		pr_warn("cannot list the threads of process %d: %s", pid, strerror(-err));
+		explain(why, whysize, "cannot list the threads of process %d: %s", pid,
+			err == -ESRCH ? "it exited" : strerror(-err));
 		goto fail;
 	}
 	p->threads = calloc(ntids ? ntids : 1, sizeof(*p->threads));
@@ -356,6 +474,8 @@ int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **o
 		if (err)
 			goto fail;
 	}
+	if (o->routines)
+		name_routines(p, o);
 	free(tids);
 	free(sc);
 	*out = p;
@@ -387,7 +507,7 @@ void backtrace__free(struct bt_process *p)
 	if (pv) {
 		pyproc__free(pv->py);
 		dwproc__free(pv->dp);
-		symbolizer__free(pv->sym);
+		symbolizer__free(pv->own_sym);
 		free(pv);
 	}
 	free(p->command);
@@ -395,7 +515,7 @@ void backtrace__free(struct bt_process *p)
 	free(p);
 }
 
-static const char *state_word(char s)
+const char *backtrace__state_word(char s)
 {
 	switch (s) {
 	case 'R':
@@ -412,6 +532,18 @@ static const char *state_word(char s)
 	default:
 		return "unknown state";
 	}
+}
+
+char *backtrace__wait_str(const struct bt_thread *t, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	if (t->gil == BT_GIL_WAITS)
+		snprintf(buf, size, "waiting for the GIL");
+	else if (t->state != 'R' && t->state != '?' && t->wclass != WAIT_RUNNING &&
+		 (t->wait_desc[0] || t->wclass != WAIT_OTHER))
+		snprintf(buf, size, "in %s (%s)", t->wait_desc[0] ? t->wait_desc : "?",
+			 wait_state_name(t->wclass));
+	return buf;
 }
 
 static const char *basename_of(const char *path)
@@ -457,11 +589,32 @@ static void print_python_frame(const struct frame *fr, FILE *f, struct strbuf *e
 		fputs("?)\n", f);
 }
 
+void backtrace__print_frame(const struct frame *fr, FILE *f)
+{
+	struct strbuf e[3] = {{0}};
+	size_t i;
+
+	/* Everything comes from the target: escaped (escape.h). */
+	if (fr->kind == FRAME_PYTHON)
+		print_python_frame(fr, f, e);
+	else if (fr->file && fr->line)
+		fprintf(f, "    %s (%s:%d) [%s]\n", text_str(&e[0], fr->func, 0),
+			text_str(&e[1], basename_of(fr->file), 0), fr->line,
+			text_str(&e[2], basename_of(fr->module), 0));
+	else if (fr->func[0] == '[') /* already named after its module */
+		fprintf(f, "    %s\n", text_str(&e[0], fr->func, 0));
+	else
+		fprintf(f, "    %s [%s]\n", text_str(&e[0], fr->func, 0),
+			text_str(&e[1], basename_of(fr->module), 0));
+	for (i = 0; i < ARRAY_SIZE(e); i++)
+		sb_free(&e[i]);
+}
+
 void backtrace__print(const struct bt_process *p, FILE *f)
 {
 	const struct bt_thread *t;
-	const struct frame *fr;
 	struct strbuf e[3] = {{0}};
+	char wait[96];
 	int i, j;
 
 	/* Everything but the numbers comes from the target: escaped (escape.h). */
@@ -471,8 +624,10 @@ void backtrace__print(const struct bt_process *p, FILE *f)
 			text_str(&e[1], p->interpreter, 0));
 	for (i = 0; i < p->nthreads; i++) {
 		t = &p->threads[i];
-		fprintf(f, "\nThread %d \"%s\" (%s)%s\n", t->tid, text_str(&e[0], t->name, 0),
-			state_word(t->state),
+		fprintf(f, "\nThread %d \"%s\" (%s)%s%s%s%s\n", t->tid, text_str(&e[0], t->name, 0),
+			backtrace__state_word(t->state),
+			backtrace__wait_str(t, wait, sizeof(wait))[0] ? " " : "", wait,
+			t->gil == BT_GIL_HOLDS ? ", holds the GIL" : "",
 			t->nframes || t->error[0] ? "" : " (no Python frames)");
 		if (t->error[0]) {
 			fputs("    [native stack unavailable: ", f);
@@ -480,21 +635,9 @@ void backtrace__print(const struct bt_process *p, FILE *f)
 			fputs("]\n", f);
 		}
 		for (j = 0; j < t->nframes; j++) {
-			fr = &t->frames[j];
-			if (fr->kind == FRAME_PYTHON) {
-				print_python_frame(fr, f, e);
-				if (t->locals)
-					print_vars(&t->locals[j], f, e);
-			} else if (fr->file && fr->line) {
-				fprintf(f, "    %s (%s:%d) [%s]\n", text_str(&e[0], fr->func, 0),
-					text_str(&e[1], basename_of(fr->file), 0), fr->line,
-					text_str(&e[2], basename_of(fr->module), 0));
-			} else if (fr->func[0] == '[') { /* already named after its module */
-				fprintf(f, "    %s\n", text_str(&e[0], fr->func, 0));
-			} else {
-				fprintf(f, "    %s [%s]\n", text_str(&e[0], fr->func, 0),
-					text_str(&e[1], basename_of(fr->module), 0));
-			}
+			backtrace__print_frame(&t->frames[j], f);
+			if (t->locals && t->frames[j].kind == FRAME_PYTHON)
+				print_vars(&t->locals[j], f, e);
 		}
 		if (t->truncated)
 			fprintf(f, "    ... (more frames)\n");
@@ -510,7 +653,7 @@ int backtrace__json_rows(pid_t pid, struct strbuf *rows)
 	const struct bt_thread *t;
 	int err, i, j, first = 1;
 
-	err = backtrace__collect(pid, &o, &p);
+	err = backtrace__collect(pid, &o, &p, NULL, 0);
 	if (err)
 		return err;
 	err = sb_puts(rows, "[");

@@ -13,14 +13,19 @@
 #include <sys/types.h>
 
 #include "base/frame.h"
+#include "base/taskwait.h"
 
 struct strbuf;
+struct symbolizer;
 
 struct bt_opts {
-	bool native;	       /* hold each thread to unwind its native stack too */
-	bool locals;	       /* read the local variables of each Python frame */
-	unsigned int py_depth; /* Python frames per thread at most */
-	unsigned int max_repr; /* longest repr of a local read from outside (characters) */
+	bool native;		/* hold each thread to unwind its native stack too */
+	bool locals;		/* read the local variables of each Python frame */
+	bool waits;		/* each thread's wait (system call, wait channel) and the GIL */
+	bool routines;		/* name threads without a name of their own by their routine */
+	unsigned int py_depth;	/* Python frames per thread at most */
+	unsigned int max_repr;	/* longest repr of a local read from outside (characters) */
+	struct symbolizer *sym; /* shared by the processes of a job (NULL: one of its own) */
 };
 
 /* One local variable; strings owned by the bt_process. */
@@ -38,12 +43,27 @@ struct bt_vars {
 	bool full; /* reprs from the agent (repr() in the process), not read from outside */
 };
 
+/* A thread and the GIL (bt_thread.gil). */
+enum bt_gil {
+	BT_GIL_NA = 0, /* not a thread of the interpreter, or the GIL could not be read */
+	BT_GIL_NO,     /* neither holds it nor waits for it */
+	BT_GIL_HOLDS,  /* holds it now */
+	BT_GIL_WAITS,  /* sleeps waiting to take it */
+};
+
 struct bt_thread {
 	pid_t tid;
-	char name[64];	/* threading name if the interpreter has one, else the OS name */
-	char state;	/* /proc state letter: R running, S sleeping, D disk wait... */
-	bool python;	/* the interpreter knows this thread */
-	bool truncated; /* more frames than shown */
+	char name[128];	       /* the name shown: its threading name if the interpreter has one,
+			    * else a name it set itself, else what it runs (routine), else comm */
+	char comm[16];	       /* its OS name (/proc/PID/task/TID/comm) */
+	char routine[128];     /* what it runs (native/threadroutine.h), "" if not known or asked */
+	char state;	       /* /proc state letter: R running, S sleeping, D disk wait... */
+	struct task_wait wait; /* with opts.waits: its system call and wait channel */
+	enum wait_state wclass; /* with opts.waits: why it waits (bpf/waitclass.h) */
+	char wait_desc[32];	/* with opts.waits: what it waits in (taskwait_describe), "" */
+	enum bt_gil gil;	/* with opts.waits */
+	bool python;		/* the interpreter knows this thread */
+	bool truncated;		/* more frames than shown */
 	int nframes;
 	struct frame *frames;	/* innermost first; strings owned by the bt_process */
 	struct bt_vars *locals; /* with opts.locals: one per frame (native ones empty) */
@@ -52,6 +72,7 @@ struct bt_thread {
 
 struct bt_process {
 	pid_t pid;
+	pid_t ppid; /* -1 unknown */
 	char *command;
 	char python[64];   /* "3.12.1", or "" for a native process */
 	char *interpreter; /* the ELF holding it */
@@ -62,10 +83,12 @@ struct bt_process {
 
 /*
  * Read every thread's stack of @pid. Return 0 and *@out (free with backtrace__free), or
- * -errno with a message for the user printed (-ESRCH no such process, -ENOENT not a Python
- * process and no --native, -EPERM not allowed to read it).
+ * -errno with a message for the user in @why (@whysize bytes), or printed on stderr when @why
+ * is NULL: -ESRCH no such process (or it exited meanwhile), -ENOENT not a Python process and
+ * no --native, -EPERM not allowed to read it.
  */
-int backtrace__collect(pid_t pid, const struct bt_opts *opts, struct bt_process **out);
+int backtrace__collect(pid_t pid, const struct bt_opts *opts, struct bt_process **out, char *why,
+		       size_t whysize);
 
 void backtrace__free(struct bt_process *p);
 
@@ -78,6 +101,21 @@ void backtrace__free(struct bt_process *p);
  * is missing).
  */
 int backtrace__use_agent_locals(struct bt_process *p, const char *rows_json);
+
+/* "running", "sleeping", "in uninterruptible wait", "stopped", "zombie", "unknown state". */
+const char *backtrace__state_word(char state);
+
+/*
+ * What @t waits in, into @buf: "in futex (lock)", "in epoll_wait (io)", "waiting for the GIL";
+ * "" for a running thread or when the wait was not read (opts.waits). Returns @buf.
+ */
+char *backtrace__wait_str(const struct bt_thread *t, char *buf, size_t size);
+
+/*
+ * One frame as backtrace__print shows it, indented by 4: "    func (file:line)" for Python,
+ * "    func (file:line) [module]" or "    func [module]" for native code; escaped.
+ */
+void backtrace__print_frame(const struct frame *fr, FILE *f);
 
 /* Human-readable, one block per thread (py-spy dump style). */
 void backtrace__print(const struct bt_process *p, FILE *f);

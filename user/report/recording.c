@@ -54,7 +54,26 @@ static int count_views(sqlite3 *db)
 	return n;
 }
 
+/* Is @db a backtrace snapshot (meta 'kind' = 'backtrace')? */
+static bool is_snapshot(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	bool yes = false;
+
+	if (sqlite3_prepare_v2(db,
+			       "SELECT value FROM meta WHERE key = 'kind' AND value = 'backtrace'",
+			       -1, &st, NULL) == SQLITE_OK)
+		yes = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return yes;
+}
+
 int recording__open(const char *path, sqlite3 **out)
+{
+	return recording__open_kind(path, RECORDING_SAMPLES, out, NULL);
+}
+
+int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, unsigned int *kind)
 {
 	char name[PATH_MAX + 8];
 	sqlite3 *db = NULL;
@@ -140,6 +159,20 @@ int recording__open(const char *path, sqlite3 **out)
 		}
 		goto cleanup;
 	}
+	if (n != 2 && is_snapshot(db)) {
+		if (!(accept & RECORDING_BACKTRACE)) {
+			pr_warn("%s is a backtrace snapshot (probing backtrace -o), not a "
+				"recording: "
+				"read it with 'probing backtrace -i %s' or 'probing query -i %s'",
+				path, path, path);
+			err = -EPROTO;
+			goto cleanup;
+		}
+		if (kind)
+			*kind = RECORDING_BACKTRACE;
+		*out = db;
+		return 0;
+	}
 	if (n != 2) {
 		pr_warn("%s is a SQLite database but not a probing recording (it has no 'samples' "
 			"and 'frames' views)",
@@ -148,6 +181,18 @@ int recording__open(const char *path, sqlite3 **out)
 		err = -EPROTO;
 		goto cleanup;
 	}
+	if (!(accept & RECORDING_SAMPLES)) {
+		pr_warn("%s is a recording (probing record), not a backtrace snapshot: read it "
+			"with "
+			"'probing flamegraph -i %s' or 'probing query -i %s'; snapshots are made "
+			"by "
+			"'probing backtrace -p PID -o FILE'",
+			path, path, path);
+		err = -EPROTO;
+		goto cleanup;
+	}
+	if (kind)
+		*kind = RECORDING_SAMPLES;
 	*out = db;
 	return 0;
 cleanup:

@@ -30,6 +30,17 @@
  */
 int recording__open(const char *path, sqlite3 **out);
 
+/* What a file holds (recording__open_kind). */
+#define RECORDING_SAMPLES   1u /* a recording: `probing record` */
+#define RECORDING_BACKTRACE 2u /* a backtrace snapshot: `probing backtrace -o` (docs/sql.md) */
+
+/*
+ * As recording__open, but accept the kinds of file in @accept (RECORDING_*) and say which
+ * @path is in *@kind (may be NULL). A file of another kind is refused with -EPROTO and a
+ * message saying what it is and what reads it.
+ */
+int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, unsigned int *kind);
+
 /*
  * Attach the recording open on @db once more, read-only, as @schema (the one ATTACH its
  * authorizer allows). Return 0, or -errno (the reason is in sqlite3_errmsg(@db)).

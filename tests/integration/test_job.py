@@ -1,0 +1,262 @@
+"""A distributed job, not a process (issue 10, live side): backtrace, query and inject of every
+rank of a real gloo DDP job under torchrun (tests/workloads/torch/ddp_job.py, Debian's
+python3.11 with python3-torch 1.13), against the job's own ground truth: the rank and pid
+each rank prints, the line where one rank is made to hang, the optimizer steps each rank
+has taken."""
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import time
+
+import harness as h
+
+PY = "/usr/bin/python3.11"
+TORCHRUN = "/usr/bin/torchrun"
+WORKLOAD = os.path.join(h.PY_WORKLOADS, "torch", "ddp_job.py")
+NRANKS = 3
+
+
+def marked_line(tag):
+    """The line of ddp_job.py marked '# @TAG'."""
+    with open(WORKLOAD) as f:
+        for i, line in enumerate(f, 1):
+            if line.rstrip().endswith("# @" + tag):
+                return i
+    raise AssertionError("no line marked @" + tag)
+
+
+class Job:
+    """torchrun --nproc_per_node NRANKS ddp_job.py, its ranks ready (READY RANK PID)."""
+
+    def __init__(self, *args):
+        self.hang_file = h.tmp("hang")
+        self.out_path = h.tmp("job.out")
+        # c10d rendezvous on port 0: the agent picks a free port (tests run side by side).
+        self.proc = h.spawn([TORCHRUN, "--nproc_per_node", str(NRANKS), "--redirects", "1",
+                             "--tee", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+                             "127.0.0.1:0", WORKLOAD, "--hang-file", self.hang_file,
+                             *map(str, args)],
+                            stdout=open(self.out_path, "w"), stderr=subprocess.STDOUT,
+                            env={"OMP_NUM_THREADS": "1"})
+        self.pid = self.proc.pid
+        self.ranks = h.wait_for(self.ready, timeout=120, interval=0.2, what="every rank READY")
+
+    def ready(self):
+        with open(self.out_path) as f:
+            text = f.read()
+        if self.proc.poll() is not None:
+            raise AssertionError("torchrun exited %s: %s" % (self.proc.returncode, text[-2000:]))
+        ranks = {int(r): int(p) for r, p in re.findall(r"READY (\d+) (\d+)", text)}
+        return ranks if len(ranks) == NRANKS else None
+
+    def pids(self):
+        return [self.pid] + sorted(self.ranks.values())
+
+
+def proc_status(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
+
+
+def assert_undisturbed(pids):
+    """No thread of @pids stopped or traced."""
+    for pid in pids:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            st = proc_status(int(tid)) if os.path.exists("/proc/%s" % tid) else None
+            if st is None:
+                continue
+            assert st["TracerPid"].strip() == "0", "%s traced: %s" % (tid, st["TracerPid"])
+            assert st["State"][0] not in "tT", "%s left %s" % (tid, st["State"])
+
+
+def main_thread(proc):
+    return next(t for t in proc["threads"] if t["tid"] == proc["pid"])
+
+
+@h.timeout(240)
+def test_job_backtrace_hung_rank():
+    """One rank hangs in hang_here(): backtrace --children of torchrun finds every rank by
+    its rank, the hung one at its line flagged as the odd one out, the others grouped once
+    inside backward (their allreduce waits for it); JSON, snapshot round trip, query
+    --children; nothing stopped or traced afterwards."""
+    job = Job("--hang-rank", "1")
+    hang, backward = marked_line("hang"), marked_line("backward")
+    open(job.hang_file, "w").close()
+
+    def hung():
+        r = h.probing("backtrace", "-p", job.pid, "--children", "--format", "json")
+        assert r.returncode == 0, r.stderr
+        procs = json.loads(r.stdout)
+        by_rank = {p["rank"]: p for p in procs}
+        if set(by_rank) != {None, *range(NRANKS)}:
+            return None
+        leaves = [main_thread(by_rank[k])["frames"][0] for k in range(NRANKS)]
+        ok = leaves[1]["func"] == "hang_here" and all(
+            any(f["func"] == "train_step" for f in main_thread(by_rank[k])["frames"])
+            for k in (0, 2))
+        return procs if ok else None
+
+    procs = h.wait_for(hung, timeout=60, interval=0.5, what="rank 1 hung, the others waiting")
+
+    # JSON: every process of the job, each with its rank and the documented fields.
+    assert [p["pid"] for p in procs] == job.pids()
+    keys = {"pid", "ppid", "rank", "local_rank", "world_size", "host", "cmdline", "threads"}
+    tkeys = {"tid", "name", "state", "wait", "gil", "frames"}
+    fkeys = {"kind", "func", "file", "lineno", "module"}
+    for p in procs:
+        assert keys <= set(p), sorted(p)
+        assert p["status"] == "ok" and p["host"] == os.uname().nodename
+        for t in p["threads"]:
+            assert tkeys <= set(t), sorted(t)
+            assert t["state"] in ("running", "sleeping", "disk wait", "stopped", "zombie",
+                                  "idle", "dead", "unknown")
+            assert all(fkeys <= set(f) for f in t["frames"])
+    by_rank = {p["rank"]: p for p in procs}
+    assert by_rank[None]["pid"] == job.pid and by_rank[None]["world_size"] is None
+    for k in range(NRANKS):
+        p = by_rank[k]
+        assert (p["pid"], p["local_rank"], p["world_size"]) == (job.ranks[k], k, NRANKS)
+        assert p["ppid"] == job.pid and p["odd_one_out"] == (k == 1)
+    hung_main = main_thread(by_rank[1])
+    assert (hung_main["frames"][0]["func"], hung_main["frames"][0]["lineno"]) == \
+        ("hang_here", hang), hung_main["frames"][:2]
+    assert hung_main["frames"][0]["file"] == WORKLOAD
+    assert hung_main["state"] == "sleeping" and hung_main["wait"]["class"] == "sleep"
+    assert hung_main["gil"] == "no"
+    for k in (0, 2):
+        fr = main_thread(by_rank[k])["frames"]
+        funcs = [f["func"] for f in fr]
+        assert funcs.index("backward") < funcs.index("train_step"), funcs
+        assert any(f["func"] == "train_step" and f["lineno"] == backward for f in fr), fr
+        assert main_thread(by_rank[k])["wait"]["class"] == "lock"
+    # Thread names from native start routines: gloo's transport loop in every rank.
+    for k in range(NRANKS):
+        names = [t["name"] for t in by_rank[k]["threads"]]
+        assert "gloo::transport::tcp::Loop::run" in names, names
+
+    # Text: the odd one out named; the waiting ranks' stack printed once, under a header
+    # naming both; the hung rank's on its own.
+    r = h.probing("backtrace", "-p", job.pid, "--children")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    head = text.splitlines()[0]
+    assert head.startswith("Job: %d processes, %d ranks of %d" % (NRANKS + 1, NRANKS, NRANKS)), \
+        head
+    assert "The odd one out: rank 1 (pid %d)" % job.ranks[1] in text, text[:500]
+    waiting = "rank 0 (pid %d), rank 2 (pid %d)" % (job.ranks[0], job.ranks[2])
+    train = "train_step (%s:%d)" % (WORKLOAD, backward)
+    assert text.count(train) == 1, text
+    block = text[text.rindex("\n[", 0, text.index(train)):text.index(train)]
+    assert '"MainThread" of ' + waiting in block, block
+    hung_line = "hang_here (%s:%d)" % (WORKLOAD, hang)
+    block = text[text.rindex("\n[", 0, text.index(hung_line)):text.index(hung_line)]
+    assert '1 thread: "MainThread" of rank 1 (pid %d)  <-- the odd one out' % job.ranks[1] \
+        in block, block
+
+    # Snapshot: the same processes, ranks and stacks back from the file; SQL on it.
+    snap = h.tmp("job.db")
+    r = h.probing("backtrace", "-p", job.pid, "--children", "-o", snap)
+    assert r.returncode == 0 and r.stdout == "", r.stderr
+    r = h.probing("backtrace", "-i", snap, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    loaded = {p["rank"]: p for p in json.loads(r.stdout)}
+    for k in range(NRANKS):
+        assert loaded[k]["pid"] == job.ranks[k] and loaded[k]["odd_one_out"] == (k == 1)
+        assert main_thread(loaded[k])["frames"] == main_thread(by_rank[k])["frames"]
+    r = h.probing("backtrace", "-i", snap)
+    assert r.returncode == 0 and train in r.stdout and text.count(train) == 1, r.stderr
+    assert "The odd one out: rank 1 (pid %d)" % job.ranks[1] in r.stdout
+    con = sqlite3.connect(snap)
+    assert con.execute("SELECT value FROM meta WHERE key = 'kind'").fetchone() == ("backtrace",)
+    assert con.execute("SELECT rank, pid FROM bt_processes WHERE odd_one_out").fetchall() == \
+        [(1, job.ranks[1])]
+    assert con.execute("SELECT f.func, f.lineno FROM bt_frames f JOIN bt_processes p"
+                       " USING (host, pid) WHERE p.rank = 1 AND f.tid = f.pid AND f.depth = 0"
+                       ).fetchall() == [("hang_here", hang)]
+    con.close()
+    r = h.probing("query", "-i", snap, "--format", "json",
+                  "SELECT ranks, processes FROM bt_groups WHERE stack LIKE 'backward%'")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [{"ranks": "0,2", "processes": 2}], r.stdout
+    r = h.probing("flamegraph", "-i", snap, "-o", h.tmp("f.svg"))
+    assert r.returncode == 1 and "backtrace snapshot" in r.stderr, r.stderr
+
+    # query --children: one result with a rank column; live tables of every rank.
+    r = h.probing("query", "-p", job.pid, "--children", "--format", "json",
+                  "SELECT func, lineno FROM python.backtrace WHERE tid = (SELECT pid FROM "
+                  "system.process) AND depth = 0")
+    assert r.returncode == 0, r.stderr
+    rows = {row["rank"]: row for row in json.loads(r.stdout)}
+    assert set(rows) == {None, *range(NRANKS)}, rows
+    assert rows[None]["pid"] == job.pid
+    assert (rows[1]["pid"], rows[1]["func"], rows[1]["lineno"]) == \
+        (job.ranks[1], "hang_here", hang)
+    assert rows[0]["func"] == rows[2]["func"] == "backward"
+    # A table only the agent serves: every rank reported, none answers: a failure, said so.
+    r = h.probing("query", "-p", job.pid, "--children", "SELECT * FROM python.torch_trace")
+    assert r.returncode == 1
+    for k in range(NRANKS):
+        assert "rank %d (pid %d): python.torch_trace is served by the agent" % (
+            k, job.ranks[k]) in r.stderr, r.stderr
+
+    # --native holds each thread for a moment: still every rank, and none left stopped.
+    r = h.probing("backtrace", "-p", job.pid, "--children", "--native", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    nat = {p["rank"]: p for p in json.loads(r.stdout)}
+    for k in (0, 2):
+        fr = main_thread(nat[k])["frames"]
+        assert fr[0]["kind"] == "native" and "train_step" in [f["func"] for f in fr], fr[:3]
+    assert main_thread(nat[1])["frames"][0]["kind"] == "native"
+    assert any(f["func"] == "hang_here" for f in main_thread(nat[1])["frames"])
+
+    assert_undisturbed(job.pids())
+    assert job.proc.poll() is None
+
+
+@h.timeout(60)
+def test_job_bad_input():
+    """--children of a process without children is that process; a zombie in the list is
+    reported as gone, not a failure; a process whose environment cannot be read (as nobody)
+    gets rank unknown with a note."""
+    sleeper = h.spawn([PY, "-c", "import time; time.sleep(600)"], env={"RANK": "5"})
+    zombie = subprocess.Popen(["/bin/true"])
+    h.wait_for(lambda: proc_status(zombie.pid)["State"].startswith("Z"), what="a zombie")
+    h.wait_for(lambda: "sleep" in h.probing("backtrace", "-p", sleeper.pid).stdout,
+               what="the sleeper in sleep")
+    try:
+        r = h.probing("backtrace", "-p", sleeper.pid, "--children", "--format", "json")
+        assert r.returncode == 0, r.stderr
+        procs = json.loads(r.stdout)
+        assert [(p["pid"], p["rank"]) for p in procs] == [(sleeper.pid, 5)]
+
+        r = h.probing("backtrace", "-p", "%d,%d" % (sleeper.pid, zombie.pid), "--format",
+                      "json")
+        assert r.returncode == 0, r.stderr
+        st = {p["pid"]: p["status"] for p in json.loads(r.stdout)}
+        assert st == {sleeper.pid: "ok", zombie.pid: "gone"}, st
+        r = h.probing("backtrace", "-p", "%d,%d" % (sleeper.pid, zombie.pid))
+        assert r.returncode == 0 and "gone" in r.stdout + r.stderr, r.stdout + r.stderr
+    finally:
+        zombie.wait()
+
+    # As nobody: a job of one of nobody's processes and one of root's, whose environment
+    # and memory are closed to nobody: that one is rank unknown, with a note; the other read.
+    theirs = h.spawn(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+                      PY, "-c", "import time; time.sleep(600)"], env={"RANK": "4"})
+    h.wait_for(lambda: os.path.exists("/proc/%d/exe" % theirs.pid) and
+               os.readlink("/proc/%d/exe" % theirs.pid).startswith("/usr/bin/python3"),
+               what="nobody's python")
+    r = h.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+               h.PROBING, "backtrace", "-p", "%d,%d" % (theirs.pid, sleeper.pid), "--format",
+               "json"])
+    assert r.returncode == 0, r.stderr
+    assert "rank unknown for 1 process (e.g. pid %d): cannot read its environment" % (
+        sleeper.pid) in r.stderr, r.stderr
+    procs = {p["pid"]: p for p in json.loads(r.stdout)}
+    assert (procs[theirs.pid]["rank"], procs[theirs.pid]["status"]) == (4, "ok")
+    mine = procs[sleeper.pid]
+    assert (mine["rank"], mine["status"]) == (None, "error") and "not allowed" in mine["error"]
+    assert sleeper.poll() is None and theirs.poll() is None
