@@ -68,6 +68,14 @@ class TwoNodes:
                    "print(s.getsockname()[1])" % self.addr[n]], check=True)
         return int(p.stdout)
 
+    def snapshot(self, proc, out):
+        """probing backtrace of torchrun and its workers on the node whose sh -c runs as
+        @proc (nodes.spawn), from inside its namespaces, into @out."""
+        init = int(open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()[0])
+        return h.run(["nsenter", "-t", str(init), "-p", "-u", "-m", "-n", "sh", "-c",
+                      f"exec {h.PROBING} backtrace -p $(pgrep -o -f '^{TORCH_PY} {TORCHRUN}')"
+                      f" --children -o {out}"], timeout=60)
+
     def spawn(self, n, script):
         """Run sh -c @script on node @n: its network, a UTS namespace named node-@n, its own
         PID namespace (killing its first process ends it all) and mount namespace."""
@@ -129,6 +137,15 @@ def test_merge_two_node_torchrun_job():
                 f"--rdzv_backend c10d --rdzv_endpoint {nodes.addr['a']}:{port} "
                 f"--rdzv_id pjm-{nodes.tag} --max_restarts 0 --redirects 1 --tee 1 "
                 f"{WORKER} 1.5 {out}")
+        # Both ranks hold in hold_here: a backtrace snapshot on each node.
+        h.wait_for(lambda: all(os.path.exists(f"{out}/rank{r}.txt") for r in (0, 1))
+                   or any(p.poll() is not None for p in procs.values()),
+                   timeout=150, what="both ranks to hold")
+        for n in "ab":
+            assert procs[n].poll() is None, f"node {n} ended early"
+            p = nodes.snapshot(procs[n], f"{out}/bt-{n}.db")
+            assert p.returncode == 0, p.stderr
+        open(f"{out}/release", "w").close()
         for n in "ab":
             rc = procs[n].wait(timeout=180)
             h.log(open(h.tmp(f"{n}.log")).read()[-3000:])
@@ -203,12 +220,85 @@ def test_merge_two_node_torchrun_job():
     assert meta["samples"] == sum(samples) == sum(whole.values()), (meta, samples)
     assert ids[0] == ids[1], f"stacks not interned: {ids}"
 
+    # The snapshots: both nodes' processes keyed by host (their pids collide), ranks from
+    # the workers' truth; both ranks' main threads one group, at hold_here's line.
+    p = h.probing("merge", f"{out}/bt-a.db", f"{out}/bt-b.db", "-o", f"{out}/bt.db")
+    assert p.returncode == 0 and "merged 2 snapshots" in p.stderr, p.stderr
+    con = h.db(f"{out}/bt.db")
+    bt = con.execute("SELECT host, pid, rank, odd_one_out FROM bt_processes").fetchall()
+    groups = con.execute("SELECT stack, ranks FROM bt_groups").fetchall()
+    con.close()
+    for host, (rank, _l, _w, pid) in truth.items():
+        assert (host, pid, rank, 0) in bt, (host, pid, bt)
+    launchers = [(host, pid) for host, pid, rank, _o in bt if rank is None]
+    assert {h_ for h_, _ in launchers} == {"node-a", "node-b"}, bt
+    hold_line = [i for i, line in enumerate(open(WORKER), 1)
+                 if line.rstrip().endswith("# hold")][0]
+    hold = [r for s_, r in groups if s_.startswith(f"hold_here ({WORKER}:{hold_line})")]
+    assert hold and sorted(hold[0].split(",")) == ["0", "1"], groups
+    text = h.probing("backtrace", "-i", f"{out}/bt.db", check=True).stdout
+    assert "on 2 hosts" in text, text
+    header = [line for line in text.splitlines() if "rank 0 (pid" in line and "rank 1 (pid"
+              in line]
+    assert header and "node-a" in header[0] and "node-b" in header[0], text
+    p = h.probing("merge", f"{out}/bt-a.db", f"{out}/a.db", "-o", f"{out}/mixed.db")
+    assert p.returncode == 1 and "a backtrace snapshot, with" in p.stderr, p.stderr
+    assert not os.path.exists(f"{out}/mixed.db")
+
     # A merged file merges again: a alone, then with b, is a and b.
     assert h.probing("merge", f"{out}/a.db", "-o", f"{out}/a1.db").returncode == 0
     p = h.probing("merge", f"{out}/a1.db", f"{out}/b.db", "-o", f"{out}/job2.db")
     assert p.returncode == 0, p.stderr
     assert processes(f"{out}/job2.db") == rows
     assert counter(folded(f"{out}/job2.db")) == whole
+
+
+HOLD_PY = """import sys, time
+def hold_here():
+    while True:
+        time.sleep(0.05)
+def elsewhere_here():
+    while True:
+        time.sleep(0.05)
+print("READY", flush=True)
+hold_here() if sys.argv[1] == "hold" else elsewhere_here()
+"""
+
+
+def test_merge_snapshots_find_the_odd_rank_across_hosts():
+    """Three hosts (UTS namespaces), one rank each, each read alone by backtrace -o (a rank
+    alone is no odd one out): merged, ranks 0 and 1 in hold_here are one group and rank 2,
+    in elsewhere_here, is the odd one out, in bt_processes.odd_one_out as in backtrace -i."""
+    d = h.tmp()
+    script = f"{d}/hold.py"
+    with open(script, "w") as f:
+        f.write(HOLD_PY)
+    files = []
+    for rank, where in enumerate(("hold", "hold", "elsewhere")):
+        p = h.spawn(["unshare", "--uts", "sh", "-c", f"hostname host{rank} && exec {TORCH_PY}"
+                     f" {script} {where}"], stdout=subprocess.PIPE,
+                    env={"RANK": str(rank), "WORLD_SIZE": "3", "LOCAL_RANK": "0"})
+        assert p.stdout.readline().strip() == b"READY"
+        files.append(f"{d}/bt{rank}.db")
+        b = h.probing("backtrace", "-p", p.pid, "-o", files[-1])
+        assert b.returncode == 0, b.stderr
+        con = h.db(files[-1])
+        assert con.execute("SELECT host, rank, odd_one_out FROM bt_processes").fetchall() == \
+            [(f"host{rank}", rank, 0)]
+        con.close()
+    p = h.probing("merge", *files, "-o", f"{d}/job.db")
+    assert p.returncode == 0, p.stderr
+    con = h.db(f"{d}/job.db")
+    rows = con.execute("SELECT host, rank, odd_one_out FROM bt_processes ORDER BY rank").fetchall()
+    groups = con.execute("SELECT ranks FROM bt_groups WHERE stack LIKE 'hold_here (%'").fetchall()
+    meta = dict(con.execute("SELECT key, value FROM meta"))
+    con.close()
+    assert rows == [("host0", 0, 0), ("host1", 1, 0), ("host2", 2, 1)], rows
+    assert [sorted(r.split(",")) for (r,) in groups] == [["0", "1"]], groups
+    assert meta["host"] == "host0,host1,host2" and meta["merged"] == 3 and \
+        meta["kind"] == "backtrace", meta
+    text = h.probing("backtrace", "-i", f"{d}/job.db", check=True).stdout
+    assert "The odd one out: rank 2" in text, text
 
 
 def record_spin(path, freq=99):

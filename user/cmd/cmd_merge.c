@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * probing merge: the recordings of a job's nodes (one probing record per node) made into one,
- * keeping every process's host and rank (report/merge.h, docs/jobs.md).
+ * keeping every process's host and rank; or their backtrace snapshots (report/merge.h,
+ * docs/jobs.md).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -26,10 +27,14 @@ static void usage(FILE *f)
 	      "moved above any real pid (pid + k*4194304). docs/jobs.md has recipes for Slurm\n"
 	      "and torchrun, docs/sql.md \"Merged recordings\" the details.\n"
 	      "\n"
-	      "Every input is checked before anything is written: recordings only (not\n"
-	      "backtraces or other SQLite files), of the same recording format (the same\n"
-	      "version of probing), sampled at the same frequency; no file or process twice.\n"
-	      "A merged recording can be merged again with more.\n"
+	      "Backtrace snapshots ('probing backtrace --children -o node.db' on each node)\n"
+	      "merge the same way into one snapshot: 'probing backtrace -i OUT.db' groups the\n"
+	      "threads of every node and names the odd rank out across all of them.\n"
+	      "\n"
+	      "Every input is checked before anything is written: all recordings or all\n"
+	      "snapshots (no other file), of the same format (the same version of probing),\n"
+	      "recordings sampled at the same frequency; no file or process twice. A merged\n"
+	      "file can be merged again with more.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -o, --output OUT    the merged recording (required; written to OUT.partial,\n"
@@ -41,7 +46,8 @@ static void usage(FILE *f)
 	      "  probing merge node0.db node1.db -o job.db\n"
 	      "  probing merge rec/*.db -o job.db && probing flamegraph -i job.db --rank 3 "
 	      "-o rank3.svg\n"
-	      "  probing query -i job.db 'SELECT host, rank, pid, host_pid FROM processes'\n",
+	      "  probing query -i job.db 'SELECT host, rank, pid, host_pid FROM processes'\n"
+	      "  probing merge bt-node0.db bt-node1.db -o bt.db && probing backtrace -i bt.db\n",
 	      f);
 }
 
@@ -75,7 +81,8 @@ int cmd_merge(int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		return cli_usage_error("merge", "give the recordings to merge: FILE...");
+		return cli_usage_error("merge",
+				       "give the recordings or snapshots to merge: FILE...");
 	if (!output)
 		return cli_usage_error("merge", "say where to write: -o FILE");
 	if (!strcmp(output, "-"))
@@ -86,4 +93,4 @@ int cmd_merge(int argc, char **argv)
 		       : EXIT_OK;
 }
 
-COMMAND(merge, cmd_merge, "merge recordings of several nodes into one, keeping host and rank", 25);
+COMMAND(merge, cmd_merge, "merge recordings (or backtraces) of several nodes into one", 25);

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "base/outfile.h"
 #include "base/util.h"
+#include "live/btjob.h"
 #include "report/merge.h"
 #include "report/recording.h"
 
@@ -32,6 +33,10 @@ static const char *const known_tables[] = {"meta",	    "processes",   "threads",
 					   "frame_defs",    "stacks",	   "stack_frames",
 					   "sample_counts", "torch_trace", NULL};
 
+/* The tables of a backtrace snapshot (live/btsnap.c). */
+static const char *const snapshot_tables[] = {"meta", "bt_processes", "bt_threads", "bt_frames",
+					      NULL};
+
 /* meta keys merged by a rule of their own (merge.h); the others are kept when all agree. */
 static const char *const summed_keys[] = {
 	"samples",  "lost", "complete_native_stacks", "recorder_cpu", "bpf_run_ns",
@@ -39,6 +44,7 @@ static const char *const summed_keys[] = {
 
 struct input {
 	const char *path;
+	unsigned int kind; /* RECORDING_SAMPLES or RECORDING_BACKTRACE */
 	dev_t dev;
 	ino_t ino;
 	char *tables;	 /* "name(col type pk, ...);..." of every table, sorted: the format */
@@ -46,6 +52,7 @@ struct input {
 	char *clock;
 	char *version;
 	char *host;
+	char *format; /* a snapshot's meta 'format' */
 	bool torch_trace;
 };
 
@@ -95,10 +102,12 @@ static int execf(sqlite3 *db, const char *what, const char *fmt, ...)
 
 /* ---- checking the inputs ------------------------------------------------------------------ */
 
-static bool known_table(const char *name)
+static bool known_table(const struct input *in, const char *name)
 {
-	for (int i = 0; known_tables[i]; i++)
-		if (!strcmp(known_tables[i], name))
+	const char *const *t = in->kind == RECORDING_BACKTRACE ? snapshot_tables : known_tables;
+
+	for (int i = 0; t[i]; i++)
+		if (!strcmp(t[i], name))
 			return true;
 	return false;
 }
@@ -118,7 +127,8 @@ static int read_format(sqlite3 *db, struct input *in)
 		" GROUP BY m.name ORDER BY m.name";
 	static const char meta_sql[] =
 		"SELECT key, value FROM meta"
-		" WHERE key IN ('frequency', 'clock', 'probing_version', 'host')";
+		" WHERE key IN ('frequency', 'clock', 'probing_version', 'host',"
+		" 'format')";
 	struct strbuf sb = {0};
 	sqlite3_stmt *st = NULL;
 	int rc, err = 0;
@@ -130,7 +140,7 @@ static int read_format(sqlite3 *db, struct input *in)
 
 		if (!name)
 			continue;
-		if (!known_table(name)) {
+		if (!known_table(in, name)) {
 			pr_warn("cannot merge %s: it has a table '%s' that this probing does not "
 				"know (made by a newer version of probing?)",
 				in->path, name);
@@ -157,7 +167,8 @@ static int read_format(sqlite3 *db, struct input *in)
 	rc = sqlite3_prepare_v2(db, meta_sql, -1, &st, NULL);
 	while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *key = (const char *)sqlite3_column_text(st, 0);
-		char **dst = streq(key, "frequency")	     ? &in->frequency
+		char **dst = streq(key, "format")	     ? &in->format
+			     : streq(key, "frequency")	     ? &in->frequency
 			     : streq(key, "clock")	     ? &in->clock
 			     : streq(key, "probing_version") ? &in->version
 							     : &in->host;
@@ -215,6 +226,11 @@ static char *without_torch_trace(const char *s)
 	return out;
 }
 
+static const char *kind_name(unsigned int kind)
+{
+	return kind == RECORDING_BACKTRACE ? "backtrace snapshot" : "recording";
+}
+
 /* Check that @b can be merged with @a (merge.h). Return 0 or -EPROTO with the reason. */
 static int check_compatible(const struct input *a, const struct input *b)
 {
@@ -226,15 +242,33 @@ static int check_compatible(const struct input *a, const struct input *b)
 		err = -ENOMEM;
 		goto cleanup;
 	}
+	if (a->kind != b->kind) {
+		pr_warn("cannot merge %s, a %s, with %s, a %s", a->path, kind_name(a->kind),
+			b->path, kind_name(b->kind));
+		pr_warn("Merge recordings with recordings, backtrace snapshots with snapshots.");
+		err = -EPROTO;
+		goto cleanup;
+	}
+	if (a->format && b->format && strcmp(a->format, b->format)) {
+		pr_warn("cannot merge %s with %s: they are snapshots of different formats (%s and "
+			"%s; made by probing %s and %s)",
+			a->path, b->path, a->format, b->format,
+			a->version ? a->version : "of an unknown version",
+			b->version ? b->version : "of an unknown version");
+		pr_warn("Take every node's snapshot with the same version of probing.");
+		err = -EPROTO;
+		goto cleanup;
+	}
 	if (strcmp(ta, tb) || (a->torch_trace && b->torch_trace && strcmp(a->tables, b->tables))) {
 		const char *which = strcmp(ta, tb) ? first_difference(ta, tb, table, sizeof(table))
 						   : "torch_trace";
 
-		pr_warn("cannot merge %s with %s: they are recordings of different formats "
+		pr_warn("cannot merge %s with %s: they are %ss of different formats "
 			"(table '%s' differs; made by probing %s and %s)",
-			a->path, b->path, which, a->version ? a->version : "of an unknown version",
+			a->path, b->path, kind_name(a->kind), which,
+			a->version ? a->version : "of an unknown version",
 			b->version ? b->version : "of an unknown version");
-		pr_warn("Record every node with the same version of probing.");
+		pr_warn("Use the same version of probing on every node.");
 		err = -EPROTO;
 		goto cleanup;
 	}
@@ -265,11 +299,12 @@ static int check_input(struct input *in)
 	struct stat sb;
 	int err;
 
-	err = recording__open(in->path, &db);
+	err = recording__open_kind(in->path, RECORDING_SAMPLES | RECORDING_BACKTRACE, &db,
+				   &in->kind);
 	if (err) {
 		if (err == -EPROTO || err == -EINVAL)
 			pr_warn("probing merge takes recordings ('probing record -o FILE' on each "
-				"node).");
+				"node) or backtrace snapshots ('probing backtrace -o FILE').");
 		return err;
 	}
 	if (stat(in->path, &sb)) {
@@ -289,6 +324,7 @@ static void free_input(struct input *in)
 {
 	free(in->tables);
 	free(in->frequency);
+	free(in->format);
 	free(in->clock);
 	free(in->version);
 	free(in->host);
@@ -478,7 +514,7 @@ static int map_pids(sqlite3 *db, const struct input *in, bool has_host, bool has
 					"same time, is in an input already merged: the same "
 					"recording twice?",
 					in->path, (long long)host_pid, host ? host : "(unknown)");
-				pr_warn("Give each node's recording once.");
+				pr_warn("Give each node's file once.");
 				err = -EEXIST;
 				goto cleanup;
 			}
@@ -561,15 +597,15 @@ static char *readonly_uri(const char *path)
 	return out;
 }
 
-static int create_schema(sqlite3 *db, struct strbuf *match, struct strbuf *cols);
+static int create_schema(sqlite3 *db, bool recording, struct strbuf *match, struct strbuf *cols);
 static int create_torch_trace(sqlite3 *db);
 
 /*
- * Add the input @in (number @i) to the output open on @db; the first one makes its tables
- * (create_schema: @match and @cols). Return 0 or -errno, printed.
+ * Add the rows of the recording attached as src (input @i) to the output open on @db (the
+ * frame index of create_schema: @match, @cols). Return 0 or -errno, printed.
  */
-static int merge_one(sqlite3 *db, const struct input *in, int i, struct strbuf *match,
-		     struct strbuf *cols)
+static int add_recording(sqlite3 *db, const struct input *in, int i, const struct strbuf *match,
+			 const struct strbuf *cols)
 {
 	static const char *const proc_skip[] = {"host", "host_pid", NULL};
 	static const struct colexpr proc_x[] = {
@@ -586,9 +622,111 @@ static int merge_one(sqlite3 *db, const struct input *in, int i, struct strbuf *
 		{"\"pid\"", "coalesce((SELECT pid FROM temp.pidmap WHERE src = s.pid), s.pid)"},
 		{NULL, NULL}};
 	struct strbuf attrs = {0};
+	char join[256];
+	int err;
+
+	err = exec(db, "temp tables",
+		   "DELETE FROM temp.pidmap; DELETE FROM temp.fmap; DELETE FROM temp.skey");
+	if (!err)
+		err = map_pids(db, in, has_column(db, "src", "processes", "host"),
+			       has_column(db, "src", "processes", "host_pid"));
+	if (!err)
+		err = copy_rows(db, "processes", proc_x, proc_skip, ", host, host_pid",
+				", m.host, m.host_pid", "JOIN temp.pidmap m ON m.src = s.pid");
+	if (!err)
+		err = copy_rows(db, "threads", pid_x, NULL, "", "",
+				"JOIN temp.pidmap m ON m.src = s.pid");
+	/* Frames: the new ones added, then every frame of src mapped to its id here. */
+	if (!err)
+		err = execf(
+			db, "frames",
+			"INSERT INTO main.frame_defs(%s) SELECT DISTINCT %s FROM src.frame_defs s"
+			" WHERE NOT EXISTS (SELECT 1 FROM main.frame_defs m WHERE %s);"
+			"INSERT INTO temp.fmap(src, id) SELECT s.id, (SELECT m.id FROM"
+			" main.frame_defs m WHERE %s LIMIT 1) FROM src.frame_defs s",
+			sb_str(cols), sb_str(cols), sb_str(match), sb_str(match));
+	/*
+	 * Stacks: each src stack's key (its attributes and its frames' ids here, leaf first);
+	 * keys not seen before get the next stack_ids (temp.mkey, kept across inputs), with
+	 * their rows copied from the first src stack of that key.
+	 */
+	if (!err)
+		err = stack_attrs(db, &attrs);
+	if (!err)
+		err = execf(db, "stacks",
+			    "INSERT INTO temp.skey(src, key) SELECT s.stack_id, %s || ':' ||"
+			    " coalesce((SELECT group_concat(id) FROM (SELECT f.id AS id FROM"
+			    " src.stack_frames sf JOIN temp.fmap f ON f.src = sf.frame_id WHERE"
+			    " sf.stack_id = s.stack_id ORDER BY sf.depth)), '') FROM src.stacks s;"
+			    "INSERT INTO temp.mkey(key, id, round, rep) SELECT key, (SELECT"
+			    " coalesce(max(stack_id), 0) FROM main.stacks) + row_number() OVER"
+			    " (ORDER BY rep), %d, rep FROM (SELECT key, min(src) AS rep FROM"
+			    " temp.skey WHERE key NOT IN (SELECT key FROM temp.mkey) GROUP BY key);"
+			    "DELETE FROM temp.skey2; INSERT INTO temp.skey2(src, id) SELECT k.src,"
+			    " m.id FROM temp.skey k JOIN temp.mkey m ON m.key = k.key",
+			    sb_str(&attrs), i);
+	sqlite3_snprintf(sizeof(join), join,
+			 "JOIN temp.mkey k ON k.rep = s.stack_id AND k.round = %d", i);
+	if (!err)
+		err = copy_rows(db, "stacks", stack_x, NULL, "", "", join);
+	sqlite3_snprintf(sizeof(join), join,
+			 "JOIN temp.mkey k ON k.rep = s.stack_id AND k.round = %d"
+			 " JOIN temp.fmap f ON f.src = s.frame_id",
+			 i);
+	if (!err)
+		err = copy_rows(db, "stack_frames", frame_x, NULL, "", "", join);
+	if (!err)
+		err = copy_rows(db, "sample_counts", count_x, NULL, "", "",
+				"JOIN temp.pidmap m ON m.src = s.pid"
+				" JOIN temp.skey2 k ON k.src = s.stack_id");
+	if (!err && in->torch_trace)
+		err = copy_rows(db, "torch_trace", torch_x, NULL, "", "", "");
+	sb_free(&attrs);
+	return err;
+}
+
+/*
+ * Add the rows of the backtrace snapshot attached as src to the output open on @db: they are
+ * keyed by (host, pid) already; a process already there is refused. Return 0 or -errno.
+ */
+static int add_snapshot(sqlite3 *db, const struct input *in)
+{
+	static const char *const tables[] = {"bt_processes", "bt_threads", "bt_frames"};
+	sqlite3_stmt *st = NULL;
+	int err = 0;
+
+	if (sqlite3_prepare_v2(db,
+			       "SELECT s.host, s.pid FROM src.bt_processes s JOIN"
+			       " main.bt_processes m ON m.host = s.host AND m.pid = s.pid LIMIT 1",
+			       -1, &st, NULL) != SQLITE_OK) {
+		pr_warn("cannot read the snapshot %s: %s", in->path, sqlite3_errmsg(db));
+		return -EIO;
+	}
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		const char *host = (const char *)sqlite3_column_text(st, 0);
+
+		pr_warn("cannot merge %s: process %d of host %s is in an input already merged: "
+			"the same snapshot twice, or snapshots of one host without its name?",
+			in->path, sqlite3_column_int(st, 1), host && *host ? host : "(unknown)");
+		pr_warn("Give each node's snapshot once.");
+		err = -EEXIST;
+	}
+	sqlite3_finalize(st);
+	for (size_t t = 0; t < ARRAY_SIZE(tables) && !err; t++)
+		err = copy_rows(db, tables[t], NULL, NULL, "", "", "");
+	return err;
+}
+
+/*
+ * Add the input @in (number @i) to the output open on @db; the first one makes its tables
+ * (create_schema: @match and @cols). Return 0 or -errno, printed.
+ */
+static int merge_one(sqlite3 *db, const struct input *in, int i, struct strbuf *match,
+		     struct strbuf *cols)
+{
+	bool snapshot = in->kind == RECORDING_BACKTRACE;
 	char *uri = readonly_uri(in->path), *sql = NULL;
 	bool attached = false;
-	char join[256];
 	int err;
 
 	if (!uri)
@@ -599,84 +737,26 @@ static int merge_one(sqlite3 *db, const struct input *in, int i, struct strbuf *
 		goto cleanup;
 	}
 	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
-		pr_warn("cannot read the recording %s: %s", in->path, sqlite3_errmsg(db));
+		pr_warn("cannot read %s: %s", in->path, sqlite3_errmsg(db));
 		err = -EIO;
 		goto cleanup;
 	}
 	attached = true;
 	/* One transaction per input: an attached file is detached only outside of one. */
 	err = exec(db, "the output", "BEGIN");
-	err = err ?: (i ? 0 : create_schema(db, match, cols));
-	err = err ?: (in->torch_trace ? create_torch_trace(db) : 0);
-	err = err
-		      ?: exec(db, "temp tables",
-			      "DELETE FROM temp.pidmap; DELETE FROM temp.fmap; DELETE FROM "
-			      "temp.skey;");
-	err = err
-		      ?: map_pids(db, in, has_column(db, "src", "processes", "host"),
-				  has_column(db, "src", "processes", "host_pid"));
-	err = err
-		      ?: copy_rows(db, "processes", proc_x, proc_skip, ", host, host_pid",
-				   ", m.host, m.host_pid", "JOIN temp.pidmap m ON m.src = s.pid");
-	err = err
-		      ?: copy_rows(db, "threads", pid_x, NULL, "", "",
-				   "JOIN temp.pidmap m ON m.src = s.pid");
-	/* Frames: the new ones added, then every frame of src mapped to its id here. */
-	err = err
-		      ?: execf(db, "frames",
-			       "INSERT INTO main.frame_defs(%s) SELECT DISTINCT %s FROM"
-			       " src.frame_defs s WHERE NOT EXISTS (SELECT 1 FROM main.frame_defs m"
-			       " WHERE %s);"
-			       "INSERT INTO temp.fmap(src, id) SELECT s.id, (SELECT m.id FROM"
-			       " main.frame_defs m WHERE %s LIMIT 1) FROM src.frame_defs s",
-			       sb_str(cols), sb_str(cols), sb_str(match), sb_str(match));
-	/*
-	 * Stacks: each src stack's key (its attributes and its frames' ids here, leaf first);
-	 * keys not seen before get the next stack_ids (temp.mkey, kept across inputs), with
-	 * their rows copied from the first src stack of that key.
-	 */
-	err = err ?: stack_attrs(db, &attrs);
-	err = err
-		      ?: execf(db, "stacks",
-			       "INSERT INTO temp.skey(src, key) SELECT s.stack_id, %s || ':' ||"
-			       " coalesce((SELECT group_concat(id) FROM (SELECT f.id AS id FROM"
-			       " src.stack_frames sf JOIN temp.fmap f ON f.src = sf.frame_id WHERE"
-			       " sf.stack_id = s.stack_id ORDER BY sf.depth)), '') FROM src.stacks "
-			       "s;"
-			       "INSERT INTO temp.mkey(key, id, round, rep) SELECT key, (SELECT"
-			       " coalesce(max(stack_id), 0) FROM main.stacks) + row_number() OVER"
-			       " (ORDER BY rep), %d, rep FROM (SELECT key, min(src) AS rep FROM"
-			       " temp.skey WHERE key NOT IN (SELECT key FROM temp.mkey) GROUP BY "
-			       "key);"
-			       "DELETE FROM temp.skey2; INSERT INTO temp.skey2(src, id) SELECT "
-			       "k.src,"
-			       " m.id FROM temp.skey k JOIN temp.mkey m ON m.key = k.key",
-			       sb_str(&attrs), i);
-	err = err
-		      ?: copy_rows(db, "stacks", stack_x, NULL, "", "",
-				   sqlite3_snprintf(sizeof(join), join,
-						    "JOIN temp.mkey k ON k.rep = s.stack_id AND"
-						    " k.round = %d",
-						    i));
-	err = err
-		      ?: copy_rows(db, "stack_frames", frame_x, NULL, "", "",
-				   sqlite3_snprintf(
-					   sizeof(join), join,
-					   "JOIN temp.mkey k ON k.rep = s.stack_id AND"
-					   " k.round = %d JOIN temp.fmap f ON f.src = s.frame_id",
-					   i));
-	err = err
-		      ?: copy_rows(db, "sample_counts", count_x, NULL, "", "",
-				   "JOIN temp.pidmap m ON m.src = s.pid"
-				   " JOIN temp.skey2 k ON k.src = s.stack_id");
+	if (!err && !i)
+		err = create_schema(db, !snapshot, match, cols);
 	if (!err && in->torch_trace)
-		err = copy_rows(db, "torch_trace", torch_x, NULL, "", "", "");
-	err = err
-		      ?: execf(db, "meta",
-			       "INSERT INTO temp.allmeta(i, key, value) SELECT %d, key, value"
-			       " FROM src.meta",
-			       i);
-	err = err ?: exec(db, "the output", "COMMIT");
+		err = create_torch_trace(db);
+	if (!err)
+		err = snapshot ? add_snapshot(db, in) : add_recording(db, in, i, match, cols);
+	if (!err)
+		err = execf(db, "meta",
+			    "INSERT INTO temp.allmeta(i, key, value) SELECT %d, key, value"
+			    " FROM src.meta",
+			    i);
+	if (!err)
+		err = exec(db, "the output", "COMMIT");
 cleanup:
 	if (err)
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
@@ -684,7 +764,6 @@ cleanup:
 		pr_warn("cannot merge %s: %s", in->path, sqlite3_errmsg(db));
 		err = -EIO;
 	}
-	sb_free(&attrs);
 	sqlite3_free(sql);
 	free(uri);
 	return err;
@@ -740,11 +819,11 @@ static int define(sqlite3 *db, const char *what, const char *sql)
 }
 
 /*
- * The output's tables and views, from the first input (attached as src), and what merging
- * needs of them: processes.host and host_pid, an index to find a frame by its columns (the
- * condition @match and the columns @cols).
+ * The output's tables and views, from the first input (attached as src), and, for a
+ * @recording, what merging needs of them: processes.host and host_pid, an index to find a
+ * frame by its columns (the condition @match and the columns @cols).
  */
-static int create_schema(sqlite3 *db, struct strbuf *match, struct strbuf *cols)
+static int create_schema(sqlite3 *db, bool recording, struct strbuf *match, struct strbuf *cols)
 {
 	sqlite3_stmt *st = NULL;
 	int rc, err = 0;
@@ -762,7 +841,9 @@ static int create_schema(sqlite3 *db, struct strbuf *match, struct strbuf *cols)
 		err = -EIO;
 	}
 	sqlite3_finalize(st);
-	if (!err && !has_column(db, "main", "processes", "host"))
+	if (err || !recording)
+		return err;
+	if (!has_column(db, "main", "processes", "host"))
 		err = exec(db, "processes", "ALTER TABLE main.processes ADD COLUMN host TEXT");
 	if (!err && !has_column(db, "main", "processes", "host_pid"))
 		err = exec(db, "processes",
@@ -795,41 +876,27 @@ static int create_torch_trace(sqlite3 *db)
 	return err;
 }
 
-/* meta of the output from temp.allmeta, the meta of the @n inputs (merge.h). */
-static int merge_meta(sqlite3 *db, int n)
+/*
+ * meta of the output from temp.allmeta, the meta of the @n inputs (merge.h); the hosts are
+ * those of @procs (processes or bt_processes).
+ */
+static int merge_meta(sqlite3 *db, int n, const char *procs)
 {
+	static const char *const earliest[] = {"start", "time", NULL};
+	static const char *const latest[] = {"end", "native", NULL};
 	struct strbuf sql = {0};
-	int err = 0;
+	int err;
 
-	err = sb_printf(&sql,
-			"INSERT INTO main.meta(key, value) SELECT key, min(value) FROM temp.allmeta"
-			" WHERE key NOT IN ('start', 'end', 'duration', 'host', 'merged'");
+	err = sb_puts(&sql, "INSERT INTO main.meta(key, value) SELECT key, min(value) FROM"
+			    " temp.allmeta WHERE key NOT IN ('duration', 'host', 'merged'");
 	for (int i = 0; summed_keys[i] && !err; i++)
 		err = sb_printf(&sql, ", '%s'", summed_keys[i]);
-	err = err
-		      ?: sb_printf(
-				 &sql,
-				 ") GROUP BY key HAVING count(*) = %d AND count(DISTINCT value) = "
-				 "1;"
-				 "INSERT INTO main.meta(key, value) SELECT 'start', v FROM (SELECT"
-				 " min(value) AS v, count(*) AS k FROM temp.allmeta WHERE key ="
-				 " 'start') WHERE k = %d;"
-				 "INSERT INTO main.meta(key, value) SELECT 'end', v FROM (SELECT"
-				 " max(value) AS v, count(*) AS k FROM temp.allmeta WHERE key = "
-				 "'end')"
-				 " WHERE k = %d;"
-				 "INSERT INTO main.meta(key, value) SELECT 'duration', e.value -"
-				 " s.value FROM main.meta s, main.meta e WHERE s.key = 'start' AND"
-				 " e.key = 'end';"
-				 "INSERT INTO main.meta(key, value) SELECT 'host', "
-				 "group_concat(host)"
-				 " FROM (SELECT host FROM main.processes WHERE host IS NOT NULL "
-				 "GROUP"
-				 " BY host ORDER BY min(rowid)) HAVING count(*) > 0;"
-				 "INSERT INTO main.meta(key, value) SELECT 'merged', %d - count(*) "
-				 "+"
-				 " coalesce(sum(value), 0) FROM temp.allmeta WHERE key = 'merged';",
-				 n, n, n, n);
+	for (int i = 0; earliest[i] && !err; i++)
+		err = sb_printf(&sql, ", '%s', '%s'", earliest[i], latest[i]);
+	if (!err)
+		err = sb_printf(
+			&sql, ") GROUP BY key HAVING count(*) = %d AND count(DISTINCT value) = 1;",
+			n);
 	for (int i = 0; summed_keys[i] && !err; i++)
 		err = sb_printf(
 			&sql,
@@ -837,8 +904,67 @@ static int merge_meta(sqlite3 *db, int n)
 			" sum(value) AS v, count(*) AS k FROM temp.allmeta WHERE key = '%s')"
 			" WHERE k = %d;",
 			summed_keys[i], summed_keys[i], n);
-	err = err ?: exec(db, "meta", sb_str(&sql));
+	for (int i = 0; earliest[i] && !err; i++)
+		err = sb_printf(
+			&sql,
+			"INSERT INTO main.meta(key, value) SELECT '%s', v FROM (SELECT"
+			" min(value) AS v, count(*) AS k FROM temp.allmeta WHERE key = '%s')"
+			" WHERE k = %d;"
+			"INSERT INTO main.meta(key, value) SELECT '%s', v FROM (SELECT"
+			" max(value) AS v, count(*) AS k FROM temp.allmeta WHERE key = '%s')"
+			" WHERE k = %d;",
+			earliest[i], earliest[i], n, latest[i], latest[i], n);
+	if (!err)
+		err = sb_printf(
+			&sql,
+			"INSERT INTO main.meta(key, value) SELECT 'duration', e.value -"
+			" s.value FROM main.meta s, main.meta e WHERE s.key = 'start' AND"
+			" e.key = 'end';"
+			"INSERT INTO main.meta(key, value) SELECT 'host', group_concat(host)"
+			" FROM (SELECT host FROM main.%s WHERE host IS NOT NULL AND host != ''"
+			" GROUP BY host ORDER BY min(rowid)) HAVING count(*) > 0;"
+			"INSERT INTO main.meta(key, value) SELECT 'merged', %d - count(*) +"
+			" coalesce(sum(value), 0) FROM temp.allmeta WHERE key = 'merged';",
+			procs, n);
+	if (!err)
+		err = exec(db, "meta", sb_str(&sql));
 	sb_free(&sql);
+	return err;
+}
+
+/*
+ * The odd ones out of a merged snapshot, open on @db as @output, again over every node's
+ * processes (each input flagged its own): read back and grouped as backtrace -i does.
+ */
+static int flag_odd_ones(sqlite3 *db, const char *output)
+{
+	sqlite3_stmt *st = NULL;
+	struct bt_job *j = NULL;
+	int err;
+
+	err = btjob__load(db, output, &j);
+	if (err)
+		return err;
+	if (sqlite3_prepare_v2(db,
+			       "UPDATE main.bt_processes SET odd_one_out = ?3"
+			       " WHERE host = ?1 AND pid = ?2",
+			       -1, &st, NULL) != SQLITE_OK) {
+		err = -EIO;
+		goto cleanup;
+	}
+	for (int i = 0; i < j->nprocs && !err; i++) {
+		sqlite3_bind_text(st, 1, j->procs[i].id.host, -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 2, j->procs[i].pid);
+		sqlite3_bind_int(st, 3, j->procs[i].odd);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			err = -EIO;
+		sqlite3_reset(st);
+	}
+cleanup:
+	if (err == -EIO)
+		pr_warn("cannot merge: odd_one_out: %s", sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	btjob__free(j);
 	return err;
 }
 
@@ -853,27 +979,35 @@ static const char temp_sql[] =
 	"CREATE TEMP TABLE mkey(key TEXT PRIMARY KEY, id INTEGER, round INTEGER, rep INTEGER);"
 	"CREATE TEMP TABLE allmeta(i INTEGER, key TEXT, value);";
 
-/* "merged 2 recordings into job.db: 6 processes of 2 hosts (a,b), 1,234 samples" */
-static void print_summary(sqlite3 *db, int n, const char *output)
+/*
+ * "merged 2 recordings into job.db: 6 processes of 2 hosts (a,b), 1,234 samples", or for
+ * snapshots "... 6 processes of 2 hosts (a,b), 80 threads".
+ */
+static void print_summary(sqlite3 *db, int n, bool snapshot, const char *output)
 {
+	const char *sql = snapshot ? "SELECT (SELECT count(*) FROM bt_processes), (SELECT"
+				     " count(DISTINCT host) FROM bt_processes), (SELECT value FROM"
+				     " meta WHERE key = 'host'), (SELECT count(*) FROM bt_threads)"
+				   : "SELECT (SELECT count(*) FROM processes), (SELECT"
+				     " count(DISTINCT host) FROM processes), (SELECT value FROM"
+				     " meta WHERE key = 'host'), (SELECT coalesce(sum(count), 0)"
+				     " FROM sample_counts)";
 	sqlite3_stmt *st = NULL;
 	char num[32];
 
-	if (sqlite3_prepare_v2(db,
-			       "SELECT (SELECT count(*) FROM processes), (SELECT count(DISTINCT"
-			       " host) FROM processes), (SELECT value FROM meta WHERE key ="
-			       " 'host'), (SELECT coalesce(sum(count), 0) FROM sample_counts)",
-			       -1, &st, NULL) == SQLITE_OK &&
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
 	    sqlite3_step(st) == SQLITE_ROW) {
 		const char *hosts = (const char *)sqlite3_column_text(st, 2);
 		int nhosts = sqlite3_column_int(st, 1);
 
 		fprintf(stderr,
-			"probing merge: merged %d recording%s into %s: %d processes of %d host%s "
-			"(%s), %s samples\n",
-			n, n == 1 ? "" : "s", output, sqlite3_column_int(st, 0), nhosts,
-			nhosts == 1 ? "" : "s", hosts ? hosts : "unknown",
-			fmt_thousands(num, sizeof(num), sqlite3_column_int64(st, 3)));
+			"probing merge: merged %d %s%s into %s: %d processes of %d host%s (%s), "
+			"%s %s\n",
+			n, snapshot ? "snapshot" : "recording", n == 1 ? "" : "s", output,
+			sqlite3_column_int(st, 0), nhosts, nhosts == 1 ? "" : "s",
+			hosts ? hosts : "unknown",
+			fmt_thousands(num, sizeof(num), sqlite3_column_int64(st, 3)),
+			snapshot ? "threads" : "samples");
 	}
 	sqlite3_finalize(st);
 }
@@ -883,7 +1017,7 @@ int merge__recordings(const char *const *inputs, int n, const char *output, unsi
 	struct strbuf match = {0}, cols = {0};
 	struct outpath op = {0};
 	struct input *in = NULL;
-	bool have_op = false, created = false;
+	bool have_op = false, created = false, snapshot;
 	char *tmp = NULL, name[PATH_MAX + 16];
 	sqlite3 *db = NULL;
 	struct stat sb;
@@ -908,7 +1042,7 @@ int merge__recordings(const char *const *inputs, int n, const char *output, unsi
 			if (in[j].dev == in[i].dev && in[j].ino == in[i].ino) {
 				pr_warn("cannot merge: %s and %s are the same file", in[j].path,
 					in[i].path);
-				pr_warn("Give each node's recording once.");
+				pr_warn("Give each node's file once.");
 				err = -EINVAL;
 				goto cleanup;
 			}
@@ -955,11 +1089,16 @@ int merge__recordings(const char *const *inputs, int n, const char *output, unsi
 	err = exec(db, "the output", temp_sql);
 	for (int i = 0; i < n && !err; i++)
 		err = merge_one(db, &in[i], i, &match, &cols);
-	err = err ?: merge_meta(db, n);
-	err = err ?: exec(db, "the output", "DROP INDEX main.merge_frame_key");
+	snapshot = in[0].kind == RECORDING_BACKTRACE;
+	if (!err)
+		err = merge_meta(db, n, snapshot ? "bt_processes" : "processes");
+	if (!err && snapshot)
+		err = flag_odd_ones(db, output);
+	if (!err && !snapshot)
+		err = exec(db, "the output", "DROP INDEX main.merge_frame_key");
 	if (err)
 		goto cleanup;
-	print_summary(db, n, output);
+	print_summary(db, n, snapshot, output);
 	if (sqlite3_close(db) != SQLITE_OK) {
 		pr_warn("cannot write %s: %s", tmp, sqlite3_errmsg(db));
 		err = -EIO;
