@@ -72,8 +72,11 @@ static int directive(struct ctx *c, char *line)
 		return store__thread(c->st, c->pid, c->tid, rest, (double)c->start);
 	}
 	if (!strcmp(word, "@process")) {
-		struct store_process p = {
-			.ppid = 1, .rank = -1, .local_rank = -1, .world_size = -1};
+		struct store_process p = {.ppid = 1,
+					  .rank = -1,
+					  .local_rank = -1,
+					  .world_size = -1,
+					  .group_rank = -1};
 		char *pid = strtok_r(NULL, " \t", &save);
 
 		if (!pid || parse_long(pid, 1, INT_MAX, &v))

@@ -50,7 +50,8 @@ static int make_recording(const char *p)
 				     .command = "app --x",
 				     .rank = -1,
 				     .local_rank = -1,
-				     .world_size = -1};
+				     .world_size = -1,
+				     .group_rank = -1};
 	struct store *st = NULL;
 	uint64_t m, w, r, k, s1, s2, s3, ids[3];
 	int err;

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/outfile.h"
 #include "report/profile.h"
+#include "report/rankpanels.h"
 #include "report/recording.h"
 #include "base/util.h"
 
@@ -20,7 +21,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: probing flamegraph [-i FILE] [-o OUT.svg] [--folded] [--pid N] [--tid N]\n"
 		"                          [--rank N] [--from SEC] [--to SEC] [--state STATE]\n"
-		"                          [--diff OTHER.db] [--diff-ranks A,B]\n"
+		"                          [--diff OTHER.db] [--diff-ranks A,B] [--by rank]\n"
 		"                          [--title T] [--width PX] [--min-width PX] [--inverted]\n"
 		"                          [--force]\n"
 		"\n"
@@ -63,6 +64,13 @@ static void usage(FILE *f)
 		"      --diff-ranks A,B  the same between two ranks: rank A (of OTHER.db with\n"
 		"                      --diff, else of FILE) is the baseline, rank B is drawn.\n"
 		"                      With --folded: \"stack BASELINE COUNT\" lines (difffolded)\n"
+		"      --by rank       one flame graph per distributed rank, side by side in one\n"
+		"                      SVG (each scaled to its rank's samples, headed \"rank 3\n"
+		"                      (pid 1234)\"; processes without a rank last), the rank\n"
+		"                      furthest from the median rank flagged with the function\n"
+		"                      where it spends its extra time (the view rank_deviation);\n"
+		"                      search shows the share matched in each rank. With\n"
+		"                      --folded: lines led by a frame \"rank N\"\n"
 		"      --title T       the title of the graph (default: \"Flame Graph\")\n"
 		"      --width PX      width of the image in pixels (default: 1200)\n"
 		"      --min-width PX  leave out frames narrower than PX pixels, and what they "
@@ -77,6 +85,7 @@ static void usage(FILE *f)
 		"  probing flamegraph -i app.db --folded | grep -F 'forward (' | head\n"
 		"  probing flamegraph -i app.db --from 30 --to 40 -o slow-phase.svg\n"
 		"  probing flamegraph -i app.db --diff-ranks 0,3 -o rank3-vs-rank0.svg\n"
+		"  probing flamegraph -i job.db --by rank -o ranks.svg\n"
 		"  probing flamegraph -i after.db --diff before.db -o diff.svg\n");
 }
 
@@ -95,6 +104,7 @@ enum {
 	OPT_STATE,
 	OPT_DIFF,
 	OPT_DIFF_RANKS,
+	OPT_BY,
 };
 
 static const struct option options[] = {
@@ -114,6 +124,7 @@ static const struct option options[] = {
 	{"state", required_argument, NULL, OPT_STATE},
 	{"diff", required_argument, NULL, OPT_DIFF},
 	{"diff-ranks", required_argument, NULL, OPT_DIFF_RANKS},
+	{"by", required_argument, NULL, OPT_BY},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -124,28 +135,46 @@ static const struct option options[] = {
 static int subtitle(struct strbuf *sb, const struct profile *p, const struct profile_filter *flt,
 		    const char *input)
 {
+	const struct profile_process *pr;
 	struct strbuf tmp = {0};
 	const char *cmd, *thread;
 	char n[32];
+	size_t i;
 	int err;
 
 	fmt_thousands(n, sizeof(n), p->total);
 	err = sb_printf(sb, "%s sample%s", n, p->total == 1 ? "" : "s");
 	if (!err && p->frequency > 0)
 		err = sb_printf(sb, " at %g Hz", p->frequency);
-	/* The command and thread names come from the recording: escaped (escape.h). */
+	/* The command and thread names come from the recording: escaped (escape.h). A process
+	 * of a job is named by its rank: "rank 3 (pid 1234, python train.py)". */
 	if (!err && flt->pid) {
 		cmd = profile__command(p, flt->pid);
-		err = sb_printf(sb, " \xc2\xb7 pid %d%s%s%s", (int)flt->pid, cmd ? " (" : "",
-				cmd ? text_str(&tmp, cmd, 0) : "", cmd ? ")" : "");
+		pr = profile__process(p, flt->pid);
+		if (pr && pr->rank >= 0)
+			err = sb_printf(sb, " \xc2\xb7 rank %d (pid %d%s%s)", pr->rank,
+					(int)flt->pid, cmd ? ", " : "",
+					cmd ? text_str(&tmp, cmd, 0) : "");
+		else
+			err = sb_printf(sb, " \xc2\xb7 pid %d%s%s%s", (int)flt->pid,
+					cmd ? " (" : "", cmd ? text_str(&tmp, cmd, 0) : "",
+					cmd ? ")" : "");
 	}
 	if (!err && flt->tid) {
 		thread = p->nsamples ? profile__thread_name(p, p->samples[0].pid, flt->tid) : NULL;
 		err = sb_printf(sb, " \xc2\xb7 tid %d%s%s%s", (int)flt->tid, thread ? " (" : "",
 				thread ? text_str(&tmp, thread, 0) : "", thread ? ")" : "");
 	}
-	if (!err && (flt->flags & PROFILE_RANK))
-		err = sb_printf(sb, " \xc2\xb7 rank %d", flt->rank);
+	if (!err && (flt->flags & PROFILE_RANK) && !flt->pid) {
+		/* "rank 3 (pid 1234)" when one process has its samples. */
+		for (i = 1; i < p->nsamples && p->samples[i].pid == p->samples[0].pid; i++)
+			;
+		if (p->nsamples && i == p->nsamples)
+			err = sb_printf(sb, " \xc2\xb7 rank %d (pid %d)", flt->rank,
+					(int)p->samples[0].pid);
+		else
+			err = sb_printf(sb, " \xc2\xb7 rank %d", flt->rank);
+	}
 	if (!err && (flt->flags & PROFILE_RANGE))
 		err = flt->to >= NO_END
 			      ? sb_printf(sb, " \xc2\xb7 from %g s", flt->from)
@@ -172,6 +201,51 @@ static int subtitle_baseline(struct strbuf *sb, const struct profile_filter *bas
 	if (!err && strcmp(base_input, input))
 		err = sb_printf(sb, " %s", text_str(&tmp, base_input, 0));
 	sb_free(&tmp);
+	return err;
+}
+
+/* " · 3 ranks · furthest from the median: rank 1" */
+static int subtitle_ranks(struct strbuf *sb, const struct rankpanels *rp)
+{
+	int err;
+
+	err = sb_printf(sb, " \xc2\xb7 %zu rank%s", rp->nranks, rp->nranks == 1 ? "" : "s");
+	if (!err && rp->flagged >= 0)
+		err = sb_printf(sb, " \xc2\xb7 furthest from the median: rank %d", rp->flagged);
+	return err;
+}
+
+/*
+ * Load @input with @flt into *@prof, and the comparison of its ranks into *@dev; build the
+ * panels of --by rank into @rp. Return 0, or -ENODATA / -errno with the reason printed.
+ */
+static int load_by_rank(const char *input, const struct profile_filter *flt, struct profile **prof,
+			struct profile_rank_deviation **dev, size_t *ndev, struct rankpanels *rp)
+{
+	sqlite3 *db = NULL;
+	int err;
+
+	if (recording__open(input, &db))
+		return -EIO;
+	err = profile__load(db, flt, prof);
+	if (!err && !(*prof)->total) {
+		profile__explain_empty(db, input, flt);
+		err = -ENODATA;
+	} else if (!err) {
+		err = profile__rank_deviation(db, flt, dev, ndev);
+	}
+	if (!err) {
+		err = rankpanels__build(*prof, *dev, *ndev, rp);
+		if (err == -ENODATA)
+			pr_warn("%s has no samples of processes with a rank (RANK, SLURM_PROCID, "
+				"OMPI_COMM_WORLD_RANK or PMI_RANK in their environment): there is "
+				"nothing to draw by rank; 'probing query -i %s \"SELECT * FROM "
+				"processes\"' shows the processes",
+				input, input);
+	}
+	if (err == -ENOMEM)
+		pr_warn("out of memory reading %s", input);
+	recording__close(db);
 	return err;
 }
 
@@ -222,7 +296,10 @@ int cmd_flamegraph(int argc, char **argv)
 	const char *input = "probing.db", *output = "-", *diff_input = NULL;
 	struct profile_filter flt = {0}, base_flt;
 	struct profile *base = NULL;
-	bool diff_ranks = false, from_given = false, to_given = false;
+	struct profile_rank_deviation *dev = NULL;
+	struct rankpanels rp = {.flagged = -1};
+	size_t ndev = 0;
+	bool diff_ranks = false, from_given = false, to_given = false, by_rank = false;
 	int rank_a = 0, rank_b = 0;
 	double secs;
 	struct fg_options fo = {0};
@@ -324,6 +401,14 @@ int cmd_flamegraph(int argc, char **argv)
 					optarg);
 			diff_ranks = true;
 			break;
+		case OPT_BY:
+			if (strcmp(optarg, "rank"))
+				return cli_usage_error("flamegraph",
+						       "invalid --by '%s': the one grouping there "
+						       "is 'rank' (--by rank)",
+						       optarg);
+			by_rank = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -343,6 +428,14 @@ int cmd_flamegraph(int argc, char **argv)
 	if (diff_ranks && (flt.flags & PROFILE_RANK))
 		return cli_usage_error("flamegraph",
 				       "give either --rank or --diff-ranks, not both");
+	if (by_rank && (flt.flags & PROFILE_RANK))
+		return cli_usage_error("flamegraph",
+				       "--by rank draws every rank: leave out --rank (or --by rank "
+				       "to draw one)");
+	if (by_rank && (diff_ranks || diff_input))
+		return cli_usage_error("flamegraph",
+				       "--by rank draws the ranks side by side; a differential "
+				       "graph (--diff, --diff-ranks) is drawn alone");
 	base_flt = flt;
 	if (diff_ranks) {
 		base_flt.flags |= PROFILE_RANK;
@@ -354,6 +447,24 @@ int cmd_flamegraph(int argc, char **argv)
 	/* The output first: a file that may not be written is refused before any work. */
 	if (outfile__open(output, out_flags, &of))
 		goto cleanup;
+	if (by_rank) {
+		err = load_by_rank(input, &flt, &prof, &dev, &ndev, &rp);
+		if (err)
+			goto cleanup;
+		if (folded) {
+			err = rankpanels__folded(&rp, &text);
+		} else {
+			if (!fo.title)
+				fo.title = "Flame Graphs by Rank";
+			err = subtitle(&sub, prof, &flt, input);
+			err = err ?: subtitle_ranks(&sub, &rp);
+			fo.subtitle = sb_str(&sub);
+			err = err ?: fg__svg_panels(rp.panels, rp.n, &fo, &text);
+		}
+		if (err)
+			goto nomem;
+		goto write;
+	}
 	if (load(input, &flt, &prof))
 		goto cleanup;
 	if (diff_input || diff_ranks) {
@@ -385,6 +496,7 @@ int cmd_flamegraph(int argc, char **argv)
 	}
 	if (err)
 		goto nomem;
+write:
 	if (text.len && fwrite(text.buf, 1, text.len, outfile__fp(of)) != text.len) {
 		pr_warn("cannot write %s: %s", output, strerror(errno));
 		goto cleanup;
@@ -406,6 +518,8 @@ cleanup:
 	fg__free(g);
 	profile__free(prof);
 	profile__free(base);
+	rankpanels__free(&rp);
+	profile__free_rank_deviation(dev, ndev);
 	return ret;
 }
 

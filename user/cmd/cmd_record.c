@@ -52,13 +52,19 @@ static const char usage_text[] =
 	"                          stacks keep their innermost N frames and are marked truncated\n"
 	"      --no-native         do not unwind native stacks (keep only the function that was\n"
 	"                          running)\n"
-	"      --children          also record child processes the targets start\n"
+	"      --children          also record the targets' descendants: those running now and\n"
+	"                          those started while recording (e.g. every rank of a job:\n"
+	"                          -p <torchrun, srun or mpirun pid> --children). Each process's\n"
+	"                          place in its job (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\n"
+	"                          PMI_RANK...) goes into the table processes; the summary\n"
+	"                          lists the ranks\n"
 	"  -v, --verbose           more diagnostics (repeat for more)\n"
 	"  -h, --help              this help\n"
 	"\n"
 	"Examples:\n"
 	"  sudo probing record -p 1234 -F 999 -d 10 -o app.db\n"
 	"  sudo probing record -o app.db -- ./myprog --input data.bin\n"
+	"  sudo probing record --children -p 4321 -d 30 -o job.db    # 4321: torchrun\n"
 	"  probing flamegraph -i app.db -o app.svg\n";
 
 enum {

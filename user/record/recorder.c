@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "base/bmap.h"
+#include "base/jobinfo.h"
 #include "native/dwproc.h"
 #include "native/kallsyms.h"
 #include "base/log.h"
@@ -44,7 +45,7 @@ struct target {
 	double start_time, end_time; /* unix seconds; end_time 0: not seen to exit */
 	char *command, *exe;
 	char pyver[32];
-	int rank, local_rank, world_size;
+	struct job_identity job; /* its rank, job and host, from its environment */
 };
 
 struct thread {
@@ -168,6 +169,7 @@ void recorder__free(struct recorder *r)
 		pyproc__free(r->targets[i].py);
 		free(r->targets[i].command);
 		free(r->targets[i].exe);
+		jobinfo_free(&r->targets[i].job);
 	}
 	free(r->targets);
 	free(r->threads);
@@ -206,29 +208,35 @@ static void set_str(char **dst, char *src)
 	*dst = src;
 }
 
+/* *@dst = a copy of @src (a forked child's identity is its parent's until it execs). */
+static void copy_job(struct job_identity *dst, const struct job_identity *src)
+{
+	jobinfo_free(dst);
+	*dst = *src;
+	dst->job_id = src->job_id ? strdup(src->job_id) : NULL;
+	dst->master_addr = src->master_addr ? strdup(src->master_addr) : NULL;
+}
+
 /*
  * Refresh what the target's row says from /proc, while the process is there: a zombie or a
  * pid that is gone tells nothing, and what was known (from its parent, from the exec) stays.
  */
 static void read_proc_info(struct target *t)
 {
-	static const char *const env[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE"};
-	int *dst[] = {&t->rank, &t->local_rank, &t->world_size};
+	struct job_identity job;
 	pid_t ppid, ns;
-	size_t i;
-	char *v;
-	long n;
 
 	if (!procinfo_alive(t->pid))
 		return;
 	set_str(&t->command, procinfo_cmdline(t->pid));
 	set_str(&t->exe, procinfo_exe(t->pid));
-	for (i = 0; i < ARRAY_SIZE(env); i++) {
-		errno = 0;
-		v = procinfo_getenv(t->pid, env[i]);
-		if (v || errno == ENOENT)
-			*dst[i] = v && !parse_long(v, 0, 1 << 30, &n) ? n : -1;
-		free(v);
+	/* Its place in a job, from the environment it exec'd with; an environment that cannot
+	 * be read keeps what was known (a forked child's, its parent's). */
+	if (!jobinfo_read(t->pid, &job) && (!job.env_error || !jobinfo_has_rank(&t->job))) {
+		jobinfo_free(&t->job);
+		t->job = job;
+	} else {
+		jobinfo_free(&job);
 	}
 	if (!t->ppid) {
 		ppid = procinfo_ppid(t->pid);
@@ -249,9 +257,12 @@ static void store_process_row(struct recorder *r, struct target *t)
 		.exe = t->exe,
 		.start_time = t->start_time,
 		.end_time = t->end_time,
-		.rank = t->rank,
-		.local_rank = t->local_rank,
-		.world_size = t->world_size,
+		.rank = t->job.rank,
+		.local_rank = t->job.local_rank,
+		.world_size = t->job.world_size,
+		.group_rank = t->job.group_rank,
+		.job_id = t->job.job_id,
+		.host = t->job.host[0] ? t->job.host : NULL,
 		.ns_pid = t->ns_pid,
 	};
 
@@ -402,7 +413,7 @@ static struct target *get_target(struct recorder *r, pid_t pid, bool *created)
 	t = &r->targets[r->ntargets];
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
-	t->rank = t->local_rank = t->world_size = -1;
+	jobinfo_free(&t->job); /* all unknown */
 	t->cpu_first = t->cpu_last = -1;
 	*slot = ++r->ntargets;
 	*created = true;
@@ -421,10 +432,11 @@ static void reset_target(struct recorder *r, struct target *t)
 	drop_dwproc(t);
 	free(t->command);
 	free(t->exe);
+	jobinfo_free(&t->job);
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
 	t->incarnation = incarnation;
-	t->rank = t->local_rank = t->world_size = -1;
+	jobinfo_free(&t->job); /* all unknown */
 	t->cpu_first = t->cpu_last = -1;
 }
 
@@ -467,6 +479,13 @@ int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
 	return 0;
 }
 
+bool recorder__has_target(struct recorder *r, pid_t pid)
+{
+	struct target *t = find_target(r, pid);
+
+	return t && t->alive;
+}
+
 /*
  * A sample of a process we were not told about (its fork event was lost): make it a target
  * with what the sample says, and what /proc says if it is still there.
@@ -500,6 +519,10 @@ static void follow_child(struct recorder *r, const struct proc_change_event *ev,
 	if (!t)
 		return;
 	parent = find_target(r, ev->ppid); /* after get_target: it may move the targets */
+	/* A running target made one after this fork is this very child: found among the
+	 * descendants of a target (record --children) while its fork event was queued. */
+	if (!created && t->alive && t->started_ns > ev->time_ns)
+		return;
 	/* The fork precedes every sample of the child: a target with its pid is an older
 	 * process that had the same pid. */
 	if (!created)
@@ -510,9 +533,7 @@ static void follow_child(struct recorder *r, const struct proc_change_event *ev,
 	if (parent) {
 		t->command = parent->command ? strdup(parent->command) : NULL;
 		t->exe = parent->exe ? strdup(parent->exe) : NULL;
-		t->rank = parent->rank;
-		t->local_rank = parent->local_rank;
-		t->world_size = parent->world_size;
+		copy_job(&t->job, &parent->job);
 		if (parent->py)
 			snprintf(t->pyver, sizeof(t->pyver), "%s", pyproc__version_str(parent->py));
 		/* Until it execs, the child has its parent's address space: its samples unwind
@@ -1015,6 +1036,21 @@ int recorder__live_targets(const struct recorder *r)
 void recorder__stats(const struct recorder *r, struct recorder_stats *out)
 {
 	*out = r->stats;
+}
+
+int recorder__processes(const struct recorder *r, struct recorder_process **out)
+{
+	size_t i;
+
+	*out = calloc(r->ntargets ? r->ntargets : 1, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	for (i = 0; i < r->ntargets; i++) {
+		(*out)[i].pid = r->targets[i].pid;
+		(*out)[i].job = &r->targets[i].job;
+		(*out)[i].samples = r->targets[i].samples;
+	}
+	return (int)r->ntargets;
 }
 
 double recorder__target_cpu(const struct recorder *r)

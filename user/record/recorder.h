@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/jobinfo.h"
 #include "record/sampling.h"
 #include "record/store.h"
 
@@ -48,6 +49,9 @@ void recorder__free(struct recorder *r);
  */
 int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid);
 
+/* Is @pid a target that has not been seen to exit? */
+bool recorder__has_target(struct recorder *r, pid_t pid);
+
 /* Process one ring-buffer record (struct sample_event or proc_change_event). 0 or -errno. */
 int recorder__handle(struct recorder *r, const void *rec, size_t len);
 
@@ -67,6 +71,20 @@ void recorder__poll(struct recorder *r);
 int recorder__live_targets(const struct recorder *r);
 
 void recorder__stats(const struct recorder *r, struct recorder_stats *out);
+
+/* A process recorded: who it is in its job, and what it gave. */
+struct recorder_process {
+	pid_t pid;
+	const struct job_identity *job; /* owned by the recorder */
+	uint64_t samples;		/* its samples (pid reuse: of the latest process) */
+};
+
+/*
+ * The processes recorded, in the order they became targets, into *@out (malloc'd; the
+ * identities stay the recorder's, valid until recorder__free). Return their number, or
+ * -ENOMEM.
+ */
+int recorder__processes(const struct recorder *r, struct recorder_process **out);
 
 /*
  * CPU seconds the targets used while recorded, as /proc showed it when they were added and

@@ -6,7 +6,9 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "base/jobinfo.h"
 #include "base/log.h"
+#include "base/procinfo.h"
 #include "base/util.h"
 #include "record/evqueue.h"
 #include "record/launch.h"
@@ -20,10 +22,11 @@ struct session {
 	struct sampling *smp;
 	struct recorder *rec;
 	struct evqueue *q;
-	struct launch child; /* the command it started, if any */
-	double start;	     /* CLOCK_MONOTONIC seconds when sampling started */
-	double start_real;   /* the same instant in unix seconds */
-	double end;	     /* CLOCK_MONOTONIC seconds when the loop ended */
+	struct launch child;		/* the command it started, if any */
+	double start;			/* CLOCK_MONOTONIC seconds when sampling started */
+	double start_real;		/* the same instant in unix seconds */
+	double end;			/* CLOCK_MONOTONIC seconds when the loop ended */
+	struct recorder_process *procs; /* for the summary (session__finish) */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -57,6 +60,43 @@ static void free_pipeline(struct session *s)
 	s->smp = NULL;
 }
 
+/*
+ * With --children: the descendants the targets have now become targets too (those they
+ * create from now on are followed by the sampler, as every target's children are). A child
+ * forked by a descendant before that descendant was a target is found by the next pass, so
+ * passes go on until one finds nothing new. Processes that exit meanwhile are skipped.
+ * Return the number of processes added.
+ */
+static int add_descendants(struct session *s)
+{
+	const struct session_opts *o = s->o;
+	int pass, i, j, n, added, total = 0, err;
+	pid_t *pids;
+
+	for (pass = 0; pass < 16; pass++) {
+		added = 0;
+		for (i = 0; i < o->npids; i++) {
+			if (jobinfo_descendants(o->pids[i], &pids, &n))
+				continue; /* gone: its own exit is seen as any target's */
+			for (j = 1; j < n; j++) {
+				if (recorder__has_target(s->rec, pids[j]))
+					continue;
+				err = recorder__add_target(s->rec, pids[j], procinfo_ppid(pids[j]));
+				if (!err)
+					added++;
+				else if (err != -ESRCH)
+					pr_warn("cannot record process %d (a descendant of %d): %s",
+						pids[j], o->pids[i], strerror(-err));
+			}
+			free(pids);
+		}
+		total += added;
+		if (!added)
+			break;
+	}
+	return total;
+}
+
 /* Make the running processes of the options targets. 0 or -errno, said. */
 static int add_pids(struct session *s)
 {
@@ -74,6 +114,11 @@ static int add_pids(struct session *s)
 			pr_warn("cannot record process %d: %s", o->pids[i], strerror(-err));
 			return err;
 		}
+	}
+	if (o->sampling.children) {
+		i = add_descendants(s);
+		pr_info("recording %d process%s and %d of %s descendants", o->npids,
+			o->npids == 1 ? "" : "es", i, o->npids == 1 ? "its" : "their");
 	}
 	return 0;
 }
@@ -233,6 +278,11 @@ void session__finish(struct session *s, struct record_totals *t)
 			  (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 	if (sampling__prog_stats(s->smp, &t->bpf_ns, &t->bpf_runs))
 		t->bpf_ns = t->bpf_runs = 0;
+	free(s->procs);
+	t->nprocs = recorder__processes(s->rec, &s->procs);
+	if (t->nprocs < 0)
+		t->nprocs = 0; /* the summary goes without the ranks */
+	t->procs = s->procs;
 	meta__write_end(s->st, t);
 }
 
@@ -244,6 +294,7 @@ int session__close(struct session *s)
 		return 0;
 	free_pipeline(s);
 	err = store__close(s->st);
+	free(s->procs);
 	free(s);
 	return err;
 }

@@ -20,6 +20,7 @@
 #include "base/strpool.h"
 #include "record/store.h"
 #include "base/util.h"
+#include "record/rankview.h"
 
 static const char schema_sql[] =
 	"PRAGMA journal_mode = WAL;\n"
@@ -27,7 +28,7 @@ static const char schema_sql[] =
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value);\n"
 	"CREATE TABLE processes(pid INTEGER PRIMARY KEY, ppid INTEGER, command TEXT, exe TEXT,\n"
 	"  start_time REAL, end_time REAL, rank INTEGER, local_rank INTEGER, world_size INTEGER,\n"
-	"  python_version TEXT, ns_pid INTEGER);\n"
+	"  python_version TEXT, ns_pid INTEGER, group_rank INTEGER, job_id TEXT, host TEXT);\n"
 	"CREATE TABLE threads(pid INTEGER NOT NULL, tid INTEGER NOT NULL, name TEXT,\n"
 	"  first_seen REAL, last_seen REAL, ns_tid INTEGER, PRIMARY KEY(pid, tid));\n"
 	"CREATE TABLE frame_defs(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, func TEXT NOT NULL,\n"
@@ -164,6 +165,8 @@ int store__create(const char *path, unsigned int flags, struct store **out)
 		goto cleanup;
 	}
 	rc = sqlite3_exec(st->db, schema_sql, NULL, NULL, &errmsg);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(st->db, rankview_schema_sql, NULL, NULL, &errmsg);
 	if (rc != SQLITE_OK) {
 		pr_warn("%s: cannot create the schema: %s", st->path, errmsg ? errmsg : "?");
 		sqlite3_free(errmsg);
@@ -227,9 +230,10 @@ static void int_or_null(char *buf, size_t n, long v)
 
 int store__process(struct store *st, const struct store_process *p)
 {
-	char rank[24], lrank[24], ws[24], nspid[24], end[32];
+	char rank[24], lrank[24], ws[24], grank[24], nspid[24], end[32];
 
 	int_or_null(rank, sizeof(rank), p->rank);
+	int_or_null(grank, sizeof(grank), p->group_rank);
 	int_or_null(lrank, sizeof(lrank), p->local_rank);
 	int_or_null(ws, sizeof(ws), p->world_size);
 	int_or_null(nspid, sizeof(nspid), p->ns_pid && p->ns_pid != p->pid ? p->ns_pid : -1);
@@ -240,10 +244,10 @@ int store__process(struct store *st, const struct store_process *p)
 	return pending_append(
 		st,
 		"INSERT OR REPLACE INTO processes(pid, ppid, command, exe, start_time, end_time,"
-		" rank, local_rank, world_size, python_version, ns_pid)"
-		" VALUES(%d, %d, %Q, %Q, %.6f, %s, %s, %s, %s, %Q, %s)",
+		" rank, local_rank, world_size, python_version, ns_pid, group_rank, job_id, host)"
+		" VALUES(%d, %d, %Q, %Q, %.6f, %s, %s, %s, %s, %Q, %s, %s, %Q, %Q)",
 		(int)p->pid, (int)p->ppid, p->command, p->exe, p->start_time, end, rank, lrank, ws,
-		p->python_version, nspid);
+		p->python_version, nspid, grank, p->job_id, p->host);
 }
 
 int store__process_end(struct store *st, pid_t pid, double end_time)

@@ -62,6 +62,11 @@ struct store_process {
 	int rank, local_rank, world_size; /* from RANK / LOCAL_RANK / WORLD_SIZE, -1 if unset */
 	const char *python_version;	  /* "3.12.1" or NULL */
 	pid_t ns_pid;			  /* its pid in its own PID namespace; 0: the same as pid */
+	/* Its job (base/jobinfo.h): the node's rank (GROUP_RANK...), -1 if unknown (not 0!);
+	 * the job's id and the host name it sees, NULL if unknown. */
+	int group_rank;
+	const char *job_id;
+	const char *host;
 };
 int store__process(struct store *st, const struct store_process *p);
 /* Record when a process ended (unix seconds). */

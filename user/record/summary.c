@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "base/cli.h"
+#include "base/escape.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "record/summary.h"
 
 /*
@@ -42,6 +46,96 @@ static int explain_no_samples(const struct record_totals *t, unsigned int freq)
 			cpu * 1000, cpu * 1000 < period_ms ? "less than" : "about", period_ms,
 			freq);
 	return EXIT_OK;
+}
+
+#define MAX_RANK_LINES 64 /* a bigger job is summed up; the recording has every process */
+
+static int cmp_proc_rank(const void *a, const void *b)
+{
+	const struct recorder_process *x = a, *y = b;
+
+	if (x->job->rank != y->job->rank)
+		return x->job->rank < y->job->rank ? -1 : 1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/*
+ * The ranks of a distributed job among the recorded processes, one line each: "rank 3 (pid
+ * 1234)" and its samples (a rank's other processes, such as its data loader workers, which
+ * inherit its RANK, are counted with it); the ranks its world size says are missing; the
+ * processes without a rank. Nothing when no process has a rank.
+ */
+static void print_ranks(const struct record_totals *t)
+{
+	struct recorder_process *p = NULL;
+	struct strbuf text = {0};
+	int i, j, n = 0, lines = 0, world = -1, missing = 0, norank = 0;
+	uint64_t samples, norank_samples = 0;
+	char label[96], cnt[32];
+	const char *job_id = NULL;
+
+	for (i = 0; i < t->nprocs; i++)
+		n += jobinfo_has_rank(t->procs[i].job);
+	if (!n)
+		return;
+	p = malloc(n * sizeof(*p));
+	if (!p)
+		return;
+	for (i = n = 0; i < t->nprocs; i++) {
+		if (jobinfo_has_rank(t->procs[i].job)) {
+			p[n++] = t->procs[i];
+		} else {
+			norank++;
+			norank_samples += t->procs[i].samples;
+		}
+	}
+	qsort(p, n, sizeof(*p), cmp_proc_rank);
+	for (i = 0; i < n; i++) {
+		if (p[i].job->world_size > world)
+			world = p[i].job->world_size;
+		/* torchrun's TORCHELASTIC_RUN_ID is "none" unless --rdzv_id names the job. */
+		if (!job_id && p[i].job->job_id && strcmp(p[i].job->job_id, "none"))
+			job_id = p[i].job->job_id;
+	}
+	fprintf(stderr, "probing: ranks of %s%s%s", job_id ? "job " : "a distributed job",
+		job_id ? text_str(&text, job_id, 0) : "", world > 0 ? "" : ":\n");
+	if (world > 0)
+		fprintf(stderr, " (world size %d):\n", world);
+	for (i = 0; i < n; i = j) {
+		samples = 0;
+		for (j = i; j < n && p[j].job->rank == p[i].job->rank; j++)
+			samples += p[j].samples;
+		if (++lines > MAX_RANK_LINES)
+			continue;
+		if (j - i == 1)
+			jobinfo_label(p[i].job, p[i].pid, false, label, sizeof(label));
+		else
+			snprintf(label, sizeof(label), "rank %d (pid %d and %d more process%s)",
+				 p[i].job->rank, p[i].pid, j - i - 1, j - i - 1 == 1 ? "" : "es");
+		fmt_thousands(cnt, sizeof(cnt), samples);
+		fprintf(stderr, "  %-40s %12s samples\n", label, cnt);
+	}
+	if (lines > MAX_RANK_LINES)
+		fprintf(stderr, "  ... and %d more ranks (SELECT * FROM processes)\n",
+			lines - MAX_RANK_LINES);
+	/* Ranks 0..world-1 not among them: on other nodes, or not started yet. */
+	for (i = 0, j = 0; world > 0 && i < world && world <= (1 << 20); i++) {
+		while (j < n && p[j].job->rank < i)
+			j++;
+		missing += !(j < n && p[j].job->rank == i);
+	}
+	if (missing)
+		fprintf(stderr,
+			"probing: %d of the job's %d ranks %s not among the recorded processes "
+			"(on other nodes, or not running when recording started?)\n",
+			missing, world, missing == 1 ? "is" : "are");
+	if (norank) {
+		fmt_thousands(cnt, sizeof(cnt), norank_samples);
+		fprintf(stderr, "probing: and %d process%s without a rank (%s samples)\n", norank,
+			norank == 1 ? "" : "es", cnt);
+	}
+	sb_free(&text);
+	free(p);
 }
 
 /* With -v: what recording cost, and how the Python stack walks went. */
@@ -95,6 +189,7 @@ int summary__print(const struct record_totals *t, const struct session_opts *o)
 			"their "
 			"command line or end time\n",
 			(unsigned long long)t->lost_events);
+	print_ranks(t);
 	if (!rs->samples)
 		ret = explain_no_samples(t, o->sampling.freq);
 	print_costs(t);

@@ -298,8 +298,24 @@ int fg__add_base(struct fg *g, const uint32_t *syms, size_t n, uint64_t count)
 	return add_counts(g, syms, n, count, true);
 }
 
-/* Add the samples of @p to the graph's own counts, or with @base to the baseline's. */
-static int add_profile(struct fg *g, const struct profile *p, bool base)
+#define ALL_RANKS INT32_MIN
+
+/* Is sample @i of @p one of rank @rank's (ALL_RANKS: every sample; -1: those without)? */
+static bool of_rank(const struct profile *p, size_t i, int rank)
+{
+	const struct profile_process *pr;
+
+	if (rank == ALL_RANKS)
+		return true;
+	pr = profile__process(p, p->samples[i].pid);
+	return (pr ? pr->rank : -1) == rank;
+}
+
+/*
+ * Add the samples of @p (of rank @rank, or ALL_RANKS) to the graph's own counts, or with
+ * @base to the baseline's.
+ */
+static int add_profile(struct fg *g, const struct profile *p, bool base, int rank)
 {
 	struct strbuf name = {0};
 	uint64_t *counts = NULL;
@@ -327,7 +343,8 @@ static int add_profile(struct fg *g, const struct profile *p, bool base)
 		goto cleanup;
 	/* Threads and processes are summed: the graph is of stacks. */
 	for (i = 0; i < p->nsamples; i++)
-		counts[p->samples[i].stack] += p->samples[i].count;
+		if (of_rank(p, i, rank))
+			counts[p->samples[i].stack] += p->samples[i].count;
 	for (i = 0; i < p->nstacks; i++)
 		if (counts[i] && p->stacks[i].n > maxn)
 			maxn = p->stacks[i].n;
@@ -357,13 +374,18 @@ cleanup:
 
 int fg__add_profile(struct fg *g, const struct profile *p)
 {
-	return add_profile(g, p, false);
+	return add_profile(g, p, false, ALL_RANKS);
+}
+
+int fg__add_profile_rank(struct fg *g, const struct profile *p, int rank)
+{
+	return add_profile(g, p, false, rank < 0 ? -1 : rank);
 }
 
 int fg__add_profile_base(struct fg *g, const struct profile *p)
 {
 	g->diff = true;
-	return add_profile(g, p, true);
+	return add_profile(g, p, true, ALL_RANKS);
 }
 
 uint64_t fg__total(const struct fg *g)
@@ -811,27 +833,27 @@ static int legend_item_width(size_t i)
 	return (int)(strlen(legend[i].label) * 7.2) + 14;
 }
 
-/* Width of the whole legend, items 14 px apart. */
-static int legend_width(const struct fg *g)
+/* Width of the whole legend, items 14 px apart; @kinds: the kinds of frames drawn. */
+static int legend_width(const bool kinds[3], bool diff)
 {
 	size_t i;
 	int w = 0;
 
-	if (g->diff)
+	if (diff)
 		return diff_legend_width();
 	for (i = 0; i < ARRAY_SIZE(legend); i++)
-		if (g->kinds[legend[i].kind])
+		if (kinds[legend[i].kind])
 			w += legend_item_width(i) + (w ? 14 : 0);
 	return w;
 }
 
 /* The legend: one swatch per kind of frame present, right-aligned on the subtitle's row. */
-static int append_legend(struct strbuf *sb, const struct fg *g, int width, int y)
+static int append_legend(struct strbuf *sb, const bool kinds[3], bool diff, int width, int y)
 {
 	int x = width - PAD, i, err = 0;
 
 	err = sb_puts(sb, "<g id=\"legend\">\n");
-	for (i = ARRAY_SIZE(diff_legend) - 1; g->diff && i >= 0 && !err; i--) {
+	for (i = ARRAY_SIZE(diff_legend) - 1; diff && i >= 0 && !err; i--) {
 		int iw = (int)(strlen(diff_legend[i].label) * 7.2) + 14;
 
 		err = sb_printf(sb,
@@ -841,11 +863,11 @@ static int append_legend(struct strbuf *sb, const struct fg *g, int width, int y
 				x, y, diff_legend[i].label, x - iw, y - 9, diff_legend[i].colour);
 		x -= iw + 14;
 	}
-	if (g->diff)
+	if (diff)
 		return err ? err : sb_puts(sb, "</g>\n");
 	/* Right to left, so the last item ends at the margin. */
 	for (i = ARRAY_SIZE(legend) - 1; i >= 0 && !err; i--) {
-		if (!g->kinds[legend[i].kind])
+		if (!kinds[legend[i].kind])
 			continue;
 		err = sb_printf(sb,
 				"<text class=\"end\" x=\"%d\" y=\"%d\">%s</text>"
@@ -860,7 +882,8 @@ static int append_legend(struct strbuf *sb, const struct fg *g, int width, int y
 	return err;
 }
 
-static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_box *b)
+/* A frame of the graph @g, in panel @panel of a multi-graph image (-1: the only graph). */
+static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_box *b, int panel)
 {
 	char cnt[32];
 	uint64_t total = g->nodes[0].total;
@@ -875,8 +898,12 @@ static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_b
 	if (g->diff)
 		diff_rgb(g, b, rgb);
 	fmt_thousands(cnt, sizeof(cnt), b->count);
-	err = sb_printf(sb, "<g class=\"%s\" data-o=\"%llu\" data-n=\"%llu\"><title>",
-			kind_class(b), (unsigned long long)b->offset, (unsigned long long)b->count);
+	err = sb_printf(sb, "<g class=\"%s\" data-o=\"%llu\" data-n=\"%llu\"", kind_class(b),
+			(unsigned long long)b->offset, (unsigned long long)b->count);
+	if (!err && panel >= 0)
+		err = sb_printf(sb, " data-p=\"%d\"", panel);
+	if (!err)
+		err = sb_puts(sb, "><title>");
 	if (!err)
 		err = append_escaped(sb, b->name);
 	if (!err)
@@ -916,24 +943,147 @@ static int append_cut(struct strbuf *sb, const char *s, long maxc)
 	return err ? err : sb_puts(sb, "..");
 }
 
-int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
-{
-	struct fg_box *boxes = NULL;
-	size_t n = 0, i;
-	int width = image_width(o), top = TOP, height, max_depth = 0, err;
-	const char *title = o->title && *o->title ? o->title : "Flame Graph";
+#define PANEL_GAP  16  /* between the panels of fg__svg_panels, px */
+#define PANEL_MIN  300 /* the narrowest panel, px */
+#define PANEL_HEAD 36  /* a panel's heading (two lines) above its frames, px */
 
-	if (!g->nodes[0].total)
-		return -ENODATA;
-	err = fg__layout(g, o, &boxes, &n, &height);
-	if (err)
-		return err;
+/* Where a graph is drawn in the image, and its frames as laid out there. */
+struct placed {
+	const struct fg_panel *pn;
+	double x, w; /* its left edge and width, px */
+	struct fg_box *boxes;
+	size_t n;
+	int max_depth;
+};
+
+/*
+ * Lay the graphs out side by side: @pl[i] gets its place, its boxes (moved to that place,
+ * rows counted from @top, roots on one line) and its depth. *@width, *@height: the image's.
+ */
+static int place_panels(struct placed *pl, size_t n, const struct fg_options *o, int top,
+			int *width, int *height)
+{
+	double pw = n > 1 ? (image_width(o) - 2.0 * PAD - (n - 1) * PANEL_GAP) / n
+			  : image_width(o) - 2.0 * PAD;
+	struct fg_options po = *o;
+	int max_depth = 0, h, err;
+	size_t i, k;
+
+	if (n > 1 && pw < PANEL_MIN)
+		pw = PANEL_MIN;
+	po.width = (int)pw + 2 * PAD;
+	/* fg__layout's scale: (width - 2 * PAD) px for all the samples; the rounding of the
+	 * panel width above goes into the gaps. */
+	pw = po.width - 2 * PAD;
+	if (o->min_width <= 0)
+		po.min_width = pw * 0.001;
+	for (i = 0; i < n; i++) {
+		pl[i].x = PAD + i * (pw + PANEL_GAP);
+		pl[i].w = pw;
+		if (!pl[i].pn->g->nodes[0].total)
+			continue; /* an empty panel: its heading only */
+		err = fg__layout(pl[i].pn->g, &po, &pl[i].boxes, &pl[i].n, &h);
+		if (err)
+			return err;
+		for (k = 0; k < pl[i].n; k++) {
+			pl[i].boxes[k].x += pl[i].x - PAD;
+			if (pl[i].boxes[k].depth > pl[i].max_depth)
+				pl[i].max_depth = pl[i].boxes[k].depth;
+		}
+		if (pl[i].max_depth > max_depth)
+			max_depth = pl[i].max_depth;
+	}
 	for (i = 0; i < n; i++)
-		if (boxes[i].depth > max_depth)
-			max_depth = boxes[i].depth;
-	if (g->diff)
-		diff_scale(g, boxes, n);
-	err = sb_reserve(out, 4096 + n * 300);
+		for (k = 0; k < pl[i].n; k++)
+			pl[i].boxes[k].y =
+				o->inverted ? top + pl[i].boxes[k].depth * FRAME_H
+					    : top + (max_depth - pl[i].boxes[k].depth) * FRAME_H;
+	*width = n > 1 ? (int)(2 * PAD + n * pw + (n - 1) * PANEL_GAP + 0.5) : image_width(o);
+	*height = top + (max_depth + 1) * FRAME_H + FOOTER;
+	return 0;
+}
+
+/* The headings of the panels: label, note, and where search shows what it matched. */
+static int append_headings(struct strbuf *out, const struct placed *pl, size_t n, int y)
+{
+	long maxc;
+	size_t i;
+	int err = 0;
+
+	err = sb_puts(out, "<g id=\"panels\">\n");
+	for (i = 0; !err && i < n; i++) {
+		maxc = (long)((pl[i].w - 70) / (FONT * CHAR_W));
+		if (pl[i].pn->flagged)
+			err = sb_printf(out,
+					"<rect class=\"flag\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+					"height=\"%d\" rx=\"3\"/>\n",
+					pl[i].x - 4, y - 14, pl[i].w + 8, PANEL_HEAD - 2);
+		/* The whole heading in its tooltip: the lines are cut to the panel's width. */
+		err = err ?: sb_puts(out, "<g><title>");
+		err = err ?: append_escaped(out, pl[i].pn->label ? pl[i].pn->label : "");
+		if (!err && pl[i].pn->note)
+			err = sb_puts(out, "\n") ?: append_escaped(out, pl[i].pn->note);
+		err = err
+			      ?: sb_printf(out,
+					   "</title><text id=\"pl%zu\" class=\"pl%s\" x=\"%.2f\" "
+					   "y=\"%d\">",
+					   i, pl[i].pn->flagged ? " flag" : "", pl[i].x, y);
+		err = err ?: append_cut(out, pl[i].pn->label ? pl[i].pn->label : "", maxc);
+		err = err
+			      ?: sb_printf(out,
+					   "</text>\n<text id=\"pm%zu\" class=\"pm\" x=\"%.2f\" "
+					   "y=\"%d\"> </text>\n",
+					   i, pl[i].x + pl[i].w, y);
+		if (!err && pl[i].pn->note) {
+			err = sb_printf(out, "<text class=\"pn\" x=\"%.2f\" y=\"%d\">", pl[i].x,
+					y + 15);
+			err = err
+				      ?: append_cut(out, pl[i].pn->note,
+						    (long)(pl[i].w / (FONT * CHAR_W)));
+			err = err ?: sb_puts(out, "</text>\n");
+		}
+		err = err ?: sb_puts(out, "</g>\n");
+	}
+	return err ?: sb_puts(out, "</g>\n");
+}
+
+/*
+ * The image of @n graphs: one (fg__svg, @panels false: the layout of a single graph, no
+ * headings) or several side by side.
+ */
+static int render(const struct fg_panel *pns, size_t n, bool panels, const struct fg_options *o,
+		  struct strbuf *out)
+{
+	struct placed *pl = NULL;
+	bool kinds[3] = {false, false, false}, diff = !panels && pns[0].g->diff;
+	int width, top = TOP + (panels ? PANEL_HEAD : 0), height, max_depth = 0, err;
+	const char *title = o->title && *o->title ? o->title : "Flame Graph";
+	uint64_t total = 0;
+	size_t i, k, nboxes = 0;
+
+	for (i = 0; i < n; i++) {
+		total += pns[i].g->nodes[0].total;
+		for (k = 0; k < ARRAY_SIZE(kinds); k++)
+			kinds[k] |= pns[i].g->kinds[k];
+	}
+	if (!total)
+		return -ENODATA;
+	pl = calloc(n, sizeof(*pl));
+	if (!pl)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		pl[i].pn = &pns[i];
+	err = place_panels(pl, n, o, top, &width, &height);
+	if (err)
+		goto cleanup;
+	for (i = 0; i < n; i++) {
+		nboxes += pl[i].n;
+		if (pl[i].max_depth > max_depth)
+			max_depth = pl[i].max_depth;
+	}
+	if (diff)
+		diff_scale(pns[0].g, pl[0].boxes, pl[0].n);
+	err = sb_reserve(out, 4096 + nboxes * 300);
 	if (!err)
 		err = sb_printf(
 			out,
@@ -956,14 +1106,17 @@ int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
 		err = sb_printf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">", width / 2);
 		/* Centred, clear of the legend on the right (so as much room on the left). */
 		if (!err)
-			err = append_cut(out, o->subtitle,
-					 (long)((width - 2 * (PAD + legend_width(g) + 16)) /
-						(FONT * CHAR_W)));
+			err = append_cut(
+				out, o->subtitle,
+				(long)((width - 2 * (PAD + legend_width(kinds, diff) + 16)) /
+				       (FONT * CHAR_W)));
 		if (!err)
 			err = sb_puts(out, "</text>\n");
 	}
 	if (!err)
-		err = append_legend(out, g, width, 44);
+		err = append_legend(out, kinds, diff, width, 44);
+	if (!err && panels)
+		err = append_headings(out, pl, n, TOP + 14);
 	if (!err)
 		err = sb_printf(
 			out,
@@ -974,19 +1127,49 @@ int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
 			"<g id=\"frames\">\n",
 			PAD, width - PAD, PAD, height - 12, width - PAD, height - 12);
 	for (i = 0; !err && i < n; i++)
-		err = append_frame(out, g, &boxes[i]);
+		for (k = 0; !err && k < pl[i].n; k++)
+			err = append_frame(out, pns[i].g, &pl[i].boxes[k], panels ? (int)i : -1);
 	if (!err)
 		err = sb_printf(
 			out,
 			"</g>\n"
 			"<script type=\"text/ecmascript\"><![CDATA[\n"
 			"var C = {width: %d, pad: %d, font: %d, fh: %d, top: %d, bottom: %d, "
-			"inverted: %s, total: %llu};\n"
-			"%s]]></script>\n"
-			"</svg>\n",
+			"inverted: %s, total: %llu",
 			width, PAD, FONT, FRAME_H, top, top + max_depth * FRAME_H,
-			o->inverted ? "true" : "false", (unsigned long long)g->nodes[0].total,
-			probing_flamegraph_js);
-	free(boxes);
+			o->inverted ? "true" : "false", (unsigned long long)total);
+	/* Numbers only: the panels' labels are read from their headings (escaped text). */
+	if (!err && panels) {
+		err = sb_puts(out, ", panels: [");
+		for (i = 0; !err && i < n; i++)
+			err = sb_printf(out, "%s{x: %.4f, w: %.4f, total: %llu}", i ? ", " : "",
+					pl[i].x, pl[i].w,
+					(unsigned long long)pns[i].g->nodes[0].total);
+		err = err ?: sb_puts(out, "]");
+	}
+	if (!err)
+		err = sb_printf(out, "};\n%s]]></script>\n</svg>\n", probing_flamegraph_js);
+cleanup:
+	for (i = 0; pl && i < n; i++)
+		free(pl[i].boxes);
+	free(pl);
 	return err;
+}
+
+int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
+{
+	struct fg_panel one = {.g = g};
+
+	return render(&one, 1, false, o, out);
+}
+
+int fg__svg_panels(const struct fg_panel *panels, size_t n, const struct fg_options *o,
+		   struct strbuf *out)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (panels[i].g->diff)
+			return -EINVAL;
+	return n ? render(panels, n, true, o, out) : -ENODATA;
 }

@@ -56,6 +56,12 @@ struct profile;
 int fg__add_profile(struct fg *g, const struct profile *p);
 
 /*
+ * Add the samples of @p's processes of distributed rank @rank (profile_process.rank), or with
+ * @rank < 0 those of the processes without a rank. Return 0 or -ENOMEM.
+ */
+int fg__add_profile_rank(struct fg *g, const struct profile *p, int rank);
+
+/*
  * A differential flame graph (Brendan Gregg's difffolded.pl + flamegraph.pl): the graph is
  * drawn from the samples added with fg__add/fg__add_profile (the "after"), and the samples
  * added with these two (the baseline, "before") only colour it: each frame by the change of
@@ -119,5 +125,24 @@ int fg__layout(struct fg *g, const struct fg_options *o, struct fg_box **boxes, 
 
 /* Append the SVG image to @out. Return 0, -ENODATA (no samples) or -ENOMEM. */
 int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out);
+
+/* One of several flame graphs drawn side by side (fg__svg_panels). */
+struct fg_panel {
+	struct fg *g;	   /* its call tree (not a differential one) */
+	const char *label; /* its heading, e.g. "rank 3 (pid 1234)"; escaped for display */
+	const char *note;  /* a second line under it, or NULL; escaped for display */
+	bool flagged;	   /* drawn highlighted (the rank that differs most) */
+};
+
+/*
+ * Append one SVG image of the @n graphs @panels side by side, left to right, each scaled to
+ * its own samples (a box's width is its share of that graph), their roots on one line, each
+ * with its heading. Every panel is @o->width / @n pixels wide, at least 300 (the image grows
+ * instead). Hover, zoom (within a panel), reset and search work as in fg__svg; search shows
+ * the share matched in each panel. Return 0, -ENODATA (no panel has samples), -EINVAL (a
+ * differential graph) or -ENOMEM.
+ */
+int fg__svg_panels(const struct fg_panel *panels, size_t n, const struct fg_options *o,
+		   struct strbuf *out);
 
 #endif

@@ -1,18 +1,28 @@
 /*
  * The flame graph's interaction: user/report/flamegraph.c embeds this file in every SVG, after
  * the frames and the layout constants C (width, pad, font, fh = frame height, top, bottom,
- * inverted, total samples). Every frame is a <g> in #frames with data-o (samples to its left),
- * data-n (its samples), a class (py, na, kn; rt for the root) and a <title> whose first line is
- * its name. Geometry is recomputed from samples, never from rounded pixels.
+ * inverted, total samples; panels when several graphs are drawn side by side: each one's left
+ * edge x, width w and samples). Every frame is a <g> in #frames with data-o (samples to its
+ * left in its graph), data-n (its samples), data-p (its panel, if there are panels), a class
+ * (py, na, kn; rt for the root) and a <title> whose first line is its name. Geometry is
+ * recomputed from samples, never from rounded pixels. Each panel zooms on its own; search
+ * shows the share matched in each panel (#pmN) and over all of them (#matched).
  */
 (function () {
 "use strict";
-var W = C.width - 2 * C.pad, CW = C.font * 0.59;
-var frames = [], zoomed = null, term = null;
+var CW = C.font * 0.59;
+var frames = [], term = null;
 var $ = function (id) { return document.getElementById(id); };
 var details = $("details"), matched = $("matched");
 var resetBtn = $("reset"), searchBtn = $("search");
-function pct(n) { return (100 * n / C.total).toFixed(2) + "%"; }
+var P = C.panels || [{ x: C.pad, w: C.width - 2 * C.pad, total: C.total }];
+P.forEach(function (p, k) {
+  var l = $("pl" + k);
+  p.zoomed = null;
+  p.label = C.panels && l ? l.textContent : "";
+  p.m = C.panels ? $("pm" + k) : null;
+});
+function pct(n, total) { return (100 * n / (total || C.total)).toFixed(2) + "%"; }
 function count(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
 function shortName(f) {
   if (!f.py) return f.name;
@@ -42,7 +52,8 @@ for (var i = 0; i < gs.length; i++) {
     o: +g.getAttribute("data-o"), n: +g.getAttribute("data-n"),
     d: Math.round(C.inverted ? (y - C.top) / C.fh : (C.bottom - y) / C.fh),
     name: g.getElementsByTagName("title")[0].textContent.split("\n")[0],
-    py: g.classList.contains("py"), root: g.classList.contains("rt") };
+    py: g.classList.contains("py"), root: g.classList.contains("rt"),
+    p: P[+(g.getAttribute("data-p") || 0)] || P[0] };
   f.label = shortName(f);
   g.setAttribute("data-i", i);
   frames.push(f);
@@ -51,38 +62,48 @@ function frameOf(ev) {
   var g = ev.target.closest ? ev.target.closest("g[data-i]") : null;
   return g ? frames[+g.getAttribute("data-i")] : null;
 }
-function reset() {
-  zoomed = null;
+function resetPanel(p) {
+  p.zoomed = null;
   frames.forEach(function (f) {
+    if (f.p !== p) return;
     show(f, true);
     f.g.classList.remove("a");
-    place(f, C.pad + f.o / C.total * W, f.n / C.total * W);
+    place(f, p.x + f.o / p.total * p.w, f.n / p.total * p.w);
   });
-  resetBtn.classList.remove("on");
+}
+function syncReset() {
+  resetBtn.classList.toggle("on", P.some(function (p) { return p.zoomed; }));
+}
+function reset() {
+  P.forEach(resetPanel);
+  syncReset();
 }
 function zoom(z) {
-  if (z.root) { reset(); return; }
-  zoomed = z;
+  var p = z.p;
+  if (z.root) { resetPanel(p); syncReset(); return; }
+  p.zoomed = z;
   frames.forEach(function (f) {
+    if (f.p !== p) return;
     if (f.d < z.d && f.o <= z.o && f.o + f.n >= z.o + z.n) {
       show(f, true);
       f.g.classList.add("a");
-      place(f, C.pad, W);
+      place(f, p.x, p.w);
     } else if (f.d >= z.d && f.o >= z.o && f.o + f.n <= z.o + z.n) {
       show(f, true);
       f.g.classList.remove("a");
-      place(f, C.pad + (f.o - z.o) / z.n * W, f.n / z.n * W);
+      place(f, p.x + (f.o - z.o) / z.n * p.w, f.n / z.n * p.w);
     } else {
       show(f, false);
     }
   });
-  resetBtn.classList.add("on");
+  syncReset();
 }
 function search(s) {
   frames.forEach(function (f) { f.g.classList.remove("m"); });
   if (!s) {
     term = null;
     matched.textContent = " ";
+    P.forEach(function (p) { if (p.m) p.m.textContent = " "; });
     searchBtn.textContent = "Search";
     return;
   }
@@ -93,12 +114,17 @@ function search(s) {
   var hits = frames.filter(function (f) { return !f.root && re.test(f.name); });
   hits.forEach(function (f) { f.g.classList.add("m"); });
   /* A sample is matched once however many of its frames match (recursion): count
-     the union of the matching frames' sample ranges. */
-  hits.sort(function (a, b) { return a.o - b.o; });
-  var sum = 0, end = 0;
-  hits.forEach(function (f) {
-    var from = Math.max(f.o, end), to = f.o + f.n;
-    if (to > from) { sum += to - from; end = to; }
+     the union of the matching frames' sample ranges, in each panel. */
+  var sum = 0;
+  P.forEach(function (p) {
+    var mine = hits.filter(function (f) { return f.p === p; }), n = 0, end = 0;
+    mine.sort(function (a, b) { return a.o - b.o; });
+    mine.forEach(function (f) {
+      var from = Math.max(f.o, end), to = f.o + f.n;
+      if (to > from) { n += to - from; end = to; }
+    });
+    if (p.m) p.m.textContent = pct(n, p.total);
+    sum += n;
   });
   matched.textContent = "Matched: " + pct(sum) + " (" + count(sum) + " of " +
     count(C.total) + " samples)";
@@ -116,8 +142,8 @@ box.addEventListener("click", function (ev) {
 });
 box.addEventListener("mouseover", function (ev) {
   var f = frameOf(ev);
-  if (f) details.textContent = f.name + " (" + count(f.n) + " samples, " + pct(f.n) +
-    ")";
+  if (f) details.textContent = (f.p.label ? f.p.label + ": " : "") + f.name + " (" +
+    count(f.n) + " samples, " + pct(f.n, f.p.total) + ")";
 });
 box.addEventListener("mouseout", function () { details.textContent = " "; });
 resetBtn.addEventListener("click", reset);

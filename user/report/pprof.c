@@ -289,6 +289,7 @@ static int sample(struct enc *e, const struct profile *p, const struct profile_s
 {
 	const struct profile_stack *st = &p->stacks[s->stack];
 	const char *thread = profile__thread_name(p, s->pid, s->tid);
+	const struct profile_process *pr = profile__process(p, s->pid);
 	uint64_t values[2] = {s->count, s->count * period};
 	uint32_t d;
 	int err;
@@ -304,6 +305,8 @@ static int sample(struct enc *e, const struct profile *p, const struct profile_s
 		err = label(e, "pid", NULL, s->pid);
 	if (!err)
 		err = label(e, "tid", NULL, s->tid);
+	if (!err && pr && pr->rank >= 0)
+		err = label(e, "rank", NULL, pr->rank);
 	if (!err && thread)
 		err = label(e, "thread", thread, 0);
 	if (!err)

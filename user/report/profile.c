@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "bpf/waitclass.h"
+#include "record/rankview.h"
 #include "report/profile.h"
 
 /* Maps the ids of a table (read in ascending order) to their positions. */
@@ -341,9 +342,17 @@ int profile__t0(sqlite3 *db, int64_t *t0)
  * Counts come from the physical table sample_counts; with a state filter from whichever of
  * sample_counts and the view sample_times has the state column (off-CPU recordings).
  */
-static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, bool per_second,
+enum samples_query {
+	SAMPLE_ROWS,	   /* (ts, pid, tid, stack_id, count) */
+	SAMPLES_BY_SECOND, /* (ts, samples) */
+	RANK_DEVIATION,	   /* rank_deviation's columns (record/rankview.h) */
+};
+
+static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, enum samples_query what,
 			   sqlite3_stmt **out)
 {
+	bool per_second = what == SAMPLES_BY_SECOND;
+	char *query = NULL;
 	const char *table = "sample_counts";
 	struct strbuf sql = {0};
 	sqlite3_stmt *st = NULL;
@@ -390,14 +399,21 @@ static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, bool p
 	/* @per_second: (ts, samples) of these rows, by second. */
 	if (!err && per_second)
 		err = sb_puts(&sql, ") GROUP BY ts ORDER BY ts");
+	if (!err && what == RANK_DEVIATION) {
+		query = rankview_deviation_query(sb_str(&sql));
+		if (!query)
+			err = -ENOMEM;
+	}
 	if (err) {
 		sb_free(&sql);
 		return err;
 	}
-	if (sqlite3_prepare_v2(db, sb_str(&sql), -1, &st, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v2(db, query ? query : sb_str(&sql), -1, &st, NULL) != SQLITE_OK) {
+		free(query);
 		sb_free(&sql);
-		return sql_fail(db, "sample counts");
+		return sql_fail(db, what == RANK_DEVIATION ? "ranks" : "sample counts");
 	}
+	free(query);
 	sb_free(&sql);
 	sqlite3_bind_int64(st, 1, flt ? flt->pid : 0);
 	sqlite3_bind_int64(st, 2, flt ? flt->tid : 0);
@@ -430,7 +446,7 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 	index = bmap__new();
 	if (!index)
 		return -ENOMEM;
-	err = prepare_samples(db, flt, false, &st);
+	err = prepare_samples(db, flt, SAMPLE_ROWS, &st);
 	if (err)
 		goto cleanup;
 	memset(&k, 0, sizeof(k));
@@ -490,7 +506,7 @@ static int load_threads(sqlite3 *db, struct profile *p)
 {
 	sqlite3_stmt *st = NULL;
 	size_t cap = 0;
-	int rc, err = 0;
+	int rc, err = 0, host;
 
 	rc = sqlite3_prepare_v2(db, "SELECT pid, tid, name FROM threads ORDER BY pid, tid", -1, &st,
 				NULL);
@@ -517,8 +533,13 @@ static int load_threads(sqlite3 *db, struct profile *p)
 	st = NULL;
 
 	cap = 0;
-	rc = sqlite3_prepare_v2(db, "SELECT pid, command, exe FROM processes ORDER BY pid", -1, &st,
-				NULL);
+	/* processes.host came with record --children of jobs: older recordings lack it. */
+	host = has_column(db, "processes", "host") == 1;
+	rc = sqlite3_prepare_v2(
+		db,
+		host ? "SELECT pid, command, exe, rank, host FROM processes ORDER BY pid"
+		     : "SELECT pid, command, exe, rank, NULL FROM processes ORDER BY pid",
+		-1, &st, NULL);
 	if (rc != SQLITE_OK)
 		return sql_fail(db, "processes");
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -529,9 +550,16 @@ static int load_threads(sqlite3 *db, struct profile *p)
 			goto cleanup;
 		pr = &p->processes[p->nprocesses++];
 		pr->pid = sqlite3_column_int(st, 0);
+		pr->rank = sqlite3_column_type(st, 3) == SQLITE_INTEGER &&
+					   sqlite3_column_int64(st, 3) >= 0 &&
+					   sqlite3_column_int64(st, 3) <= INT32_MAX
+				   ? sqlite3_column_int(st, 3)
+				   : -1;
 		err = keep_column(p, st, 1, &pr->command);
 		if (!err)
 			err = keep_column(p, st, 2, &pr->exe);
+		if (!err)
+			err = keep_column(p, st, 4, &pr->host);
 		if (err)
 			goto cleanup;
 	}
@@ -621,7 +649,7 @@ int profile__per_second(sqlite3 *db, const struct profile_filter *f, struct prof
 	all.flags &= ~(PROFILE_RANGE | PROFILE_BY_TIME);
 	err = profile__t0(db, t0);
 	if (!err)
-		err = prepare_samples(db, &all, true, &st);
+		err = prepare_samples(db, &all, SAMPLES_BY_SECOND, &st);
 	if (err)
 		return err;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -812,12 +840,101 @@ const char *profile__thread_name(const struct profile *p, pid_t pid, pid_t tid)
 	return NULL;
 }
 
+const struct profile_process *profile__process(const struct profile *p, pid_t pid)
+{
+	size_t lo = 0, hi = p->nprocesses, mid;
+
+	/* Sorted by pid (ORDER BY pid, the primary key). */
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (p->processes[mid].pid == pid)
+			return &p->processes[mid];
+		if (p->processes[mid].pid < pid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 const char *profile__command(const struct profile *p, pid_t pid)
+{
+	const struct profile_process *pr = profile__process(p, pid);
+
+	return pr ? pr->command : NULL;
+}
+
+static char *column_dup(sqlite3_stmt *st, int i, int *err)
+{
+	const unsigned char *s = sqlite3_column_text(st, i);
+	char *copy;
+
+	if (!s)
+		return NULL;
+	copy = strdup((const char *)s);
+	if (!copy)
+		*err = -ENOMEM;
+	return copy;
+}
+
+int profile__rank_deviation(sqlite3 *db, const struct profile_filter *f,
+			    struct profile_rank_deviation **out, size_t *n)
+{
+	struct profile_filter all = f ? *f : (struct profile_filter){0};
+	struct profile_rank_deviation *rows = NULL, *r;
+	sqlite3_stmt *st = NULL;
+	const char *kind;
+	size_t cap = 0;
+	int rc, err;
+
+	*out = NULL;
+	*n = 0;
+	all.flags &= ~(PROFILE_RANK | PROFILE_BY_TIME);
+	err = prepare_samples(db, &all, RANK_DEVIATION, &st);
+	if (err)
+		return err;
+	/* rank, pids, samples, deviation, kind, func, file, share, median_share */
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		err = grow_array(&rows, &cap, *n + 1, sizeof(*rows));
+		if (err)
+			goto cleanup;
+		r = &rows[(*n)++];
+		memset(r, 0, sizeof(*r));
+		r->rank = sqlite3_column_int(st, 0);
+		r->samples = sqlite3_column_int64(st, 2);
+		r->deviation = sqlite3_column_double(st, 3);
+		kind = (const char *)sqlite3_column_text(st, 4);
+		r->kind = !kind			    ? FRAME_NATIVE
+			  : !strcmp(kind, "python") ? FRAME_PYTHON
+			  : !strcmp(kind, "kernel") ? FRAME_KERNEL
+						    : FRAME_NATIVE;
+		r->func = column_dup(st, 5, &err);
+		r->file = column_dup(st, 6, &err);
+		r->share = sqlite3_column_double(st, 7);
+		r->median_share = sqlite3_column_double(st, 8);
+		if (err)
+			goto cleanup;
+	}
+	if (rc != SQLITE_DONE)
+		err = sql_fail(db, "ranks");
+cleanup:
+	sqlite3_finalize(st);
+	if (err) {
+		profile__free_rank_deviation(rows, *n);
+		*n = 0;
+		return err;
+	}
+	*out = rows;
+	return 0;
+}
+
+void profile__free_rank_deviation(struct profile_rank_deviation *rows, size_t n)
 {
 	size_t i;
 
-	for (i = 0; i < p->nprocesses; i++)
-		if (p->processes[i].pid == pid)
-			return p->processes[i].command;
-	return NULL;
+	for (i = 0; rows && i < n; i++) {
+		free((char *)rows[i].func);
+		free((char *)rows[i].file);
+	}
+	free(rows);
 }

@@ -39,6 +39,8 @@ struct profile_process {
 	pid_t pid;
 	const char *command; /* or NULL */
 	const char *exe;     /* the executable's path, or NULL */
+	int rank;	     /* its distributed rank (processes.rank), -1 if none */
+	const char *host;    /* the host it ran on (processes.host), NULL if unknown */
 };
 
 struct profile {
@@ -134,6 +136,31 @@ struct profile_second {
  */
 int profile__per_second(sqlite3 *db, const struct profile_filter *f, struct profile_second **out,
 			size_t *n, int64_t *t0);
+
+/* How one rank differs from the median rank (rank_deviation's columns, record/rankview.h). */
+struct profile_rank_deviation {
+	int rank;
+	uint64_t samples;
+	double deviation; /* the largest excess of a function's share over the median's */
+	const char *func; /* that function, or NULL when the rank exceeds the median nowhere */
+	const char *file; /* its file (Python) or library (native), or NULL */
+	enum frame_kind kind;
+	double share, median_share; /* that function's share in this rank and the median's */
+};
+
+/*
+ * Compare the ranks of the samples of @db that @f selects (all its filters but the rank; the
+ * recording's rank_deviation view is the same for the whole recording): one row per rank
+ * with samples, the most deviating first. *@out is malloc'd (strings included: free with
+ * profile__free_rank_deviation). Return 0, -ENOMEM, -EINVAL (a state filter on a recording
+ * without states, printed) or -EIO (printed).
+ */
+int profile__rank_deviation(sqlite3 *db, const struct profile_filter *f,
+			    struct profile_rank_deviation **out, size_t *n);
+void profile__free_rank_deviation(struct profile_rank_deviation *rows, size_t n);
+
+/* The process @pid, or NULL. */
+const struct profile_process *profile__process(const struct profile *p, pid_t pid);
 
 /* The thread name of (@pid, @tid) or NULL. */
 const char *profile__thread_name(const struct profile *p, pid_t pid, pid_t tid);

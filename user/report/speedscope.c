@@ -71,7 +71,16 @@ static int thread_json(const struct profile *p, size_t first, size_t end, struct
 		struct strbuf name = {0};
 
 		err = text_escape(&name, tname, strlen(tname), 0);
-		err = err ?: sb_printf(&name, " (pid %d, tid %d)", (int)s0->pid, (int)s0->tid);
+		const struct profile_process *pr = profile__process(p, s0->pid);
+
+		/* "MainThread (rank 3, pid 1234, tid 1240)": which rank of a job it is. */
+		if (!err && pr && pr->rank >= 0)
+			err = sb_printf(&name, " (rank %d, pid %d, tid %d)", pr->rank, (int)s0->pid,
+					(int)s0->tid);
+		else
+			err = err
+				      ?: sb_printf(&name, " (pid %d, tid %d)", (int)s0->pid,
+						   (int)s0->tid);
 		if (!err)
 			err = json_string(sb, name.buf, name.len);
 		sb_free(&name);

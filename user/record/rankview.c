@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The rank comparison in SQL. Every part reads `src(rank, pid, stack_id, count)`: the samples
+ * of the processes that have a rank. A function is (kind, name, file): the qualified name of
+ * a Python function with its file, a native one with its library (lines are not told apart).
+ * Its share in a rank is inclusive — the rank's samples with the function anywhere on their
+ * stack, over all of the rank's samples — so that the function where a rank spends extra
+ * time is named whatever it calls. A rank without samples of a function has share 0 there:
+ * the median of a function counts every rank. A rank's deviation is the largest amount by
+ * which one function's share exceeds the median's: what it spends in excess of the median
+ * rank's behaviour, where.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "record/rankview.h"
+
+/* Samples of ranked processes (sample_counts: the samples view less its GROUP BY and join). */
+#define SRC_ALL                                                                    \
+	"SELECT p.rank AS rank, s.pid AS pid, s.stack_id AS stack_id,"             \
+	" s.count AS count FROM sample_counts s JOIN processes p ON p.pid = s.pid" \
+	" WHERE p.rank IS NOT NULL"
+
+/*
+ * rank_functions, as common table expressions over src (without the WITH). A function is
+ * numbered by its first frame_defs id (rf_fns), every frame_defs row mapped to it (rf_fn_of):
+ * the stacks' frames are then joined and told apart by number, not by text.
+ */
+#define RF_CTES                                                                             \
+	"rf_counts AS (SELECT rank, stack_id, SUM(count) AS n FROM src\n"                   \
+	"  GROUP BY rank, stack_id),\n"                                                     \
+	"rf_totals AS (SELECT rank, SUM(n) AS total FROM rf_counts GROUP BY rank),\n"       \
+	"rf_defs AS (SELECT id, kind, coalesce(qualname, func) AS func,\n"                  \
+	"    coalesce(CASE kind WHEN 'python' THEN file ELSE module END, '') AS file\n"     \
+	"  FROM frame_defs),\n"                                                             \
+	"rf_fns AS (SELECT min(id) AS fn, kind, func, file FROM rf_defs\n"                  \
+	"  GROUP BY kind, func, file),\n"                                                   \
+	"rf_fn_of AS (SELECT d.id AS frame_id, f.fn AS fn FROM rf_defs d\n"                 \
+	"  JOIN rf_fns f ON f.kind = d.kind AND f.func = d.func AND f.file = d.file),\n"    \
+	"rf_stack_fns AS (SELECT DISTINCT sf.stack_id AS stack_id, o.fn AS fn\n"            \
+	"  FROM stack_frames sf JOIN rf_fn_of o ON o.frame_id = sf.frame_id\n"              \
+	"  WHERE sf.stack_id IN (SELECT stack_id FROM rf_counts)),\n"                       \
+	"rf_inclusive AS (SELECT c.rank AS rank, s.fn AS fn, SUM(c.n) AS samples\n"         \
+	"  FROM rf_counts c JOIN rf_stack_fns s ON s.stack_id = c.stack_id\n"               \
+	"  GROUP BY c.rank, s.fn),\n"                                                       \
+	"rf_self AS (SELECT c.rank AS rank, o.fn AS fn, SUM(c.n) AS samples\n"              \
+	"  FROM rf_counts c\n"                                                              \
+	"  JOIN stack_frames sf ON sf.stack_id = c.stack_id AND sf.depth = 0\n"             \
+	"  JOIN rf_fn_of o ON o.frame_id = sf.frame_id GROUP BY c.rank, o.fn),\n"           \
+	"rf_grid AS (SELECT t.rank AS rank, fn.fn AS fn,\n"                                 \
+	"    coalesce(i.samples, 0) AS samples, coalesce(se.samples, 0) AS self_samples,\n" \
+	"    1.0 * coalesce(i.samples, 0) / t.total AS share,\n"                            \
+	"    1.0 * coalesce(se.samples, 0) / t.total AS self_share\n"                       \
+	"  FROM rf_totals t CROSS JOIN (SELECT DISTINCT fn FROM rf_inclusive) fn\n"         \
+	"  LEFT JOIN rf_inclusive i ON i.rank = t.rank AND i.fn = fn.fn\n"                  \
+	"  LEFT JOIN rf_self se ON se.rank = t.rank AND se.fn = fn.fn),\n"                  \
+	"rf_ordered AS (SELECT g.*,\n"                                                      \
+	"    row_number() OVER (PARTITION BY fn ORDER BY share) AS i,\n"                    \
+	"    count(*) OVER (PARTITION BY fn) AS nr FROM rf_grid g),\n"                      \
+	"rf_medians AS (SELECT fn, avg(share)\n"                                            \
+	"    FILTER (WHERE i IN ((nr + 1) / 2, (nr + 2) / 2)) AS median_share\n"            \
+	"  FROM rf_ordered GROUP BY fn)"
+
+#define RF_SELECT                                                         \
+	"SELECT o.rank AS rank, f.kind AS kind, f.func AS func,\n"        \
+	"  nullif(f.file, '') AS file, o.samples AS samples,\n"           \
+	"  o.self_samples AS self_samples, o.share AS share,\n"           \
+	"  o.self_share AS self_share, m.median_share AS median_share,\n" \
+	"  o.share - m.median_share AS deviation\n"                       \
+	"FROM rf_ordered o JOIN rf_medians m ON m.fn = o.fn JOIN rf_fns f ON f.fn = o.fn"
+
+/* rank_deviation, over rf (rank_functions' rows) and src. */
+#define RD_CTES                                                                        \
+	"rd_top AS (SELECT rank, kind, func, file, share, median_share, deviation,\n"  \
+	"    row_number() OVER (PARTITION BY rank\n"                                   \
+	"      ORDER BY deviation DESC, self_share DESC, func, file) AS k FROM rf),\n" \
+	"rd_ranks AS (SELECT rank, SUM(count) AS samples FROM src GROUP BY rank),\n"   \
+	"rd_pids AS (SELECT rank, group_concat(pid, ',') AS pids\n"                    \
+	"  FROM (SELECT DISTINCT rank, pid FROM src ORDER BY rank, pid)\n"             \
+	"  GROUP BY rank)"
+
+#define RD_SELECT                                                                   \
+	"SELECT r.rank AS rank, p.pids AS pids, r.samples AS samples,\n"            \
+	"  coalesce(t.deviation, 0.0) AS deviation, t.kind AS kind,\n"              \
+	"  t.func AS func, t.file AS file, t.share AS share,\n"                     \
+	"  t.median_share AS median_share\n"                                        \
+	"FROM rd_ranks r JOIN rd_pids p ON p.rank = r.rank\n"                       \
+	"  LEFT JOIN rd_top t ON t.rank = r.rank AND t.k = 1 AND t.deviation > 0\n" \
+	"ORDER BY deviation DESC, r.rank"
+
+const char rankview_schema_sql[] =
+	"CREATE VIEW rank_functions AS\nWITH src AS (" SRC_ALL "),\n" RF_CTES "\n" RF_SELECT ";\n"
+	"CREATE VIEW rank_deviation AS\nWITH src AS (" SRC_ALL "),\n"
+	"rf AS (SELECT * FROM rank_functions),\n" RD_CTES "\n" RD_SELECT ";\n";
+
+char *rankview_deviation_query(const char *source)
+{
+	char *q = NULL;
+
+	if (asprintf(&q,
+		     "WITH src AS (SELECT p.rank AS rank, x.pid AS pid, x.stack_id AS stack_id,"
+		     " x.count AS count FROM (%s) x JOIN processes p ON p.pid = x.pid"
+		     " WHERE p.rank IS NOT NULL),\n" RF_CTES ",\nrf AS (" RF_SELECT "),\n" RD_CTES
+		     "\n" RD_SELECT,
+		     source) < 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return q;
+}
