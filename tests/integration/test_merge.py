@@ -405,6 +405,19 @@ def test_merge_bad_input():
     assert p.returncode == 1 and out + ".partial" in p.stderr and not os.path.exists(out)
     assert open(out + ".partial").read() == "x"
     os.unlink(out + ".partial")
+    # A recording made before processes had a host column: its processes get meta's host.
+    older = f"{d}/older.db"
+    shutil.copy(r2, older)
+    con = sqlite3.connect(older)
+    con.execute("ALTER TABLE processes DROP COLUMN host")
+    con.execute("UPDATE meta SET value = 'older-host' WHERE key = 'host'")
+    con.commit()
+    con.close()
+    assert h.probing("merge", r1, older, "-o", f"{d}/mixed.db").returncode == 0
+    con = h.db(f"{d}/mixed.db")
+    hosts = con.execute("SELECT DISTINCT host FROM processes ORDER BY host = 'older-host'")
+    assert [r[0] for r in hosts] == [os.uname().nodename, "older-host"]
+    con.close()
     # Names that mean something in a SQLite URI are plain names.
     odd = f"{d}/r 1?mode=rw#%41.db"
     shutil.copy(r1, odd)
