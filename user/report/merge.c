@@ -772,8 +772,8 @@ cleanup:
 /*
  * The authorizer while a definition read from an input runs (define): a recording is
  * untrusted, and its sqlite_master may hold any text. Only CREATE TABLE and CREATE VIEW in
- * main, with their own indexes and what they read and write of the schema, are allowed: no ATTACH (which makes
- * files), no PRAGMA, no trigger, no temp object.
+ * main, with their own indexes and what they read and write of the schema, are allowed: no
+ * ATTACH (which makes files), no PRAGMA, no trigger, no temp object.
  */
 static int define_only(void *ctx, int action, const char *a, const char *b, const char *db,
 		       const char *trigger)
