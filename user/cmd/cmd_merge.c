@@ -21,7 +21,7 @@ static void usage(FILE *f)
 	      "Merge recordings into one: typically the recordings of a distributed job, one\n"
 	      "made on each node ('probing record --children -o node.db' under srun, ssh,\n"
 	      "pdsh or kubectl exec). The merged recording reads as any other: flamegraph\n"
-	      "(--rank N, --diff-ranks A,B), export and query see every rank of\n"
+	      "(--rank N, --by rank, --diff-ranks A,B), export and query see every rank of\n"
 	      "every node. Each process keeps its host (processes.host) and its pid on that\n"
 	      "host (processes.host_pid); a pid that another node's process already has is\n"
 	      "moved above any real pid (pid + k*4194304). docs/jobs.md has recipes for Slurm\n"
