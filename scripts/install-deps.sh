@@ -10,7 +10,7 @@ PKGS=(
 	make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
 	libsqlite3-dev libedit-dev libmicrohttpd-dev pkg-config
 	# tests and demo: interpreters, workloads, browser check, tools the tests drive
-	python3 python3-torch chromium procps util-linux sqlite3 file binutils gdb
+	python3 python3-torch chromium procps util-linux iproute2 sqlite3 file binutils gdb
 	# probing debug: debugpy for Debian's python3 (tests: test_debug)
 	python3-debugpy
 	# benchmarks
