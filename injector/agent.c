@@ -55,6 +55,7 @@
 #include <sys/un.h>
 
 #include "agent.h"
+#include "agent_crash.h"
 #include "hostport.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -136,6 +137,9 @@ static struct {
 	int (*ListAppend)(PyObject *, PyObject *);
 	PyObject *(*ObjectType)(PyObject *);
 	int (*TypeIsSubtype)(PyObject *, PyObject *);
+	int (*AddPendingCall)(int (*)(void *), void *);
+	void *(*SaveThread)(void);
+	void (*RestoreThread)(void *);
 } py;
 
 /* ---- state -------------------------------------------------------------------------- */
@@ -341,6 +345,9 @@ static bool py_resolve(void)
 	R(ListAppend, "PyList_Append");
 	R(ObjectType, "PyObject_Type");
 	R(TypeIsSubtype, "PyType_IsSubtype");
+	R(AddPendingCall, "Py_AddPendingCall");
+	R(SaveThread, "PyEval_SaveThread");
+	R(RestoreThread, "PyEval_RestoreThread");
 #undef R
 	py.resolved = true;
 	return true;
@@ -445,6 +452,19 @@ static PyObject *native_fn(PyObject *self, PyObject *args)
 	}
 	if (!strcmp(op, "interruptible") || !strcmp(op, "uninterruptible"))
 		return set_interruptible(op[0] == 'i');
+	if (!strcmp(op, "crash")) {
+		/* "crash", bin, file: install the fatal-signal handlers (agent_crash.h); returns
+		 * (0 installed | 1 already: file replaced | -errno, previous file or why, file). */
+		const char *bin = NULL, *file = NULL;
+		char was[4096] = "", err[512] = "", now[4096] = "";
+		int rc;
+
+		if (!py.ArgParseTuple(args, "sss", &op, &bin, &file))
+			return NULL;
+		rc = agent_crash_install(bin, file, was, sizeof(was), err, sizeof(err));
+		agent_crash_installed(now, sizeof(now));
+		return py.BuildValue("(iss)", rc, rc < 0 ? err : was, now);
+	}
 	if (!strcmp(op, "stop")) {
 		/* Called from atexit: from now on Python is going away. */
 		ag.py_gone = true;
@@ -731,19 +751,69 @@ static int hello(int fd);
 static bool py_wait_initialized(const struct pyreq *req)
 {
 	bool stop;
-	int i;
+	int i, spins = 0;
 
 	for (i = 0; i < PY_INIT_WAIT_MS / 5; i++) {
 		if (py.IsInitialized())
 			return true;
 		pthread_mutex_lock(&wk.lock);
-		stop = wk.cancel_id == req->id || ag.clients[req->slot].hup || ag.py_gone;
+		stop = wk.cancel_id == req->id || (req->slot >= 0 && ag.clients[req->slot].hup) ||
+		       ag.py_gone;
 		pthread_mutex_unlock(&wk.lock);
 		if (stop)
 			return false;
-		usleep(5000);
+		if (req->slot >= 0) {
+			usleep(5000);
+			continue;
+		}
+		/* An internal request ('probing run --crash') is there from the start: the sooner
+		 * it sees the interpreter ready, the less of the program runs before its hooks. It
+		 * waits as long as the program takes to start (PY_INIT_WAIT_MS of polls, again). */
+		usleep(200);
+		if (i == PY_INIT_WAIT_MS / 5 - 1 && ++spins < 25 * 60)
+			i = 0;
 	}
 	return py.IsInitialized();
+}
+
+/*
+ * 'probing run --crash': the exception hooks must be in place before the program's own code
+ * gets far. The main thread, at its first chance (a pending call: it holds the GIL and runs
+ * the program), lets the GIL go and waits for the agent's "crash.install" to have run
+ * (CRASH_GATE_MS at most), then goes on.
+ */
+#define CRASH_GATE_MS 5000
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+
+static int crash_gate(void *arg)
+{
+	struct timespec until;
+	void *ts;
+
+	(void)arg;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += CRASH_GATE_MS / 1000;
+	ts = py.SaveThread();
+	pthread_mutex_lock(&gate.lock);
+	while (!gate.done)
+		if (pthread_cond_timedwait(&gate.cond, &gate.lock, &until))
+			break;
+	pthread_mutex_unlock(&gate.lock);
+	py.RestoreThread(ts);
+	return 0;
+}
+
+static void crash_gate_open(void)
+{
+	pthread_mutex_lock(&gate.lock);
+	gate.done = true;
+	pthread_cond_broadcast(&gate.cond);
+	pthread_mutex_unlock(&gate.lock);
 }
 
 static void python_request(int fd, struct pyreq *req)
@@ -770,11 +840,14 @@ static void python_request(int fd, struct pyreq *req)
 			  (int)getpid());
 		return;
 	}
+	if (req->slot < 0 && !strcmp(req->kind, "crash.install"))
+		py.AddPendingCall(crash_gate, NULL);
 	st = py.GILState_Ensure();
 	pthread_mutex_lock(&wk.lock);
 	wk.ident = (unsigned long)pthread_self();
 	/* Cancelled, or its client left, while we waited for the GIL: do not run it late. */
-	skip = wk.cancel_id == req->id || ag.clients[req->slot].hup || ag.py_gone;
+	skip = wk.cancel_id == req->id || (req->slot >= 0 && ag.clients[req->slot].hup) ||
+	       ag.py_gone;
 	wk.running_py = !skip;
 	pthread_mutex_unlock(&wk.lock);
 	if (skip) {
@@ -783,7 +856,7 @@ static void python_request(int fd, struct pyreq *req)
 		return;
 	}
 	/* Tell the client the GIL came (it times out on this, not on the work itself). */
-	if (send_frame(fd, FRAME_GIL, NULL, 0))
+	if (fd >= 0 && send_frame(fd, FRAME_GIL, NULL, 0))
 		goto release;
 	if (py_load()) {
 		out = strdup(ag.py_error);
@@ -836,10 +909,13 @@ release:
 	wk.running_py = false;
 	pthread_mutex_unlock(&wk.lock);
 	py.GILState_Release(st);
-	if (out) {
+	if (out && fd >= 0)
 		send_frame(fd, type, out, n);
-		free(out);
-	}
+	else if (out && type != FRAME_RESULT)
+		/* An internal request (probing run --crash) has nobody else to tell. */
+		fprintf(stderr, "probing: %s failed in process %d: %.*s\n", req->kind,
+			(int)getpid(), (int)n, out);
+	free(out);
 }
 
 static void *worker_main(void *arg)
@@ -859,14 +935,17 @@ static void *worker_main(void *arg)
 			wk.tail = NULL;
 		wk.running = req->id;
 		/* The I/O thread never closes the socket of a client with a request in flight. */
-		fd = ag.clients[req->slot].fd;
+		fd = req->slot >= 0 ? ag.clients[req->slot].fd : -1;
 		pthread_mutex_unlock(&wk.lock);
 
 		python_request(fd, req);
+		if (req->slot < 0 && !strcmp(req->kind, "crash.install"))
+			crash_gate_open();
 
 		pthread_mutex_lock(&wk.lock);
 		wk.running = 0;
-		ag.clients[req->slot].inflight = false;
+		if (req->slot >= 0)
+			ag.clients[req->slot].inflight = false;
 		free(req->kind);
 		free(req->body);
 		free(req);
@@ -877,7 +956,8 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Queue a Python request of client @slot. False: out of memory or no worker. */
+/* Queue a Python request of client @slot (-1: the agent's own, answered by nobody). False: out
+ * of memory or no worker. */
 static bool queue_request(int slot, const char *kind, const char *body, size_t blen)
 {
 	struct pyreq *r = calloc(1, sizeof(*r));
@@ -903,7 +983,8 @@ static bool queue_request(int slot, const char *kind, const char *body, size_t b
 		else
 			wk.head = r;
 		wk.tail = r;
-		ag.clients[slot].inflight = true;
+		if (slot >= 0)
+			ag.clients[slot].inflight = true;
 		pthread_cond_signal(&wk.work);
 		ok = true;
 	}
@@ -1714,6 +1795,7 @@ static void atfork_child(void)
 {
 	int i;
 
+	agent_crash_atfork_child();
 	/* Only this thread exists in the child: no agent, worker or watchdog. Reset the locks
 	 * (another thread may have held them at fork time) and forget the parent's sockets
 	 * and queue (leaked on purpose: no free() of state other threads were using). */
@@ -1775,6 +1857,34 @@ static void take_listen_env(void)
 	unsetenv("PROBING_TOKEN");
 }
 
+/*
+ * 'probing run --crash': install the fatal-signal handlers now (before main(), so that a crash
+ * at any point is captured) and queue the Python side (the exception hooks, crash.py) for when
+ * the interpreter is ready. Inherited by the Python processes the program starts ("%p" in
+ * the file name is each one's pid).
+ */
+static void crash_from_env(void)
+{
+	const char *file = getenv(CRASH_ENV_FILE), *bin = getenv(CRASH_ENV_BIN);
+	char err[512], body[2 * 4096 + 64], f[4096 + 16], b[4096 + 16];
+
+	if (!file || !*file)
+		return;
+	if (agent_crash_install(bin, file, NULL, 0, err, sizeof(err)) < 0) {
+		fprintf(stderr, "probing: crash capture is off in process %d: %s\n", (int)getpid(),
+			err);
+		return;
+	}
+	json_str(f, sizeof(f), file);
+	json_str(b, sizeof(b), bin);
+	snprintf(body, sizeof(body), "{\"file\": %s, \"bin\": %s, \"boot\": true}", f, b);
+	if (!queue_request(-1, "crash.install", body, strlen(body)))
+		fprintf(stderr,
+			"probing: crash capture of uncaught exceptions is off in process %d: no "
+			"worker thread\n",
+			(int)getpid());
+}
+
 __attribute__((constructor)) static void agent_init(void)
 {
 	const char *pre = getenv("LD_PRELOAD"), *en = getenv("PROBING");
@@ -1788,6 +1898,9 @@ __attribute__((constructor)) static void agent_init(void)
 		if (!dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
 			return;
 		take_listen_env();
+		probing_agent_start();
+		crash_from_env();
+		return;
 	}
 	probing_agent_start();
 }
