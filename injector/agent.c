@@ -137,9 +137,6 @@ static struct {
 	int (*ListAppend)(PyObject *, PyObject *);
 	PyObject *(*ObjectType)(PyObject *);
 	int (*TypeIsSubtype)(PyObject *, PyObject *);
-	int (*AddPendingCall)(int (*)(void *), void *);
-	void *(*SaveThread)(void);
-	void (*RestoreThread)(void *);
 } py;
 
 /* ---- state -------------------------------------------------------------------------- */
@@ -345,9 +342,6 @@ static bool py_resolve(void)
 	R(ListAppend, "PyList_Append");
 	R(ObjectType, "PyObject_Type");
 	R(TypeIsSubtype, "PyType_IsSubtype");
-	R(AddPendingCall, "Py_AddPendingCall");
-	R(SaveThread, "PyEval_SaveThread");
-	R(RestoreThread, "PyEval_RestoreThread");
 #undef R
 	py.resolved = true;
 	return true;
@@ -776,46 +770,6 @@ static bool py_wait_initialized(const struct pyreq *req)
 	return py.IsInitialized();
 }
 
-/*
- * 'probing run --crash': the exception hooks must be in place before the program's own code
- * gets far. The main thread, at its first chance (a pending call: it holds the GIL and runs
- * the program), lets the GIL go and waits for the agent's "crash.install" to have run
- * (CRASH_GATE_MS at most), then goes on.
- */
-#define CRASH_GATE_MS 5000
-
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool done;
-} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
-
-static int crash_gate(void *arg)
-{
-	struct timespec until;
-	void *ts;
-
-	(void)arg;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += CRASH_GATE_MS / 1000;
-	ts = py.SaveThread();
-	pthread_mutex_lock(&gate.lock);
-	while (!gate.done)
-		if (pthread_cond_timedwait(&gate.cond, &gate.lock, &until))
-			break;
-	pthread_mutex_unlock(&gate.lock);
-	py.RestoreThread(ts);
-	return 0;
-}
-
-static void crash_gate_open(void)
-{
-	pthread_mutex_lock(&gate.lock);
-	gate.done = true;
-	pthread_cond_broadcast(&gate.cond);
-	pthread_mutex_unlock(&gate.lock);
-}
-
 static void python_request(int fd, struct pyreq *req)
 {
 	PyObject *k = NULL, *b = NULL, *r = NULL;
@@ -840,8 +794,6 @@ static void python_request(int fd, struct pyreq *req)
 			  (int)getpid());
 		return;
 	}
-	if (req->slot < 0 && !strcmp(req->kind, "crash.install"))
-		py.AddPendingCall(crash_gate, NULL);
 	st = py.GILState_Ensure();
 	pthread_mutex_lock(&wk.lock);
 	wk.ident = (unsigned long)pthread_self();
@@ -939,8 +891,6 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&wk.lock);
 
 		python_request(fd, req);
-		if (req->slot < 0 && !strcmp(req->kind, "crash.install"))
-			crash_gate_open();
 
 		pthread_mutex_lock(&wk.lock);
 		wk.running = 0;

@@ -21,7 +21,7 @@ import time
 
 def sleeper(ev):
     waiting_for = "the crash"
-    ev.wait()
+    ev.wait()  # LINE_SLEEPER
     return waiting_for
 
 
@@ -58,13 +58,13 @@ def main():
     while go and not os.path.exists(go):
         time.sleep(0.01)
     if mode == "segv":
-        crash_here(3, "boom")
+        crash_here(3, "boom")  # LINE_CALL_SEGV
     elif mode == "abort":
         abort_here("on purpose")
     elif mode == "thread_exc":
         w = threading.Thread(target=fail_batch, args=(7,), name="worker-1")
         w.start()
-        w.join()
+        w.join()  # LINE_JOIN
         print("main done", flush=True)
     elif mode == "main_exc":
         lookup("missing-key")
