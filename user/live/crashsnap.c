@@ -3,7 +3,8 @@
  * crashsnap: a crash written as a backtrace snapshot (crashsnap.h). The layout of meta,
  * bt_processes, bt_threads, bt_frames, bt_stacks and bt_groups is the one of backtrace
  * snapshots (docs/sql.md), so that the same readers work on a crash file; crash and bt_locals
- * are added.
+ * are added. Keep the schema in step with btsnap.c's (branch job-live, docs/sql.md "Backtrace
+ * snapshots"): one writer of both would be better, once both are on main.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/cli.h"
 #include "base/escape.h"
 #include "base/jsonq.h"
 #include "base/log.h"
@@ -27,7 +29,7 @@ static const char schema[] =
 	"CREATE TABLE meta(key TEXT PRIMARY KEY, value);\n"
 	"CREATE TABLE bt_processes(host TEXT NOT NULL, pid INTEGER NOT NULL, ppid INTEGER,"
 	" rank INTEGER, local_rank INTEGER, world_size INTEGER, group_rank INTEGER, job_id TEXT,"
-	" launcher TEXT, command TEXT, python TEXT, status TEXT NOT NULL, error TEXT,"
+	" launcher TEXT, command TEXT, python_version TEXT, status TEXT NOT NULL, error TEXT,"
 	" odd_one_out INTEGER NOT NULL, PRIMARY KEY(host, pid));\n"
 	"CREATE TABLE bt_threads(host TEXT NOT NULL, pid INTEGER NOT NULL, tid INTEGER NOT NULL,"
 	" name TEXT, comm TEXT, routine TEXT, state TEXT, wait TEXT, call TEXT, wchan TEXT,"
@@ -244,7 +246,8 @@ static int write_exc_thread(struct writer *w, const struct bt_thread *t, const c
 static int write_meta(sqlite3 *db, const struct crash_info *ci, const char *host)
 {
 	sqlite3_stmt *st = NULL;
-	const char *keys[] = {"kind", "format", "host", "time", "native", "created_by"};
+	const char *keys[] = {"kind",	"format",     "host",		"time",
+			      "native", "created_by", "probing_version"};
 	size_t i;
 	int err = 0;
 
@@ -262,8 +265,10 @@ static int write_meta(sqlite3 *db, const struct crash_info *ci, const char *host
 			sqlite3_bind_double(st, 2, ci->time);
 		else if (i == 4)
 			sqlite3_bind_int(st, 2, 1);
-		else
+		else if (i == 5)
 			sqlite3_bind_text(st, 2, "probing crashdump", -1, SQLITE_STATIC);
+		else
+			sqlite3_bind_text(st, 2, PROBING_VERSION, -1, SQLITE_STATIC);
 		err = step(st);
 	}
 	sqlite3_finalize(st);
@@ -316,10 +321,11 @@ static int write_db(const char *tmp, const struct bt_process *p, const struct cr
 		goto out;
 	if (sqlite3_exec(w.db, schema, NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(w.db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(w.db,
-			       "INSERT INTO bt_processes(host, pid, command, python, status,"
-			       " odd_one_out) VALUES (?1, ?2, ?3, ?4, 'ok', 0)",
-			       -1, &proc, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(
+		    w.db,
+		    "INSERT INTO bt_processes(host, pid, command, python_version, status,"
+		    " odd_one_out) VALUES (?1, ?2, ?3, ?4, 'ok', 0)",
+		    -1, &proc, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(w.db,
 			       "INSERT INTO bt_threads(host, pid, tid, name, state, python,"
 			       " truncated, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
