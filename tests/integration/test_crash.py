@@ -161,7 +161,9 @@ def test_crash_inject_abort_twice_and_faulthandler():
     st, out, err = finish(p)
     assert os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGABRT, hex(st)
     assert not os.path.exists(first)
-    assert rows(second, "SELECT tid, signal_name FROM crash") == [(p.pid, "SIGABRT")]
+    assert rows(second, "SELECT tid, signal_name, code <= 0, addr FROM crash") == \
+        [(p.pid, "SIGABRT", 1, None)]
+    assert "fatal signal SIGABRT (sent by kill, raise or abort)" in err, err
     a = py_frame(frames(second, p.pid), "abort_here")
     assert a[4] == marker_line("LINE_ABORT")
     assert local_vars(second, p.pid, a[0]) == {"reason": "'on purpose'", "count": "17"}

@@ -294,7 +294,9 @@ static int write_crash_row(struct writer *w, const struct crash_info *ci)
 		sqlite3_bind_int(st, 5, ci->signal);
 		bind_text(st, 6, signal_name(ci->signal));
 		sqlite3_bind_int(st, 7, ci->code);
-		sqlite3_bind_int64(st, 8, (sqlite3_int64)ci->addr);
+		/* si_addr means something for a fault only, not for a signal sent by kill/abort. */
+		if (ci->code > 0)
+			sqlite3_bind_int64(st, 8, (sqlite3_int64)ci->addr);
 	} else {
 		type = jq_text(ci->exc_json, "$.type");
 		msg = jq_text(ci->exc_json, "$.message");
@@ -484,8 +486,12 @@ void crashsnap__summary(const struct bt_process *p, const struct crash_info *ci,
 		free(type);
 		free(msg);
 	} else {
-		fprintf(f, "probing: fatal signal %s (code %d, address 0x%lx) in thread %d",
-			signal_name(ci->signal) ?: "?", ci->code, ci->addr, ci->tid);
+		fprintf(f, "probing: fatal signal %s", signal_name(ci->signal) ?: "?");
+		if (ci->code > 0)
+			fprintf(f, " (code %d, address 0x%lx)", ci->code, ci->addr);
+		else
+			fprintf(f, " (sent by kill, raise or abort)");
+		fprintf(f, " in thread %d", ci->tid);
 	}
 	fprintf(f, " of process %d (%s)\n", p->pid, text_str(&e, p->command ?: "?", 0));
 	if (ci->exc_json) {
