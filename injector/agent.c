@@ -788,7 +788,7 @@ static bool py_wait_initialized(const struct pyreq *req)
  * agent's own imports could need the module lock it holds; then the pending call returns at
  * once and the gate thread arms it again 0.2 ms later.
  */
-#define CRASH_GATE_MS 3000
+#define CRASH_GATE_MS 10000
 
 static struct {
 	pthread_mutex_t lock;
@@ -2015,6 +2015,21 @@ static void crash_from_env(void)
 			err);
 		return;
 	}
+	/*
+	 * The exception hooks are installed by the worker while the program's first line waits
+	 * at the audit hook. Without that hook (a debug allocator, or no PEP 578) the program
+	 * would run meanwhile, and a short one could finalize the interpreter under the
+	 * worker's feet: then fatal signals only.
+	 */
+	add_hook = dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
+	if (!add_hook || debug_allocator_possible()) {
+		fprintf(stderr,
+			"probing: crash capture in process %d covers fatal signals only (uncaught "
+			"exceptions need 'probing inject -p PID --crash' with a debug memory "
+			"allocator)\n",
+			(int)getpid());
+		return;
+	}
 	json_str(f, sizeof(f), file);
 	json_str(b, sizeof(b), bin);
 	snprintf(body, sizeof(body), "{\"file\": %s, \"bin\": %s, \"boot\": true}", f, b);
@@ -2025,8 +2040,7 @@ static void crash_from_env(void)
 	if (queued && !start_thread(gate_main, "probing-gate"))
 		crash_gate_open();
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	add_hook = dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
-	if (queued && add_hook && !debug_allocator_possible())
+	if (queued)
 		add_hook(crash_audit, NULL);
 	if (!queued)
 		fprintf(stderr,
