@@ -306,7 +306,11 @@ int agent_crash_install(const char *bin, const char *file, char *was, size_t was
 	int i;
 
 	if (!bin || bin[0] != '/' || strlen(bin) >= sizeof(cr.bin) || access(bin, X_OK)) {
-		snprintf(err, errlen, "cannot run the capturing program '%s'", bin ? bin : "");
+		snprintf(
+			err, errlen,
+			"the process cannot run %s (it captures the crash): is it in another mount "
+			"namespace? Install probing at the same path inside it",
+			bin ? bin : "(no path)");
 		return -EINVAL;
 	}
 	if (!file || !*file || strlen(file) >= sizeof(cr.file) - 64) {
