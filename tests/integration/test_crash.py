@@ -142,6 +142,26 @@ def test_crash_run_segv_in_ctypes(exe):
 
 
 @h.timeout(120)
+def test_crash_two_threads_at_once():
+    """Two threads fault together: one captures, the other waits in the handler; both stacks
+    start at their own fault; the process dies of SIGSEGV once."""
+    d = h.tmp()
+    db = os.path.join(d, "two.db")
+    p = start([h.PROBING, "run", "--crash=" + db, "--", PYTHONS[-1][1], TARGET, "segv2"], d)
+    st, out, err = finish(p)
+    assert os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGSEGV, hex(st)
+    assert err.count("capturing every thread's stack") == 1, err
+    (tid,), = rows(db, "SELECT tid FROM crash")
+    (other,), = rows(db, "SELECT tid FROM bt_threads WHERE name = 'crasher-2'")
+    assert tid in (p.pid, other)
+    for t, note in ((p.pid, "'boom'"), (other, "'other'")):
+        fr = frames(db, t)
+        assert fr[0][1] == "native" and "strlen" in fr[0][2], fr
+        c = py_frame(fr, "crash_in_libc")
+        assert c[4] == marker_line("LINE_SEGV2") and local_vars(db, t, c[0])["note"] == note
+
+
+@h.timeout(120)
 def test_crash_inject_abort_twice_and_faulthandler():
     """inject --crash twice (the second file replaces the first), then an abort(); the
     program's own faulthandler, enabled before, still runs after the capture."""

@@ -163,18 +163,25 @@ static int write_thread_row(struct writer *w, const struct bt_thread *t, const c
 }
 
 /*
- * Where the stack of @t starts: for the thread that got the fatal signal, below the signal
- * frame (__restore_rt): what is above it is the crash handler waiting for us.
+ * Where the stack of @t starts: for a thread in the agent's fatal-signal handler (the one that
+ * crashed, and any other that crashed meanwhile and waits), below the signal frame
+ * (__restore_rt above on_fatal): what is above it is the handler waiting for us.
  */
 static int first_frame(const struct bt_thread *t, const struct crash_info *ci)
 {
+	bool handler = false;
 	int i;
 
-	if (ci->exc_json || t->tid != ci->tid)
+	if (ci->exc_json)
 		return 0;
-	for (i = 0; i < t->nframes && i < 16; i++)
-		if (t->frames[i].kind == FRAME_NATIVE && !strcmp(t->frames[i].func, "__restore_rt"))
+	for (i = 0; i < t->nframes && i < 24; i++) {
+		if (t->frames[i].kind != FRAME_NATIVE)
+			return 0;
+		if (!strcmp(t->frames[i].func, "on_fatal"))
+			handler = true;
+		else if (handler && !strcmp(t->frames[i].func, "__restore_rt"))
 			return i + 1;
+	}
 	return 0;
 }
 

@@ -11,6 +11,8 @@ GO_FILE to exist if one is given (time to inject), then:
   thread_exc  a thread "worker-1" raises ValueError("bad batch 7") in fail_batch() (locals
               batch = 7, items); the main thread joins it and exits 0 ("main done")
   main_exc    KeyError('missing-key') raised in lookup() (local key) in the main thread
+  segv2       the main thread and a thread "crasher-2" both fault at once, in libc's
+              strlen(NULL) called from crash_in_libc() (local note), without the GIL
 """
 import ctypes
 import os
@@ -29,6 +31,12 @@ def crash_here(depth, note):
     secret = 4242
     ctypes.string_at(0)  # LINE_SEGV
     return secret
+
+
+def crash_in_libc(note):
+    libc = ctypes.CDLL(None)  # its functions run without the GIL: both threads get there
+    libc.strlen(None)  # LINE_SEGV2
+    return note
 
 
 def abort_here(reason):
@@ -68,6 +76,13 @@ def main():
         print("main done", flush=True)
     elif mode == "main_exc":
         lookup("missing-key")
+    elif mode == "segv2":
+        both = threading.Barrier(2)
+        c = threading.Thread(target=lambda: (both.wait(), crash_in_libc("other")),
+                             name="crasher-2")
+        c.start()
+        both.wait()
+        crash_in_libc("boom")
 
 
 if __name__ == "__main__":
