@@ -447,9 +447,13 @@ static void print_frame(FILE *f, struct strbuf *e, const struct frame *fr)
 	}
 }
 
+/* The summary shows the locals of this many Python frames (innermost); the file has all. */
+#define SUMMARY_LOCAL_FRAMES 5
+
 struct sum_ctx {
 	FILE *f;
 	struct strbuf *e;
+	int pyframes; /* Python frames printed so far */
 };
 
 static int sum_local(char **v, int n, void *arg)
@@ -470,7 +474,7 @@ static int sum_frame(char **v, int n, void *arg)
 	(void)n;
 	fprintf(s->f, "    %s", text_str(s->e, v[1] ? v[1] : v[0] ? v[0] : "?", 0));
 	fprintf(s->f, " (%s:%s)\n", text_str(s->e, v[2] ? v[2] : "?", 0), v[3] ? v[3] : "?");
-	if (v[4])
+	if (v[4] && s->pyframes++ < SUMMARY_LOCAL_FRAMES)
 		jq_each(v[4], "$", lpaths, 3, sum_local, s);
 	return 0;
 }
@@ -481,8 +485,8 @@ void crashsnap__summary(const struct bt_process *p, const struct crash_info *ci,
 	static const char *const paths[] = {"$.func", "$.qualname", "$.file", "$.line", "$.locals"};
 	const struct bt_thread *t = crashed_thread(p, ci->tid);
 	struct strbuf e = {0};
-	struct sum_ctx s = {f, &e};
-	int i, j;
+	struct sum_ctx s = {f, &e, 0};
+	int i, j, py = 0;
 
 	if (ci->exc_json) {
 		char *type = jq_text(ci->exc_json, "$.type"),
@@ -509,6 +513,8 @@ void crashsnap__summary(const struct bt_process *p, const struct crash_info *ci,
 			text_str(&e, t->name, 0));
 		for (i = first_frame(t, ci); i < t->nframes; i++) {
 			print_frame(f, &e, &t->frames[i]);
+			if (t->frames[i].kind != FRAME_PYTHON || py++ >= SUMMARY_LOCAL_FRAMES)
+				continue;
 			for (j = 0; t->locals && j < t->locals[i].n; j++) {
 				fprintf(f,
 					"        %s = ", text_str(&e, t->locals[i].v[j].name, 0));
