@@ -137,11 +137,6 @@ static struct {
 	int (*ListAppend)(PyObject *, PyObject *);
 	PyObject *(*ObjectType)(PyObject *);
 	int (*TypeIsSubtype)(PyObject *, PyObject *);
-	int (*AddPendingCall)(int (*)(void *), void *);
-	void *(*SaveThread)(void);
-	void (*RestoreThread)(void *);
-	PyObject *(*EvalGetFrame)(void);
-	PyObject *None;
 } py;
 
 /* ---- state -------------------------------------------------------------------------- */
@@ -347,13 +342,8 @@ static bool py_resolve(void)
 	R(ListAppend, "PyList_Append");
 	R(ObjectType, "PyObject_Type");
 	R(TypeIsSubtype, "PyType_IsSubtype");
-	R(AddPendingCall, "Py_AddPendingCall");
-	R(SaveThread, "PyEval_SaveThread");
-	R(RestoreThread, "PyEval_RestoreThread");
-	R(EvalGetFrame, "PyEval_GetFrame");
-	R(None, "_Py_NoneStruct");
 #undef R
-	__atomic_store_n(&py.resolved, true, __ATOMIC_RELEASE);
+	py.resolved = true;
 	return true;
 }
 
@@ -755,7 +745,7 @@ static int hello(int fd);
 static bool py_wait_initialized(const struct pyreq *req)
 {
 	bool stop;
-	int i, spins = 0;
+	int i;
 
 	for (i = 0; i < PY_INIT_WAIT_MS / 5; i++) {
 		if (py.IsInitialized())
@@ -766,124 +756,21 @@ static bool py_wait_initialized(const struct pyreq *req)
 		pthread_mutex_unlock(&wk.lock);
 		if (stop)
 			return false;
-		if (req->slot >= 0) {
-			usleep(5000);
-			continue;
-		}
-		/* An internal request ('probing run --crash') is there from the start: the sooner
-		 * it sees the interpreter ready, the less of the program runs before its hooks. It
-		 * waits as long as the program takes to start (PY_INIT_WAIT_MS of polls, again). */
-		usleep(200);
-		if (i == PY_INIT_WAIT_MS / 5 - 1 && ++spins < 25 * 60)
-			i = 0;
+		usleep(5000);
 	}
 	return py.IsInitialized();
 }
 
-/*
- * 'probing run --crash': the exception hooks should be in place before the program's own code
- * runs. A gate: the main thread, at a pending call (it holds the GIL and runs Python code),
- * lets the GIL go and waits until the agent's "crash.install" has run (CRASH_GATE_MS at
- * most), then goes on. Never inside an import (a frame of importlib on its stack): the
- * agent's own imports could need the module lock it holds; then the pending call returns at
- * once and the gate thread arms it again 0.2 ms later.
- */
+/* 'probing run --crash': the start-up gate (crash_audit, below). */
 #define CRASH_GATE_MS 10000
 
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool done;  /* crash.install ran (or failed): the main thread goes on */
-	bool armed; /* a pending call is queued */
-} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
-
-/* Whether the calling thread (GIL held) runs code of an import: importlib on its stack. */
-static bool in_import(void)
-{
-	PyObject *f = py.EvalGetFrame(), *next, *code, *name;
-	const char *s;
-	bool found = false;
-	int depth;
-
-	if (!f)
-		return false;
-	for (depth = 0; f && f != py.None && depth < 256 && !found; depth++) {
-		code = py.GetAttrString(f, "f_code");
-		name = code ? py.GetAttrString(code, "co_filename") : NULL;
-		s = name ? py.UnicodeAsUTF8(name) : NULL;
-		found = s && !strncmp(s, "<frozen importlib", 17);
-		if (name)
-			py.DecRef(name);
-		if (code)
-			py.DecRef(code);
-		next = py.GetAttrString(f, "f_back");
-		if (depth)
-			py.DecRef(f);
-		f = next;
-	}
-	if (f && depth)
-		py.DecRef(f);
-	py.ErrClear();
-	return found;
-}
-
-/* On the main thread, GIL held: let it go until the gate opens (CRASH_GATE_MS at most). */
-static void gate_wait(void *(*save)(void), void (*restore)(void *))
-{
-	struct timespec until;
-	void *ts;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += CRASH_GATE_MS / 1000;
-	ts = save();
-	pthread_mutex_lock(&gate.lock);
-	while (!gate.done)
-		if (pthread_cond_timedwait(&gate.cond, &gate.lock, &until))
-			break;
-	gate.done = true; /* waited once: never again */
-	pthread_mutex_unlock(&gate.lock);
-	restore(ts);
-}
-
-static bool gate_closed(void)
-{
-	bool closed;
-
-	pthread_mutex_lock(&gate.lock);
-	gate.armed = false;
-	closed = !gate.done;
-	pthread_mutex_unlock(&gate.lock);
-	return closed;
-}
-
-static int crash_gate(void *arg)
-{
-	(void)arg;
-	if (gate_closed() && !in_import())
-		gate_wait(py.SaveThread, py.RestoreThread);
-	return 0;
-}
-
-/*
- * The audit hook (PEP 578, added before the interpreter starts): "cpython.run_file" (and
- * run_module, run_command...) is raised on the main thread just before the program's first
- * line, outside any import: the gate waits there. The pending call is the fallback.
- */
-static int crash_audit(const char *event, PyObject *args, void *data)
-{
-	void *(*save)(void);
-	void (*restore)(void *);
-
-	(void)args;
-	(void)data;
-	if (strncmp(event, "cpython.run_", 12) || !gate_closed())
-		return 0;
-	*(void **)&save = dlsym(RTLD_DEFAULT, "PyEval_SaveThread");
-	*(void **)&restore = dlsym(RTLD_DEFAULT, "PyEval_RestoreThread");
-	if (save && restore)
-		gate_wait(save, restore);
-	return 0;
-}
+	bool done;	 /* crash.install ran (or failed): the main thread goes on */
+	bool used;	 /* the audit hook did its work: from now on it returns at once */
+	char body[8300]; /* the request, made by the constructor */
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
 static void crash_gate_open(void)
 {
@@ -891,33 +778,6 @@ static void crash_gate_open(void)
 	gate.done = true;
 	pthread_cond_broadcast(&gate.cond);
 	pthread_mutex_unlock(&gate.lock);
-}
-
-/* The gate thread: arms the pending call (again) until the gate is open, for a few seconds. */
-static void *gate_main(void *arg)
-{
-	bool done, arm;
-	int i;
-
-	(void)arg;
-	for (i = 0; i < 5 * (CRASH_GATE_MS + PY_INIT_WAIT_MS); i++) {
-		pthread_mutex_lock(&gate.lock);
-		done = gate.done || ag.py_gone;
-		arm = !done && !gate.armed && __atomic_load_n(&py.resolved, __ATOMIC_ACQUIRE) &&
-		      py.IsInitialized();
-		if (arm)
-			gate.armed = true;
-		pthread_mutex_unlock(&gate.lock);
-		if (done)
-			break;
-		if (arm && py.AddPendingCall(crash_gate, NULL)) {
-			pthread_mutex_lock(&gate.lock);
-			gate.armed = false; /* the queue was full: try again */
-			pthread_mutex_unlock(&gate.lock);
-		}
-		usleep(200);
-	}
-	return NULL;
 }
 
 static void python_request(int fd, struct pyreq *req)
@@ -1960,6 +1820,57 @@ static void take_listen_env(void)
 }
 
 /*
+ * 'probing run --crash': the exception hooks must be in place before the program's first
+ * line. An audit hook (PEP 578), added before the interpreter starts, sees "cpython.run_file"
+ * (run_module, run_command, run_stdin...), raised on the main thread just before that line
+ * and outside any import: there it queues "crash.install" to the worker, lets the GIL go
+ * and waits until the request has run (CRASH_GATE_MS at most), once. The program cannot
+ * end while the worker runs Python (which could crash it as the interpreter finalizes). A
+ * program that embeds Python and raises no such event gets no exception hooks.
+ */
+static int crash_audit(const char *event, PyObject *args, void *data)
+{
+	void *(*save)(void);
+	void (*restore)(void *);
+	struct timespec until;
+	sigset_t all, old;
+	bool queued;
+	void *ts;
+
+	(void)args;
+	(void)data;
+	if (gate.used || strncmp(event, "cpython.run_", 12))
+		return 0;
+	gate.used = true; /* the main thread, GIL held: no race with itself */
+	*(void **)&save = dlsym(RTLD_DEFAULT, "PyEval_SaveThread");
+	*(void **)&restore = dlsym(RTLD_DEFAULT, "PyEval_RestoreThread");
+	if (!save || !restore)
+		return 0;
+	/* The worker, if started here, must not take the program's signals. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	queued = queue_request(-1, "crash.install", gate.body, strlen(gate.body));
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!queued) {
+		fprintf(stderr,
+			"probing: crash capture of uncaught exceptions is off in process %d: no "
+			"worker thread\n",
+			(int)getpid());
+		return 0;
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += CRASH_GATE_MS / 1000;
+	ts = save();
+	pthread_mutex_lock(&gate.lock);
+	while (!gate.done)
+		if (pthread_cond_timedwait(&gate.cond, &gate.lock, &until))
+			break;
+	pthread_mutex_unlock(&gate.lock);
+	restore(ts);
+	return 0;
+}
+
+/*
  * Whether this interpreter may use a debug memory allocator (PYTHONMALLOC=*debug, -X dev,
  * PYTHONDEVMODE, a debug build): then an audit hook added before it starts is freed at exit
  * by another allocator than the one that made it, which aborts the process. Read from the
@@ -1996,17 +1907,15 @@ static bool debug_allocator_possible(void)
 
 /*
  * 'probing run --crash': install the fatal-signal handlers now (before main(), so that a crash
- * at any point is captured) and queue the Python side (the exception hooks, crash.py) for when
- * the interpreter is ready. Inherited by the Python processes the program starts ("%p" in
+ * at any point is captured) and the audit hook that installs the Python side (the exception
+ * hooks, crash.py) before the program's first line. Inherited by the Python processes the program starts ("%p" in
  * the file name is each one's pid).
  */
 static void crash_from_env(void)
 {
 	const char *file = getenv(CRASH_ENV_FILE), *bin = getenv(CRASH_ENV_BIN);
-	char err[512], body[2 * 4096 + 64], f[4096 + 16], b[4096 + 16];
+	char err[512], f[4096 + 16], b[4096 + 16];
 	int (*add_hook)(int (*)(const char *, PyObject *, void *), void *);
-	sigset_t all, old;
-	bool queued;
 
 	if (!file || !*file)
 		return;
@@ -2032,21 +1941,8 @@ static void crash_from_env(void)
 	}
 	json_str(f, sizeof(f), file);
 	json_str(b, sizeof(b), bin);
-	snprintf(body, sizeof(body), "{\"file\": %s, \"bin\": %s, \"boot\": true}", f, b);
-	/* Threads started here, on the program's main thread, must not take its signals. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	queued = queue_request(-1, "crash.install", body, strlen(body));
-	if (queued && !start_thread(gate_main, "probing-gate"))
-		crash_gate_open();
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (queued)
-		add_hook(crash_audit, NULL);
-	if (!queued)
-		fprintf(stderr,
-			"probing: crash capture of uncaught exceptions is off in process %d: no "
-			"worker thread\n",
-			(int)getpid());
+	snprintf(gate.body, sizeof(gate.body), "{\"file\": %s, \"bin\": %s, \"boot\": true}", f, b);
+	add_hook(crash_audit, NULL);
 }
 
 __attribute__((constructor)) static void agent_init(void)

@@ -173,7 +173,8 @@ def _agent_usable(t):
     p = harness.probing("eval", "-p", t.pid,
                         "sorted(m for m in __import__('sys').modules "
                         "if m.startswith('probing_'))")
-    assert p.stdout == "['probing_agent', 'probing_torch']\n", (p.stdout, p.stderr)
+    assert p.stdout == "['probing_agent', 'probing_crash', 'probing_torch']\n", \
+        (p.stdout, p.stderr)
     p = harness.probing("config", "-p", t.pid)
     assert p.returncode == 0 and "output_limit" in p.stdout and "torch_every" in p.stdout, \
         p.stdout + p.stderr
