@@ -55,6 +55,7 @@
 #include <sys/un.h>
 
 #include "agent.h"
+#include "agent_crash.h"
 #include "hostport.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -477,6 +478,19 @@ static PyObject *native_fn(PyObject *self, PyObject *args)
 	}
 	if (!strcmp(op, "interruptible") || !strcmp(op, "uninterruptible"))
 		return set_interruptible(op[0] == 'i');
+	if (!strcmp(op, "crash")) {
+		/* "crash", bin, file: install the fatal-signal handlers (agent_crash.h); returns
+		 * (0 installed | 1 already: file replaced | -errno, previous file or why, file). */
+		const char *bin = NULL, *file = NULL;
+		char was[4096] = "", err[512] = "", now[4096] = "";
+		int rc;
+
+		if (!py.ArgParseTuple(args, "sss", &op, &bin, &file))
+			return NULL;
+		rc = agent_crash_install(bin, file, was, sizeof(was), err, sizeof(err));
+		agent_crash_installed(now, sizeof(now));
+		return py.BuildValue("(iss)", rc, rc < 0 ? err : was, now);
+	}
 	if (!strcmp(op, "stop")) {
 		/* Called from atexit: from now on Python is going away. */
 		ag.py_gone = true;
@@ -772,13 +786,33 @@ static bool py_wait_initialized(const struct pyreq *req)
 		if (py.IsInitialized())
 			return true;
 		pthread_mutex_lock(&wk.lock);
-		stop = wk.cancel_id == req->id || ag.clients[req->slot].hup || ag.py_gone;
+		stop = wk.cancel_id == req->id || (req->slot >= 0 && ag.clients[req->slot].hup) ||
+		       ag.py_gone;
 		pthread_mutex_unlock(&wk.lock);
 		if (stop)
 			return false;
 		usleep(5000);
 	}
 	return py.IsInitialized();
+}
+
+/* 'probing run --crash': the start-up gate (crash_audit, below). */
+#define CRASH_GATE_MS 10000
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;	 /* crash.install ran (or failed): the main thread goes on */
+	bool used;	 /* the audit hook did its work: from now on it returns at once */
+	char body[8300]; /* the request, made by the constructor */
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static void crash_gate_open(void)
+{
+	pthread_mutex_lock(&gate.lock);
+	gate.done = true;
+	pthread_cond_broadcast(&gate.cond);
+	pthread_mutex_unlock(&gate.lock);
 }
 
 static void python_request(int fd, struct pyreq *req)
@@ -809,7 +843,8 @@ static void python_request(int fd, struct pyreq *req)
 	pthread_mutex_lock(&wk.lock);
 	wk.ident = (unsigned long)pthread_self();
 	/* Cancelled, or its client left, while we waited for the GIL: do not run it late. */
-	skip = wk.cancel_id == req->id || ag.clients[req->slot].hup || ag.py_gone;
+	skip = wk.cancel_id == req->id || (req->slot >= 0 && ag.clients[req->slot].hup) ||
+	       ag.py_gone;
 	wk.running_py = !skip;
 	pthread_mutex_unlock(&wk.lock);
 	if (skip) {
@@ -818,7 +853,7 @@ static void python_request(int fd, struct pyreq *req)
 		return;
 	}
 	/* Tell the client the GIL came (it times out on this, not on the work itself). */
-	if (send_frame(fd, FRAME_GIL, NULL, 0))
+	if (fd >= 0 && send_frame(fd, FRAME_GIL, NULL, 0))
 		goto release;
 	if (py_load()) {
 		out = strdup(ag.py_error);
@@ -875,10 +910,13 @@ release:
 	wk.running_py = false;
 	pthread_mutex_unlock(&wk.lock);
 	py.GILState_Release(st);
-	if (out) {
+	if (out && fd >= 0)
 		send_frame(fd, type, out, n);
-		free(out);
-	}
+	else if (out && type != FRAME_RESULT)
+		/* An internal request (probing run --crash) has nobody else to tell. */
+		fprintf(stderr, "probing: %s failed in process %d: %.*s\n", req->kind,
+			(int)getpid(), (int)n, out);
+	free(out);
 }
 
 static void *worker_main(void *arg)
@@ -898,14 +936,17 @@ static void *worker_main(void *arg)
 			wk.tail = NULL;
 		wk.running = req->id;
 		/* The I/O thread never closes the socket of a client with a request in flight. */
-		fd = ag.clients[req->slot].fd;
+		fd = req->slot >= 0 ? ag.clients[req->slot].fd : -1;
 		pthread_mutex_unlock(&wk.lock);
 
 		python_request(fd, req);
+		if (req->slot < 0 && !strcmp(req->kind, "crash.install"))
+			crash_gate_open();
 
 		pthread_mutex_lock(&wk.lock);
 		wk.running = 0;
-		ag.clients[req->slot].inflight = false;
+		if (req->slot >= 0)
+			ag.clients[req->slot].inflight = false;
 		free(req->kind);
 		free(req->body);
 		free(req);
@@ -916,7 +957,8 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Queue a Python request of client @slot. False: out of memory or no worker. */
+/* Queue a Python request of client @slot (-1: the agent's own, answered by nobody). False: out
+ * of memory or no worker. */
 static bool queue_request(int slot, const char *kind, const char *body, size_t blen)
 {
 	struct pyreq *r = calloc(1, sizeof(*r));
@@ -942,7 +984,8 @@ static bool queue_request(int slot, const char *kind, const char *body, size_t b
 		else
 			wk.head = r;
 		wk.tail = r;
-		ag.clients[slot].inflight = true;
+		if (slot >= 0)
+			ag.clients[slot].inflight = true;
 		pthread_cond_signal(&wk.work);
 		ok = true;
 	}
@@ -1753,6 +1796,7 @@ static void atfork_child(void)
 {
 	int i;
 
+	agent_crash_atfork_child();
 	/* Only this thread exists in the child: no agent, worker or watchdog. Reset the locks
 	 * (another thread may have held them at fork time) and forget the parent's sockets
 	 * and queue (leaked on purpose: no free() of state other threads were using). */
@@ -1814,6 +1858,132 @@ static void take_listen_env(void)
 	unsetenv("PROBING_TOKEN");
 }
 
+/*
+ * 'probing run --crash': the exception hooks must be in place before the program's first
+ * line. An audit hook (PEP 578), added before the interpreter starts, sees "cpython.run_file"
+ * (run_module, run_command, run_stdin...), raised on the main thread just before that line
+ * and outside any import: there it queues "crash.install" to the worker, lets the GIL go
+ * and waits until the request has run (CRASH_GATE_MS at most), once. The program cannot
+ * end while the worker runs Python (which could crash it as the interpreter finalizes). A
+ * program that embeds Python and raises no such event gets no exception hooks.
+ */
+static int crash_audit(const char *event, PyObject *args, void *data)
+{
+	void *(*save)(void);
+	void (*restore)(void *);
+	struct timespec until;
+	sigset_t all, old;
+	bool queued;
+	void *ts;
+
+	(void)args;
+	(void)data;
+	if (gate.used || strncmp(event, "cpython.run_", 12))
+		return 0;
+	gate.used = true; /* the main thread, GIL held: no race with itself */
+	*(void **)&save = dlsym(RTLD_DEFAULT, "PyEval_SaveThread");
+	*(void **)&restore = dlsym(RTLD_DEFAULT, "PyEval_RestoreThread");
+	if (!save || !restore)
+		return 0;
+	/* The worker, if started here, must not take the program's signals. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	queued = queue_request(-1, "crash.install", gate.body, strlen(gate.body));
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!queued) {
+		fprintf(stderr,
+			"probing: crash capture of uncaught exceptions is off in process %d: no "
+			"worker thread\n",
+			(int)getpid());
+		return 0;
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += CRASH_GATE_MS / 1000;
+	ts = save();
+	pthread_mutex_lock(&gate.lock);
+	while (!gate.done)
+		if (pthread_cond_timedwait(&gate.cond, &gate.lock, &until))
+			break;
+	pthread_mutex_unlock(&gate.lock);
+	restore(ts);
+	return 0;
+}
+
+/*
+ * Whether this interpreter may use a debug memory allocator (PYTHONMALLOC=*debug, -X dev,
+ * PYTHONDEVMODE, a debug build): then an audit hook added before it starts is freed at exit
+ * by another allocator than the one that made it, which aborts the process. Read from the
+ * environment and /proc/self/cmdline (the constructor runs before main()).
+ */
+static bool debug_allocator_possible(void)
+{
+	const char *m = getenv("PYTHONMALLOC"), *d = getenv("PYTHONDEVMODE");
+	char buf[8192];
+	ssize_t n;
+	size_t i;
+	int fd;
+
+	if ((m && *m && strcmp(m, "malloc") && strcmp(m, "pymalloc")) || (d && *d) ||
+	    dlsym(RTLD_DEFAULT, "_Py_NegativeRefcount"))
+		return true;
+	fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	for (i = 0; i < (size_t)n; i += strlen(buf + i) + 1) {
+		const char *a = buf + i;
+
+		if (!strcmp(a, "-Xdev") ||
+		    (!strcmp(a, "-X") && i + 3 < (size_t)n && !strncmp(buf + i + 3, "dev", 3)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * 'probing run --crash': install the fatal-signal handlers now (before main(), so that a crash
+ * at any point is captured) and the audit hook that installs the Python side (the exception
+ * hooks, crash.py) before the program's first line. Inherited by the Python processes the program starts ("%p" in
+ * the file name is each one's pid).
+ */
+static void crash_from_env(void)
+{
+	const char *file = getenv(CRASH_ENV_FILE), *bin = getenv(CRASH_ENV_BIN);
+	char err[512], f[4096 + 16], b[4096 + 16];
+	int (*add_hook)(int (*)(const char *, PyObject *, void *), void *);
+
+	if (!file || !*file)
+		return;
+	if (agent_crash_install(bin, file, NULL, 0, err, sizeof(err)) < 0) {
+		fprintf(stderr, "probing: crash capture is off in process %d: %s\n", (int)getpid(),
+			err);
+		return;
+	}
+	/*
+	 * The exception hooks are installed by the worker while the program's first line waits
+	 * at the audit hook. Without that hook (a debug allocator, or no PEP 578) the program
+	 * would run meanwhile, and a short one could finalize the interpreter under the
+	 * worker's feet: then fatal signals only.
+	 */
+	add_hook = dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
+	if (!add_hook || debug_allocator_possible()) {
+		fprintf(stderr,
+			"probing: crash capture in process %d covers fatal signals only (uncaught "
+			"exceptions need 'probing inject -p PID --crash' with a debug memory "
+			"allocator)\n",
+			(int)getpid());
+		return;
+	}
+	json_str(f, sizeof(f), file);
+	json_str(b, sizeof(b), bin);
+	snprintf(gate.body, sizeof(gate.body), "{\"file\": %s, \"bin\": %s, \"boot\": true}", f, b);
+	add_hook(crash_audit, NULL);
+}
+
 __attribute__((constructor)) static void agent_init(void)
 {
 	const char *pre = getenv("LD_PRELOAD"), *en = getenv("PROBING");
@@ -1827,6 +1997,9 @@ __attribute__((constructor)) static void agent_init(void)
 		if (!dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
 			return;
 		take_listen_env();
+		probing_agent_start();
+		crash_from_env();
+		return;
 	}
 	probing_agent_start();
 }

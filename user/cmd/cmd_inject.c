@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* probing inject: load the agent into a running Python process (idempotent). */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "injector/agent.h"
+#include "injector/agent_crash.h"
 #include "base/cli.h"
 #include "injector/hostport.h"
 #include "base/escape.h"
@@ -26,7 +28,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: probing inject -p PID [--listen ADDR] [--repl] "
 		"[--torch[=on|off|wait|status]]\n"
-		"       probing inject -p PID[,PID...] --children [--torch[=MODE]]\n"
+		"                      [--crash[=FILE]]\n"
+		"       probing inject -p PID[,PID...] --children [--torch[=MODE]] "
+		"[--crash[=FILE]]\n"
 		"       probing inject -p PID --show-token\n"
 		"\n"
 		"Load the probing agent into a running CPython " PY_VERSIONS
@@ -78,6 +82,18 @@ static void usage(FILE *f)
 		"                                 (the rows recorded so far stay readable)\n"
 		"                         status  show the hooks' state\n"
 		"                       Settings: probing config -p PID torch_every=N ...\n"
+		"      --crash[=FILE]   crash capture: on a fatal signal (SIGSEGV, SIGBUS, "
+		"SIGABRT,\n"
+		"                       SIGFPE, SIGILL) or an uncaught Python exception in any\n"
+		"                       thread, every thread's Python and native stacks with "
+		"their\n"
+		"                       local variables go to FILE (SQLite, a backtrace snapshot;\n"
+		"                       default probing-crash-PID.db; a relative FILE is in the\n"
+		"                       process's working directory; %%p in FILE is the pid) and\n"
+		"                       a summary to its stderr; then the process ends as it\n"
+		"                       would have (same signal, core dump or exit status).\n"
+		"                       Again: the new FILE replaces the old one (docs/live.md\n"
+		"                       \"Crash capture\")\n"
 		"  -v                   more diagnostics: timings, the thread used (-vv: details)\n"
 		"  -h, --help           this help\n"
 		"\n"
@@ -93,6 +109,7 @@ static void usage(FILE *f)
 		"  probing export -p 1234 --format chrome -o steps.json\n"
 		"  probing inject -p 1234 --torch=off\n"
 		"  probing inject -p $(pgrep -f torchrun) --children --torch\n"
+		"  probing inject -p 1234 --crash\n"
 		"  PROBING_TOKEN=<token> probing -t 127.0.0.1:9400 eval 'threading.enumerate()'\n");
 }
 
@@ -304,11 +321,59 @@ static int show_token(const struct live_target *t)
 	return rc;
 }
 
+/*
+ * --crash[=FILE]: have the agent of @t install crash capture (injector/agent_crash.c,
+ * injector/py/crash.py), writing @file (NULL: the default), and say what it did.
+ */
+static int crash_request(const struct live_target *t, struct agent_client *c, const char *file)
+{
+	struct strbuf body = {0}, e = {0}, e2 = {0};
+	char self[PATH_MAX], *json = NULL, *now = NULL, *was = NULL;
+	int rc = EXIT_FAIL;
+
+	if (!realpath("/proc/self/exe", self)) {
+		fprintf(stderr, "probing inject: cannot tell where probing is: %s\n",
+			strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (sb_puts(&body, "{\"file\": ") || jq_quote(&body, file ? file : CRASH_DEFAULT_FILE) ||
+	    sb_puts(&body, ", \"bin\": ") || jq_quote(&body, self) || sb_puts(&body, "}"))
+		goto out;
+	rc = live__request("inject", t, c, "crash.install", sb_str(&body), LIVE_GIL_TIMEOUT_MS,
+			   10000, NULL, &json);
+	if (rc)
+		goto out;
+	now = jq_text(json, "$.file");
+	was = jq_text(json, "$.was");
+	if (jq_bool(json, "$.already") && was && now && strcmp(was, now))
+		printf("crash: capture was already installed; it now writes %s (instead of %s)\n",
+		       text_str(&e, now, 0), text_str(&e2, was, 0));
+	else if (jq_bool(json, "$.already"))
+		printf("crash: capture was already installed; it writes %s\n",
+		       text_str(&e, now ? now : "?", 0));
+	else
+		printf("crash: capture installed: a fatal signal (SIGSEGV, SIGBUS, SIGABRT, "
+		       "SIGFPE, "
+		       "SIGILL)\n       or an uncaught exception writes every thread's stacks "
+		       "to %s\n",
+		       text_str(&e, now ? now : "?", 0));
+out:
+	free(json);
+	free(now);
+	free(was);
+	sb_free(&body);
+	sb_free(&e);
+	sb_free(&e2);
+	return rc;
+}
+
 /* What inject does to each process. */
 struct inject_req {
 	const char *listen;
 	enum torch_mode torch;
 	bool repl;
+	bool crash;
+	const char *crash_file; /* --crash=FILE; NULL: the default */
 };
 
 static int inject_one(const struct live_target *tp, const struct inject_req *r)
@@ -398,6 +463,11 @@ static int inject_one(const struct live_target *tp, const struct inject_req *r)
 		if (rc)
 			goto cleanup;
 	}
+	if (r->crash) {
+		rc = crash_request(&t, c, r->crash_file);
+		if (rc)
+			goto cleanup;
+	}
 	fflush(stdout);
 	if (repl) {
 		rc = repl__run("inject", &t, c, LIVE_GIL_TIMEOUT_MS);
@@ -421,15 +491,11 @@ static int inject_proc(const struct job_proc *p, void *ctx)
 static int cmd_inject(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},
-		{"target", required_argument, NULL, 't'},
-		{"listen", required_argument, NULL, 'L'},
-		{"repl", no_argument, NULL, 'R'},
-		{"torch", optional_argument, NULL, 'T'},
-		{"show-token", no_argument, NULL, 'S'},
-		{"children", no_argument, NULL, 'C'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"pid", required_argument, NULL, 'p'},	  {"target", required_argument, NULL, 't'},
+		{"listen", required_argument, NULL, 'L'}, {"repl", no_argument, NULL, 'R'},
+		{"torch", optional_argument, NULL, 'T'},  {"show-token", no_argument, NULL, 'S'},
+		{"children", no_argument, NULL, 'C'},	  {"crash", optional_argument, NULL, 'K'},
+		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
 	};
 	struct live_opts lo = LIVE_OPTS_INIT;
 	const char *listen = NULL;
@@ -437,7 +503,8 @@ static int cmd_inject(int argc, char **argv)
 	struct job_procs j = {0};
 	struct inject_req r;
 	enum torch_mode torch = TORCH_NONE;
-	bool repl = false, token = false, children = false;
+	bool repl = false, token = false, children = false, crash = false;
+	const char *crash_file = NULL;
 	char host[256], why[300];
 	unsigned int port;
 	int ch, rc;
@@ -456,6 +523,15 @@ static int cmd_inject(int argc, char **argv)
 			break;
 		case 'C':
 			children = true;
+			break;
+		case 'K':
+			if (crash)
+				return cli_usage_error("inject", "--crash given twice");
+			crash = true;
+			crash_file = optarg;
+			if (crash_file && (!*crash_file || strlen(crash_file) > 3000))
+				return cli_usage_error("inject", "bad --crash file name: %s",
+						       *crash_file ? "too long" : "empty");
 			break;
 		case 'T':
 			if (parse_torch(optarg, &torch))
@@ -477,6 +553,8 @@ static int cmd_inject(int argc, char **argv)
 	r.listen = listen;
 	r.torch = torch;
 	r.repl = repl;
+	r.crash = crash;
+	r.crash_file = crash_file;
 	if (livejob__wanted(lo.pid_arg ? lo.pid_arg : lo.t_arg, children)) {
 		if (listen || repl || token)
 			return cli_usage_error("inject",
@@ -501,7 +579,7 @@ static int cmd_inject(int argc, char **argv)
 	     hostport_parse(listen, false, true, host, sizeof(host), &port, why, sizeof(why))))
 		return cli_usage_error("inject", "bad --listen address: %s",
 				       strlen(listen) > 200 ? "longer than 200 characters" : why);
-	if (token && (listen || repl || torch != TORCH_NONE))
+	if (token && (listen || repl || torch != TORCH_NONE || crash))
 		return cli_usage_error("inject", "--show-token goes alone (with -p PID)");
 	if (token)
 		return show_token(&t);

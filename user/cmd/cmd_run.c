@@ -10,6 +10,7 @@
 #include <sys/random.h>
 
 #include "base/cli.h"
+#include "injector/agent_crash.h"
 #include "injector/hostport.h"
 #include "live/live.h"
 #include "base/log.h"
@@ -18,7 +19,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: probing run [--listen ADDR] -- CMD [ARGS...]\n"
+		"Usage: probing run [--listen ADDR] [--crash[=FILE]] -- CMD [ARGS...]\n"
 		"\n"
 		"Run CMD with the probing agent preloaded (LD_PRELOAD, PROBING=1 in its "
 		"environment),\n"
@@ -37,11 +38,25 @@ static void usage(FILE *f)
 		"the\n"
 		"                       environment before the program runs: the processes it\n"
 		"                       starts do not get it (nor a TCP port of their own)\n"
+		"      --crash[=FILE]   crash capture in every Python process CMD starts: on a "
+		"fatal\n"
+		"                       signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL) or an\n"
+		"                       uncaught Python exception in any thread, every thread's\n"
+		"                       Python and native stacks with their local variables go "
+		"to\n"
+		"                       FILE (SQLite; default probing-crash-PID.db in the "
+		"working\n"
+		"                       directory; %%p in FILE is the pid) and a summary to "
+		"stderr;\n"
+		"                       then the process ends as it would have (same signal, "
+		"core\n"
+		"                       dump or exit status). docs/live.md \"Crash capture\"\n"
 		"  -h, --help           this help\n"
 		"\n"
 		"Examples:\n"
 		"  probing run -- python3 train.py --epochs 10\n"
-		"  probing run --listen 9400 -- python3 serve.py\n");
+		"  probing run --listen 9400 -- python3 serve.py\n"
+		"  probing run --crash -- python3 train.py\n");
 }
 
 /*
@@ -99,10 +114,13 @@ static int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"listen", required_argument, NULL, 'L'},
+		{"crash", optional_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *listen = NULL, *lib, *old;
+	const char *listen = NULL, *lib, *old, *crash_file = NULL;
+	char self[PATH_MAX];
+	bool crash = false;
 	char abs[PATH_MAX], token[33];
 	unsigned char rnd[16];
 	struct strbuf pre = {0};
@@ -115,6 +133,15 @@ static int cmd_run(int argc, char **argv)
 		switch (ch) {
 		case 'L':
 			listen = optarg;
+			break;
+		case 'C':
+			if (crash)
+				return cli_usage_error("run", "--crash given twice");
+			crash = true;
+			crash_file = optarg ? optarg : CRASH_DEFAULT_FILE;
+			if (!*crash_file || strlen(crash_file) > 3000)
+				return cli_usage_error("run", "bad --crash file name: %s",
+						       *crash_file ? "too long" : "empty");
 			break;
 		case 'v':
 			log_verbosity++;
@@ -157,6 +184,23 @@ static int cmd_run(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	sb_free(&pre);
+	/* Crash capture: the agent reads these in each Python process (injector/agent_crash.h);
+	 * one exported in the caller's shell must not turn it on. */
+	if (crash) {
+		if (!realpath("/proc/self/exe", self)) {
+			fprintf(stderr, "probing run: cannot tell where probing is: %s\n",
+				strerror(errno));
+			return EXIT_FAIL;
+		}
+		if (setenv(CRASH_ENV_FILE, crash_file, 1) || setenv(CRASH_ENV_BIN, self, 1)) {
+			fprintf(stderr, "probing run: cannot set the environment: %s\n",
+				strerror(errno));
+			return EXIT_FAIL;
+		}
+	} else {
+		unsetenv(CRASH_ENV_FILE);
+		unsetenv(CRASH_ENV_BIN);
+	}
 	/* A PROBING_LISTEN exported in the caller's shell must not make the program listen. */
 	if (!listen)
 		unsetenv("PROBING_LISTEN");

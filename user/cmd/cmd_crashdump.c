@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: MIT
+/*
+ * probing crashdump: capture a process that is crashing, started by the crash handler that
+ * 'probing inject --crash' or 'probing run --crash' installed in it (injector/agent_crash.c,
+ * injector/py/crash.py), while the crashing thread waits for it.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/cli.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "bpf/sampler.h"
+#include "live/backtrace.h"
+#include "live/crashsnap.h"
+
+#define CMD "crashdump"
+
+static const char usage_text[] =
+	"Usage: probing crashdump -p PID --tid TID (--signal SIG | --exception JSON) -o FILE\n"
+	"\n"
+	"Capture a crashing process: every thread's Python and native stacks and the local\n"
+	"variables of its Python frames (read from outside, as 'probing backtrace --native\n"
+	"--locals' reads them) go to the SQLite file FILE, and a summary to stderr. The crash\n"
+	"handler installed by 'probing inject --crash' or 'probing run --crash' runs this\n"
+	"while the crashing thread waits: there is no need to run it by hand.\n"
+	"\n"
+	"Options:\n"
+	"  -p, --pid PID         the crashing process\n"
+	"      --tid TID         the thread that crashed\n"
+	"      --signal SIG      the fatal signal (number), with --code and --addr from its\n"
+	"                        siginfo\n"
+	"      --exception JSON  an uncaught exception: its traceback and locals, as the\n"
+	"                        agent's exception hook wrote them\n"
+	"  -o, --output FILE     the crash file (SQLite; docs/sql.md \"Crash files\")\n"
+	"  -h, --help            this help\n";
+
+enum { OPT_TID = 256, OPT_SIGNAL, OPT_CODE, OPT_ADDR, OPT_EXC };
+
+static const struct option long_opts[] = {
+	{"pid", required_argument, NULL, 'p'},
+	{"tid", required_argument, NULL, OPT_TID},
+	{"signal", required_argument, NULL, OPT_SIGNAL},
+	{"code", required_argument, NULL, OPT_CODE},
+	{"addr", required_argument, NULL, OPT_ADDR},
+	{"exception", required_argument, NULL, OPT_EXC},
+	{"output", required_argument, NULL, 'o'},
+	{"verbose", no_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'},
+	{},
+};
+
+static int cmd_crashdump(int argc, char **argv)
+{
+	struct bt_opts o = {.native = true,
+			    .locals = true,
+			    .py_depth = SAMPLER_MAX_PYDEPTH,
+			    .max_repr = 200,
+			    .waits = true,
+			    .routines = true};
+	struct crash_info ci = {0};
+	struct bt_process *p = NULL;
+	const char *out = NULL, *exc = NULL;
+	char *json = NULL;
+	long pid = 0, v;
+	struct timespec ts;
+	int c, err, rc = EXIT_FAIL;
+
+	cli_getopt_reset();
+	while ((c = getopt_long(argc, argv, ":p:o:vh", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (parse_long(optarg, 1, 0x7fffffff, &pid))
+				return cli_usage_error(CMD, "'%s' is not a process id", optarg);
+			break;
+		case OPT_TID:
+			if (parse_long(optarg, 1, 0x7fffffff, &v))
+				return cli_usage_error(CMD, "'%s' is not a thread id", optarg);
+			ci.tid = v;
+			break;
+		case OPT_SIGNAL:
+			if (parse_long(optarg, 1, 64, &v))
+				return cli_usage_error(CMD, "'%s' is not a signal number", optarg);
+			ci.signal = v;
+			break;
+		case OPT_CODE:
+			if (parse_long(optarg, -1000, 1000, &v))
+				return cli_usage_error(CMD, "'%s' is not a signal code", optarg);
+			ci.code = v;
+			break;
+		case OPT_ADDR:
+			ci.addr = strtoul(optarg, NULL, 0);
+			break;
+		case OPT_EXC:
+			exc = optarg;
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case 'v':
+			log_verbosity++;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return EXIT_OK;
+		default:
+			return cli_bad_option(CMD, c, argv);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+	if (!pid || !ci.tid || !out)
+		return cli_usage_error(CMD, "say which process, thread and file: -p PID --tid TID "
+					    "-o FILE");
+	if (!exc == !ci.signal)
+		return cli_usage_error(CMD, "say what happened: --signal SIG or --exception JSON");
+	if (exc) {
+		json = read_file(exc, 64 << 20, NULL);
+		if (!json) {
+			fprintf(stderr, "probing %s: cannot read %s: %s\n", CMD, exc,
+				strerror(errno));
+			return EXIT_FAIL;
+		}
+		ci.exc_json = json;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ci.time = ts.tv_sec + ts.tv_nsec / 1e9;
+	if (cli_check_pid(CMD, pid))
+		goto out;
+	err = backtrace__collect(pid, &o, &p, NULL, 0);
+	if (err)
+		goto out;
+	err = crashsnap__save(p, &ci, out);
+	if (err)
+		goto out;
+	crashsnap__summary(p, &ci, out, stderr);
+	rc = EXIT_OK;
+out:
+	backtrace__free(p);
+	free(json);
+	return rc;
+}
+
+COMMAND(crashdump, cmd_crashdump, "capture a crashing process (run by the --crash handler)", 190);
