@@ -46,6 +46,7 @@ struct record_totals {
 	int live;		   /* targets still running at the end */
 	double recorder_cpu;	   /* CPU seconds probing's own threads used */
 	uint64_t bpf_ns, bpf_runs; /* the BPF program's cost (kernel.bpf_stats_enabled=1; else 0) */
+	struct sampling_offcpu_stats off; /* with --off-cpu */
 };
 
 /*

@@ -12,6 +12,7 @@
 #include "base/bmap.h"
 #include "base/escape.h"
 #include "base/util.h"
+#include "bpf/waitclass.h"
 #include "report/flamegraph.h"
 #include "report/framename.h"
 #include "report/profile.h"
@@ -22,6 +23,7 @@ struct sym {
 	char *name;
 	char *module;
 	enum frame_kind kind;
+	int state;     /* an off-CPU state's pseudo-frame (enum wait_state), else -1 */
 	uint32_t rank; /* position in byte order of names */
 	uint8_t rgb[3];
 };
@@ -41,11 +43,15 @@ struct fg {
 	struct bmap *symmap; /* name -> symbol */
 	struct node *nodes;
 	size_t nnodes, capnodes;
-	struct bmap *edges; /* (parent, symbol) -> child */
-	bool sorted;	    /* siblings are in name order */
-	bool kinds[3];	    /* which kinds of frames occur (for the legend) */
-	bool diff;	    /* a baseline was added: a differential graph */
-	double max_delta;   /* differential: the largest |change of self share| */
+	struct bmap *edges;   /* (parent, symbol) -> child */
+	bool sorted;	      /* siblings are in name order */
+	bool kinds[3];	      /* which kinds of frames occur (for the legend) */
+	bool diff;	      /* a baseline was added: a differential graph */
+	double max_delta;     /* differential: the largest |change of self share| */
+	bool wall;	      /* weights are nanoseconds of wall-clock time (fg__add_profile) */
+	uint64_t *state_w;    /* wall: per node, its weight in each state (nnodes x WAIT_NR) */
+	size_t capstate;      /* nodes state_w has room for */
+	bool states[WAIT_NR]; /* which states occur (for the legend) */
 };
 
 struct edge_key {
@@ -122,6 +128,17 @@ static void sym_colour(struct sym *s)
 	}
 }
 
+/*
+ * The colours of the off-CPU states' pseudo-frames: hues the frame palettes leave free (greens,
+ * teals, pinks), greys for waiting for a CPU and the rest.
+ */
+static const uint8_t state_rgb[WAIT_NR][3] = {
+	[WAIT_RUNNING] = {200, 200, 190}, [WAIT_RUNNABLE] = {165, 165, 165},
+	[WAIT_SLEEP] = {120, 200, 120},	  [WAIT_LOCK] = {64, 178, 160},
+	[WAIT_IO] = {176, 196, 64},	  [WAIT_GIL] = {236, 112, 176},
+	[WAIT_OTHER] = {176, 150, 120},
+};
+
 /* ---- building ------------------------------------------------------------------------------- */
 
 struct fg *fg__new(void)
@@ -158,6 +175,7 @@ void fg__free(struct fg *g)
 	}
 	free(g->syms);
 	free(g->nodes);
+	free(g->state_w);
 	bmap__free(g->symmap);
 	bmap__free(g->edges);
 	free(g);
@@ -207,6 +225,7 @@ int fg__symbol(struct fg *g, const char *name, enum frame_kind kind, const char 
 	s = &g->syms[g->nsyms];
 	memset(s, 0, sizeof(*s));
 	s->kind = kind;
+	s->state = -1;
 	s->module = module ? display_dup(module) : NULL;
 	if (module && !s->module)
 		goto enomem_slot;
@@ -222,6 +241,21 @@ enomem_slot:
 enomem:
 	free(shown);
 	return -ENOMEM;
+}
+
+/* The pseudo-frame of off-CPU state @state ("[off-CPU: lock]"), coloured as the state. */
+static int state_symbol(struct fg *g, int state, uint32_t *sym)
+{
+	char name[48];
+	int err;
+
+	snprintf(name, sizeof(name), "[off-CPU: %s]", wait_state_name(state));
+	err = fg__symbol(g, name, FRAME_NATIVE, NULL, sym);
+	if (!err && g->syms[*sym].state < 0) {
+		g->syms[*sym].state = state;
+		memcpy(g->syms[*sym].rgb, state_rgb[state], 3);
+	}
+	return err;
 }
 
 static int new_node(struct fg *g, uint32_t parent, uint32_t sym, uint32_t *out)
@@ -245,10 +279,31 @@ static int new_node(struct fg *g, uint32_t parent, uint32_t sym, uint32_t *out)
 	return 0;
 }
 
-/* Count @count samples of the stack @syms in the graph's own counts, or with @base in the
- * baseline's. */
-static int add_counts(struct fg *g, const uint32_t *syms, size_t n, uint64_t count, bool base)
+/* Room in g->state_w for every node. */
+static int grow_states(struct fg *g)
 {
+	size_t cap = g->capstate;
+	uint64_t *tmp;
+
+	if (g->nnodes <= cap)
+		return 0;
+	while (cap < g->nnodes)
+		cap = cap ? cap * 2 : 1024;
+	tmp = realloc(g->state_w, cap * WAIT_NR * sizeof(*tmp));
+	if (!tmp)
+		return -ENOMEM;
+	memset(tmp + g->capstate * WAIT_NR, 0, (cap - g->capstate) * WAIT_NR * sizeof(*tmp));
+	g->state_w = tmp;
+	g->capstate = cap;
+	return 0;
+}
+
+/* Count @count samples of the stack @syms in the graph's own counts, or with @base in the
+ * baseline's; in a wall-clock graph, the own counts also by @state. */
+static int add_counts(struct fg *g, const uint32_t *syms, size_t n, uint64_t count, bool base,
+		      int state)
+{
+	bool by_state = g->wall && !base && state >= 0 && state < WAIT_NR;
 	struct edge_key k;
 	uint32_t node = 0, child;
 	uint64_t *slot;
@@ -275,13 +330,23 @@ static int add_counts(struct fg *g, const uint32_t *syms, size_t n, uint64_t cou
 		}
 		node = child;
 	}
+	if (by_state) {
+		err = grow_states(g);
+		if (err)
+			return err;
+		g->states[state] = true;
+	}
 	node = 0;
 	*(base ? &g->nodes[0].base_total : &g->nodes[0].total) += count;
+	if (by_state)
+		g->state_w[state] += count;
 	for (i = 0; i < n; i++) {
 		k.parent = node;
 		k.sym = syms[i];
 		node = *bmap__find(g->edges, &k, sizeof(k));
 		*(base ? &g->nodes[node].base_total : &g->nodes[node].total) += count;
+		if (by_state)
+			g->state_w[(size_t)node * WAIT_NR + state] += count;
 	}
 	*(base ? &g->nodes[node].base_self : &g->nodes[node].self) += count;
 	return 0;
@@ -289,26 +354,33 @@ static int add_counts(struct fg *g, const uint32_t *syms, size_t n, uint64_t cou
 
 int fg__add(struct fg *g, const uint32_t *syms, size_t n, uint64_t count)
 {
-	return add_counts(g, syms, n, count, false);
+	return add_counts(g, syms, n, count, false, WAIT_RUNNING);
 }
 
 int fg__add_base(struct fg *g, const uint32_t *syms, size_t n, uint64_t count)
 {
 	g->diff = true;
-	return add_counts(g, syms, n, count, true);
+	return add_counts(g, syms, n, count, true, WAIT_RUNNING);
 }
 
-/* Add the samples of @p to the graph's own counts, or with @base to the baseline's. */
+/*
+ * Add the samples of @p to the graph's own counts, or with @base to the baseline's. A wall-clock
+ * graph (fg__add_profile of a profile with off-CPU time) weighs them by time, nanoseconds, and
+ * puts each off-CPU state's pseudo-frame on top of its stacks.
+ */
 static int add_profile(struct fg *g, const struct profile *p, bool base)
 {
 	struct strbuf name = {0};
 	uint64_t *counts = NULL;
-	uint32_t *syms = NULL, *path = NULL, maxn = 0;
-	size_t i;
+	uint32_t *syms = NULL, *path = NULL, maxn = 0, state_sym[WAIT_NR];
+	size_t i, nst;
 	uint32_t d;
-	int err = 0;
+	int err = 0, st;
 
-	counts = calloc(p->nstacks ? p->nstacks : 1, sizeof(*counts));
+	if (!base && p->wall)
+		g->wall = true;
+	nst = g->wall ? WAIT_NR : 1; /* weights per (stack, state) */
+	counts = calloc((p->nstacks ? p->nstacks : 1) * nst, sizeof(*counts));
 	syms = calloc(p->nframes ? p->nframes : 1, sizeof(*syms));
 	if (!counts || !syms) {
 		err = -ENOMEM;
@@ -323,29 +395,42 @@ static int add_profile(struct fg *g, const struct profile *p, bool base)
 			err = fg__symbol(g, sb_str(&name), f->kind,
 					 f->kind == FRAME_PYTHON ? NULL : f->module, &syms[i]);
 	}
+	for (st = WAIT_RUNNING + 1; g->wall && st < WAIT_NR && !err; st++)
+		err = state_symbol(g, st, &state_sym[st]);
 	if (err)
 		goto cleanup;
 	/* Threads and processes are summed: the graph is of stacks. */
-	for (i = 0; i < p->nsamples; i++)
-		counts[p->samples[i].stack] += p->samples[i].count;
+	for (i = 0; i < p->nsamples; i++) {
+		const struct profile_sample *s = &p->samples[i];
+
+		if (g->wall)
+			counts[(size_t)s->stack * nst +
+			       (s->state < WAIT_NR ? s->state : WAIT_OTHER)] += s->ns;
+		else
+			counts[s->stack] += s->count;
+	}
 	for (i = 0; i < p->nstacks; i++)
-		if (counts[i] && p->stacks[i].n > maxn)
+		if (p->stacks[i].n > maxn)
 			maxn = p->stacks[i].n;
-	path = malloc((maxn ? maxn : 1) * sizeof(*path));
+	path = malloc((maxn + 1) * sizeof(*path));
 	if (!path) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	for (i = 0; i < p->nstacks && !err; i++) {
-		const struct profile_stack *s = &p->stacks[i];
+	for (i = 0; i < p->nstacks * nst && !err; i++) {
+		const struct profile_stack *s = &p->stacks[i / nst];
+		uint32_t n = s->n;
 
 		if (!counts[i])
 			continue;
+		st = i % nst;
 		/* The recording stores the leaf at depth 0; the tree wants the root first. */
 		for (d = 0; d < s->n; d++)
 			path[s->n - 1 - d] = syms[p->refs[s->first + d]];
-		err = base ? fg__add_base(g, path, s->n, counts[i])
-			   : fg__add(g, path, s->n, counts[i]);
+		if (st != WAIT_RUNNING)
+			path[n++] = state_sym[st];
+		err = base ? fg__add_base(g, path, n, counts[i])
+			   : add_counts(g, path, n, counts[i], false, st);
 	}
 cleanup:
 	sb_free(&name);
@@ -369,6 +454,11 @@ int fg__add_profile_base(struct fg *g, const struct profile *p)
 uint64_t fg__total(const struct fg *g)
 {
 	return g->nodes[0].total;
+}
+
+bool fg__wall(const struct fg *g)
+{
+	return g->wall;
 }
 
 uint64_t fg__base_total(const struct fg *g)
@@ -574,12 +664,15 @@ static int lay(struct layout_ctx *c, uint32_t node, int depth, uint64_t offset)
 	b = &c->boxes[c->n++];
 	memset(b, 0, sizeof(*b));
 	b->root = !node;
+	b->node = node;
+	b->state = -1;
 	if (node) {
 		const struct sym *s = &c->g->syms[n->sym];
 
 		b->name = s->name;
 		b->module = s->module;
 		b->kind = s->kind;
+		b->state = s->state;
 	} else {
 		b->name = "all";
 		b->kind = FRAME_NATIVE;
