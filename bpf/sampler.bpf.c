@@ -317,7 +317,9 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	e->cpu = cpu;
 	e->time_ns = bpf_ktime_get_ns();
 	e->flags = 0;
-	e->block = 0;
+	/* With --off-cpu: the thread's context switches so far, which tell the block that follows
+	 * this run (offcpu.h: the stack of a preempted thread). */
+	e->block = want_offcpu ? task->nvcsw + task->nivcsw : 0;
 	e->stack_len = 0;
 	e->py_len = 0;
 	e->kstack_len = 0;

@@ -154,7 +154,9 @@ struct sample_event {
 	__s32 py_status; /* enum py_status */
 	__u32 ns_pid;	 /* pid in the process's own PID namespace */
 	char comm[16];	 /* the thread's name when it was sampled */
-	__u64 block;	 /* SAMPLE_F_OFFCPU: the block (offcpu_event.block) of this stack; else 0 */
+	__u64 block;	 /* SAMPLE_F_OFFCPU: the block (offcpu_event.block) of this stack; an
+			  * on-CPU sample with --off-cpu: nvcsw + nivcsw of the thread (its next
+			  * block is that + 1); else 0 */
 };
 
 /*

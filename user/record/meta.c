@@ -52,6 +52,7 @@ static void meta_offcpu(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "off_cpu_stacks_iterator", rs->off_stacks_iter);
 	store__meta_int(st, "off_cpu_stacks_torn", t->off.torn);
 	store__meta_int(st, "off_cpu_blocks_no_stack", rs->off_blocks_no_stack);
+	store__meta_int(st, "off_cpu_blocks_preempted_run_stack", rs->off_blocks_run_stack);
 	store__meta_int(st, "off_cpu_ns_no_stack", rs->off_ns_no_stack);
 	store__meta_int(st, "off_cpu_lost", t->off.lost);
 	store__meta_int(st, "off_cpu_threads_not_swept", t->off.no_room);

@@ -6,6 +6,7 @@
 
 #include "base/bmap.h"
 #include "base/util.h"
+#include "bpf/waitclass.h"
 #include "record/offcpu.h"
 
 /* A segment waiting for its block's stack. */
@@ -27,6 +28,12 @@ struct oc_thread {
 	struct waiting *wait;
 	size_t nwait, capwait;
 	uint64_t wait_since; /* monotonic ns when the first of them came */
+	/* The last on-CPU samples of its latest runs (offcpu__oncpu), by csw: a few, since a
+	 * block's segments come after the samples of the run that ends it. */
+	struct {
+		uint64_t csw, stack_id;
+	} runs[4];
+	unsigned int nextrun;
 };
 
 struct offcpu {
@@ -109,6 +116,16 @@ static int release(struct offcpu *oc, struct oc_thread *th)
 
 	if (!th->nwait)
 		return 0;
+	if (!th->stack_id && th->wait[0].state == WAIT_RUNNABLE) {
+		/* Preempted: where it was last sampled running, just before. */
+		for (i = 0; i < ARRAY_SIZE(th->runs); i++) {
+			if (th->runs[i].stack_id && th->runs[i].csw + 1 == th->block) {
+				th->stack_id = th->runs[i].stack_id;
+				oc->stats.blocks_run_stack++;
+				break;
+			}
+		}
+	}
 	if (!th->stack_id) {
 		err = oc->fb(oc->fb_ctx, th->pid, th->tid, th->ip, &th->stack_id);
 		if (err)
@@ -214,6 +231,25 @@ int offcpu__thread_exit(struct offcpu *oc, pid_t pid, pid_t tid)
 	err = release(oc, th);
 	th->exited = true;
 	return err;
+}
+
+int offcpu__oncpu(struct offcpu *oc, pid_t pid, pid_t tid, uint64_t csw, uint64_t stack_id)
+{
+	struct oc_thread *th = get_thread(oc, pid, tid);
+	unsigned int i;
+
+	if (!th)
+		return -ENOMEM;
+	for (i = 0; i < ARRAY_SIZE(th->runs); i++) {
+		if (th->runs[i].csw == csw) {
+			th->runs[i].stack_id = stack_id; /* the latest sample of the run */
+			return 0;
+		}
+	}
+	i = th->nextrun++ % ARRAY_SIZE(th->runs);
+	th->runs[i].csw = csw;
+	th->runs[i].stack_id = stack_id;
+	return 0;
 }
 
 void offcpu__stats(const struct offcpu *oc, struct offcpu_stats *out)

@@ -9,8 +9,10 @@
  * A block's stack usually comes before its segments (it is taken when the block is first seen,
  * at its wake-up, or by the iterator while the block lasts); segments that come first wait for
  * it. A block whose stack never comes (a short block woken from outside the process, a thread
- * preempted) is counted under a stack the caller builds from the thread's instruction pointer
- * (the fallback), once another block of the thread begins, after OFFCPU_WAIT_NS, or at the end.
+ * preempted) is counted, once another block of the thread begins, after OFFCPU_WAIT_NS, or at
+ * the end: a block that began preempted (its first segment 'runnable') under the stack of the
+ * thread's last on-CPU sample of the run just before it (offcpu__oncpu), if there was one;
+ * else under a stack the caller builds from the thread's instruction pointer (the fallback).
  *
  * Ordering comes from the ring buffer: records are read in the order they were reserved.
  */
@@ -36,12 +38,13 @@ struct offcpu;
 typedef int (*offcpu_fallback_fn)(void *ctx, pid_t pid, pid_t tid, uint64_t ip, uint64_t *stack_id);
 
 struct offcpu_stats {
-	uint64_t segments;	  /* segments counted */
-	uint64_t observations;	  /* sweeps that found a thread off its CPU */
-	uint64_t ns;		  /* off-CPU nanoseconds counted */
-	uint64_t blocks;	  /* blocks with a stack taken */
-	uint64_t blocks_no_stack; /* blocks counted under the fallback stack */
-	uint64_t ns_no_stack;	  /* their nanoseconds */
+	uint64_t segments;	   /* segments counted */
+	uint64_t observations;	   /* sweeps that found a thread off its CPU */
+	uint64_t ns;		   /* off-CPU nanoseconds counted */
+	uint64_t blocks;	   /* blocks with a stack taken */
+	uint64_t blocks_run_stack; /* preempted blocks counted under the run's last sample */
+	uint64_t blocks_no_stack;  /* blocks counted under the fallback stack */
+	uint64_t ns_no_stack;	   /* their nanoseconds */
 };
 
 /* New joiner counting into @st, building fallback stacks with @fb(@ctx, ...). NULL on ENOMEM. */
@@ -76,6 +79,13 @@ int offcpu__expire(struct offcpu *oc, uint64_t now_ns, bool all);
  * its tid may be a new thread's.
  */
 int offcpu__thread_exit(struct offcpu *oc, pid_t pid, pid_t tid);
+
+/*
+ * An on-CPU sample of thread @tid of @pid with stack @stack_id, taken when the thread had made
+ * @csw context switches (sample_event.block): the stack a preempted block @csw + 1 is counted
+ * under if its own is not taken. 0 or -errno.
+ */
+int offcpu__oncpu(struct offcpu *oc, pid_t pid, pid_t tid, uint64_t csw, uint64_t stack_id);
 
 void offcpu__stats(const struct offcpu *oc, struct offcpu_stats *out);
 

@@ -944,6 +944,8 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	err = store__count(r->st, e->pid, e->tid, stack_id, (int64_t)ts, 1);
 	if (!err)
 		r->stats.samples++;
+	if (!err && r->oc && e->block)
+		err = offcpu__oncpu(r->oc, e->pid, e->tid, e->block, stack_id);
 	return err;
 }
 
@@ -1141,6 +1143,7 @@ void recorder__stats(const struct recorder *r, struct recorder_stats *out)
 	out->off_ns = os.ns;
 	out->off_blocks = os.blocks;
 	out->off_blocks_no_stack = os.blocks_no_stack;
+	out->off_blocks_run_stack = os.blocks_run_stack;
 	out->off_ns_no_stack = os.ns_no_stack;
 }
 

@@ -38,6 +38,7 @@ struct recorder_stats {
 	uint64_t off_stacks_sweep, off_stacks_wake, off_stacks_iter;
 	uint64_t off_segments, off_observations, off_ns;
 	uint64_t off_blocks, off_blocks_no_stack, off_ns_no_stack;
+	uint64_t off_blocks_run_stack; /* preempted blocks under the run's last on-CPU stack */
 };
 
 /* New recorder writing to @st, configuring BPF state through @s. NULL with errno on error. */
