@@ -633,7 +633,13 @@ cleanup:
 #define FONT	12   /* frame labels, px */
 #define CHAR_W	0.59 /* average glyph width of the label font, in ems */
 #define TOP	56   /* frames start here: below the title, subtitle and legend rows */
-#define FOOTER	32   /* below the frames: the details line */
+
+/* Where frames start: a wall-clock graph has a row more, its off-CPU states' legend. */
+static int frames_top(const struct fg *g)
+{
+	return g->wall ? TOP + 18 : TOP;
+}
+#define FOOTER 32 /* below the frames: the details line */
 
 struct layout_ctx {
 	struct fg *g;
@@ -704,7 +710,7 @@ int fg__layout(struct fg *g, const struct fg_options *o, struct fg_box **boxes, 
 	       int *height)
 {
 	struct layout_ctx c = {.g = g};
-	int width = image_width(o), top = TOP, err;
+	int width = image_width(o), top = frames_top(g), err;
 	size_t i;
 
 	err = sort_tree(g);
@@ -904,6 +910,12 @@ static int legend_item_width(size_t i)
 	return (int)(strlen(legend[i].label) * 7.2) + 14;
 }
 
+/* A wall-clock graph's legend item of off-CPU state @st: "off-CPU: lock" (its pseudo-frames). */
+static int state_item_width(int st)
+{
+	return (int)((strlen("off-CPU: ") + strlen(wait_state_name(st))) * 6.6) + 14;
+}
+
 /* Width of the whole legend, items 14 px apart. */
 static int legend_width(const struct fg *g)
 {
@@ -936,7 +948,20 @@ static int append_legend(struct strbuf *sb, const struct fg *g, int width, int y
 	}
 	if (g->diff)
 		return err ? err : sb_puts(sb, "</g>\n");
-	/* Right to left, so the last item ends at the margin. */
+	/* Right to left, so the last item ends at the margin. Off-CPU states on a row of their
+	 * own, below (frames_top). */
+	for (i = WAIT_NR - 1; g->wall && i > WAIT_RUNNING && !err; i--) {
+		if (!g->states[i])
+			continue;
+		err = sb_printf(sb,
+				"<text class=\"end\" x=\"%d\" y=\"%d\">off-CPU: %s</text>"
+				"<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" rx=\"2\" "
+				"fill=\"rgb(%d,%d,%d)\"/>\n",
+				x, y + 18, wait_state_name(i), x - state_item_width(i), y + 9,
+				state_rgb[i][0], state_rgb[i][1], state_rgb[i][2]);
+		x -= state_item_width(i) + 14;
+	}
+	x = width - PAD;
 	for (i = ARRAY_SIZE(legend) - 1; i >= 0 && !err; i--) {
 		if (!g->kinds[legend[i].kind])
 			continue;
@@ -953,11 +978,29 @@ static int append_legend(struct strbuf *sb, const struct fg *g, int width, int y
 	return err;
 }
 
+/* A wall-clock frame's time in seconds, its share, and the seconds in each state it was in. */
+static int append_wall_title(struct strbuf *sb, const struct fg *g, const struct fg_box *b,
+			     uint64_t total)
+{
+	const uint64_t *w = b->node < g->capstate ? &g->state_w[(size_t)b->node * WAIT_NR] : NULL;
+	int err, st, n = 0;
+
+	err = sb_printf(sb, "\n%.3f s, %.2f%%", b->count / 1e9, 100.0 * b->count / total);
+	for (st = 0; w && st < WAIT_NR && !err; st++) {
+		if (!w[st])
+			continue;
+		err = sb_printf(sb, "%s%s %.3f s", n++ ? ", " : "\n", wait_state_name(st),
+				w[st] / 1e9);
+	}
+	return err;
+}
+
 static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_box *b)
 {
 	char cnt[32];
 	uint64_t total = g->nodes[0].total;
 	uint8_t rgb[3] = {200, 200, 190}; /* the root: neutral */
+	bool off;
 	int err;
 
 	if (!b->root) {
@@ -968,11 +1011,17 @@ static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_b
 	if (g->diff)
 		diff_rgb(g, b, rgb);
 	fmt_thousands(cnt, sizeof(cnt), b->count);
-	err = sb_printf(sb, "<g class=\"%s\" data-o=\"%llu\" data-n=\"%llu\"><title>",
-			kind_class(b), (unsigned long long)b->offset, (unsigned long long)b->count);
+	/* Wall-clock: a frame whose time is all off-CPU is drawn faded. */
+	off = g->wall && b->node < g->capstate && b->node &&
+	      !g->state_w[(size_t)b->node * WAIT_NR + WAIT_RUNNING];
+	err = sb_printf(sb, "<g class=\"%s%s\" data-o=\"%llu\" data-n=\"%llu\"><title>",
+			kind_class(b), off ? " off" : "", (unsigned long long)b->offset,
+			(unsigned long long)b->count);
 	if (!err)
 		err = append_escaped(sb, b->name);
-	if (!err)
+	if (!err && g->wall)
+		err = append_wall_title(sb, g, b, total);
+	else if (!err)
 		err = sb_printf(sb, "\n%s sample%s, %.2f%%", cnt, b->count == 1 ? "" : "s",
 				100.0 * b->count / total);
 	if (!err && g->diff)
@@ -1013,7 +1062,7 @@ int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
 {
 	struct fg_box *boxes = NULL;
 	size_t n = 0, i;
-	int width = image_width(o), top = TOP, height, max_depth = 0, err;
+	int width = image_width(o), top = frames_top(g), height, max_depth = 0, err;
 	const char *title = o->title && *o->title ? o->title : "Flame Graph";
 
 	if (!g->nodes[0].total)
@@ -1074,12 +1123,12 @@ int fg__svg(struct fg *g, const struct fg_options *o, struct strbuf *out)
 			"</g>\n"
 			"<script type=\"text/ecmascript\"><![CDATA[\n"
 			"var C = {width: %d, pad: %d, font: %d, fh: %d, top: %d, bottom: %d, "
-			"inverted: %s, total: %llu};\n"
+			"inverted: %s, total: %llu, wall: %s};\n"
 			"%s]]></script>\n"
 			"</svg>\n",
 			width, PAD, FONT, FRAME_H, top, top + max_depth * FRAME_H,
 			o->inverted ? "true" : "false", (unsigned long long)g->nodes[0].total,
-			probing_flamegraph_js);
+			g->wall ? "true" : "false", probing_flamegraph_js);
 	free(boxes);
 	return err;
 }

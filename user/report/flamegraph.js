@@ -1,7 +1,8 @@
 /*
  * The flame graph's interaction: user/report/flamegraph.c embeds this file in every SVG, after
  * the frames and the layout constants C (width, pad, font, fh = frame height, top, bottom,
- * inverted, total samples). Every frame is a <g> in #frames with data-o (samples to its left),
+ * inverted, total samples; wall: weights are nanoseconds of wall-clock time, shown in seconds).
+ * Every frame is a <g> in #frames with data-o (samples to its left),
  * data-n (its samples), a class (py, na, kn; rt for the root) and a <title> whose first line is
  * its name. Geometry is recomputed from samples, never from rounded pixels.
  */
@@ -14,6 +15,7 @@ var details = $("details"), matched = $("matched");
 var resetBtn = $("reset"), searchBtn = $("search");
 function pct(n) { return (100 * n / C.total).toFixed(2) + "%"; }
 function count(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
+function amount(n) { return C.wall ? (n / 1e9).toFixed(3) + " s" : count(n) + " samples"; }
 function shortName(f) {
   if (!f.py) return f.name;
   var p = f.name.indexOf(" (");
@@ -100,8 +102,8 @@ function search(s) {
     var from = Math.max(f.o, end), to = f.o + f.n;
     if (to > from) { sum += to - from; end = to; }
   });
-  matched.textContent = "Matched: " + pct(sum) + " (" + count(sum) + " of " +
-    count(C.total) + " samples)";
+  matched.textContent = "Matched: " + pct(sum) + " (" + (C.wall ? amount(sum) : count(sum)) +
+    " of " + amount(C.total) + ")";
   searchBtn.textContent = "Reset Search";
 }
 function ask() {
@@ -116,8 +118,7 @@ box.addEventListener("click", function (ev) {
 });
 box.addEventListener("mouseover", function (ev) {
   var f = frameOf(ev);
-  if (f) details.textContent = f.name + " (" + count(f.n) + " samples, " + pct(f.n) +
-    ")";
+  if (f) details.textContent = f.name + " (" + amount(f.n) + ", " + pct(f.n) + ")";
 });
 box.addEventListener("mouseout", function () { details.textContent = " "; });
 resetBtn.addEventListener("click", reset);
