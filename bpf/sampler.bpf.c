@@ -633,10 +633,10 @@ static __always_inline void off_send(struct off_thread *th, struct task_struct *
  * Send the stack of @t, a target's thread off its CPU, for its block @block: what a sample
  * holds (sampler.h), from the registers the thread saved when it entered the kernel. Its user
  * memory must be the one loaded on this CPU (the current task is a thread of its process).
- * @how: SAMPLE_F_OFFCPU_* of where it was taken.
+ * @how: SAMPLE_F_OFFCPU_* of where it was taken. 0 if sent.
  */
-static __always_inline void send_blocked_stack(struct task_struct *t, const struct off_thread *th,
-					       __u64 block, __u32 how)
+static __always_inline int send_blocked_stack(struct task_struct *t, const struct off_thread *th,
+					      __u64 block, __u32 how)
 {
 	__u32 cpu = bpf_get_smp_processor_id(), pyb = 0, kb = 0, size;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
@@ -646,7 +646,7 @@ static __always_inline void send_blocked_stack(struct task_struct *t, const stru
 
 	s = bpf_map_lookup_elem(&scratch, &cpu);
 	if (!s)
-		return;
+		return -1;
 	e = &s->hdr;
 	e->type = EVENT_SAMPLE;
 	e->pid = th->pid;
@@ -702,9 +702,12 @@ static __always_inline void send_blocked_stack(struct task_struct *t, const stru
 	}
 	size = sizeof(*e) + pyb + kb + e->stack_len;
 	if (size > sizeof(*s))
-		return;
-	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP))
+		return -1;
+	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP)) {
 		stat_inc(STAT_OFF_LOST);
+		return -1;
+	}
+	return 0;
 }
 
 struct sweep_ctx {
@@ -794,14 +797,18 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 		th->sent_ns = c->now;
 	}
 	if (block != th->stack_block) {
-		/* A block not seen before: its stack, once. Here if this CPU has its memory. */
-		th->stack_block = block;
+		/* A block not seen before: its stack, once. Here if this CPU has its memory; else
+		 * asked of the wake-up and the iterator. If neither works now (no room in the ring
+		 * buffer; task storage busy: this interrupt came in the middle of a task storage
+		 * operation on this CPU), the next sweep tries again. */
 		if (c->mm && c->mm == t->mm) {
-			send_blocked_stack(t, th, block, 0);
+			if (!send_blocked_stack(t, th, block, 0))
+				th->stack_block = block;
 		} else {
 			want = bpf_task_storage_get(&off_want, t, 0,
 						    BPF_LOCAL_STORAGE_GET_F_CREATE);
 			if (want) {
+				th->stack_block = block;
 				want->block = block;
 				__sync_fetch_and_add(&off_wants, 1);
 				stat_inc(STAT_OFF_WANTED);

@@ -1,11 +1,14 @@
 """record --off-cpu (issue 11): wall-clock time, on the CPU and off it, with the reason of each
 wait, against workloads whose threads spend known shares of their time in known ways
 (tests/workloads/python/wallsplit.py, waits.py)."""
+import gzip
 import json
 import os
+import re
 import subprocess
 
 import harness as h
+import test_export
 
 PYDIR = os.path.join(h.PY_WORKLOADS, "python")
 SPLIT = os.path.join(PYDIR, "wallsplit.py")
@@ -167,9 +170,28 @@ def test_hung_process_has_rows_for_every_thread_and_a_flame_graph():
     text = open(svg).read()
     for state in ("lock", "sleep", "io"):
         assert f"[off-CPU: {state}]" in text, state
+    # Tooltips in seconds, with the time per state; the subtitle says it is wall-clock time.
+    assert re.search(r"<title>\[off-CPU: sleep\]\n(1\.[89]|2\.[01])\d\d s, [\d.]+%\nsleep ", text)
+    assert "s of wall-clock time" in text
     r = h.probing("flamegraph", "-i", db, "--state", "io", "--folded", "-o", "-")
     lines = r.stdout.splitlines()
     assert lines and all(line.rsplit(" ", 1)[0].endswith("[off-CPU: io]") for line in lines), lines
+    # Exports carry nanoseconds and the state.
+    out = h.tmp("hung.pb.gz")
+    h.probing("export", "-i", db, "--format", "pprof", "-o", out, check=True)
+    prof = test_export.decode_profile(gzip.open(out).read())
+    assert prof["sample_type"] == [("samples", "count"), ("wall", "nanoseconds")]
+    reader = [s for s in prof["samples"] if s["labels"].get("thread") == "hung-read"]
+    assert {s["labels"]["state"] for s in reader} == {"io"}
+    assert all(s["locations"][0]["function"]["name"] == "[off-CPU: io]" for s in reader)
+    assert 1.8e9 <= sum(s["values"][1] for s in reader) <= 2.2e9
+    out = h.tmp("hung.json")
+    h.probing("export", "-i", db, "--format", "speedscope", "-o", out, check=True)
+    doc = json.load(open(out))
+    names = [f["name"] for f in doc["shared"]["frames"]]
+    (prof,) = [x for x in doc["profiles"] if x["name"].startswith("hung-sleep")]
+    assert prof["unit"] == "nanoseconds" and 1.8e9 <= prof["endValue"] <= 2.2e9
+    assert all(names[stack[-1]] == "[off-CPU: sleep]" for stack in prof["samples"])
 
 
 def test_off_cpu_needs_the_same_privileges_and_says_what_it_keeps():
