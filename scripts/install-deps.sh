@@ -13,6 +13,8 @@ PKGS=(
 	python3 python3-torch chromium procps util-linux sqlite3 file binutils gdb
 	# benchmarks
 	linux-perf
+	# bench/bench_offcpu.py compares with its offcputime
+	libbpf-tools
 )
 
 quiet=0

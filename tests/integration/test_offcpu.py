@@ -209,3 +209,37 @@ def test_off_cpu_needs_the_same_privileges_and_says_what_it_keeps():
         con = h.db(out)
         assert con.execute("SELECT SUM(ns) FROM samples WHERE state = 'sleep'").fetchone()[0] \
             >= 0.3e9
+
+
+DDP = os.path.join(h.PY_WORKLOADS, "torch", "ddp_wait.py")
+
+
+@h.timeout(240)
+def test_ddp_rank_waits_for_the_slower_rank_in_backward():
+    """torchrun, two gloo ranks on CPU (Debian's python3.11 and torch): rank 1 computes 0.3 s
+    more before each of 6 backwards, so rank 0 spends about 1.8 s waiting in backward for the
+    gradient allreduce. Recorded from the launcher with --children: that wait is rank 0's
+    off-CPU time under the Python frame backward, in a non-running state."""
+    steps, slow = 6, 0.3
+    db, err = _record("--children", "--", "/usr/bin/torchrun", "--standalone",
+                      "--nproc_per_node", "2", "--redirects", "1", "--tee", "1", DDP,
+                      str(steps), str(slow), timeout=200)
+    con = h.db(db)
+    ranks = dict(con.execute("SELECT rank, pid FROM processes WHERE rank IS NOT NULL"))
+    assert set(ranks) == {0, 1}, ranks
+    funcs = _funcs(con)
+    waits, running = {}, 0
+    for sid, state, ns in con.execute("SELECT stack_id, state, SUM(ns) FROM samples WHERE pid = ?"
+                                      " GROUP BY stack_id, state", (ranks[0],)):
+        if "backward" not in funcs.get(sid, ()):
+            continue
+        if state == "running":
+            running += ns
+        else:
+            waits[state] = waits.get(state, 0) + ns
+    h.log(f"rank 0 under backward: waits {waits}, running {running}\n{err}")
+    # Waiting, not computing: most of the slower rank's extra 1.8 s, in lock/io waits (the
+    # future of the allreduce, gloo's sockets), far more than rank 0's own backward compute.
+    blocked = sum(v for s, v in waits.items() if s in ("lock", "io"))
+    assert blocked >= 0.6 * steps * slow * 1e9, (waits, running)
+    assert blocked > 2 * running, (waits, running)
