@@ -6,7 +6,12 @@ $(BENCH_DIR)/work: bench/work.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -fomit-frame-pointer -o $@ $<
 
+$(BENCH_DIR)/pingpong: bench/pingpong.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -pthread -o $@ $<
+
 .PHONY: bench-build bench
-bench-build: all $(BENCH_DIR)/work
+bench-build: all $(BENCH_DIR)/work $(BENCH_DIR)/pingpong
 bench: bench-build
 	$(Q)/usr/bin/python3 bench/run.py

@@ -4,7 +4,7 @@
  * program pystack_test.bpf.c) after vmlinux.h, bpf_helpers.h, bpf_core_read.h, bpf_tracing.h
  * and sampler.h. The rules of the walk are in pywalk.h, shared with the userspace walker.
  *
- *   __u32 py_walk(cfg, tgid, fsbase, out, &status, &flags)
+ *   __u32 py_walk(cfg, tgid, fsbase, task, out, &status, &flags)
  *
  * finds the *sampled* thread's PyThreadState (not the GIL holder: the thread may be running
  * native code with the GIL released) by emulating glibc's pthread_getspecific() on the
@@ -13,11 +13,23 @@
  * the frame chain leaf first as struct py_frame_rec. Per frame: one read of the frame header
  * and one of the code object header into a per-CPU scratch buffer, fields extracted from the
  * copies. Runs in the sampled CPU's interrupt context: no sleeping helpers, bounded work.
+ *
+ * Memory is read with bpf_probe_read_user, which reads the address space loaded on the CPU:
+ * the sampled thread's, or a blocked thread's from a thread of the same process (off-CPU
+ * stacks). A sleepable program that walks a thread of another process (the off-CPU task
+ * iterator) defines PYSTACK_TASK_READER before including this file: reads then go through
+ * bpf_copy_from_user_task on the task given to py_walk.
  */
 #ifndef PROBING_PYSTACK_BPF_H
 #define PROBING_PYSTACK_BPF_H
 
 #include "pywalk.h"
+
+#ifdef PYSTACK_TASK_READER
+#define py_read_user(task, dst, n, src) bpf_copy_from_user_task(dst, n, src, task, 0)
+#else
+#define py_read_user(task, dst, n, src) bpf_probe_read_user(dst, n, src)
+#endif
 
 /* pthread_t -> PyThreadState *, per process (struct py_tstate_key); filled by userspace. */
 struct {
@@ -43,6 +55,7 @@ struct {
 
 struct py_walk_ctx {
 	const struct py_proc_cfg *cfg;
+	struct task_struct *task; /* whose memory (PYSTACK_TASK_READER) */
 	struct py_scratch *s;
 	struct py_frame_rec *out;
 	struct py_walk w;
@@ -59,7 +72,7 @@ static long py_walk_step(__u32 idx, void *arg)
 	if (py_walk_at_end(&c->w))
 		return 1;
 	sz = py_frame_hdr_size(cfg);
-	if (!sz || bpf_probe_read_user(s->frame, sz, (const void *)c->w.frame)) {
+	if (!sz || py_read_user(c->task, s->frame, sz, (const void *)c->w.frame)) {
 		py_walk_fail(&c->w);
 		return 1;
 	}
@@ -72,7 +85,7 @@ static long py_walk_step(__u32 idx, void *arg)
 		return 1;
 	}
 	sz = py_code_hdr_size(cfg);
-	if (!sz || bpf_probe_read_user(s->code, sz, (const void *)c->w.code)) {
+	if (!sz || py_read_user(c->task, s->code, sz, (const void *)c->w.code)) {
 		py_walk_fail(&c->w);
 		return 1;
 	}
@@ -80,7 +93,8 @@ static long py_walk_step(__u32 idx, void *arg)
 }
 
 /* pthread_getspecific(key) of the thread whose struct pthread is at @fsbase (glibc). */
-static __always_inline __u64 py_tss_tstate(const struct py_proc_cfg *cfg, __u64 fsbase)
+static __always_inline __u64 py_tss_tstate(const struct py_proc_cfg *cfg, __u64 fsbase,
+					   struct task_struct *task)
 {
 	__u64 base, slot, l2 = 0, value = 0;
 	__s32 initialized = 0;
@@ -88,11 +102,11 @@ static __always_inline __u64 py_tss_tstate(const struct py_proc_cfg *cfg, __u64 
 
 	if (!cfg->tss_key_addr || cfg->pthread_specific < 0 || !fsbase)
 		return 0;
-	if (bpf_probe_read_user(&initialized, sizeof(initialized),
-				(const void *)cfg->tss_key_addr) ||
+	if (py_read_user(task, &initialized, sizeof(initialized),
+			 (const void *)cfg->tss_key_addr) ||
 	    !initialized ||
-	    bpf_probe_read_user(&key, sizeof(key),
-				(const void *)(cfg->tss_key_addr + cfg->off.tss_key)))
+	    py_read_user(task, &key, sizeof(key),
+			 (const void *)(cfg->tss_key_addr + cfg->off.tss_key)))
 		return 0;
 	base = fsbase + (__u32)cfg->pthread_specific;
 	/* struct pthread_key_data { uintptr_t seq; void *data; } specific_1stblock[32], then
@@ -100,55 +114,57 @@ static __always_inline __u64 py_tss_tstate(const struct py_proc_cfg *cfg, __u64 
 	if (key < 32) {
 		slot = base + key * 16 + 8;
 	} else if (key < 1024) {
-		if (bpf_probe_read_user(&l2, sizeof(l2),
-					(const void *)(base + 32 * 16 + (key / 32) * 8)) ||
+		if (py_read_user(task, &l2, sizeof(l2),
+				 (const void *)(base + 32 * 16 + (key / 32) * 8)) ||
 		    !l2)
 			return 0;
 		slot = l2 + (key % 32) * 16 + 8;
 	} else {
 		return 0;
 	}
-	if (bpf_probe_read_user(&value, sizeof(value), (const void *)slot))
+	if (py_read_user(task, &value, sizeof(value), (const void *)slot))
 		return 0;
 	return value;
 }
 
 /* The thread state belongs to the thread at @fsbase: its thread_id is pthread_self(). */
 static __always_inline bool py_tstate_valid(const struct py_proc_cfg *cfg, __u64 tstate,
-					    __u64 fsbase)
+					    __u64 fsbase, struct task_struct *task)
 {
 	__u64 tid = 0;
 
 	return tstate &&
-	       !bpf_probe_read_user(&tid, sizeof(tid),
-				    (const void *)(tstate + cfg->off.ts_thread_id)) &&
+	       !py_read_user(task, &tid, sizeof(tid),
+			     (const void *)(tstate + cfg->off.ts_thread_id)) &&
 	       tid == fsbase;
 }
 
 /* The innermost frame of @tstate (0 if none); non-zero if unreadable. */
 static __always_inline long py_first_frame(const struct py_proc_cfg *cfg, __u64 tstate,
-					   __u64 *frame)
+					   __u64 *frame, struct task_struct *task)
 {
 	__u16 off, off2;
 	__u64 p = 0;
 
 	*frame = 0;
 	if (py_first_frame_offsets(cfg, &off, &off2) == 1)
-		return bpf_probe_read_user(frame, 8, (const void *)(tstate + off));
-	if (bpf_probe_read_user(&p, 8, (const void *)(tstate + off)))
+		return py_read_user(task, frame, 8, (const void *)(tstate + off));
+	if (py_read_user(task, &p, 8, (const void *)(tstate + off)))
 		return -1;
 	if (!p)
 		return 0;
-	return bpf_probe_read_user(frame, 8, (const void *)(p + off2));
+	return py_read_user(task, frame, 8, (const void *)(p + off2));
 }
 
-/* Walk the Python stack of the current task. @cfg: the process's config; @tgid: its
- * pid as the py_tstates map is keyed (struct py_tstate_key);
- * @fsbase: the task's TLS base (task->thread.fsbase); @out: room for
- * SAMPLER_MAX_PYDEPTH records. Returns the number of frames written; sets
- * *status (enum py_status) and ORs SAMPLE_F_PY_TRUNCATED into *flags. */
+/* Walk the Python stack of a thread: the current task, a thread of its process, or with
+ * PYSTACK_TASK_READER @task. @cfg: the process's config; @tgid: its pid as the py_tstates map
+ * is keyed (struct py_tstate_key); @fsbase: the thread's TLS base (task->thread.fsbase); @task:
+ * the thread (used by PYSTACK_TASK_READER only; may be NULL otherwise); @out: room for
+ * SAMPLER_MAX_PYDEPTH records. Returns the number of frames written; sets *status (enum
+ * py_status) and ORs SAMPLE_F_PY_TRUNCATED into *flags. */
 static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
-				     struct py_frame_rec *out, __s32 *status, __u32 *flags)
+				     struct task_struct *task, struct py_frame_rec *out,
+				     __s32 *status, __u32 *flags)
 {
 	struct py_walk_ctx c = {};
 	struct py_tstate_key key = {};
@@ -160,8 +176,8 @@ static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, 
 		*status = PY_READ_ERROR;
 		return 0;
 	}
-	tstate = py_tss_tstate(cfg, fsbase);
-	if (!py_tstate_valid(cfg, tstate, fsbase)) {
+	tstate = py_tss_tstate(cfg, fsbase, task);
+	if (!py_tstate_valid(cfg, tstate, fsbase, task)) {
 		key.pid = tgid;
 		key.pthread = fsbase;
 		mapped = bpf_map_lookup_elem(&py_tstates, &key);
@@ -170,16 +186,17 @@ static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, 
 			return 0;
 		}
 		tstate = *mapped;
-		if (!py_tstate_valid(cfg, tstate, fsbase)) {
+		if (!py_tstate_valid(cfg, tstate, fsbase, task)) {
 			*status = PY_BAD_TSTATE;
 			return 0;
 		}
 	}
-	if (py_first_frame(cfg, tstate, &frame)) {
+	if (py_first_frame(cfg, tstate, &frame, task)) {
 		*status = PY_READ_ERROR;
 		return 0;
 	}
 	c.cfg = cfg;
+	c.task = task;
 	c.out = out;
 	py_walk_begin(&c.w, cfg, frame);
 	bpf_loop(PY_WALK_MAX_STEPS, py_walk_step, &c, 0);

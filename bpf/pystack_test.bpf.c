@@ -103,8 +103,8 @@ int pystack_test(struct bpf_perf_event_data *ctx)
 	ev->user_ip = uregs.ip;
 	ev->user_sp = uregs.sp;
 	t0 = bpf_ktime_get_ns();
-	ev->n = py_walk(cfg, bpf_get_current_pid_tgid() >> 32, ev->fsbase, ev->frames, &ev->status,
-			&ev->flags);
+	ev->n = py_walk(cfg, bpf_get_current_pid_tgid() >> 32, ev->fsbase, NULL, ev->frames,
+			&ev->status, &ev->flags);
 	ev->walk_ns = bpf_ktime_get_ns() - t0;
 	/* The signal is delivered before the thread returns to user mode. */
 	ev->stop_err = stop_after_walk ? bpf_send_signal(SIGSTOP) : 0;

@@ -12,6 +12,13 @@
  * Pids are numbered as the recorder's PID namespace numbers them (sampler.h): the kernel's
  * numbers when it runs in the initial namespace; otherwise they are looked up in the tasks'
  * struct pid, so that a recorder inside a container matches the pids it sees in its /proc.
+ *
+ * Off-CPU time (record --off-cpu, want_offcpu; the programs below on_exit): a second cpu-clock
+ * program sweeps the targets' threads once per period and sums, per thread, the time they spend
+ * off their CPU and why (struct offcpu_event, sampler.h); each block's stack is taken once, in
+ * the sweep when the interrupted task shares the thread's memory, else when a thread of the
+ * process wakes it, else by the recorder's task iterator (offcpu_iter.bpf.c). Nothing runs at
+ * context switches.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -19,6 +26,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "sampler.h"
+#include "waitclass.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -27,6 +35,9 @@ const volatile __u32 stack_size = SAMPLER_MAX_STACK; /* most bytes to copy, mult
 const volatile bool want_kernel = false;
 const volatile bool want_python = true;
 const volatile bool follow_children = false;
+const volatile bool want_offcpu = false;
+const volatile __u64 period_ns = 1000000000ULL / 99;		/* of the cpu-clock events */
+const volatile __u32 offcpu_max_threads = OFFCPU_SWEEP_THREADS; /* threads per sweep */
 /* Inode number of the recorder's PID namespace; 0: the initial namespace (kernel pids). */
 const volatile __u32 pidns_inum = 0;
 
@@ -306,6 +317,9 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	e->cpu = cpu;
 	e->time_ns = bpf_ktime_get_ns();
 	e->flags = 0;
+	/* With --off-cpu: the thread's context switches so far, which tell the block that follows
+	 * this run (offcpu.h: the stack of a preempted thread). */
+	e->block = want_offcpu ? task->nvcsw + task->nivcsw : 0;
 	e->stack_len = 0;
 	e->py_len = 0;
 	e->kstack_len = 0;
@@ -331,8 +345,8 @@ int on_sample(struct bpf_perf_event_data *ctx)
 		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &tgid);
 
 		if (cfg) {
-			__u32 n = py_walk(cfg, tgid, e->fsbase, (struct py_frame_rec *)s->data,
-					  &e->py_status, &e->flags);
+			__u32 n = py_walk(cfg, tgid, e->fsbase, NULL,
+					  (struct py_frame_rec *)s->data, &e->py_status, &e->flags);
 
 			if (n > SAMPLER_MAX_PYDEPTH)
 				n = SAMPLER_MAX_PYDEPTH;
@@ -394,6 +408,8 @@ struct {
 	__type(value, struct proc_exec_event);
 } exec_scratch SEC(".maps");
 
+static __always_inline void off_register(struct task_struct *task, __u64 flags);
+
 /* A process event about @task; the ids must be set. Returns 0 or what the ring buffer said. */
 static __always_inline long send_proc_event(struct proc_change_event *ev, __u32 size, __u32 change,
 					    const struct task_ids *ids, struct task_struct *task,
@@ -430,11 +446,15 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 			__sync_fetch_and_add(births, 1);
 		else
 			bpf_map_update_elem(&thread_births, &p.pid, &first, BPF_NOEXIST);
+		if (want_offcpu)
+			off_register(child, BPF_ANY);
 		return 0;
 	}
 	if (!follow_children)
 		return 0;
 	bpf_map_update_elem(&targets, &c.pid, &one, BPF_ANY);
+	if (want_offcpu)
+		off_register(child, BPF_ANY);
 	own_ids(parent, &p);
 	own_ids(child, &c);
 	nc.ppid = p.pid;
@@ -515,5 +535,348 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	if (send_proc_event(&ev, sizeof(ev), change, &ids, p,
 			    change == PROC_EXIT ? 0 : BPF_RB_NO_WAKEUP))
 		stat_inc(STAT_LOST_EVENTS);
+	return 0;
+}
+
+/* ---- off-CPU time ------------------------------------------------------------------------- */
+
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
+extern void bpf_task_release(struct task_struct *p) __ksym;
+
+/* The threads of the targets the sweep looks at: kernel tid -> struct off_thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct off_thread);
+} off_threads SEC(".maps");
+
+/* A block whose stack the sweep could not take (struct off_want), for on_waking and the
+ * iterator. Task storage: on_waking runs for every wake-up on the machine, and a task without
+ * storage is told apart at once, without a hash lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct off_want);
+} off_want SEC(".maps");
+
+__u64 sweep_last_ns; /* when the last sweep started: one CPU claims each period */
+__u32 sweep_cursor;  /* with more threads than offcpu_max_threads: where the next sweep starts */
+__u64 off_wants;     /* blocks left to the iterator so far: the recorder polls it (mmap'ed) */
+__u32 off_stop;	     /* set by the recorder when recording ends: no more sweeps */
+
+/*
+ * Make @task a thread the sweep looks at, if it belongs to a target. @flags: BPF_NOEXIST to
+ * keep a thread known already, BPF_ANY for a new thread (its kernel tid may be a dead thread's
+ * that the sweep has not cleared yet).
+ */
+static __always_inline void off_register(struct task_struct *task, __u64 flags)
+{
+	struct off_thread th = {};
+	struct task_ids ids = {};
+	__u32 ktid = BPF_CORE_READ(task, pid);
+	long err;
+
+	view_ids(task, &ids);
+	if (!ids.pid || !ids.tid || !bpf_map_lookup_elem(&targets, &ids.pid))
+		return;
+	own_ids(task, &ids);
+	th.pid = ids.pid;
+	th.tid = ids.tid;
+	th.ns_pid = ids.ns_pid;
+	th.ns_tid = ids.ns_tid;
+	err = bpf_map_update_elem(&off_threads, &ktid, &th, flags);
+	if (err && err != -17 /* EEXIST */)
+		stat_inc(STAT_OFF_NO_ROOM);
+}
+
+/* The threads of a target (run by the recorder with the target's pid as the filter). */
+SEC("iter/task")
+int off_seed(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+
+	if (task)
+		off_register(task, BPF_NOEXIST);
+	return 0;
+}
+
+/* Send what the thread's open segment holds that was not sent yet. @task: the thread, for its
+ * name (NULL: gone). */
+static __always_inline void off_send(struct off_thread *th, struct task_struct *task)
+{
+	struct offcpu_event ev = {};
+
+	if (!th->observations)
+		return;
+	ev.type = EVENT_OFFCPU;
+	ev.pid = th->pid;
+	ev.tid = th->tid;
+	ev.ns_tid = th->ns_tid;
+	ev.state = th->state;
+	ev.block = th->block;
+	ev.time_ns = th->last_ns;
+	ev.ns = th->ns;
+	ev.observations = th->observations;
+	ev.ip = th->ip;
+	ev.nr = th->nr;
+	if (task)
+		BPF_CORE_READ_STR_INTO(&ev.comm, task, comm);
+	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), BPF_RB_NO_WAKEUP))
+		stat_inc(STAT_OFF_LOST);
+	th->ns = 0;
+	th->observations = 0;
+}
+
+/*
+ * Send the stack of @t, a target's thread off its CPU, for its block @block: what a sample
+ * holds (sampler.h), from the registers the thread saved when it entered the kernel. Its user
+ * memory must be the one loaded on this CPU (the current task is a thread of its process).
+ * @how: SAMPLE_F_OFFCPU_* of where it was taken. 0 if sent.
+ */
+static __always_inline int send_blocked_stack(struct task_struct *t, const struct off_thread *th,
+					      __u64 block, __u32 how)
+{
+	__u32 cpu = bpf_get_smp_processor_id(), pyb = 0, kb = 0, size;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	struct sample_event *e;
+	struct scratch *s;
+	__u8 *stack_dst;
+
+	s = bpf_map_lookup_elem(&scratch, &cpu);
+	if (!s)
+		return -1;
+	e = &s->hdr;
+	e->type = EVENT_SAMPLE;
+	e->pid = th->pid;
+	e->tid = th->tid;
+	e->ns_pid = th->ns_pid;
+	e->ns_tid = th->ns_tid;
+	BPF_CORE_READ_STR_INTO(&e->comm, t, comm);
+	e->cpu = cpu;
+	e->time_ns = bpf_ktime_get_ns();
+	e->flags = SAMPLE_F_OFFCPU | how;
+	e->block = block;
+	e->stack_len = 0;
+	e->py_len = 0;
+	e->kstack_len = 0;
+	e->py_status = PY_NONE;
+	e->fsbase = BPF_CORE_READ(t, thread.fsbase);
+	if (!regs || (regs->cs & 3) != 3) {
+		e->flags |= SAMPLE_F_NO_USER_REGS; /* a kernel thread */
+		__builtin_memset(e->regs, 0, sizeof(e->regs));
+	} else {
+		copy_regs(e->regs, regs);
+	}
+
+	if (want_python) {
+		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &e->pid);
+
+		if (cfg) {
+			__u32 n = py_walk(cfg, e->pid, e->fsbase, NULL,
+					  (struct py_frame_rec *)s->data, &e->py_status, &e->flags);
+
+			if (n > SAMPLER_MAX_PYDEPTH)
+				n = SAMPLER_MAX_PYDEPTH;
+			e->py_len = n;
+			pyb = n * sizeof(struct py_frame_rec);
+		}
+	}
+	if (want_kernel) {
+		/* Where in the kernel it waits: from __schedule down to the system call. */
+		long r = bpf_get_task_stack(t, s->data + (pyb & (PY_AREA / 2 - 1)),
+					    SAMPLER_MAX_KSTACK * sizeof(__u64), 0);
+
+		if (r > 0) {
+			kb = r & ((SAMPLER_MAX_KSTACK * sizeof(__u64)) * 2 - 1);
+			e->kstack_len = kb / sizeof(__u64);
+			kb = e->kstack_len * sizeof(__u64);
+		}
+	}
+	if (!(e->flags & SAMPLE_F_NO_USER_REGS)) {
+		stack_dst = s->data + ((pyb + kb) & (PY_AREA - 1));
+		e->stack_len = copy_user_stack(
+			stack_dst, e->regs[DWREG_RSP],
+			stack_top(t, e->pid, e->tid, e->fsbase, e->regs[DWREG_RSP]), &e->flags);
+	}
+	size = sizeof(*e) + pyb + kb + e->stack_len;
+	if (size > sizeof(*s))
+		return -1;
+	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP)) {
+		stat_inc(STAT_OFF_LOST);
+		return -1;
+	}
+	return 0;
+}
+
+struct sweep_ctx {
+	__u64 now;
+	struct mm_struct *mm; /* of the interrupted task: the user memory readable here */
+};
+
+/*
+ * The round-robin of the sweep in progress (one CPU sweeps at a time). Global rather than in
+ * sweep_ctx: the verifier checks the callback as a loop until its state stops changing, and
+ * counters on the stack would change at every turn.
+ */
+struct {
+	__u32 index; /* of the thread visited */
+	__u32 from;  /* the first index to look at (sweep_cursor) */
+	__u32 done;  /* threads looked at */
+	__u32 last;  /* index of the last one */
+} sweep;
+
+/* Look at one thread (a bpf_for_each_map_elem callback over off_threads). */
+static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struct sweep_ctx *c)
+{
+	struct wait_input in = {};
+	struct py_proc_cfg *cfg;
+	struct task_struct *t;
+	struct pt_regs *regs;
+	struct off_want *want;
+	__u64 w, block;
+	__u32 i = sweep.index++, state;
+
+	if (i < sweep.from || sweep.done >= offcpu_max_threads)
+		return 0;
+	sweep.done++;
+	sweep.last = i;
+	t = bpf_task_from_pid(*ktid);
+	if (!t) {
+		/* It exited: what it had not sent yet, then forget it. */
+		off_send(th, NULL);
+		bpf_map_delete_elem(map, ktid);
+		return 0;
+	}
+	/* The time since it was last looked at (by a sweep at every period, or every few with
+	 * more threads than offcpu_max_threads). */
+	w = th->last_ns ? c->now - th->last_ns : period_ns;
+	if (w > OFFCPU_MAX_WEIGHT_NS)
+		w = OFFCPU_MAX_WEIGHT_NS;
+	th->last_ns = c->now;
+	if (t->on_cpu) {
+		/* Running: its CPU's own sample counts it. The block it was in is over. */
+		off_send(th, t);
+		th->open = 0;
+		goto out;
+	}
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	in.state = t->__state;
+	if (regs) {
+		in.nr = regs->orig_ax;
+		in.arg0 = regs->di;
+		in.arg1 = regs->si;
+	} else {
+		in.nr = -1;
+	}
+	cfg = bpf_map_lookup_elem(&py_procs, &th->pid);
+	if (cfg) {
+		in.gil_lo = cfg->gil_lo;
+		in.gil_hi = cfg->gil_hi;
+	}
+	state = wait_classify(&in);
+	block = t->nvcsw + t->nivcsw;
+	if (th->open && (th->block != block || th->state != state)) {
+		off_send(th, t);
+		th->open = 0;
+	}
+	if (!th->open) {
+		th->open = 1;
+		th->block = block;
+		th->state = state;
+		th->sent_ns = c->now;
+	}
+	th->ns += w;
+	th->observations++;
+	th->ip = regs && (regs->cs & 3) == 3 ? regs->ip : 0;
+	th->nr = in.nr;
+	/* A long block is sent every second, so that its time falls in the right second. */
+	if (c->now - th->sent_ns >= OFFCPU_SEND_NS) {
+		off_send(th, t);
+		th->sent_ns = c->now;
+	}
+	if (block != th->stack_block) {
+		/* A block not seen before: its stack, once. Here if this CPU has its memory; else
+		 * asked of the wake-up and the iterator. If neither works now (no room in the ring
+		 * buffer; task storage busy: this interrupt came in the middle of a task storage
+		 * operation on this CPU), the next sweep tries again. */
+		if (c->mm && c->mm == t->mm) {
+			if (!send_blocked_stack(t, th, block, 0))
+				th->stack_block = block;
+		} else {
+			want = bpf_task_storage_get(&off_want, t, 0,
+						    BPF_LOCAL_STORAGE_GET_F_CREATE);
+			if (want) {
+				th->stack_block = block;
+				want->block = block;
+				__sync_fetch_and_add(&off_wants, 1);
+				stat_inc(STAT_OFF_WANTED);
+			}
+		}
+	}
+out:
+	bpf_task_release(t);
+	return 0;
+}
+
+/*
+ * The sweep: attached to cpu-clock events of its own (one per CPU, the sampling period), so
+ * that on_sample stays as it is. The first CPU whose timer fires at least 0.9 periods after
+ * the last sweep takes the next one: one sweep per period, in interrupt context, where no
+ * task has to be scheduled to take it (which would disturb what it measures).
+ */
+SEC("perf_event")
+int on_sweep(struct bpf_perf_event_data *ctx)
+{
+	__u64 now = bpf_ktime_get_ns(), last = sweep_last_ns;
+	struct sweep_ctx c = {};
+
+	if (!want_offcpu || off_stop || now - last < period_ns * 9 / 10)
+		return 0;
+	if (__sync_val_compare_and_swap(&sweep_last_ns, last, now) != last)
+		return 0; /* another CPU took this one */
+	stat_inc(STAT_OFF_SWEEPS);
+	c.now = now;
+	c.mm = BPF_CORE_READ((struct task_struct *)bpf_get_current_task_btf(), mm);
+	sweep.index = 0;
+	sweep.from = sweep_cursor;
+	sweep.done = 0;
+	sweep.last = 0;
+	bpf_for_each_map_elem(&off_threads, sweep_one, &c, 0);
+	/* All looked at: start at the beginning next time; else where this one stopped. */
+	sweep_cursor = sweep.done >= offcpu_max_threads && sweep.index > sweep.last + 1
+			       ? sweep.last + 1
+			       : 0;
+	return 0;
+}
+
+/*
+ * A thread is being woken (@p). If the sweep wants the stack of the block it is ending and the
+ * waker is a thread of the same process, the stack is taken now: the wakee cannot run before
+ * this returns, and its memory is the waker's.
+ */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
+{
+	struct off_want *want = bpf_task_storage_get(&off_want, p, 0, 0);
+	struct task_struct *cur;
+	struct off_thread *th;
+	__u64 block;
+	__u32 ktid;
+
+	if (!want || !want->block)
+		return 0;
+	block = want->block;
+	want->block = 0;
+	if (block != p->nvcsw + p->nivcsw)
+		return 0; /* that block is over */
+	cur = bpf_get_current_task_btf();
+	if (!cur->mm || cur->mm != p->mm)
+		return 0; /* woken from elsewhere (a timer, I/O, another process) */
+	ktid = p->pid;
+	th = bpf_map_lookup_elem(&off_threads, &ktid);
+	if (th)
+		send_blocked_stack(p, th, block, SAMPLE_F_OFFCPU_WAKE);
 	return 0;
 }

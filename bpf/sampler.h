@@ -43,6 +43,14 @@ enum sample_reg {
 #define SAMPLE_F_NO_USER_REGS (1u << 1) /* user registers unavailable (kernel thread) */
 #define SAMPLE_F_STACK_SHORT  (1u << 2) /* a read failed: the copy ended before it should */
 #define SAMPLE_F_PY_TRUNCATED (1u << 3) /* Python stack deeper than --py-depth */
+/*
+ * Off-CPU recording (record --off-cpu): the stack of a thread that is off its CPU, taken once
+ * per block (its `block` field), not of the task the sample interrupted. Where it was taken:
+ * in the sweep, or, with one of these, when the thread was woken or by the task iterator.
+ */
+#define SAMPLE_F_OFFCPU	     (1u << 4)
+#define SAMPLE_F_OFFCPU_WAKE (1u << 5) /* in the waker's context (a thread of the process) */
+#define SAMPLE_F_OFFCPU_ITER (1u << 6) /* by the recorder's sleepable task iterator */
 
 /* sample_event.py_status: what the Python walk found. */
 enum py_status {
@@ -67,6 +75,7 @@ struct py_frame_rec {
 enum event_type {
 	EVENT_SAMPLE = 1, /* struct sample_event */
 	EVENT_PROC = 2,	  /* struct proc_change_event */
+	EVENT_OFFCPU = 3, /* struct offcpu_event */
 };
 
 /*
@@ -145,7 +154,65 @@ struct sample_event {
 	__s32 py_status; /* enum py_status */
 	__u32 ns_pid;	 /* pid in the process's own PID namespace */
 	char comm[16];	 /* the thread's name when it was sampled */
+	__u64 block;	 /* SAMPLE_F_OFFCPU: the block (offcpu_event.block) of this stack; an
+			  * on-CPU sample with --off-cpu: nvcsw + nivcsw of the thread (its next
+			  * block is that + 1); else 0 */
 };
+
+/*
+ * Off-CPU time (record --off-cpu). Once per sampling period one CPU's cpu-clock handler sweeps
+ * the threads of the targets (map off_threads): a thread on a CPU is left to that CPU's own
+ * sample; a thread off its CPU is observed, in a state (enum wait_state, waitclass.h), for the
+ * time since the sweep last looked at it. Consecutive observations of one block in one state
+ * are summed in the kernel into a segment, sent when the block or the state changes, when the
+ * thread is next seen running, and at least once a second while it stays blocked. A block is
+ * one stretch off the CPU, numbered by the thread's context switches (nvcsw + nivcsw), which
+ * join a segment with the stack taken for the block (SAMPLE_F_OFFCPU).
+ */
+struct offcpu_event {
+	__u32 type; /* EVENT_OFFCPU */
+	__u32 pid;  /* tgid */
+	__u32 tid;
+	__u32 state;   /* enum wait_state */
+	__u64 block;   /* nvcsw + nivcsw of the thread while blocked */
+	__u64 time_ns; /* the last observation (CLOCK_MONOTONIC) */
+	__u64 ns;      /* nanoseconds of the thread's time the observations stand for */
+	__u32 observations;
+	__u32 ns_tid;  /* tid in the thread's own PID namespace */
+	__u64 ip;      /* the thread's user instruction pointer (0: none, a kernel thread) */
+	__s64 nr;      /* the system call it waits in; -1 none */
+	char comm[16]; /* the thread's name; "" if it is gone */
+};
+
+/* Map off_threads (kernel tid -> this): the threads the sweep looks at, and its segment. */
+struct off_thread {
+	__u32 pid, tid;	      /* as the recorder numbers them */
+	__u32 ns_pid, ns_tid; /* in the thread's own PID namespace */
+	__u64 last_ns;	      /* when the sweep last looked at it; 0: never */
+	__u64 block;	      /* the open segment: its block, */
+	__u32 state;	      /* its state, */
+	__u32 observations;   /* observations not sent yet */
+	__u64 ns;	      /* the nanoseconds they stand for */
+	__u64 sent_ns;	      /* when the segment was opened or last sent */
+	__u64 stack_block;    /* the block whose stack was taken or asked for */
+	__u64 ip;	      /* at the last observation */
+	__s64 nr;
+	__u32 open; /* a segment is open (block and state are valid) */
+	__u32 _pad;
+};
+
+/* Task storage off_want: a block whose stack the sweep could not take; 0: none. */
+struct off_want {
+	__u64 block;
+};
+
+/* Threads the sweep looks at per period, at most (a round-robin beyond: each thread is then
+ * looked at every few periods, its observations weighing the time since the last). */
+#define OFFCPU_SWEEP_THREADS 512
+/* Off-CPU weights are capped (a stalled sweep must not give a thread a huge observation). */
+#define OFFCPU_MAX_WEIGHT_NS 1000000000ULL
+/* A segment of a long block is sent at least this often, so that it falls in its second. */
+#define OFFCPU_SEND_NS 1000000000ULL
 
 /* Counters in the per-CPU array map `stats` (index = enum sampler_stat). */
 enum sampler_stat {
@@ -153,6 +220,10 @@ enum sampler_stat {
 	STAT_LOST = 1,	      /* samples dropped: ring buffer full */
 	STAT_NO_REGS = 2,     /* samples without user registers */
 	STAT_LOST_EVENTS = 3, /* process events dropped: ring buffer full */
+	STAT_OFF_LOST = 4,    /* off-CPU segments and stacks dropped: ring buffer full */
+	STAT_OFF_SWEEPS = 5,  /* sweeps of off-CPU threads */
+	STAT_OFF_WANTED = 6,  /* blocks whose stack the sweep left to the wake-up or the iterator */
+	STAT_OFF_NO_ROOM = 7, /* threads not swept: map off_threads full */
 	STAT_NR
 };
 
@@ -201,6 +272,9 @@ struct py_proc_cfg {
 	__s32 pthread_specific; /* offsetof(struct pthread, specific_1stblock); -1 unknown */
 	__u32 _pad;
 	struct py_bpf_offsets off;
+	/* [gil_lo, gil_hi): the main interpreter's GIL struct (a futex there is a GIL wait,
+	 * waitclass.h); 0, 0 if unknown */
+	__u64 gil_lo, gil_hi;
 };
 
 /*

@@ -15,6 +15,8 @@ PKGS=(
 	python3-debugpy
 	# benchmarks
 	linux-perf
+	# bench/bench_offcpu.py compares with its offcputime
+	libbpf-tools
 )
 
 quiet=0

@@ -262,11 +262,11 @@ sid = con.execute("SELECT max(stack_id) + 1 FROM stacks").fetchone()[0]
 con.execute("INSERT INTO stacks VALUES (?, 2, 0)", (sid,))
 main = con.execute("SELECT id FROM frame_defs WHERE func = 'main'").fetchone()[0]
 con.execute("INSERT INTO stack_frames VALUES (?, 0, ?), (?, 1, ?)", (sid, fid, sid, main))
-con.execute("INSERT INTO sample_counts VALUES (1700000001, 1, 1, ?, 77)", (sid,))
+con.execute("INSERT INTO sample_counts (ts, pid, tid, stack_id, count) VALUES (1700000001, 1, 1, ?, 77)", (sid,))
 con.execute("COMMIT")
 # A transaction that never commits must stay invisible.
 con.execute("BEGIN")
-con.execute("INSERT INTO sample_counts VALUES (1700000002, 1, 1, ?, 1000)", (sid,))
+con.execute("INSERT INTO sample_counts (ts, pid, tid, stack_id, count) VALUES (1700000002, 1, 1, ?, 1000)", (sid,))
 os._exit(0)  # SIGKILL-like: no checkpoint, no close; -wal and -shm stay
 """
 
@@ -423,7 +423,7 @@ con = sqlite3.connect(sys.argv[1], isolation_level=None)
 con.execute("PRAGMA journal_mode = WAL")
 con.execute("BEGIN IMMEDIATE")  # a flush in progress: the write lock is held
 sid = con.execute("SELECT max(stack_id) FROM stacks").fetchone()[0]
-con.execute("INSERT INTO sample_counts VALUES (1700000005, 1, 1, ?, 500)", (sid,))
+con.execute("INSERT INTO sample_counts (ts, pid, tid, stack_id, count) VALUES (1700000005, 1, 1, ?, 500)", (sid,))
 open(sys.argv[2], "w").close()
 time.sleep(60)
 """

@@ -207,6 +207,7 @@ int main(int argc, char **argv)
 	}
 	if (store__create(output, STORE_FORCE, &c.st))
 		return 1;
+	store__set_frequency(c.st, freq);
 	store__meta_int(c.st, "frequency", freq);
 	store__meta_int(c.st, "start", c.start);
 	store__meta_int(c.st, "duration", c.seconds);

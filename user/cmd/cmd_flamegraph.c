@@ -35,6 +35,10 @@ static void usage(FILE *f)
 		"regular expression and see the share of samples they cover. Python frames are "
 		"blue,\n"
 		"native code warm colours, the kernel violet. See docs/flamegraph.md.\n"
+		"A recording made with 'record --off-cpu' gives a wall-clock flame graph: widths\n"
+		"are time, on the CPU and off it; each off-CPU stack ends in a frame naming its\n"
+		"state ([off-CPU: lock], a colour per state, in the legend), frames whose time is\n"
+		"all off-CPU are faded, and tooltips give seconds per state.\n"
 		"\n"
 		"Options:\n"
 		"  -i, --input FILE    the recording to read (default: probing.db)\n"
@@ -56,7 +60,7 @@ static void usage(FILE *f)
 		"                      second that overlaps the range is kept)\n"
 		"      --state STATE   only samples in thread state STATE (running, runnable,\n"
 		"                      sleep, lock, io, gil, other), for recordings that have\n"
-		"                      states\n"
+		"                      states (record --off-cpu)\n"
 		"      --diff OTHER.db a differential flame graph: drawn from FILE, coloured by\n"
 		"                      how each frame's share of samples changed from OTHER.db\n"
 		"                      (the baseline): red grew, blue shrank; filters apply to "
@@ -143,7 +147,9 @@ static int subtitle(struct strbuf *sb, const struct profile *p, const struct pro
 	int err;
 
 	fmt_thousands(n, sizeof(n), p->total);
-	err = sb_printf(sb, "%s sample%s", n, p->total == 1 ? "" : "s");
+	/* Off-CPU recordings: weighed by time, on the CPU and off it. */
+	err = p->wall ? sb_printf(sb, "%.3f s of wall-clock time \xc2\xb7 ", p->total_ns / 1e9) : 0;
+	err = err ?: sb_printf(sb, "%s sample%s", n, p->total == 1 ? "" : "s");
 	if (!err && p->frequency > 0)
 		err = sb_printf(sb, " at %g Hz", p->frequency);
 	/* The command and thread names come from the recording: escaped (escape.h). A process

@@ -25,7 +25,8 @@ static const char usage_text[] =
 	"the Python function that called them. Recording ends after -d seconds, on Ctrl-C or\n"
 	"SIGTERM, or when every target has exited; the data is saved in every case.\n"
 	"Needs root (or the capabilities CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).\n"
-	"Sampling is on-CPU: a thread that sleeps or waits the whole time has no samples.\n"
+	"Sampling is on-CPU: a thread that sleeps or waits the whole time has no samples,\n"
+	"unless --off-cpu (wall-clock time: where threads wait, and why).\n"
 	"Pids are those of the PID namespace probing runs in (inside a container, the\n"
 	"container's; on the host, the host's); docs/sql.md has the details.\n"
 	"\n"
@@ -58,6 +59,15 @@ static const char usage_text[] =
 	"                          place in its job (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\n"
 	"                          PMI_RANK...) goes into the table processes; the summary\n"
 	"                          lists the ranks\n"
+	"      --off-cpu           wall-clock time: also record where threads wait while off\n"
+	"                          their CPU, and why: states sleep, lock (mutexes, conditions,\n"
+	"                          Event.wait), io, gil (waiting for Python's GIL), runnable\n"
+	"                          (waiting for a CPU), other. Threads off their CPU are\n"
+	"                          observed once per sampling period, as on-CPU time is\n"
+	"                          sampled: a wait shorter than a period is seen in proportion\n"
+	"                          to its length, nothing runs at context switches. Each stack\n"
+	"                          then has its time (samples.ns) and state; flame graphs and\n"
+	"                          exports show wall-clock time (docs/sql.md, \"Off-CPU time\")\n"
 	"  -v, --verbose           more diagnostics (repeat for more)\n"
 	"  -h, --help              this help\n"
 	"\n"
@@ -65,6 +75,7 @@ static const char usage_text[] =
 	"  sudo probing record -p 1234 -F 999 -d 10 -o app.db\n"
 	"  sudo probing record -o app.db -- ./myprog --input data.bin\n"
 	"  sudo probing record --children -p 4321 -d 30 -o job.db    # 4321: torchrun\n"
+	"  sudo probing record --off-cpu -p 1234 -d 5 -o hang.db    # where a hung job waits\n"
 	"  probing flamegraph -i app.db -o app.svg\n";
 
 enum {
@@ -75,6 +86,7 @@ enum {
 	OPT_CHILDREN,
 	OPT_PY_DEPTH,
 	OPT_FORCE,
+	OPT_OFF_CPU,
 };
 
 static const struct option long_opts[] = {
@@ -89,6 +101,7 @@ static const struct option long_opts[] = {
 	{"py-depth", required_argument, NULL, OPT_PY_DEPTH},
 	{"children", no_argument, NULL, OPT_CHILDREN},
 	{"force", no_argument, NULL, OPT_FORCE},
+	{"off-cpu", no_argument, NULL, OPT_OFF_CPU},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{"target", required_argument, NULL, 't'},
@@ -187,6 +200,9 @@ int cmd_record(int argc, char **argv)
 		case OPT_FORCE:
 			o.store_flags |= STORE_FORCE;
 			break;
+		case OPT_OFF_CPU:
+			o.sampling.off_cpu = o.recorder.off_cpu = true;
+			break;
 		case 'v':
 			log_verbosity++;
 			break;
@@ -226,6 +242,17 @@ int cmd_record(int argc, char **argv)
 			goto cleanup;
 	if (preflight_privileges() || preflight_pidns(&o.sampling.pidns_inum))
 		goto cleanup;
+	/* What off-CPU stacks keep without them. */
+	if (o.sampling.off_cpu && !o.recorder.python)
+		fprintf(stderr,
+			"probing record: --off-cpu with --no-python: stacks have native frames "
+			"only, and waits for the Python GIL count as 'lock' (telling them apart "
+			"needs the interpreter, which --no-python leaves unread)\n");
+	if (o.sampling.off_cpu && !o.recorder.native)
+		fprintf(stderr,
+			"probing record: --off-cpu with --no-native: stacks keep the Python "
+			"frames and the function each thread runs or waits in\n");
+
 	if (session__open(&o, &s))
 		goto cleanup;
 	/* A recording stopped by an error keeps what it has (said on stderr), and exits 1. */

@@ -319,7 +319,11 @@ static int has_states(const char *db)
 	struct subcmd_result r;
 	long long n = 0;
 
-	if (run(argv, "SELECT count(*) FROM pragma_table_info('samples') WHERE name = 'state'",
+	/* Off-CPU states: every recording of record has the column, all 'running' without
+	 * --off-cpu (a recording without the column makes the query fail: none either). */
+	if (run(argv,
+		"SELECT count(*) FROM pragma_table_info('samples') WHERE name = 'state' AND"
+		" EXISTS (SELECT 1 FROM sample_times WHERE state <> 'running')",
 		30000, &r, &text)) {
 		sb_free(&text);
 		return 0;

@@ -519,6 +519,7 @@ static int walk_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 
 int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cfg *cfg)
 {
+	uint64_t lo, hi;
 	int err = walk_cfg(pp, max_depth, cfg);
 
 	if (err)
@@ -526,6 +527,11 @@ int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 	cfg->pthread_specific = pyproc__pthread_specific(pp);
 	if (cfg->pthread_specific >= 0)
 		cfg->tss_key_addr = pp->runtime + pp->off.rt_tss;
+	/* For off-CPU recording: a futex wait inside it is a wait for the GIL. */
+	if (!pyproc__gil_range(pp, &lo, &hi)) {
+		cfg->gil_lo = lo;
+		cfg->gil_hi = hi;
+	}
 	return 0;
 }
 

@@ -78,8 +78,9 @@ int pyproc__gil_holder(struct pyproc *pp, uint64_t *tstate);
 
 /*
  * Fill @cfg for the BPF walker (bpf/pystack.bpf.h) with @max_depth frames (clamped to
- * SAMPLER_MAX_PYDEPTH). Calibrates the pthread TSS layout from the live threads the first
- * time (see pyproc__pthread_specific). Return 0 or -errno.
+ * SAMPLER_MAX_PYDEPTH) and the GIL's address range (pyproc__gil_range; 0, 0 if unknown).
+ * Calibrates the pthread TSS layout from the live threads the first time (see
+ * pyproc__pthread_specific). Return 0 or -errno.
  */
 int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cfg *cfg);
 

@@ -24,16 +24,45 @@ void meta__write_start(struct store *st, const struct session_opts *o, double st
 	sb_free(&cmd);
 	store__meta_int(st, "frequency", o->sampling.freq);
 	store__meta_int(st, "stack_size", o->sampling.stack_size);
-	store__meta_text(st, "clock", "cpu-clock");
+	/* Off-CPU recording samples every thread's whole time, on its CPU or off it. */
+	store__meta_text(st, "clock", o->sampling.off_cpu ? "wall-clock" : "cpu-clock");
+	store__meta_int(st, "off_cpu", o->sampling.off_cpu);
+	if (o->sampling.off_cpu) {
+		/* How: threads off their CPU observed once per sampling period (sampler.h), at most
+		 * OFFCPU_SWEEP_THREADS per sweep; no threshold on the length of a block. */
+		store__meta_text(st, "off_cpu_mode", "sampled");
+		store__meta_int(st, "off_cpu_period_ns", 1000000000ULL / o->sampling.freq);
+		store__meta_int(st, "off_cpu_threads_per_sweep", OFFCPU_SWEEP_THREADS);
+	}
 	store__meta_text(st, "probing_version", PROBING_VERSION);
 	store__meta_real(st, "start", start);
+}
+
+/* What off-CPU recording did (docs/sql.md, "Off-CPU time"). */
+static void meta_offcpu(struct store *st, const struct record_totals *t)
+{
+	const struct recorder_stats *rs = &t->rs;
+
+	store__meta_int(st, "off_cpu_ns", rs->off_ns);
+	store__meta_int(st, "off_cpu_observations", rs->off_observations);
+	store__meta_int(st, "off_cpu_sweeps", t->off.sweeps);
+	store__meta_int(st, "off_cpu_blocks", rs->off_blocks);
+	store__meta_int(st, "off_cpu_stacks_sweep", rs->off_stacks_sweep);
+	store__meta_int(st, "off_cpu_stacks_wake", rs->off_stacks_wake);
+	store__meta_int(st, "off_cpu_stacks_iterator", rs->off_stacks_iter);
+	store__meta_int(st, "off_cpu_stacks_torn", t->off.torn);
+	store__meta_int(st, "off_cpu_blocks_no_stack", rs->off_blocks_no_stack);
+	store__meta_int(st, "off_cpu_blocks_preempted_run_stack", rs->off_blocks_run_stack);
+	store__meta_int(st, "off_cpu_ns_no_stack", rs->off_ns_no_stack);
+	store__meta_int(st, "off_cpu_lost", t->off.lost);
+	store__meta_int(st, "off_cpu_threads_not_swept", t->off.no_room);
 }
 
 void meta__write_end(struct store *st, const struct record_totals *t)
 {
 	store__meta_real(st, "end", t->start + t->seconds);
 	store__meta_real(st, "duration", t->seconds);
-	store__meta_int(st, "samples", t->rs.samples);
+	store__meta_int(st, "samples", t->rs.samples + t->rs.off_observations);
 	store__meta_int(st, "lost", t->lost);
 	store__meta_int(st, "complete_native_stacks", t->rs.complete);
 	store__meta_real(st, "recorder_cpu", t->recorder_cpu);
@@ -41,4 +70,6 @@ void meta__write_end(struct store *st, const struct record_totals *t)
 		store__meta_int(st, "bpf_run_ns", t->bpf_ns);
 		store__meta_int(st, "bpf_runs", t->bpf_runs);
 	}
+	if (t->off.sweeps)
+		meta_offcpu(st, t);
 }

@@ -14,6 +14,7 @@
 #include "base/procmaps.h"
 #include "python/pymerge.h"
 #include "python/pyproc.h"
+#include "record/offcpu.h"
 #include "record/recorder.h"
 #include "native/stackbuild.h"
 #include "native/symbolize.h"
@@ -81,6 +82,9 @@ struct recorder {
 	size_t nthreads, capthreads;
 	struct bmap *thread_idx; /* (pid, tid) -> index + 1 */
 	struct threadnames *tn;	 /* Python thread names, read while the threads live */
+	struct offcpu *oc;	 /* off-CPU segments joined with their stacks (off_cpu) */
+	bool capture;		 /* the record handled is an off-CPU stack, not a sample: the
+				  * sample statistics leave it out */
 	int64_t mono_to_real_ns;
 	struct recorder_stats stats;
 	int live;		   /* targets not yet seen to exit */
@@ -98,6 +102,8 @@ struct recorder {
 	uint64_t py_gens;	/* interpreters opened so far */
 };
 
+static int fallback_stack(void *ctx, pid_t pid, pid_t tid, uint64_t ip, uint64_t *stack_id);
+
 struct recorder *recorder__new(struct store *st, struct sampling *s,
 			       const struct recorder_opts *opts)
 {
@@ -114,6 +120,8 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 	r->frame_ids = bmap__new();
 	r->pyframes = bmap__new();
 	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids || !r->pyframes)
+		goto nomem;
+	if (opts->off_cpu && !(r->oc = offcpu__new(st, fallback_stack, r)))
 		goto nomem;
 	if (opts->kernel) {
 		r->ks = kallsyms__load();
@@ -180,6 +188,7 @@ void recorder__free(struct recorder *r)
 	if (!r)
 		return;
 	threadnames__free(r->tn);
+	offcpu__free(r->oc);
 	for (i = 0; i < r->ntargets; i++) {
 		drop_dwproc(&r->targets[i]);
 		free_layout(&r->targets[i]);
@@ -703,10 +712,14 @@ static struct thread *find_thread(struct recorder *r, pid_t pid, pid_t tid)
 	return idx ? &r->threads[*idx - 1] : NULL;
 }
 
-static struct thread *get_thread(struct recorder *r, struct target *t, const struct sample_event *e,
-				 double ts)
+/*
+ * The thread @tid of @t (@ns_tid: in its own PID namespace, 0 if unknown; @comm: its OS name
+ * now, "" if unknown), created at its first record, which is at @ts.
+ */
+static struct thread *get_thread(struct recorder *r, struct target *t, pid_t tid, pid_t ns_tid,
+				 const char *comm, double ts)
 {
-	pid_t pid = t->pid, tid = e->tid;
+	pid_t pid = t->pid;
 	uint64_t key = (uint64_t)pid << 32 | (uint32_t)tid, *slot;
 	struct thread *th;
 	int inserted;
@@ -719,10 +732,10 @@ static struct thread *get_thread(struct recorder *r, struct target *t, const str
 		if (th->incarnation == t->incarnation) {
 			th->last_ts = ts;
 			/* After its exit only the kernel's exit path is left: the name is final. */
-			if (!th->exited &&
-			    (strncmp(th->comm, e->comm, sizeof(e->comm)) ||
+			if (!th->exited && *comm &&
+			    (strncmp(th->comm, comm, sizeof(th->comm)) ||
 			     (r->tn && th->names_seen != threadnames__version(r->tn))))
-				name_thread(r, th, e->comm);
+				name_thread(r, th, comm);
 			return th;
 		}
 		/* A thread of an older process that had this pid: start over. */
@@ -735,11 +748,11 @@ static struct thread *get_thread(struct recorder *r, struct target *t, const str
 	memset(th, 0, sizeof(*th));
 	th->pid = pid;
 	th->tid = tid;
-	th->ns_tid = e->ns_tid ? (pid_t)e->ns_tid : tid;
+	th->ns_tid = ns_tid ? ns_tid : tid;
 	th->incarnation = t->incarnation;
 	th->last_ts = ts;
 	/* The name as it is now, from the sample: a short-lived thread is gone by the tick. */
-	name_thread(r, th, e->comm);
+	name_thread(r, th, *comm ? comm : NULL);
 	store__thread(r->st, pid, tid, th->name[0] ? th->name : NULL, ts);
 	if (th->ns_tid != tid)
 		store__thread_ns_tid(r->st, pid, tid, th->ns_tid);
@@ -763,6 +776,8 @@ static void thread_exited(struct recorder *r, struct target *t, const struct pro
 	}
 	if (r->tn)
 		threadnames__forget(r->tn, ev->pid, ev->ns_tid);
+	if (r->oc)
+		offcpu__thread_exit(r->oc, ev->pid, ev->tid);
 }
 
 /* How often a child unwound with its parent's view looks at its own maps (ms), at most. */
@@ -811,7 +826,7 @@ static int native_frames(struct recorder *r, struct target *t, const struct samp
 	int nn;
 
 	if (!dp) {
-		r->stats.unresolved++;
+		r->stats.unresolved += !r->capture;
 		*trunc |= STACK_TRUNC_NATIVE;
 		r->nframes[0] = (struct pym_frame){
 			.f = {.kind = FRAME_NATIVE, .func = "[unknown: process exited]"}};
@@ -835,7 +850,7 @@ again:
 		goto again;
 	}
 	if (complete)
-		r->stats.complete++;
+		r->stats.complete += !r->capture;
 	else
 		*trunc |= STACK_TRUNC_NATIVE;
 	return stackbuild_native(dp, r->sym, t->py, r->nat, nn, r->nframes, MAX_FRAMES);
@@ -849,7 +864,7 @@ static int python_frames(struct recorder *r, struct target *t, const struct samp
 
 	if (!t->py)
 		return 0;
-	if (e->py_status >= 0 && e->py_status < 8)
+	if (e->py_status >= 0 && e->py_status < 8 && !r->capture)
 		r->stats.py_status[e->py_status]++;
 
 	if (!e->py_len)
@@ -887,7 +902,7 @@ static int python_frames(struct recorder *r, struct target *t, const struct samp
 		*slot = (uintptr_t)fp;
 		r->pframes[i].stable = fp;
 	}
-	r->stats.python_samples++;
+	r->stats.python_samples += !r->capture;
 	return i;
 }
 
@@ -916,38 +931,16 @@ static int frame_id(struct recorder *r, int i)
 	return err;
 }
 
-static int handle_sample(struct recorder *r, const struct sample_event *e, size_t len)
+/*
+ * The stack of sample @e of target @t, interned: *@stack_id. @py, @kst, @stack: the parts that
+ * follow its header. 0 or -errno.
+ */
+static int sample_stack(struct recorder *r, struct target *t, const struct sample_event *e,
+			const struct py_frame_rec *py, const uint64_t *kst, const void *stack,
+			uint64_t *stack_id)
 {
-	const struct py_frame_rec *py = (const void *)(e + 1);
-	const uint64_t *kst;
-	const void *stack;
 	unsigned int trunc = 0;
-	struct target *t;
-	struct thread *th;
-	uint64_t stack_id;
-	double ts;
 	int n = 0, i, err, nn, np, nm;
-
-	if (len < sizeof(*e) ||
-	    len < sizeof(*e) + e->py_len * sizeof(*py) + e->kstack_len * 8ul + e->stack_len)
-		return -EINVAL;
-	kst = (const void *)(py + e->py_len);
-	stack = kst + e->kstack_len;
-	ts = unix_seconds(r, e->time_ns);
-
-	t = find_target(r, e->pid);
-	if (!t) {
-		/* A process we have not heard of: its fork event was lost. */
-		t = unknown_target(r, e, ts);
-		if (!t)
-			return -ENOMEM;
-	}
-	if (!t->samples++)
-		r->stats.processes++;
-	retry_python(r, t);
-	th = get_thread(r, t, e, ts);
-	if (th)
-		th->active = true;
 
 	for (i = 0; i < e->kstack_len && n < MAX_FRAMES; i++) {
 		r->frames[n] = kallsyms__frame(r->ks, kst[i]);
@@ -972,12 +965,115 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 		if (err)
 			return err;
 	}
-	err = store__stack_id(r->st, r->ids, n, trunc, &stack_id);
-	if (!err)
-		err = store__count(r->st, e->pid, e->tid, stack_id, (int64_t)ts, 1);
+	return store__stack_id(r->st, r->ids, n, trunc, stack_id);
+}
+
+static int handle_sample(struct recorder *r, const struct sample_event *e, size_t len)
+{
+	const struct py_frame_rec *py = (const void *)(e + 1);
+	const uint64_t *kst;
+	const void *stack;
+	struct target *t;
+	struct thread *th;
+	uint64_t stack_id;
+	double ts;
+	int err;
+
+	if (len < sizeof(*e) ||
+	    len < sizeof(*e) + e->py_len * sizeof(*py) + e->kstack_len * 8ul + e->stack_len)
+		return -EINVAL;
+	kst = (const void *)(py + e->py_len);
+	stack = kst + e->kstack_len;
+	ts = unix_seconds(r, e->time_ns);
+
+	t = find_target(r, e->pid);
+	if (!t) {
+		/* A process we have not heard of: its fork event was lost. */
+		t = unknown_target(r, e, ts);
+		if (!t)
+			return -ENOMEM;
+	}
+	if (!t->samples++)
+		r->stats.processes++;
+	retry_python(r, t);
+	th = get_thread(r, t, e->tid, e->ns_tid, e->comm, ts);
+	if (th)
+		th->active = true;
+
+	r->capture = e->flags & SAMPLE_F_OFFCPU;
+	err = sample_stack(r, t, e, py, kst, stack, &stack_id);
+	r->capture = false;
+	if (err)
+		return err;
+	if (e->flags & SAMPLE_F_OFFCPU) {
+		/* The stack of a block of a thread off its CPU: its segments are counted under it. */
+		if (!r->oc)
+			return 0;
+		if (e->flags & SAMPLE_F_OFFCPU_WAKE)
+			r->stats.off_stacks_wake++;
+		else if (e->flags & SAMPLE_F_OFFCPU_ITER)
+			r->stats.off_stacks_iter++;
+		else
+			r->stats.off_stacks_sweep++;
+		return offcpu__stack(r->oc, e->pid, e->tid, e->block, stack_id);
+	}
+	err = store__count(r->st, e->pid, e->tid, stack_id, (int64_t)ts, 1);
 	if (!err)
 		r->stats.samples++;
+	if (!err && r->oc && e->block)
+		err = offcpu__oncpu(r->oc, e->pid, e->tid, e->block, stack_id);
 	return err;
+}
+
+/*
+ * The stack of a block whose stack was not taken (offcpu.h's fallback): the function the thread
+ * waits in, from its instruction pointer @ip (without its callers: the stack was not copied),
+ * marked incomplete; "[unknown]" without one.
+ */
+static int fallback_stack(void *ctx, pid_t pid, pid_t tid, uint64_t ip, uint64_t *stack_id)
+{
+	struct recorder *r = ctx;
+	struct target *t = find_target(r, pid);
+	struct dwproc *dp = t ? target_dwproc(t) : NULL;
+	int n = 0, i, nn, err;
+
+	if (ip && dp) {
+		r->nat[0].pc = ip;
+		r->nat[0].activation = true;
+		nn = stackbuild_native(dp, r->sym, t->py, r->nat, 1, r->nframes, MAX_FRAMES);
+		n = pymerge(r->nframes, nn, r->pframes, 0, r->merged, MAX_FRAMES);
+		for (i = 0; i < n; i++) {
+			r->frames[i] = r->merged[i].f;
+			r->stable[i] = r->merged[i].stable;
+		}
+	}
+	if (!n) {
+		r->frames[n] = (struct frame){.kind = FRAME_NATIVE, .func = "[unknown]"};
+		r->stable[n++] = NULL;
+	}
+	for (i = 0; i < n; i++) {
+		err = frame_id(r, i);
+		if (err)
+			return err;
+	}
+	return store__stack_id(r->st, r->ids, n, STACK_TRUNC_NATIVE, stack_id);
+}
+
+/* Off-CPU time of a thread (a segment, offcpu.h). */
+static int handle_offcpu(struct recorder *r, const struct offcpu_event *ev)
+{
+	struct target *t = find_target(r, ev->pid);
+	struct thread *th;
+	double ts = unix_seconds(r, ev->time_ns);
+
+	if (!r->oc || !t)
+		return 0; /* a process whose fork event was lost: its stacks say who it is */
+	if (!t->samples++)
+		r->stats.processes++;
+	th = get_thread(r, t, ev->tid, ev->ns_tid, ev->comm, ts);
+	if (th)
+		th->active = true;
+	return offcpu__segment(r->oc, ev, (int64_t)ts, now_mono_ns());
 }
 
 static int handle_proc(struct recorder *r, const struct proc_change_event *ev, size_t len)
@@ -1017,6 +1113,8 @@ int recorder__handle(struct recorder *r, const void *rec, size_t len)
 		return handle_sample(r, rec, len);
 	if (*type == EVENT_PROC && len >= sizeof(struct proc_change_event))
 		return handle_proc(r, rec, len);
+	if (*type == EVENT_OFFCPU && len >= sizeof(struct offcpu_event))
+		return handle_offcpu(r, rec);
 	return -EINVAL;
 }
 
@@ -1057,6 +1155,9 @@ int recorder__tick(struct recorder *r)
 		th->dirty = false;
 		store__thread(r->st, th->pid, th->tid, th->name[0] ? th->name : NULL, th->last_ts);
 	}
+	/* Off-CPU time whose block's stack did not come: under the fallback. */
+	if (r->oc && offcpu__expire(r->oc, now_mono_ns(), false))
+		pr_warn("cannot count off-CPU time: out of memory");
 	/* Exit events can be lost when the ring buffer is full: check. */
 	for (i = 0; i < r->ntargets; i++) {
 		t = &r->targets[i];
@@ -1080,9 +1181,26 @@ int recorder__tick(struct recorder *r)
 void recorder__poll(struct recorder *r)
 {
 	size_t i;
+	int err;
 
 	for (i = 0; i < r->ntargets; i++)
 		retry_python(r, &r->targets[i]);
+	/* Blocks the sweep could not take the stack of: fetch them while they last. */
+	if (r->oc && sampling__offcpu_pending(r->s)) {
+		for (i = 0; i < r->ntargets; i++) {
+			if (!r->targets[i].alive)
+				continue;
+			err = sampling__offcpu_fetch(r->s, r->targets[i].pid);
+			if (err && err != -ESRCH && err != -ENOENT)
+				pr_debug("pid %d: cannot fetch stacks of blocked threads: %s",
+					 r->targets[i].pid, strerror(-err));
+		}
+	}
+}
+
+int recorder__finish(struct recorder *r)
+{
+	return r->oc ? offcpu__expire(r->oc, now_mono_ns(), true) : 0;
 }
 
 int recorder__live_targets(const struct recorder *r)
@@ -1092,7 +1210,19 @@ int recorder__live_targets(const struct recorder *r)
 
 void recorder__stats(const struct recorder *r, struct recorder_stats *out)
 {
+	struct offcpu_stats os;
+
 	*out = r->stats;
+	if (!r->oc)
+		return;
+	offcpu__stats(r->oc, &os);
+	out->off_segments = os.segments;
+	out->off_observations = os.observations;
+	out->off_ns = os.ns;
+	out->off_blocks = os.blocks;
+	out->off_blocks_no_stack = os.blocks_no_stack;
+	out->off_blocks_run_stack = os.blocks_run_stack;
+	out->off_ns_no_stack = os.ns_no_stack;
 }
 
 int recorder__processes(const struct recorder *r, struct recorder_process **out)

@@ -23,6 +23,7 @@ struct recorder_opts {
 	bool kernel; /* kernel frames are in the samples */
 	bool python; /* Python frames */
 	unsigned int py_depth;
+	bool off_cpu; /* off-CPU segments and stacks come too (record/offcpu.h) */
 };
 
 struct recorder_stats {
@@ -33,6 +34,12 @@ struct recorder_stats {
 	uint64_t threads;	 /* threads that produced samples */
 	uint64_t python_samples; /* samples with Python frames */
 	uint64_t py_status[8];	 /* samples of Python processes by enum py_status */
+	/* Off-CPU: stacks of blocks by where they were taken (the sweep, the wake-up, the
+	 * iterator), and what offcpu.h counted. */
+	uint64_t off_stacks_sweep, off_stacks_wake, off_stacks_iter;
+	uint64_t off_segments, off_observations, off_ns;
+	uint64_t off_blocks, off_blocks_no_stack, off_ns_no_stack;
+	uint64_t off_blocks_run_stack; /* preempted blocks under the run's last on-CPU stack */
 };
 
 /* New recorder writing to @st, configuring BPF state through @s. NULL with errno on error. */
@@ -52,7 +59,10 @@ int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid);
 /* Is @pid a target that has not been seen to exit? */
 bool recorder__has_target(struct recorder *r, pid_t pid);
 
-/* Process one ring-buffer record (struct sample_event or proc_change_event). 0 or -errno. */
+/*
+ * Process one ring-buffer record (struct sample_event, proc_change_event or offcpu_event).
+ * 0 or -errno.
+ */
 int recorder__handle(struct recorder *r, const void *rec, size_t len);
 
 /*
@@ -63,9 +73,16 @@ int recorder__tick(struct recorder *r);
 
 /*
  * Frequent, cheap work independent of the sample backlog (call it every few milliseconds):
- * look for the interpreter of targets that just started or exec'd.
+ * look for the interpreter of targets that just started or exec'd; with off_cpu, fetch the
+ * stacks of blocked threads the sweep asked for while they are still blocked.
  */
 void recorder__poll(struct recorder *r);
+
+/*
+ * The end of recording, once every record was handled: off-CPU time still waiting for a stack
+ * is counted (under the fallback). Call before the last recorder__tick. 0 or -errno.
+ */
+int recorder__finish(struct recorder *r);
 
 /* Live targets (not yet seen to exit). */
 int recorder__live_targets(const struct recorder *r);

@@ -8,19 +8,27 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "base/log.h"
+#include "offcpu_iter.skel.h"
 #include "sampler.skel.h"
 #include "record/sampling.h"
 #include "base/util.h"
 
 struct sampling {
 	struct sampler_bpf *skel;
+	struct offcpu_iter_bpf *iter; /* off_cpu: the stack fetcher */
 	struct ring_buffer *rb;
 	struct bpf_link **links; /* one per perf event */
 	int *pfds;
+	struct bpf_link **sweep_links; /* off_cpu: the sweep's perf events */
+	int *sweep_pfds;
 	int nr_cpus; /* possible CPUs */
+	bool off_cpu;
+	uint64_t wants_seen; /* sampler's off_wants at the last sampling__offcpu_pending */
+	uint64_t iterations;
 	int (*cb)(void *ctx, void *data, size_t len);
 	void *cb_ctx;
 	int cb_err;
@@ -107,89 +115,154 @@ static void explain_load_error(int err)
 	}
 }
 
-static int ring_cb(void *ctx, void *data, size_t len)
+/* Is @name a member of struct @type in @btf? */
+static bool btf_has_member(const struct btf *btf, const char *type, const char *name)
 {
-	struct sampling *s = ctx;
-	int ret = s->cb(s->cb_ctx, data, len);
+	const struct btf_member *m;
+	const struct btf_type *t;
+	__s32 id = btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT);
+	int i;
 
-	if (ret < 0) {
-		s->cb_err = ret;
-		return ret;
-	}
-	return 0;
+	if (id < 0 || !(t = btf__type_by_id(btf, id)))
+		return false;
+	m = btf_members(t);
+	for (i = 0; i < btf_vlen(t); i++, m++)
+		if (!strcmp(btf__name_by_offset(btf, m->name_off), name))
+			return true;
+	return false;
 }
 
-int sampling__open(const struct sampling_opts *opts, struct sampling **out)
+/*
+ * Does the kernel have what off-CPU recording needs? Say what it lacks, by name, and return
+ * -EOPNOTSUPP; 0 if it has everything.
+ */
+static int offcpu_kernel_check(void)
+{
+	static const struct {
+		const char *name;
+		int kind;
+		const char *what;
+	} needs[] = {
+		{"btf_trace_sched_waking", BTF_KIND_TYPEDEF, "the tracepoint sched_waking"},
+		{"bpf_task_from_pid", BTF_KIND_FUNC,
+		 "the BPF kfunc bpf_task_from_pid (Linux 6.2 or later)"},
+		{"bpf_iter__task", BTF_KIND_STRUCT, "BPF task iterators (Linux 5.8 or later)"},
+		{"btf_bpf_copy_from_user_task", BTF_KIND_TYPEDEF,
+		 "the BPF helper bpf_copy_from_user_task (Linux 5.18 or later)"},
+	};
+	static const char *const fields[] = {"on_cpu", "__state", "nvcsw", "nivcsw"};
+	struct btf *btf = btf__load_vmlinux_btf();
+	size_t i;
+	int err = 0;
+
+	if (!btf) {
+		pr_warn("--off-cpu needs the kernel's BTF type information "
+			"(/sys/kernel/btf/vmlinux, "
+			"CONFIG_DEBUG_INFO_BTF), which this kernel does not provide");
+		return -EOPNOTSUPP;
+	}
+	for (i = 0; i < ARRAY_SIZE(needs) && !err; i++) {
+		if (btf__find_by_name_kind(btf, needs[i].name, needs[i].kind) < 0) {
+			pr_warn("--off-cpu needs %s, which this kernel does not have",
+				needs[i].what);
+			err = -EOPNOTSUPP;
+		}
+	}
+	for (i = 0; i < ARRAY_SIZE(fields) && !err; i++) {
+		if (!btf_has_member(btf, "task_struct", fields[i])) {
+			pr_warn("--off-cpu needs the field task_struct.%s, which this kernel does "
+				"not "
+				"have",
+				fields[i]);
+			err = -EOPNOTSUPP;
+		}
+	}
+	if (!err && libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) != 1) {
+		pr_warn("--off-cpu needs BPF task storage maps (Linux 5.11 or later), which this "
+			"kernel does not allow");
+		err = -EOPNOTSUPP;
+	}
+	btf__free(btf);
+	if (err)
+		pr_warn("record without --off-cpu (on-CPU time only), or on a newer kernel");
+	return err;
+}
+
+/*
+ * Load the off-CPU stack fetcher (offcpu_iter.bpf.c) on the maps of the loaded sampler.
+ * 0 or -errno, said.
+ */
+static int offcpu_iter_open(struct sampling *s, const struct sampling_opts *opts)
+{
+	int err;
+
+	s->iter = offcpu_iter_bpf__open();
+	if (!s->iter) {
+		err = -errno;
+		pr_warn("cannot open the off-CPU stack fetcher: %s", strerror(-err));
+		return err;
+	}
+	s->iter->rodata->stack_size = opts->stack_size & ~7u;
+	s->iter->rodata->want_kernel = opts->kernel;
+	s->iter->rodata->want_python = opts->python;
+	err = bpf_map__reuse_fd(s->iter->maps.off_threads, bpf_map__fd(s->skel->maps.off_threads));
+	err = err ?: bpf_map__reuse_fd(s->iter->maps.off_want, bpf_map__fd(s->skel->maps.off_want));
+	err = err ?: bpf_map__reuse_fd(s->iter->maps.py_procs, bpf_map__fd(s->skel->maps.py_procs));
+	err = err
+		      ?: bpf_map__reuse_fd(s->iter->maps.py_tstates,
+					   bpf_map__fd(s->skel->maps.py_tstates));
+	err = err ?: bpf_map__reuse_fd(s->iter->maps.events, bpf_map__fd(s->skel->maps.events));
+	if (err) {
+		pr_warn("cannot share the sampler's maps with the off-CPU stack fetcher: %s",
+			strerror(-err));
+		return err;
+	}
+	err = offcpu_iter_bpf__load(s->iter);
+	if (err) {
+		pr_warn("the kernel refused the off-CPU stack fetcher, a sleepable task iterator "
+			"(%s; Linux 5.18 or later; -vv shows the verifier's log)",
+			strerror(-err));
+		pr_warn("record without --off-cpu (on-CPU time only)");
+	}
+	return err;
+}
+
+/*
+ * Open a cpu-clock perf event of @period_ns on every online CPU and attach @prog to each:
+ * *@pfds and *@links, nr_cpus long. 0 or -errno, said.
+ */
+static int attach_cpu_clock(struct sampling *s, struct bpf_program *prog, __u64 period_ns,
+			    int **pfds, struct bpf_link ***links)
 {
 	struct perf_event_attr attr;
-	struct sampling *s;
 	bool *online = NULL;
-	int err = 0, i, n_online = 0, attached = 0;
-	size_t rb_bytes;
-
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	s->nr_cpus = libbpf_num_possible_cpus();
-	if (s->nr_cpus <= 0) {
-		err = s->nr_cpus ? s->nr_cpus : -EINVAL;
-		pr_warn("cannot count the CPUs: %s", strerror(-err));
-		goto cleanup;
-	}
-	if (s->nr_cpus > SAMPLER_MAX_CPUS)
-		s->nr_cpus = SAMPLER_MAX_CPUS;
-
-	s->skel = sampler_bpf__open();
-	if (!s->skel) {
-		err = -errno;
-		pr_warn("cannot open the BPF sampler: %s", strerror(errno));
-		goto cleanup;
-	}
-	s->skel->rodata->stack_size = opts->stack_size & ~7u;
-	s->skel->rodata->want_kernel = opts->kernel;
-	s->skel->rodata->want_python = opts->python;
-	s->skel->rodata->follow_children = opts->children;
-	s->skel->rodata->pidns_inum = opts->pidns_inum;
-	bpf_map__set_max_entries(s->skel->maps.scratch, s->nr_cpus);
-	rb_bytes = opts->ringbuf_bytes ? opts->ringbuf_bytes : 32u << 20;
-	bpf_map__set_max_entries(s->skel->maps.events, rb_bytes);
-
-	err = sampler_bpf__load(s->skel);
-	if (err) {
-		explain_load_error(err);
-		goto cleanup;
-	}
-	err = sampler_bpf__attach(s->skel); /* the tracepoints */
-	if (err) {
-		pr_warn("cannot attach the process tracepoints: %s", strerror(-err));
-		goto cleanup;
-	}
+	int err, i, n_online = 0, attached = 0;
 
 	err = read_cpu_list("/sys/devices/system/cpu/online", &online, &n_online);
 	if (err) {
 		pr_warn("cannot read the online CPUs: %s", strerror(-err));
-		goto cleanup;
+		return err;
 	}
-	s->links = calloc(s->nr_cpus, sizeof(*s->links));
-	s->pfds = malloc(s->nr_cpus * sizeof(*s->pfds));
-	if (!s->links || !s->pfds) {
+	*links = calloc(s->nr_cpus, sizeof(**links));
+	*pfds = malloc(s->nr_cpus * sizeof(**pfds));
+	if (!*links || !*pfds) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
 	for (i = 0; i < s->nr_cpus; i++)
-		s->pfds[i] = -1;
+		(*pfds)[i] = -1;
 
 	memset(&attr, 0, sizeof(attr));
 	attr.size = sizeof(attr);
 	attr.type = PERF_TYPE_SOFTWARE;
 	attr.config = PERF_COUNT_SW_CPU_CLOCK;
 	/* cpu-clock counts nanoseconds: a fixed period gives exactly F samples per second. */
-	attr.sample_period = 1000000000ULL / opts->freq;
+	attr.sample_period = period_ns;
 	for (i = 0; i < s->nr_cpus && i < n_online; i++) {
 		if (!online[i])
 			continue;
-		s->pfds[i] = perf_event_open(&attr, -1, i);
-		if (s->pfds[i] < 0) {
+		(*pfds)[i] = perf_event_open(&attr, -1, i);
+		if ((*pfds)[i] < 0) {
 			err = -errno;
 			if (err == -ENODEV) /* CPU went offline meanwhile */
 				continue;
@@ -204,19 +277,121 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 			}
 			goto cleanup;
 		}
-		s->links[i] = bpf_program__attach_perf_event(s->skel->progs.on_sample, s->pfds[i]);
-		if (!s->links[i]) {
+		(*links)[i] = bpf_program__attach_perf_event(prog, (*pfds)[i]);
+		if (!(*links)[i]) {
 			err = -errno;
 			pr_warn("cannot attach the sampler to CPU %d: %s", i, strerror(-err));
 			goto cleanup;
 		}
 		attached++;
 	}
+	err = 0;
 	if (!attached) {
 		err = -ENODEV;
 		pr_warn("no online CPU to sample");
+	}
+cleanup:
+	free(online);
+	return err;
+}
+
+/* Detach and close what attach_cpu_clock opened. */
+static void detach_cpu_clock(struct sampling *s, int *pfds, struct bpf_link **links)
+{
+	int i;
+
+	for (i = 0; links && i < s->nr_cpus; i++)
+		bpf_link__destroy(links[i]);
+	for (i = 0; pfds && i < s->nr_cpus; i++)
+		if (pfds[i] >= 0)
+			close(pfds[i]);
+	free(links);
+	free(pfds);
+}
+
+static int ring_cb(void *ctx, void *data, size_t len)
+{
+	struct sampling *s = ctx;
+	int ret = s->cb(s->cb_ctx, data, len);
+
+	if (ret < 0) {
+		s->cb_err = ret;
+		return ret;
+	}
+	return 0;
+}
+
+int sampling__open(const struct sampling_opts *opts, struct sampling **out)
+{
+	struct sampling *s;
+	__u64 period_ns = 1000000000ULL / opts->freq;
+	int err = 0;
+	size_t rb_bytes;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->off_cpu = opts->off_cpu;
+	s->nr_cpus = libbpf_num_possible_cpus();
+	if (s->nr_cpus <= 0) {
+		err = s->nr_cpus ? s->nr_cpus : -EINVAL;
+		pr_warn("cannot count the CPUs: %s", strerror(-err));
 		goto cleanup;
 	}
+	if (s->nr_cpus > SAMPLER_MAX_CPUS)
+		s->nr_cpus = SAMPLER_MAX_CPUS;
+	if (s->off_cpu) {
+		err = offcpu_kernel_check();
+		if (err)
+			goto cleanup;
+	}
+
+	s->skel = sampler_bpf__open();
+	if (!s->skel) {
+		err = -errno;
+		pr_warn("cannot open the BPF sampler: %s", strerror(errno));
+		goto cleanup;
+	}
+	s->skel->rodata->stack_size = opts->stack_size & ~7u;
+	s->skel->rodata->want_kernel = opts->kernel;
+	s->skel->rodata->want_python = opts->python;
+	s->skel->rodata->follow_children = opts->children;
+	s->skel->rodata->pidns_inum = opts->pidns_inum;
+	s->skel->rodata->want_offcpu = opts->off_cpu;
+	s->skel->rodata->period_ns = period_ns;
+	/* Off-CPU programs are loaded only when asked for: on-CPU recording is left as it was,
+	 * and works on kernels without what they need. */
+	bpf_program__set_autoload(s->skel->progs.on_sweep, opts->off_cpu);
+	bpf_program__set_autoload(s->skel->progs.on_waking, opts->off_cpu);
+	bpf_program__set_autoload(s->skel->progs.off_seed, opts->off_cpu);
+	bpf_program__set_autoattach(s->skel->progs.off_seed, false); /* run on demand */
+	bpf_map__set_max_entries(s->skel->maps.scratch, s->nr_cpus);
+	rb_bytes = opts->ringbuf_bytes ? opts->ringbuf_bytes : 32u << 20;
+	bpf_map__set_max_entries(s->skel->maps.events, rb_bytes);
+
+	err = sampler_bpf__load(s->skel);
+	if (err) {
+		explain_load_error(err);
+		goto cleanup;
+	}
+	if (s->off_cpu) {
+		err = offcpu_iter_open(s, opts);
+		if (err)
+			goto cleanup;
+	}
+	err = sampler_bpf__attach(s->skel); /* the tracepoints */
+	if (err) {
+		pr_warn("cannot attach the %stracepoints: %s",
+			s->off_cpu ? "process and scheduler (sched_waking) " : "process ",
+			strerror(-err));
+		goto cleanup;
+	}
+	err = attach_cpu_clock(s, s->skel->progs.on_sample, period_ns, &s->pfds, &s->links);
+	if (!err && s->off_cpu)
+		err = attach_cpu_clock(s, s->skel->progs.on_sweep, period_ns, &s->sweep_pfds,
+				       &s->sweep_links);
+	if (err)
+		goto cleanup;
 
 	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), ring_cb, s, NULL);
 	if (!s->rb) {
@@ -224,40 +399,143 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 		pr_warn("cannot set up the ring buffer: %s", strerror(-err));
 		goto cleanup;
 	}
-	free(online);
 	*out = s;
 	return 0;
 cleanup:
-	free(online);
 	sampling__free(s);
 	return err;
 }
 
 void sampling__free(struct sampling *s)
 {
-	int i;
-
 	if (!s)
 		return;
 	ring_buffer__free(s->rb);
-	for (i = 0; s->links && i < s->nr_cpus; i++)
-		bpf_link__destroy(s->links[i]);
-	for (i = 0; s->pfds && i < s->nr_cpus; i++)
-		if (s->pfds[i] >= 0)
-			close(s->pfds[i]);
-	free(s->links);
-	free(s->pfds);
+	detach_cpu_clock(s, s->sweep_pfds, s->sweep_links);
+	detach_cpu_clock(s, s->pfds, s->links);
+	offcpu_iter_bpf__destroy(s->iter);
 	sampler_bpf__destroy(s->skel);
 	free(s);
+}
+
+/*
+ * Run the iterator program @prog over the threads of process @pid (in probing's PID
+ * namespace): attach it with @pid as the filter, read the iterator to its end. 0 or -errno.
+ */
+static int run_task_iter(struct bpf_program *prog, pid_t pid)
+{
+	LIBBPF_OPTS(bpf_iter_attach_opts, opts);
+	union bpf_iter_link_info linfo;
+	struct bpf_link *link;
+	char buf[64];
+	ssize_t n;
+	int fd, err = 0;
+
+	memset(&linfo, 0, sizeof(linfo));
+	linfo.task.pid = pid;
+	opts.link_info = &linfo;
+	opts.link_info_len = sizeof(linfo);
+	link = bpf_program__attach_iter(prog, &opts);
+	if (!link)
+		return -errno;
+	fd = bpf_iter_create(bpf_link__fd(link));
+	if (fd < 0) {
+		err = -errno;
+		goto cleanup;
+	}
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		;
+	if (n < 0)
+		err = -errno;
+	close(fd);
+cleanup:
+	bpf_link__destroy(link);
+	return err;
+}
+
+bool sampling__offcpu_pending(struct sampling *s)
+{
+	uint64_t wants;
+
+	if (!s->off_cpu)
+		return false;
+	wants = __atomic_load_n(&s->skel->bss->off_wants, __ATOMIC_RELAXED);
+	if (wants == s->wants_seen)
+		return false;
+	s->wants_seen = wants;
+	return true;
+}
+
+int sampling__offcpu_fetch(struct sampling *s, pid_t pid)
+{
+	if (!s->off_cpu)
+		return 0;
+	s->iterations++;
+	return run_task_iter(s->iter->progs.off_fetch, pid);
+}
+
+void sampling__offcpu_stop(struct sampling *s)
+{
+	if (!s->off_cpu)
+		return;
+	__atomic_store_n(&s->skel->bss->off_stop, 1, __ATOMIC_RELEASE);
+	/* A sweep that started before the flag was set ends within microseconds. */
+	usleep(2000);
+}
+
+int sampling__offcpu_drain(struct sampling *s, int (*cb)(void *ctx, void *data, size_t len),
+			   void *ctx)
+{
+	struct offcpu_event ev;
+	struct off_thread th;
+	__u32 key, next, *prev = NULL;
+	int fd, err;
+
+	if (!s->off_cpu)
+		return 0;
+	fd = bpf_map__fd(s->skel->maps.off_threads);
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &th) || !th.observations)
+			continue;
+		memset(&ev, 0, sizeof(ev));
+		ev.type = EVENT_OFFCPU;
+		ev.pid = th.pid;
+		ev.tid = th.tid;
+		ev.ns_tid = th.ns_tid;
+		ev.state = th.state;
+		ev.block = th.block;
+		ev.time_ns = th.last_ns;
+		ev.ns = th.ns;
+		ev.observations = th.observations;
+		ev.ip = th.ip;
+		ev.nr = th.nr;
+		err = cb(ctx, &ev, sizeof(ev));
+		if (err < 0)
+			return err;
+	}
+	return 0;
 }
 
 int sampling__add_target(struct sampling *s, pid_t pid)
 {
 	__u32 key = pid, one = 1;
+	int err;
 
 	if (bpf_map__update_elem(s->skel->maps.targets, &key, sizeof(key), &one, sizeof(one),
 				 BPF_ANY))
 		return -errno;
+	/* Its threads, for the sweep: after it became a target, so that a thread it starts
+	 * meanwhile registers itself (on_fork) or is found here. */
+	if (s->off_cpu) {
+		err = run_task_iter(s->skel->progs.off_seed, pid);
+		if (err) {
+			pr_warn("pid %d: cannot list its threads for off-CPU recording: %s", pid,
+				strerror(-err));
+			return err;
+		}
+	}
 	return 0;
 }
 
@@ -313,6 +591,35 @@ int sampling__wait(struct sampling *s, int timeout_ms)
 	int r = poll(&pfd, 1, timeout_ms);
 
 	return r < 0 ? -errno : r;
+}
+
+/* The sum over the CPUs of counter @key of the map stats. */
+static uint64_t stat_sum(struct sampling *s, __u32 key)
+{
+	__u64 vals[SAMPLER_MAX_CPUS];
+	uint64_t sum = 0;
+	int i;
+
+	if (bpf_map__lookup_elem(s->skel->maps.stats, &key, sizeof(key), vals,
+				 sizeof(__u64) * s->nr_cpus, 0))
+		return 0;
+	for (i = 0; i < s->nr_cpus; i++)
+		sum += vals[i];
+	return sum;
+}
+
+void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s->off_cpu)
+		return;
+	out->sweeps = stat_sum(s, STAT_OFF_SWEEPS);
+	out->wanted = stat_sum(s, STAT_OFF_WANTED);
+	out->lost = stat_sum(s, STAT_OFF_LOST) + s->iter->bss->iter_lost;
+	out->no_room = stat_sum(s, STAT_OFF_NO_ROOM);
+	out->fetched = s->iter->bss->iter_sent;
+	out->torn = s->iter->bss->iter_torn;
+	out->iterations = s->iterations;
 }
 
 void sampling__stats(struct sampling *s, uint64_t *samples, uint64_t *lost)

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sampling: loads bpf/sampler.bpf.c, opens one cpu-clock perf event per online CPU, attaches
- * the program and the process tracepoints, and hands ring-buffer records to a callback.
+ * the program and the process tracepoints, and hands ring-buffer records to a callback. With
+ * off_cpu it also attaches the off-CPU sweep (a second cpu-clock event per CPU), the wake-up
+ * hook, and loads bpf/offcpu_iter.bpf.c, the iterator that fetches stacks of blocked threads.
  */
 #ifndef PROBING_SAMPLING_H
 #define PROBING_SAMPLING_H
@@ -21,6 +23,7 @@ struct sampling_opts {
 	bool kernel;		 /* also kernel stacks */
 	bool python;		 /* walk Python frames where configured */
 	bool children;		 /* follow new child processes of targets */
+	bool off_cpu;		 /* also off-CPU time: the sweep, its stacks (sampler.h) */
 	__u32 pidns_inum;	 /* the PID namespace pids are numbered in; 0: the initial one */
 	size_t ringbuf_bytes;	 /* ring buffer size (power of two); 0 = default */
 };
@@ -43,6 +46,37 @@ int sampling__remove_target(struct sampling *s, pid_t pid);
 
 /* Set (or, with @cfg NULL, clear) the Python walk configuration of @pid. 0 or -errno. */
 int sampling__set_python(struct sampling *s, pid_t pid, const struct py_proc_cfg *cfg);
+
+/*
+ * Off-CPU recording (opts.off_cpu), in order of use. sampling__add_target registers the
+ * target's threads with the sweep (new ones register themselves).
+ *
+ * sampling__offcpu_pending: have blocks been left to the iterator since the last call (their
+ * stacks could not be taken in the sweep)? Cheap (a counter in mmap'ed memory): call it often.
+ * sampling__offcpu_fetch: run the iterator over the threads of @pid: the stacks of its blocks
+ * that are still going on are sent as records (SAMPLE_F_OFFCPU_ITER). 0 or -errno.
+ * sampling__offcpu_stop: no more sweeps (the end of recording); what they sent before is in
+ * the ring buffer.
+ * sampling__offcpu_drain: after that, call @cb with every segment the threads had not sent yet
+ * (struct offcpu_event; sampling__consume's contract). 0 or what @cb returned.
+ */
+bool sampling__offcpu_pending(struct sampling *s);
+int sampling__offcpu_fetch(struct sampling *s, pid_t pid);
+void sampling__offcpu_stop(struct sampling *s);
+int sampling__offcpu_drain(struct sampling *s, int (*cb)(void *ctx, void *data, size_t len),
+			   void *ctx);
+
+/* What off-CPU recording counted since open. */
+struct sampling_offcpu_stats {
+	uint64_t sweeps;     /* sweeps of the targets' threads */
+	uint64_t wanted;     /* blocks whose stack was left to the wake-up or the iterator */
+	uint64_t fetched;    /* stacks the iterator sent */
+	uint64_t torn;	     /* stacks the iterator dropped: the thread ran while read */
+	uint64_t lost;	     /* segments and stacks lost: the ring buffer was full */
+	uint64_t no_room;    /* threads the sweep could not take: too many threads */
+	uint64_t iterations; /* iterator runs */
+};
+void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *out);
 
 /* File descriptor of the BPF map called @name (e.g. "py_tstates"), or -ENOENT. */
 int sampling__map_fd(struct sampling *s, const char *name);

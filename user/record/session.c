@@ -160,6 +160,7 @@ int session__open(const struct session_opts *o, struct session **out)
 	err = store__create(o->output, o->store_flags, &s->st);
 	if (err)
 		goto fail;
+	store__set_frequency(s->st, o->sampling.freq);
 	err = sampling__open(&o->sampling, &s->smp);
 	if (err)
 		goto fail;
@@ -246,6 +247,13 @@ int session__run(struct session *s)
 	return err;
 }
 
+/* A segment of off-CPU time the sweep had not sent (sampling__offcpu_drain). */
+static int drained(void *ctx, void *data, size_t len)
+{
+	recorder__handle(ctx, data, len);
+	return 0;
+}
+
 void session__finish(struct session *s, struct record_totals *t)
 {
 	struct rusage ru;
@@ -257,12 +265,18 @@ void session__finish(struct session *s, struct record_totals *t)
 	t->start = s->start_real;
 	t->seconds = s->end - s->start;
 	t->stop_signal = stop_signal;
-	/* Everything the kernel sent before we stopped is stored. */
+	/* No off-CPU time after the end; then everything the kernel sent before is stored, and
+	 * what the sweep had not sent yet. */
+	sampling__offcpu_stop(s->smp);
 	evqueue__stop(s->q);
 	while ((len = evqueue__pop(s->q, 0, &data)) > 0) {
 		recorder__handle(s->rec, data, len);
 		free(data);
 	}
+	sampling__offcpu_drain(s->smp, drained, s->rec);
+	if (recorder__finish(s->rec))
+		pr_warn("cannot count the last off-CPU time: out of memory");
+	sampling__offcpu_stats(s->smp, &t->off);
 	sampling__stats(s->smp, &t->seen, &t->lost);
 	t->lost += evqueue__dropped(s->q);
 	t->lost_events = sampling__lost_events(s->smp);

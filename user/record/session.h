@@ -50,6 +50,7 @@ struct record_totals {
 	 * session__close). */
 	const struct recorder_process *procs;
 	int nprocs;
+	struct sampling_offcpu_stats off; /* with --off-cpu */
 };
 
 /*

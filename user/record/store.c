@@ -21,6 +21,7 @@
 #include "record/store.h"
 #include "base/util.h"
 #include "record/rankview.h"
+#include "bpf/waitclass.h"
 
 static const char schema_sql[] =
 	"PRAGMA journal_mode = WAL;\n"
@@ -38,19 +39,20 @@ static const char schema_sql[] =
 	"CREATE TABLE stack_frames(stack_id INTEGER NOT NULL, depth INTEGER NOT NULL,\n"
 	"  frame_id INTEGER NOT NULL, PRIMARY KEY(stack_id, depth)) WITHOUT ROWID;\n"
 	"CREATE TABLE sample_counts(ts INTEGER NOT NULL, pid INTEGER NOT NULL,\n"
-	"  tid INTEGER NOT NULL, stack_id INTEGER NOT NULL, count INTEGER NOT NULL);\n"
+	"  tid INTEGER NOT NULL, stack_id INTEGER NOT NULL, count INTEGER NOT NULL,\n"
+	"  state INTEGER NOT NULL DEFAULT 0, ns INTEGER NOT NULL DEFAULT 0);\n"
 	"CREATE VIEW samples AS\n"
 	"  SELECT c.pid AS pid, c.tid AS tid, t.name AS thread, c.stack_id AS stack_id,\n"
-	"         SUM(c.count) AS count\n"
+	"         SUM(c.count) AS count, SUM(c.ns) AS ns, @STATE@ AS state\n"
 	"  FROM sample_counts c LEFT JOIN threads t ON t.pid = c.pid AND t.tid = c.tid\n"
-	"  GROUP BY c.pid, c.tid, c.stack_id;\n"
+	"  GROUP BY c.pid, c.tid, c.stack_id, c.state;\n"
 	"CREATE VIEW frames AS\n"
 	"  SELECT sf.stack_id AS stack_id, sf.depth AS depth, f.kind AS kind, f.func AS func,\n"
 	"         f.file AS file, f.lineno AS lineno, f.module AS module, f.qualname AS qualname\n"
 	"  FROM stack_frames sf JOIN frame_defs f ON f.id = sf.frame_id;\n"
 	"CREATE VIEW sample_times AS\n"
 	"  SELECT c.ts AS ts, c.pid AS pid, c.tid AS tid, t.name AS thread,\n"
-	"         c.stack_id AS stack_id, c.count AS count\n"
+	"         c.stack_id AS stack_id, c.count AS count, c.ns AS ns, @STATE@ AS state\n"
 	"  FROM sample_counts c LEFT JOIN threads t ON t.pid = c.pid AND t.tid = c.tid;\n";
 
 /* Key of the count map. */
@@ -58,6 +60,13 @@ struct count_key {
 	int64_t ts;
 	uint32_t pid, tid;
 	uint64_t stack_id;
+	uint32_t state; /* enum wait_state */
+	uint32_t pad;
+};
+
+/* What a count_key has gathered since the last flush. */
+struct count_val {
+	uint64_t count, ns;
 };
 
 struct pending_frame {
@@ -79,7 +88,10 @@ struct store {
 	unsigned int out_flags;
 	struct bmap *frames; /* serialized frame -> id */
 	struct bmap *stacks; /* flags + ids -> id */
-	struct bmap *counts; /* count_key -> samples since last flush */
+	struct bmap *counts; /* count_key -> index in vals + 1 */
+	struct count_val *vals;
+	size_t nvals, capvals;
+	uint64_t period_ns; /* of an on-CPU sample */
 	struct pending_frame *pframes;
 	size_t npframes, cappframes;
 	struct pending_stack *pstacks;
@@ -112,8 +124,29 @@ static void remove_side_files(const char *path)
 	}
 }
 
+/*
+ * The schema: schema_sql with @STATE@ replaced by the expression that names sample_counts.state
+ * as waitclass.h does, so that the views and the BPF side share one list of states.
+ */
+static int schema(struct strbuf *sql)
+{
+	const char *p = schema_sql, *at;
+	int err = 0, i;
+
+	while (!err && (at = strstr(p, "@STATE@"))) {
+		err = sb_append(sql, p, at - p);
+		err = err ?: sb_puts(sql, "CASE c.state");
+		for (i = 0; !err && i < WAIT_NR; i++)
+			err = sb_printf(sql, " WHEN %d THEN '%s'", i, wait_state_name(i));
+		err = err ?: sb_puts(sql, " ELSE 'other' END");
+		p = at + strlen("@STATE@");
+	}
+	return err ?: sb_puts(sql, p);
+}
+
 int store__create(const char *path, unsigned int flags, struct store **out)
 {
+	struct strbuf sql = {0};
 	struct store *st = NULL;
 	char *errmsg = NULL;
 	int rc, fd, err = 0;
@@ -125,6 +158,7 @@ int store__create(const char *path, unsigned int flags, struct store **out)
 	st->stacks = bmap__new();
 	st->counts = bmap__new();
 	st->strings = strpool__new();
+	st->period_ns = 1000000000ULL / 99; /* record's default -F, until store__set_frequency */
 	if (!st->frames || !st->stacks || !st->counts || !st->strings) {
 		err = -ENOMEM;
 		goto cleanup;
@@ -164,7 +198,10 @@ int store__create(const char *path, unsigned int flags, struct store **out)
 		err = st->db ? sql_err(st, rc, "cannot create") : -ENOMEM;
 		goto cleanup;
 	}
-	rc = sqlite3_exec(st->db, schema_sql, NULL, NULL, &errmsg);
+	err = schema(&sql);
+	if (err)
+		goto cleanup;
+	rc = sqlite3_exec(st->db, sb_str(&sql), NULL, NULL, &errmsg);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(st->db, rankview_schema_sql, NULL, NULL, &errmsg);
 	if (rc != SQLITE_OK) {
@@ -173,11 +210,19 @@ int store__create(const char *path, unsigned int flags, struct store **out)
 		err = -EIO;
 		goto cleanup;
 	}
+	sb_free(&sql);
 	*out = st;
 	return 0;
 cleanup:
+	sb_free(&sql);
 	store__discard(st);
 	return err;
+}
+
+void store__set_frequency(struct store *st, unsigned int hz)
+{
+	if (hz)
+		st->period_ns = 1000000000ULL / hz;
 }
 
 const char *store__path(const struct store *st)
@@ -356,21 +401,39 @@ int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int f
 	return 0;
 }
 
-int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts, uint64_t n)
+int store__count_state(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts,
+		       unsigned int state, uint64_t n, uint64_t ns)
 {
 	struct count_key k;
 	uint64_t *slot;
+	int inserted;
 
 	memset(&k, 0, sizeof(k));
 	k.ts = ts;
 	k.pid = pid;
 	k.tid = tid;
 	k.stack_id = stack_id;
-	slot = bmap__upsert(st->counts, &k, sizeof(k), 0, NULL);
+	k.state = state;
+	slot = bmap__upsert(st->counts, &k, sizeof(k), st->nvals + 1, &inserted);
 	if (!slot)
 		return -ENOMEM;
-	*slot += n;
+	if (inserted) {
+		if (grow_array(&st->vals, &st->capvals, st->nvals + 1, sizeof(*st->vals))) {
+			*slot = 0; /* counted nowhere: flush_count skips it */
+			return -ENOMEM;
+		}
+		st->vals[st->nvals++] = (struct count_val){0};
+	}
+	if (!*slot)
+		return -ENOMEM;
+	st->vals[*slot - 1].count += n;
+	st->vals[*slot - 1].ns += ns;
 	return 0;
+}
+
+int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts, uint64_t n)
+{
+	return store__count_state(st, pid, tid, stack_id, ts, WAIT_RUNNING, n, n * st->period_ns);
 }
 
 struct flush_ctx {
@@ -383,13 +446,19 @@ static int flush_count(const void *key, size_t len, uint64_t *value, void *arg)
 {
 	const struct count_key *k = key;
 	struct flush_ctx *c = arg;
+	const struct count_val *v;
 
+	if (!*value)
+		return 0;
+	v = &c->st->vals[*value - 1];
 	sqlite3_reset(c->stmt);
 	sqlite3_bind_int64(c->stmt, 1, k->ts);
 	sqlite3_bind_int64(c->stmt, 2, k->pid);
 	sqlite3_bind_int64(c->stmt, 3, k->tid);
 	sqlite3_bind_int64(c->stmt, 4, (sqlite3_int64)k->stack_id);
-	sqlite3_bind_int64(c->stmt, 5, (sqlite3_int64)*value);
+	sqlite3_bind_int64(c->stmt, 5, (sqlite3_int64)v->count);
+	sqlite3_bind_int64(c->stmt, 6, k->state);
+	sqlite3_bind_int64(c->stmt, 7, (sqlite3_int64)v->ns);
 	c->rc = sqlite3_step(c->stmt);
 	return c->rc == SQLITE_DONE ? 0 : 1;
 }
@@ -432,8 +501,9 @@ int store__flush(struct store *st)
 		rc = sqlite3_prepare_v2(st->db, "INSERT INTO stack_frames VALUES(?, ?, ?)", -1, &sf,
 					NULL);
 	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(st->db, "INSERT INTO sample_counts VALUES(?, ?, ?, ?, ?)",
-					-1, &cs, NULL);
+		rc = sqlite3_prepare_v2(st->db,
+					"INSERT INTO sample_counts VALUES(?, ?, ?, ?, ?, ?, ?)", -1,
+					&cs, NULL);
 	if (rc != SQLITE_OK)
 		goto sqlfail;
 	for (i = 0; i < st->npframes; i++) {
@@ -488,6 +558,7 @@ int store__flush(struct store *st)
 	st->npstacks = 0;
 	st->npframes = 0;
 	bmap__clear(st->counts);
+	st->nvals = 0;
 	sb_reset(&st->pending_sql);
 	goto cleanup;
 sqlfail:
@@ -515,6 +586,7 @@ static void store_free(struct store *st)
 	bmap__free(st->frames);
 	bmap__free(st->stacks);
 	bmap__free(st->counts);
+	free(st->vals);
 	sb_free(&st->pending_sql);
 	sb_free(&st->key);
 	outpath__release(&st->out);

@@ -89,8 +89,24 @@ int store__frame_id(struct store *st, const struct frame *f, uint64_t *id);
  */
 int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int flags, uint64_t *id);
 
-/* Add @n samples of @stack_id for thread @tid of @pid in the second @ts (unix seconds). */
+/*
+ * The sampling frequency: an on-CPU sample stands for 1e9 / @hz nanoseconds of its thread's
+ * time (samples.ns). Until set: 99 Hz, record's default.
+ */
+void store__set_frequency(struct store *st, unsigned int hz);
+
+/*
+ * Add @n on-CPU samples of @stack_id for thread @tid of @pid in the second @ts (unix seconds):
+ * state 'running', each standing for one sampling period.
+ */
 int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts, uint64_t n);
+
+/*
+ * Add @n observations of @stack_id for that thread in @state (enum wait_state, bpf/waitclass.h),
+ * standing for @ns nanoseconds of its time: off-CPU time (record --off-cpu).
+ */
+int store__count_state(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts,
+		       unsigned int state, uint64_t n, uint64_t ns);
 
 /* Write everything pending in one transaction. Return 0 or -errno. */
 int store__flush(struct store *st);

@@ -145,6 +145,21 @@ static void print_costs(const struct record_totals *t)
 
 	pr_info("recorder CPU time: %.3f s (%.1f us per sample)", t->recorder_cpu,
 		rs->samples ? 1e6 * t->recorder_cpu / rs->samples : 0.0);
+	if (t->off.sweeps)
+		pr_info("off-CPU: %llu sweeps, %llu segments; stacks of %llu blocks (%llu taken in "
+			"the sweep, %llu at the wake-up, %llu by the iterator in %llu runs, %llu "
+			"torn "
+			"and dropped); %llu preempted blocks under their run's last on-CPU stack; "
+			"%llu blocks without a stack: %.3f s of %.3f s",
+			(unsigned long long)t->off.sweeps, (unsigned long long)rs->off_segments,
+			(unsigned long long)rs->off_blocks,
+			(unsigned long long)rs->off_stacks_sweep,
+			(unsigned long long)rs->off_stacks_wake,
+			(unsigned long long)rs->off_stacks_iter,
+			(unsigned long long)t->off.iterations, (unsigned long long)t->off.torn,
+			(unsigned long long)rs->off_blocks_run_stack,
+			(unsigned long long)rs->off_blocks_no_stack, rs->off_ns_no_stack / 1e9,
+			rs->off_ns / 1e9);
 	if (t->bpf_runs)
 		/* Only with kernel.bpf_stats_enabled=1: the cost inside the sampled context. */
 		pr_info("BPF program: %.2f ms in %llu runs, %.2f us per recorded sample",
@@ -168,15 +183,30 @@ int summary__print(const struct record_totals *t, const struct session_opts *o)
 	const struct recorder_stats *rs = &t->rs;
 	int ret = EXIT_OK;
 
+	char off[96] = "";
+
 	if (t->stop_signal)
 		pr_info("stopping on signal %d", t->stop_signal);
+	if (o->sampling.off_cpu)
+		snprintf(off, sizeof(off), " and %.1f s of off-CPU time", rs->off_ns / 1e9);
 	fprintf(stderr,
-		"probing: recorded %llu samples (%llu lost) of %llu thread%s in %llu process%s "
+		"probing: recorded %llu samples (%llu lost)%s of %llu thread%s in %llu process%s "
 		"over %.1f s -> %s\n",
-		(unsigned long long)rs->samples, (unsigned long long)t->lost,
+		(unsigned long long)rs->samples, (unsigned long long)t->lost, off,
 		(unsigned long long)rs->threads, rs->threads == 1 ? "" : "s",
 		(unsigned long long)rs->processes, rs->processes == 1 ? "" : "es", t->seconds,
 		o->output);
+	if (t->off.lost)
+		fprintf(stderr,
+			"probing: %llu off-CPU records were lost because the recorder could not "
+			"keep "
+			"up; try a lower -F\n",
+			(unsigned long long)t->off.lost);
+	if (t->off.no_room)
+		fprintf(stderr,
+			"probing: %llu threads had no room in the off-CPU sweep (more than 16384 "
+			"threads): their off-CPU time is missing\n",
+			(unsigned long long)t->off.no_room);
 	if (t->lost)
 		fprintf(stderr,
 			"probing: %llu samples were lost because the recorder could not "
@@ -190,7 +220,7 @@ int summary__print(const struct record_totals *t, const struct session_opts *o)
 			"command line or end time\n",
 			(unsigned long long)t->lost_events);
 	print_ranks(t);
-	if (!rs->samples)
+	if (!rs->samples && !rs->off_segments)
 		ret = explain_no_samples(t, o->sampling.freq);
 	print_costs(t);
 	if (rs->unresolved)

@@ -54,8 +54,9 @@ const struct export_format export_formats[] = {
 	{
 		.name = "pprof",
 		.help = "gzipped profile.proto, for 'go tool pprof', Pyroscope, Parca: sample\n"
-			"types samples/count and cpu/nanoseconds, functions, locations with\n"
-			"lines, labels pid, tid, thread and (a process of a job) rank\n",
+			"types samples/count and cpu/nanoseconds (wall/nanoseconds for record\n"
+			"--off-cpu, with a state label), functions, locations with lines,\n"
+			"labels pid, tid, thread and (a process of a job) rank\n",
 		.write_samples = write_pprof,
 		.binary = true,
 	},

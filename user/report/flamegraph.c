@@ -12,6 +12,7 @@
 #include "base/bmap.h"
 #include "base/escape.h"
 #include "base/util.h"
+#include "bpf/waitclass.h"
 #include "report/flamegraph.h"
 #include "report/framename.h"
 #include "report/profile.h"
@@ -22,6 +23,7 @@ struct sym {
 	char *name;
 	char *module;
 	enum frame_kind kind;
+	int state;     /* an off-CPU state's pseudo-frame (enum wait_state), else -1 */
 	uint32_t rank; /* position in byte order of names */
 	uint8_t rgb[3];
 };
@@ -41,11 +43,15 @@ struct fg {
 	struct bmap *symmap; /* name -> symbol */
 	struct node *nodes;
 	size_t nnodes, capnodes;
-	struct bmap *edges; /* (parent, symbol) -> child */
-	bool sorted;	    /* siblings are in name order */
-	bool kinds[3];	    /* which kinds of frames occur (for the legend) */
-	bool diff;	    /* a baseline was added: a differential graph */
-	double max_delta;   /* differential: the largest |change of self share| */
+	struct bmap *edges;   /* (parent, symbol) -> child */
+	bool sorted;	      /* siblings are in name order */
+	bool kinds[3];	      /* which kinds of frames occur (for the legend) */
+	bool diff;	      /* a baseline was added: a differential graph */
+	double max_delta;     /* differential: the largest |change of self share| */
+	bool wall;	      /* weights are nanoseconds of wall-clock time (fg__add_profile) */
+	uint64_t *state_w;    /* wall: per node, its weight in each state (nnodes x WAIT_NR) */
+	size_t capstate;      /* nodes state_w has room for */
+	bool states[WAIT_NR]; /* which states occur (for the legend) */
 };
 
 struct edge_key {
@@ -122,6 +128,17 @@ static void sym_colour(struct sym *s)
 	}
 }
 
+/*
+ * The colours of the off-CPU states' pseudo-frames: hues the frame palettes leave free (greens,
+ * teals, pinks), greys for waiting for a CPU and the rest.
+ */
+static const uint8_t state_rgb[WAIT_NR][3] = {
+	[WAIT_RUNNING] = {200, 200, 190}, [WAIT_RUNNABLE] = {165, 165, 165},
+	[WAIT_SLEEP] = {120, 200, 120},	  [WAIT_LOCK] = {64, 178, 160},
+	[WAIT_IO] = {176, 196, 64},	  [WAIT_GIL] = {236, 112, 176},
+	[WAIT_OTHER] = {176, 150, 120},
+};
+
 /* ---- building ------------------------------------------------------------------------------- */
 
 struct fg *fg__new(void)
@@ -158,6 +175,7 @@ void fg__free(struct fg *g)
 	}
 	free(g->syms);
 	free(g->nodes);
+	free(g->state_w);
 	bmap__free(g->symmap);
 	bmap__free(g->edges);
 	free(g);
@@ -207,6 +225,7 @@ int fg__symbol(struct fg *g, const char *name, enum frame_kind kind, const char 
 	s = &g->syms[g->nsyms];
 	memset(s, 0, sizeof(*s));
 	s->kind = kind;
+	s->state = -1;
 	s->module = module ? display_dup(module) : NULL;
 	if (module && !s->module)
 		goto enomem_slot;
@@ -222,6 +241,21 @@ enomem_slot:
 enomem:
 	free(shown);
 	return -ENOMEM;
+}
+
+/* The pseudo-frame of off-CPU state @state ("[off-CPU: lock]"), coloured as the state. */
+static int state_symbol(struct fg *g, int state, uint32_t *sym)
+{
+	char name[48];
+	int err;
+
+	snprintf(name, sizeof(name), "[off-CPU: %s]", wait_state_name(state));
+	err = fg__symbol(g, name, FRAME_NATIVE, NULL, sym);
+	if (!err && g->syms[*sym].state < 0) {
+		g->syms[*sym].state = state;
+		memcpy(g->syms[*sym].rgb, state_rgb[state], 3);
+	}
+	return err;
 }
 
 static int new_node(struct fg *g, uint32_t parent, uint32_t sym, uint32_t *out)
@@ -245,10 +279,31 @@ static int new_node(struct fg *g, uint32_t parent, uint32_t sym, uint32_t *out)
 	return 0;
 }
 
-/* Count @count samples of the stack @syms in the graph's own counts, or with @base in the
- * baseline's. */
-static int add_counts(struct fg *g, const uint32_t *syms, size_t n, uint64_t count, bool base)
+/* Room in g->state_w for every node. */
+static int grow_states(struct fg *g)
 {
+	size_t cap = g->capstate;
+	uint64_t *tmp;
+
+	if (g->nnodes <= cap)
+		return 0;
+	while (cap < g->nnodes)
+		cap = cap ? cap * 2 : 1024;
+	tmp = realloc(g->state_w, cap * WAIT_NR * sizeof(*tmp));
+	if (!tmp)
+		return -ENOMEM;
+	memset(tmp + g->capstate * WAIT_NR, 0, (cap - g->capstate) * WAIT_NR * sizeof(*tmp));
+	g->state_w = tmp;
+	g->capstate = cap;
+	return 0;
+}
+
+/* Count @count samples of the stack @syms in the graph's own counts, or with @base in the
+ * baseline's; in a wall-clock graph, the own counts also by @state. */
+static int add_counts(struct fg *g, const uint32_t *syms, size_t n, uint64_t count, bool base,
+		      int state)
+{
+	bool by_state = g->wall && !base && state >= 0 && state < WAIT_NR;
 	struct edge_key k;
 	uint32_t node = 0, child;
 	uint64_t *slot;
@@ -275,13 +330,23 @@ static int add_counts(struct fg *g, const uint32_t *syms, size_t n, uint64_t cou
 		}
 		node = child;
 	}
+	if (by_state) {
+		err = grow_states(g);
+		if (err)
+			return err;
+		g->states[state] = true;
+	}
 	node = 0;
 	*(base ? &g->nodes[0].base_total : &g->nodes[0].total) += count;
+	if (by_state)
+		g->state_w[state] += count;
 	for (i = 0; i < n; i++) {
 		k.parent = node;
 		k.sym = syms[i];
 		node = *bmap__find(g->edges, &k, sizeof(k));
 		*(base ? &g->nodes[node].base_total : &g->nodes[node].total) += count;
+		if (by_state)
+			g->state_w[(size_t)node * WAIT_NR + state] += count;
 	}
 	*(base ? &g->nodes[node].base_self : &g->nodes[node].self) += count;
 	return 0;
@@ -289,13 +354,13 @@ static int add_counts(struct fg *g, const uint32_t *syms, size_t n, uint64_t cou
 
 int fg__add(struct fg *g, const uint32_t *syms, size_t n, uint64_t count)
 {
-	return add_counts(g, syms, n, count, false);
+	return add_counts(g, syms, n, count, false, WAIT_RUNNING);
 }
 
 int fg__add_base(struct fg *g, const uint32_t *syms, size_t n, uint64_t count)
 {
 	g->diff = true;
-	return add_counts(g, syms, n, count, true);
+	return add_counts(g, syms, n, count, true, WAIT_RUNNING);
 }
 
 #define ALL_RANKS INT32_MIN
@@ -313,18 +378,23 @@ static bool of_rank(const struct profile *p, size_t i, int rank)
 
 /*
  * Add the samples of @p (of rank @rank, or ALL_RANKS) to the graph's own counts, or with
- * @base to the baseline's.
+ * @base to the baseline's. A wall-clock graph (fg__add_profile of a profile with off-CPU
+ * time) weighs them by time, nanoseconds, and puts each off-CPU state's pseudo-frame on top
+ * of its stacks.
  */
 static int add_profile(struct fg *g, const struct profile *p, bool base, int rank)
 {
 	struct strbuf name = {0};
 	uint64_t *counts = NULL;
-	uint32_t *syms = NULL, *path = NULL, maxn = 0;
-	size_t i;
+	uint32_t *syms = NULL, *path = NULL, maxn = 0, state_sym[WAIT_NR];
+	size_t i, nst;
 	uint32_t d;
-	int err = 0;
+	int err = 0, st;
 
-	counts = calloc(p->nstacks ? p->nstacks : 1, sizeof(*counts));
+	if (!base && p->wall)
+		g->wall = true;
+	nst = g->wall ? WAIT_NR : 1; /* weights per (stack, state) */
+	counts = calloc((p->nstacks ? p->nstacks : 1) * nst, sizeof(*counts));
 	syms = calloc(p->nframes ? p->nframes : 1, sizeof(*syms));
 	if (!counts || !syms) {
 		err = -ENOMEM;
@@ -339,30 +409,44 @@ static int add_profile(struct fg *g, const struct profile *p, bool base, int ran
 			err = fg__symbol(g, sb_str(&name), f->kind,
 					 f->kind == FRAME_PYTHON ? NULL : f->module, &syms[i]);
 	}
+	for (st = WAIT_RUNNING + 1; g->wall && st < WAIT_NR && !err; st++)
+		err = state_symbol(g, st, &state_sym[st]);
 	if (err)
 		goto cleanup;
 	/* Threads and processes are summed: the graph is of stacks. */
-	for (i = 0; i < p->nsamples; i++)
-		if (of_rank(p, i, rank))
-			counts[p->samples[i].stack] += p->samples[i].count;
+	for (i = 0; i < p->nsamples; i++) {
+		const struct profile_sample *s = &p->samples[i];
+
+		if (!of_rank(p, i, rank))
+			continue;
+		if (g->wall)
+			counts[(size_t)s->stack * nst +
+			       (s->state < WAIT_NR ? s->state : WAIT_OTHER)] += s->ns;
+		else
+			counts[s->stack] += s->count;
+	}
 	for (i = 0; i < p->nstacks; i++)
-		if (counts[i] && p->stacks[i].n > maxn)
+		if (p->stacks[i].n > maxn)
 			maxn = p->stacks[i].n;
-	path = malloc((maxn ? maxn : 1) * sizeof(*path));
+	path = malloc((maxn + 1) * sizeof(*path));
 	if (!path) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	for (i = 0; i < p->nstacks && !err; i++) {
-		const struct profile_stack *s = &p->stacks[i];
+	for (i = 0; i < p->nstacks * nst && !err; i++) {
+		const struct profile_stack *s = &p->stacks[i / nst];
+		uint32_t n = s->n;
 
 		if (!counts[i])
 			continue;
+		st = i % nst;
 		/* The recording stores the leaf at depth 0; the tree wants the root first. */
 		for (d = 0; d < s->n; d++)
 			path[s->n - 1 - d] = syms[p->refs[s->first + d]];
-		err = base ? fg__add_base(g, path, s->n, counts[i])
-			   : fg__add(g, path, s->n, counts[i]);
+		if (st != WAIT_RUNNING)
+			path[n++] = state_sym[st];
+		err = base ? fg__add_base(g, path, n, counts[i])
+			   : add_counts(g, path, n, counts[i], false, st);
 	}
 cleanup:
 	sb_free(&name);
@@ -391,6 +475,11 @@ int fg__add_profile_base(struct fg *g, const struct profile *p)
 uint64_t fg__total(const struct fg *g)
 {
 	return g->nodes[0].total;
+}
+
+bool fg__wall(const struct fg *g)
+{
+	return g->wall;
 }
 
 uint64_t fg__base_total(const struct fg *g)
@@ -565,7 +654,13 @@ cleanup:
 #define FONT	12   /* frame labels, px */
 #define CHAR_W	0.59 /* average glyph width of the label font, in ems */
 #define TOP	56   /* frames start here: below the title, subtitle and legend rows */
-#define FOOTER	32   /* below the frames: the details line */
+
+/* Where frames start: a wall-clock graph has a row more, its off-CPU states' legend. */
+static int frames_top(const struct fg *g)
+{
+	return g->wall ? TOP + 18 : TOP;
+}
+#define FOOTER 32 /* below the frames: the details line */
 
 struct layout_ctx {
 	struct fg *g;
@@ -596,12 +691,15 @@ static int lay(struct layout_ctx *c, uint32_t node, int depth, uint64_t offset)
 	b = &c->boxes[c->n++];
 	memset(b, 0, sizeof(*b));
 	b->root = !node;
+	b->node = node;
+	b->state = -1;
 	if (node) {
 		const struct sym *s = &c->g->syms[n->sym];
 
 		b->name = s->name;
 		b->module = s->module;
 		b->kind = s->kind;
+		b->state = s->state;
 	} else {
 		b->name = "all";
 		b->kind = FRAME_NATIVE;
@@ -633,7 +731,7 @@ int fg__layout(struct fg *g, const struct fg_options *o, struct fg_box **boxes, 
 	       int *height)
 {
 	struct layout_ctx c = {.g = g};
-	int width = image_width(o), top = TOP, err;
+	int width = image_width(o), top = frames_top(g), err;
 	size_t i;
 
 	err = sort_tree(g);
@@ -833,27 +931,57 @@ static int legend_item_width(size_t i)
 	return (int)(strlen(legend[i].label) * 7.2) + 14;
 }
 
-/* Width of the whole legend, items 14 px apart; @kinds: the kinds of frames drawn. */
-static int legend_width(const bool kinds[3], bool diff)
+/* A wall-clock graph's legend item of off-CPU state @st: "off-CPU: lock" (its pseudo-frames). */
+static int state_item_width(int st)
+{
+	return (int)((strlen("off-CPU: ") + strlen(wait_state_name(st))) * 6.6) + 14;
+}
+
+/* What a legend shows: the kinds of frames, and the off-CPU states, of the graphs drawn. */
+struct legend_set {
+	bool kinds[3];
+	bool diff;	      /* a differential graph: its colours instead */
+	bool wall;	      /* wall-clock graphs: a second row, the off-CPU states */
+	bool states[WAIT_NR]; /* with wall: the states that occur */
+};
+
+/* The legend of the graphs @pns[0..@n). */
+static void legend_of(struct legend_set *lg, const struct fg_panel *pns, size_t n, bool diff)
+{
+	size_t i, k;
+
+	memset(lg, 0, sizeof(*lg));
+	lg->diff = diff;
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < ARRAY_SIZE(lg->kinds); k++)
+			lg->kinds[k] |= pns[i].g->kinds[k];
+		lg->wall |= pns[i].g->wall;
+		for (k = 0; pns[i].g->wall && k < WAIT_NR; k++)
+			lg->states[k] |= pns[i].g->states[k];
+	}
+}
+
+/* Width of the whole legend's first row, items 14 px apart; @lg: what it shows. */
+static int legend_width(const struct legend_set *lg)
 {
 	size_t i;
 	int w = 0;
 
-	if (diff)
+	if (lg->diff)
 		return diff_legend_width();
 	for (i = 0; i < ARRAY_SIZE(legend); i++)
-		if (kinds[legend[i].kind])
+		if (lg->kinds[legend[i].kind])
 			w += legend_item_width(i) + (w ? 14 : 0);
 	return w;
 }
 
 /* The legend: one swatch per kind of frame present, right-aligned on the subtitle's row. */
-static int append_legend(struct strbuf *sb, const bool kinds[3], bool diff, int width, int y)
+static int append_legend(struct strbuf *sb, const struct legend_set *lg, int width, int y)
 {
 	int x = width - PAD, i, err = 0;
 
 	err = sb_puts(sb, "<g id=\"legend\">\n");
-	for (i = ARRAY_SIZE(diff_legend) - 1; diff && i >= 0 && !err; i--) {
+	for (i = ARRAY_SIZE(diff_legend) - 1; lg->diff && i >= 0 && !err; i--) {
 		int iw = (int)(strlen(diff_legend[i].label) * 7.2) + 14;
 
 		err = sb_printf(sb,
@@ -863,11 +991,24 @@ static int append_legend(struct strbuf *sb, const bool kinds[3], bool diff, int 
 				x, y, diff_legend[i].label, x - iw, y - 9, diff_legend[i].colour);
 		x -= iw + 14;
 	}
-	if (diff)
+	if (lg->diff)
 		return err ? err : sb_puts(sb, "</g>\n");
-	/* Right to left, so the last item ends at the margin. */
+	/* Right to left, so the last item ends at the margin. Off-CPU states on a row of their
+	 * own, below (frames_top). */
+	for (i = WAIT_NR - 1; lg->wall && i > WAIT_RUNNING && !err; i--) {
+		if (!lg->states[i])
+			continue;
+		err = sb_printf(sb,
+				"<text class=\"end\" x=\"%d\" y=\"%d\">off-CPU: %s</text>"
+				"<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" rx=\"2\" "
+				"fill=\"rgb(%d,%d,%d)\"/>\n",
+				x, y + 18, wait_state_name(i), x - state_item_width(i), y + 9,
+				state_rgb[i][0], state_rgb[i][1], state_rgb[i][2]);
+		x -= state_item_width(i) + 14;
+	}
+	x = width - PAD;
 	for (i = ARRAY_SIZE(legend) - 1; i >= 0 && !err; i--) {
-		if (!kinds[legend[i].kind])
+		if (!lg->kinds[legend[i].kind])
 			continue;
 		err = sb_printf(sb,
 				"<text class=\"end\" x=\"%d\" y=\"%d\">%s</text>"
@@ -882,12 +1023,30 @@ static int append_legend(struct strbuf *sb, const bool kinds[3], bool diff, int 
 	return err;
 }
 
+/* A wall-clock frame's time in seconds, its share, and the seconds in each state it was in. */
+static int append_wall_title(struct strbuf *sb, const struct fg *g, const struct fg_box *b,
+			     uint64_t total)
+{
+	const uint64_t *w = b->node < g->capstate ? &g->state_w[(size_t)b->node * WAIT_NR] : NULL;
+	int err, st, n = 0;
+
+	err = sb_printf(sb, "\n%.3f s, %.2f%%", b->count / 1e9, 100.0 * b->count / total);
+	for (st = 0; w && st < WAIT_NR && !err; st++) {
+		if (!w[st])
+			continue;
+		err = sb_printf(sb, "%s%s %.3f s", n++ ? ", " : "\n", wait_state_name(st),
+				w[st] / 1e9);
+	}
+	return err;
+}
+
 /* A frame of the graph @g, in panel @panel of a multi-graph image (-1: the only graph). */
 static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_box *b, int panel)
 {
 	char cnt[32];
 	uint64_t total = g->nodes[0].total;
 	uint8_t rgb[3] = {200, 200, 190}; /* the root: neutral */
+	bool off;
 	int err;
 
 	if (!b->root) {
@@ -898,15 +1057,21 @@ static int append_frame(struct strbuf *sb, const struct fg *g, const struct fg_b
 	if (g->diff)
 		diff_rgb(g, b, rgb);
 	fmt_thousands(cnt, sizeof(cnt), b->count);
-	err = sb_printf(sb, "<g class=\"%s\" data-o=\"%llu\" data-n=\"%llu\"", kind_class(b),
-			(unsigned long long)b->offset, (unsigned long long)b->count);
+	/* Wall-clock: a frame whose time is all off-CPU is drawn faded. */
+	off = g->wall && b->node < g->capstate && b->node &&
+	      !g->state_w[(size_t)b->node * WAIT_NR + WAIT_RUNNING];
+	err = sb_printf(sb, "<g class=\"%s%s\" data-o=\"%llu\" data-n=\"%llu\"", kind_class(b),
+			off ? " off" : "", (unsigned long long)b->offset,
+			(unsigned long long)b->count);
 	if (!err && panel >= 0)
 		err = sb_printf(sb, " data-p=\"%d\"", panel);
 	if (!err)
 		err = sb_puts(sb, "><title>");
 	if (!err)
 		err = append_escaped(sb, b->name);
-	if (!err)
+	if (!err && g->wall)
+		err = append_wall_title(sb, g, b, total);
+	else if (!err)
 		err = sb_printf(sb, "\n%s sample%s, %.2f%%", cnt, b->count == 1 ? "" : "s",
 				100.0 * b->count / total);
 	if (!err && g->diff)
@@ -1055,17 +1220,18 @@ static int render(const struct fg_panel *pns, size_t n, bool panels, const struc
 		  struct strbuf *out)
 {
 	struct placed *pl = NULL;
-	bool kinds[3] = {false, false, false}, diff = !panels && pns[0].g->diff;
-	int width, top = TOP + (panels ? PANEL_HEAD : 0), height, max_depth = 0, err;
+	struct legend_set lg;
+	bool diff = !panels && pns[0].g->diff;
+	int width, top, height, max_depth = 0, err;
 	const char *title = o->title && *o->title ? o->title : "Flame Graph";
 	uint64_t total = 0;
 	size_t i, k, nboxes = 0;
 
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i++)
 		total += pns[i].g->nodes[0].total;
-		for (k = 0; k < ARRAY_SIZE(kinds); k++)
-			kinds[k] |= pns[i].g->kinds[k];
-	}
+	legend_of(&lg, pns, n, diff);
+	/* Below the legend (a row more for wall-clock graphs) and the panels' headings. */
+	top = (lg.wall ? TOP + 18 : TOP) + (panels ? PANEL_HEAD : 0);
 	if (!total)
 		return -ENODATA;
 	pl = calloc(n, sizeof(*pl));
@@ -1106,17 +1272,16 @@ static int render(const struct fg_panel *pns, size_t n, bool panels, const struc
 		err = sb_printf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">", width / 2);
 		/* Centred, clear of the legend on the right (so as much room on the left). */
 		if (!err)
-			err = append_cut(
-				out, o->subtitle,
-				(long)((width - 2 * (PAD + legend_width(kinds, diff) + 16)) /
-				       (FONT * CHAR_W)));
+			err = append_cut(out, o->subtitle,
+					 (long)((width - 2 * (PAD + legend_width(&lg) + 16)) /
+						(FONT * CHAR_W)));
 		if (!err)
 			err = sb_puts(out, "</text>\n");
 	}
 	if (!err)
-		err = append_legend(out, kinds, diff, width, 44);
+		err = append_legend(out, &lg, width, 44);
 	if (!err && panels)
-		err = append_headings(out, pl, n, TOP + 14);
+		err = append_headings(out, pl, n, top - PANEL_HEAD + 14);
 	if (!err)
 		err = sb_printf(
 			out,
@@ -1135,9 +1300,10 @@ static int render(const struct fg_panel *pns, size_t n, bool panels, const struc
 			"</g>\n"
 			"<script type=\"text/ecmascript\"><![CDATA[\n"
 			"var C = {width: %d, pad: %d, font: %d, fh: %d, top: %d, bottom: %d, "
-			"inverted: %s, total: %llu",
+			"inverted: %s, total: %llu, wall: %s",
 			width, PAD, FONT, FRAME_H, top, top + max_depth * FRAME_H,
-			o->inverted ? "true" : "false", (unsigned long long)total);
+			o->inverted ? "true" : "false", (unsigned long long)total,
+			lg.wall ? "true" : "false");
 	/* Numbers only: the panels' labels are read from their headings (escaped text). */
 	if (!err && panels) {
 		err = sb_puts(out, ", panels: [");

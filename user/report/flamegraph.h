@@ -50,8 +50,8 @@ int fg__add(struct fg *g, const uint32_t *syms, size_t n, uint64_t count);
 struct profile;
 
 /*
- * Add every sample of a loaded recording (profile.h), its frames named by framename.h.
- * Return 0 or -ENOMEM.
+ * Add every sample of a loaded recording (profile.h), its frames named by framename.h; a
+ * recording with off-CPU time makes a wall-clock graph (fg__wall). Return 0 or -ENOMEM.
  */
 int fg__add_profile(struct fg *g, const struct profile *p);
 
@@ -79,11 +79,20 @@ uint64_t fg__total(const struct fg *g);
 uint64_t fg__base_total(const struct fg *g);
 
 /*
+ * Is it a wall-clock graph: fg__add_profile was given a profile with off-CPU time
+ * (profile.wall)? Its weights are then nanoseconds (on-CPU and off-CPU time, the profile's
+ * samples.ns), each off-CPU stack has its state's pseudo-frame on top ("[off-CPU: lock]",
+ * coloured per state), the SVG shows seconds and which states each frame's time was in, and
+ * frames whose time is all off-CPU are drawn faded.
+ */
+bool fg__wall(const struct fg *g);
+
+/*
  * Append the folded stacks to @out: one line "root;...;leaf COUNT\n" per distinct stack
  * with samples of its own, every stack however small, lines in byte order (what
  * 'LC_ALL=C sort' gives), kernel frames suffixed "_[k]"; for a differential graph
- * "root;...;leaf BASELINE COUNT\n" for every stack with samples in either. Return 0 or
- * -ENOMEM.
+ * "root;...;leaf BASELINE COUNT\n" for every stack with samples in either. In a wall-clock
+ * graph COUNT is nanoseconds. Return 0 or -ENOMEM.
  */
 int fg__folded(struct fg *g, struct strbuf *out);
 
@@ -105,6 +114,8 @@ struct fg_box {
 	const char *name;   /* display name ("all" for the root) */
 	const char *module; /* or NULL */
 	enum frame_kind kind;
+	int state;     /* an off-CPU state's pseudo-frame (enum wait_state), else -1 */
+	uint32_t node; /* in the tree */
 	bool root;
 	int depth;			/* 0 = the root */
 	uint64_t offset;		/* samples to its left, counted over the whole graph */

@@ -1,7 +1,8 @@
 /*
  * The flame graph's interaction: user/report/flamegraph.c embeds this file in every SVG, after
  * the frames and the layout constants C (width, pad, font, fh = frame height, top, bottom,
- * inverted, total samples; panels when several graphs are drawn side by side: each one's left
+ * inverted, total samples; wall: weights are nanoseconds of wall-clock time, shown in seconds;
+ * panels when several graphs are drawn side by side: each one's left
  * edge x, width w and samples). Every frame is a <g> in #frames with data-o (samples to its
  * left in its graph), data-n (its samples), data-p (its panel, if there are panels), a class
  * (py, na, kn; rt for the root) and a <title> whose first line is its name. Geometry is
@@ -24,6 +25,7 @@ P.forEach(function (p, k) {
 });
 function pct(n, total) { return (100 * n / (total || C.total)).toFixed(2) + "%"; }
 function count(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
+function amount(n) { return C.wall ? (n / 1e9).toFixed(3) + " s" : count(n) + " samples"; }
 function shortName(f) {
   if (!f.py) return f.name;
   var p = f.name.indexOf(" (");
@@ -126,8 +128,8 @@ function search(s) {
     if (p.m) p.m.textContent = pct(n, p.total);
     sum += n;
   });
-  matched.textContent = "Matched: " + pct(sum) + " (" + count(sum) + " of " +
-    count(C.total) + " samples)";
+  matched.textContent = "Matched: " + pct(sum) + " (" + (C.wall ? amount(sum) : count(sum)) +
+    " of " + amount(C.total) + ")";
   searchBtn.textContent = "Reset Search";
 }
 function ask() {
@@ -143,7 +145,7 @@ box.addEventListener("click", function (ev) {
 box.addEventListener("mouseover", function (ev) {
   var f = frameOf(ev);
   if (f) details.textContent = (f.p.label ? f.p.label + ": " : "") + f.name + " (" +
-    count(f.n) + " samples, " + pct(f.n, f.p.total) + ")";
+    amount(f.n) + ", " + pct(f.n, f.p.total) + ")";
 });
 box.addEventListener("mouseout", function () { details.textContent = " "; });
 resetBtn.addEventListener("click", reset);

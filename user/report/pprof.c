@@ -8,6 +8,7 @@
 #include "base/bmap.h"
 #include "base/escape.h"
 #include "report/pprof.h"
+#include "bpf/waitclass.h"
 #include "report/protobuf.h"
 
 /* Profile message field numbers (profile.proto). */
@@ -290,15 +291,19 @@ static int sample(struct enc *e, const struct profile *p, const struct profile_s
 	const struct profile_stack *st = &p->stacks[s->stack];
 	const char *thread = profile__thread_name(p, s->pid, s->tid);
 	const struct profile_process *pr = profile__process(p, s->pid);
-	uint64_t values[2] = {s->count, s->count * period};
-	uint32_t d;
+	/* Wall-clock (off-CPU recordings): the time the samples stand for, on the CPU or off. */
+	uint64_t values[2] = {s->count, p->wall ? s->ns : s->count * period};
+	long state_frame = profile__state_frame(p, s->state);
+	uint32_t d, n = 0;
 	int err;
 
-	/* Leaf first, as the recording stores them. */
+	/* Leaf first, as the recording stores them; an off-CPU state's pseudo-frame before. */
+	if (state_frame >= 0)
+		locs[n++] = (uint64_t)state_frame + 1;
 	for (d = 0; d < st->n; d++)
-		locs[d] = p->refs[st->first + d] + 1;
+		locs[n++] = p->refs[st->first + d] + 1;
 	sb_reset(&e->msg);
-	err = pb_packed(&e->msg, SAMPLE_LOCATION_ID, locs, st->n);
+	err = pb_packed(&e->msg, SAMPLE_LOCATION_ID, locs, n);
 	if (!err)
 		err = pb_packed(&e->msg, SAMPLE_VALUE, values, 2);
 	if (!err)
@@ -309,6 +314,8 @@ static int sample(struct enc *e, const struct profile *p, const struct profile_s
 		err = label(e, "rank", NULL, pr->rank);
 	if (!err && thread)
 		err = label(e, "thread", thread, 0);
+	if (!err && p->wall)
+		err = label(e, "state", wait_state_name(s->state), 0);
 	if (!err)
 		err = pb_bytes(&e->out, PROFILE_SAMPLE, e->msg.buf, e->msg.len);
 	return err;
@@ -326,7 +333,7 @@ int pprof__encode(const struct profile *p, double frequency, struct strbuf *out)
 	e.mapping_ids = bmap__new();
 	for (i = 0; i < p->nstacks; i++)
 		maxn = p->stacks[i].n > maxn ? p->stacks[i].n : maxn;
-	locs = malloc(maxn * sizeof(*locs));
+	locs = malloc((maxn + 1) * sizeof(*locs)); /* + an off-CPU state's pseudo-frame */
 	if (!e.string_ids || !e.function_ids || !e.mapping_ids || !locs) {
 		err = -ENOMEM;
 		goto cleanup;
@@ -335,7 +342,7 @@ int pprof__encode(const struct profile *p, double frequency, struct strbuf *out)
 	if (!err)
 		err = value_type(&e, PROFILE_SAMPLE_TYPE, "samples", "count");
 	if (!err)
-		err = value_type(&e, PROFILE_SAMPLE_TYPE, "cpu", "nanoseconds");
+		err = value_type(&e, PROFILE_SAMPLE_TYPE, p->wall ? "wall" : "cpu", "nanoseconds");
 	if (!err)
 		err = executable_mappings(&e, p);
 	for (i = 0; !err && i < p->nframes; i++)
@@ -347,7 +354,7 @@ int pprof__encode(const struct profile *p, double frequency, struct strbuf *out)
 	if (!err)
 		err = pb_uint(&e.out, PROFILE_DURATION_NANOS, (uint64_t)(p->duration * 1e9));
 	if (!err)
-		err = value_type(&e, PROFILE_PERIOD_TYPE, "cpu", "nanoseconds");
+		err = value_type(&e, PROFILE_PERIOD_TYPE, p->wall ? "wall" : "cpu", "nanoseconds");
 	if (!err)
 		err = pb_uint(&e.out, PROFILE_PERIOD, period);
 	if (!err)

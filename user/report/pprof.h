@@ -4,7 +4,10 @@
  * the format 'go tool pprof', Pyroscope, Parca and speedscope read.
  *
  *   sample types    samples/count and cpu/nanoseconds (count x the sampling period,
- *                   1e9 / meta 'frequency'); period_type cpu/nanoseconds
+ *                   1e9 / meta 'frequency'); period_type cpu/nanoseconds. A wall-clock
+ *                   profile (profile.wall: record --off-cpu) has wall/nanoseconds instead
+ *                   (samples.ns), a label state, and each off-CPU stack's state pseudo-frame
+ *                   as its leaf
  *   samples         one per (pid, tid, stack), locations leaf first, labels pid and tid
  *                   (numbers) and thread (its name)
  *   locations       one per frame of the recording, one line each (function, line)

@@ -27,6 +27,7 @@ struct priv {
 	char **strings;
 	size_t nstrings, capstrings;
 	struct idmap frame_ids, stack_ids;
+	long state_frames[WAIT_NR]; /* p->wall: index of each state's pseudo-frame */
 };
 
 static int idmap_push(struct idmap *m, int64_t id)
@@ -79,16 +80,11 @@ static void idmap_free(struct idmap *m)
 	free(m->dense);
 }
 
-/* A copy of column @i (NULL stays NULL), owned by the profile. */
-static int keep_column(struct profile *p, sqlite3_stmt *st, int i, const char **out)
+/* Make the malloc'd string @s the profile's (freed with it). 0 or -ENOMEM (@s stays yours). */
+static int keep_string(struct profile *p, char *s)
 {
 	struct priv *pv = p->priv;
-	const unsigned char *s = sqlite3_column_text(st, i);
-	char *copy;
 
-	*out = NULL;
-	if (!s)
-		return 0;
 	if (pv->nstrings == pv->capstrings) {
 		size_t cap = pv->capstrings ? pv->capstrings * 2 : 1024;
 		char **tmp = realloc(pv->strings, cap * sizeof(*tmp));
@@ -98,10 +94,26 @@ static int keep_column(struct profile *p, sqlite3_stmt *st, int i, const char **
 		pv->strings = tmp;
 		pv->capstrings = cap;
 	}
+	pv->strings[pv->nstrings++] = s;
+	return 0;
+}
+
+/* A copy of column @i (NULL stays NULL), owned by the profile. */
+static int keep_column(struct profile *p, sqlite3_stmt *st, int i, const char **out)
+{
+	const unsigned char *s = sqlite3_column_text(st, i);
+	char *copy;
+
+	*out = NULL;
+	if (!s)
+		return 0;
 	copy = strdup((const char *)s);
 	if (!copy)
 		return -ENOMEM;
-	pv->strings[pv->nstrings++] = copy;
+	if (keep_string(p, copy)) {
+		free(copy);
+		return -ENOMEM;
+	}
 	*out = copy;
 	return 0;
 }
@@ -264,7 +276,7 @@ struct sample_key {
 	int64_t ts;
 	int32_t pid, tid;
 	uint32_t stack;
-	uint32_t pad;
+	uint32_t state;
 };
 
 static int cmp_sample(const void *a, const void *b)
@@ -277,7 +289,9 @@ static int cmp_sample(const void *a, const void *b)
 		return x->tid < y->tid ? -1 : 1;
 	if (x->ts != y->ts)
 		return x->ts < y->ts ? -1 : 1;
-	return x->stack < y->stack ? -1 : x->stack > y->stack;
+	if (x->stack != y->stack)
+		return x->stack < y->stack ? -1 : 1;
+	return x->state < y->state ? -1 : x->state > y->state;
 }
 
 /* Does @table (a table or view of @db) have @column? 1, 0, or -EIO. */
@@ -300,7 +314,39 @@ static int has_column(sqlite3 *db, const char *table, const char *column)
 
 int profile__has_states(sqlite3 *db)
 {
-	return has_column(db, "samples", "state");
+	sqlite3_stmt *st = NULL;
+	int found = has_column(db, "samples", "state"), rc;
+
+	if (found != 1)
+		return found;
+	/* record writes meta off_cpu; other writers: any row in another state than running. */
+	rc = sqlite3_prepare_v2(db,
+				"SELECT CAST(value AS INTEGER) > 0 FROM meta WHERE key = 'off_cpu'",
+				-1, &st, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+		found = sqlite3_column_int(st, 0) > 0;
+		sqlite3_finalize(st);
+		return found;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	found = 0;
+	if (has_column(db, "sample_counts", "state") == 1)
+		rc = sqlite3_prepare_v2(
+			db,
+			"SELECT 1 FROM sample_counts WHERE state NOT IN (0, 'running')"
+			" LIMIT 1",
+			-1, &st, NULL);
+	else
+		rc = sqlite3_prepare_v2(
+			db,
+			"SELECT 1 FROM sample_times WHERE state NOT IN (0, 'running')"
+			" LIMIT 1",
+			-1, &st, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		found = 1;
+	sqlite3_finalize(st);
+	return found;
 }
 
 int profile__state_code(const char *name, int *code)
@@ -338,9 +384,10 @@ int profile__t0(sqlite3 *db, int64_t *t0)
 }
 
 /*
- * The query that reads the samples @flt selects, with its parameters bound, into *@out.
- * Counts come from the physical table sample_counts; with a state filter from whichever of
- * sample_counts and the view sample_times has the state column (off-CPU recordings).
+ * The query that reads the samples @flt selects, with its parameters bound, into *@out: columns
+ * ts, pid, tid, stack_id, count, state (a number or a name; 0 when the recording has no states)
+ * and ns (NULL when it does not say). Counts come from the physical table sample_counts, or
+ * from the view sample_times when only it has the state column (recordings of other writers).
  */
 enum samples_query {
 	SAMPLE_ROWS,	   /* (ts, pid, tid, stack_id, count) */
@@ -353,12 +400,18 @@ static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, enum s
 {
 	bool per_second = what == SAMPLES_BY_SECOND;
 	char *query = NULL;
-	const char *table = "sample_counts";
+	const char *table = "sample_counts", *state = "0", *ns = "NULL";
 	struct strbuf sql = {0};
 	sqlite3_stmt *st = NULL;
 	int64_t t0 = 0;
 	int err, code = -1;
 
+	if (has_column(db, "sample_counts", "state") == 1)
+		state = "state";
+	else if (has_column(db, "sample_times", "state") == 1)
+		table = "sample_times", state = "state";
+	if (has_column(db, table, "ns") == 1)
+		ns = "ns";
 	if (flt && flt->state) {
 		if (profile__state_code(flt->state, &code)) {
 			pr_warn("unknown thread state '%s': the states are running, runnable, "
@@ -366,13 +419,9 @@ static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, enum s
 				flt->state);
 			return -EINVAL;
 		}
-		if (has_column(db, "sample_counts", "state") == 1)
-			table = "sample_counts";
-		else if (has_column(db, "sample_times", "state") == 1)
-			table = "sample_times";
-		else {
+		if (!strcmp(state, "0") || (code != WAIT_RUNNING && profile__has_states(db) != 1)) {
 			pr_warn("this recording has no thread states (its samples are on-CPU time "
-				"only): leave out the state filter");
+				"only; record --off-cpu records them): leave out the state filter");
 			return -EINVAL;
 		}
 	}
@@ -385,9 +434,10 @@ static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, enum s
 	err = per_second ? sb_puts(&sql, "SELECT ts, SUM(count) FROM (") : 0;
 	err = err
 		      ?: sb_printf(&sql,
-				   "SELECT ts, pid, tid, stack_id, count FROM %s"
+				   "SELECT ts, pid, tid, stack_id, count, %s AS state, %s AS ns "
+				   "FROM %s"
 				   " WHERE (?1 = 0 OR pid = ?1) AND (?2 = 0 OR tid = ?2)",
-				   table);
+				   state, ns, table);
 	if (!err && flt && (flt->flags & PROFILE_RANK))
 		err = sb_puts(&sql, " AND pid IN (SELECT pid FROM processes WHERE rank = ?3)");
 	/* Second ts covers [ts, ts + 1): it overlaps [from, to) when ts > from - 1, ts < to. */
@@ -431,6 +481,20 @@ static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, enum s
 	return 0;
 }
 
+/* Column @i of a samples row as a state code: a number, or a name (WAIT_OTHER if unknown). */
+static uint32_t column_state(sqlite3_stmt *st, int i)
+{
+	const char *name;
+	int code;
+
+	if (sqlite3_column_type(st, i) != SQLITE_TEXT) {
+		code = sqlite3_column_int(st, i);
+		return code >= 0 && code < WAIT_NR ? (uint32_t)code : WAIT_OTHER;
+	}
+	name = (const char *)sqlite3_column_text(st, i);
+	return name && !profile__state_code(name, &code) ? (uint32_t)code : WAIT_OTHER;
+}
+
 static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct profile *p)
 {
 	struct priv *pv = p->priv;
@@ -439,6 +503,8 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 	sqlite3_stmt *st = NULL;
 	struct sample_key k;
 	int64_t cur_id = -1, cur = -1, count;
+	/* A sample stands for one period when the recording does not say (older recordings). */
+	uint64_t period = (uint64_t)(1e9 / (p->frequency > 0 ? p->frequency : 99) + 0.5), ns;
 	size_t cap = 0;
 	uint64_t *slot;
 	int rc, err = 0, inserted;
@@ -466,10 +532,14 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 		count = sqlite3_column_int64(st, 4);
 		if (count <= 0)
 			continue;
+		ns = sqlite3_column_type(st, 6) == SQLITE_NULL
+			     ? count * period
+			     : (uint64_t)sqlite3_column_int64(st, 6);
 		k.ts = by_time ? sqlite3_column_int64(st, 0) : 0;
 		k.pid = sqlite3_column_int(st, 1);
 		k.tid = sqlite3_column_int(st, 2);
 		k.stack = cur;
+		k.state = column_state(st, 5);
 		slot = bmap__upsert(index, &k, sizeof(k), p->nsamples, &inserted);
 		if (!slot) {
 			err = -ENOMEM;
@@ -485,11 +555,15 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 			s->pid = k.pid;
 			s->tid = k.tid;
 			s->stack = k.stack;
+			s->state = k.state;
 			s->ts = k.ts;
 			s->count = 0;
+			s->ns = 0;
 		}
 		p->samples[*slot].count += count;
+		p->samples[*slot].ns += ns;
 		p->total += count;
+		p->total_ns += ns;
 	}
 	if (rc != SQLITE_DONE) {
 		err = sql_fail(db, "sample counts");
@@ -598,6 +672,48 @@ static int load_meta(sqlite3 *db, struct profile *p)
 	return rc == SQLITE_DONE ? 0 : sql_fail(db, "meta data");
 }
 
+/*
+ * Does the recording have off-CPU time? meta off_cpu says so (record --off-cpu); without it (other
+ * writers), any row in another state than running. Then add the states' pseudo-frames.
+ */
+static int load_wall(sqlite3 *db, struct profile *p)
+{
+	struct priv *pv = p->priv;
+	size_t cap = p->nframes, i;
+	int found = profile__has_states(db) == 1;
+
+	p->wall = found;
+	for (i = 0; i < WAIT_NR; i++)
+		pv->state_frames[i] = -1;
+	if (!p->wall)
+		return 0;
+	for (i = WAIT_RUNNING + 1; i < WAIT_NR; i++) {
+		struct frame *f;
+		char *name;
+
+		if (grow_array(&p->frames, &cap, p->nframes + 1, sizeof(*p->frames)) ||
+		    asprintf(&name, "[off-CPU: %s]", wait_state_name(i)) < 0)
+			return -ENOMEM;
+		if (keep_string(p, name)) {
+			free(name);
+			return -ENOMEM;
+		}
+		f = &p->frames[p->nframes];
+		memset(f, 0, sizeof(*f));
+		f->kind = FRAME_NATIVE;
+		f->func = name;
+		pv->state_frames[i] = p->nframes++;
+	}
+	return 0;
+}
+
+long profile__state_frame(const struct profile *p, unsigned int state)
+{
+	const struct priv *pv = p->priv;
+
+	return p->wall && state < WAIT_NR ? pv->state_frames[state] : -1;
+}
+
 int profile__load(sqlite3 *db, const struct profile_filter *f, struct profile **out)
 {
 	struct profile *p;
@@ -620,6 +736,8 @@ int profile__load(sqlite3 *db, const struct profile_filter *f, struct profile **
 		err = load_frames(db, p);
 	if (!err)
 		err = load_stacks(db, p);
+	if (!err)
+		err = load_wall(db, p);
 	if (!err)
 		err = load_samples(db, f, p);
 	if (!err)

@@ -26,8 +26,11 @@ struct profile_stack {
 struct profile_sample {
 	pid_t pid, tid;
 	uint32_t stack; /* index in profile.stacks */
+	uint32_t state; /* enum wait_state (bpf/waitclass.h): WAIT_RUNNING for on-CPU samples */
 	int64_t ts;	/* the second (unix time) with PROFILE_BY_TIME, else 0 */
 	uint64_t count;
+	uint64_t ns; /* the thread's time they stand for (samples.ns; count x period if the
+		      * recording does not say) */
 };
 
 struct profile_thread {
@@ -50,8 +53,8 @@ struct profile {
 	size_t nstacks;
 	uint32_t *refs; /* frame indices, see profile_stack */
 	/*
-	 * Sample counts summed per (pid, tid, stack) — per (ts, pid, tid, stack) with
-	 * PROFILE_BY_TIME — sorted by pid, tid (, ts), stack.
+	 * Sample counts summed per (pid, tid, stack, state) — per (ts, pid, tid, stack, state)
+	 * with PROFILE_BY_TIME — sorted by pid, tid (, ts), stack, state.
 	 */
 	struct profile_sample *samples;
 	size_t nsamples;
@@ -59,7 +62,13 @@ struct profile {
 	size_t nthreads;
 	struct profile_process *processes; /* sorted by pid */
 	size_t nprocesses;
-	uint64_t total;	  /* samples loaded (after filtering) */
+	uint64_t total;	   /* samples loaded (after filtering) */
+	uint64_t total_ns; /* the time they stand for */
+	/*
+	 * The recording has off-CPU time (record --off-cpu): reports weigh stacks by time (ns)
+	 * and show the state of off-CPU stacks (profile__state_frame).
+	 */
+	bool wall;
 	double frequency; /* meta 'frequency' in Hz, 0 if the recording does not say */
 	double start;	  /* meta 'start' in unix seconds, 0 if unknown */
 	double duration;  /* meta 'duration' in seconds, 0 if unknown */
@@ -112,8 +121,10 @@ void profile__explain_empty(sqlite3 *db, const char *path, const struct profile_
 int profile__t0(sqlite3 *db, int64_t *t0);
 
 /*
- * Does the samples view of the recording @db have thread states (a `state` column, written by
- * off-CPU recording)? 1, 0, or -EIO.
+ * Does the recording @db have thread states other than running: was it recorded with --off-cpu
+ * (meta off_cpu), or, for other writers, has its samples view a `state` column with rows in
+ * other states? (Every recording of record has the column; without --off-cpu all its rows are
+ * 'running'.) 1, 0, or -EIO.
  */
 int profile__has_states(sqlite3 *db);
 
@@ -161,6 +172,13 @@ void profile__free_rank_deviation(struct profile_rank_deviation *rows, size_t n)
 
 /* The process @pid, or NULL. */
 const struct profile_process *profile__process(const struct profile *p, pid_t pid);
+
+/*
+ * The pseudo-frame reports put on top of a stack in off-CPU state @state ("[off-CPU: lock]",
+ * kind FRAME_NATIVE, no module): its index in p->frames, or -1 for WAIT_RUNNING and in a
+ * profile that is not p->wall.
+ */
+long profile__state_frame(const struct profile *p, unsigned int state);
 
 /* The thread name of (@pid, @tid) or NULL. */
 const char *profile__thread_name(const struct profile *p, pid_t pid, pid_t tid);

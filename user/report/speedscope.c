@@ -53,6 +53,12 @@ static int frames_json(const struct profile *p, struct strbuf *sb)
 	return err;
 }
 
+/* What a sample weighs: its count, or in a wall-clock profile (off-CPU recordings) its ns. */
+static uint64_t weight(const struct profile *p, const struct profile_sample *s)
+{
+	return p->wall ? s->ns : s->count;
+}
+
 /* One profile: the samples [first, end) of one thread. */
 static int thread_json(const struct profile *p, size_t first, size_t end, struct strbuf *sb,
 		       FILE *f)
@@ -66,7 +72,7 @@ static int thread_json(const struct profile *p, size_t first, size_t end, struct
 	int err;
 
 	for (i = first; i < end; i++)
-		total += p->samples[i].count;
+		total += weight(p, &p->samples[i]);
 	err = sb_puts(sb, "{\"type\":\"sampled\",\"name\":");
 	if (!err) {
 		struct strbuf name = {0};
@@ -84,16 +90,20 @@ static int thread_json(const struct profile *p, size_t first, size_t end, struct
 	}
 	if (!err)
 		err = sb_printf(sb,
-				",\"unit\":\"none\",\"startValue\":0,\"endValue\":%llu,"
+				",\"unit\":\"%s\",\"startValue\":0,\"endValue\":%llu,"
 				"\"samples\":[",
-				(unsigned long long)total);
+				p->wall ? "nanoseconds" : "none", (unsigned long long)total);
 	for (i = first; !err && i < end; i++) {
 		const struct profile_stack *st = &p->stacks[p->samples[i].stack];
+		long state_frame = profile__state_frame(p, p->samples[i].state);
 
 		err = sb_puts(sb, i > first ? ",\n[" : "\n[");
 		/* speedscope wants the root first; the recording has the leaf at depth 0. */
 		for (d = 0; !err && d < st->n; d++)
 			err = sb_printf(sb, d ? ",%u" : "%u", p->refs[st->first + st->n - 1 - d]);
+		/* Off-CPU: the state's pseudo-frame on top ("[off-CPU: lock]"). */
+		if (!err && state_frame >= 0)
+			err = sb_printf(sb, st->n ? ",%ld" : "%ld", state_frame);
 		if (!err)
 			err = sb_puts(sb, "]");
 		if (!err)
@@ -103,7 +113,7 @@ static int thread_json(const struct profile *p, size_t first, size_t end, struct
 		err = sb_puts(sb, "],\n\"weights\":[");
 	for (i = first; !err && i < end; i++) {
 		err = sb_printf(sb, i > first ? ",%llu" : "%llu",
-				(unsigned long long)p->samples[i].count);
+				(unsigned long long)weight(p, &p->samples[i]));
 		if (!err)
 			err = drain(sb, f, false);
 	}

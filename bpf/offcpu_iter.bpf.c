@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: (GPL-2.0 OR MIT)
+/*
+ * The off-CPU stack fetcher (record --off-cpu): a sleepable task iterator the recorder runs over
+ * the threads of a target when the sweep (sampler.bpf.c) left blocks whose stack it could not
+ * take: blocked threads that neither shared their memory with the CPU that swept them nor were
+ * woken by a thread of their process (a sleep, a timed wait, I/O, a wait that lasts: a hung
+ * process). A sleepable program reads any task's memory (bpf_copy_from_user_task), so it takes
+ * the stack of such a block while it lasts, once, as a sample (SAMPLE_F_OFFCPU_ITER) into the
+ * sampler's ring buffer. Its own scratch memory: it runs preemptible, and the sampler's per-CPU
+ * buffers may be in use by an interrupt on the same CPU.
+ *
+ * The maps off_threads, off_want, py_procs, py_tstates and events are the sampler's (the
+ * recorder makes them shared before loading this object).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+#include "sampler.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Set by userspace before load, as the sampler's. */
+const volatile __u32 stack_size = SAMPLER_MAX_STACK;
+const volatile bool want_kernel = false;
+const volatile bool want_python = true;
+
+/* What the runs did, read by the recorder. */
+__u64 iter_sent, iter_torn, iter_lost;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct off_thread);
+} off_threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct off_want);
+} off_want SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct py_proc_cfg);
+} py_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} events SEC(".maps");
+
+#define PY_AREA	   0x8000 /* as sampler.bpf.c's */
+#define STACK_AREA 0x10000
+#define CHUNK_MAX  0x2000
+#define PAGE	   4096
+
+struct iter_scratch {
+	struct sample_event hdr;
+	__u8 data[PY_AREA + STACK_AREA + CHUNK_MAX];
+};
+
+/* One buffer: only the recorder's thread runs this program, one run at a time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iter_scratch);
+} iter_scratch SEC(".maps");
+
+#define PYSTACK_TASK_READER
+#include "pystack.bpf.h"
+
+/* pt_regs into the DWARF-ordered array libdw wants (as sampler.bpf.c's copy_regs). */
+static __always_inline void copy_regs(__u64 *r, const struct pt_regs *p)
+{
+	r[DWREG_RAX] = p->ax;
+	r[DWREG_RDX] = p->dx;
+	r[DWREG_RCX] = p->cx;
+	r[DWREG_RBX] = p->bx;
+	r[DWREG_RSI] = p->si;
+	r[DWREG_RDI] = p->di;
+	r[DWREG_RBP] = p->bp;
+	r[DWREG_RSP] = p->sp;
+	r[DWREG_R8] = p->r8;
+	r[DWREG_R9] = p->r9;
+	r[DWREG_R10] = p->r10;
+	r[DWREG_R11] = p->r11;
+	r[DWREG_R12] = p->r12;
+	r[DWREG_R13] = p->r13;
+	r[DWREG_R14] = p->r14;
+	r[DWREG_R15] = p->r15;
+	r[DWREG_RIP] = p->ip;
+}
+
+/* Where the thread's stack ends (as sampler.bpf.c's stack_top): 0 when unknown. */
+static __always_inline __u64 stack_top(struct task_struct *task, __u32 tgid, __u32 tid,
+				       __u64 fsbase, __u64 sp)
+{
+	__u64 top = fsbase;
+
+	if (tid == tgid)
+		top = BPF_CORE_READ(task, mm, start_stack) + 8;
+	return top > sp && top - sp <= SAMPLER_MAX_STACK ? top : 0;
+}
+
+struct task_copy {
+	struct task_struct *task;
+	__u8 *dst;
+	__u64 sp;
+	__u32 want, off, flags;
+};
+
+/* One page of the task's stack (a bpf_loop callback). Returns 1 to stop. */
+static long copy_task_page(__u32 i, void *arg)
+{
+	struct task_copy *c = arg;
+	__u32 chunk = PAGE - ((c->sp + c->off) & (PAGE - 1));
+
+	if (c->off >= c->want)
+		return 1;
+	if (chunk > c->want - c->off)
+		chunk = c->want - c->off;
+	chunk &= CHUNK_MAX - 1;
+	if (bpf_copy_from_user_task(c->dst + (c->off & (STACK_AREA - 1)), chunk,
+				    (const void *)(c->sp + c->off), c->task, 0)) {
+		c->flags |= SAMPLE_F_STACK_SHORT;
+		return 1;
+	}
+	c->off += chunk;
+	return 0;
+}
+
+SEC("iter.s/task")
+int off_fetch(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	__u32 zero = 0, ktid, pyb = 0, kb = 0, size;
+	struct iter_scratch *s;
+	struct sample_event *e;
+	struct off_thread *th;
+	struct off_want *want;
+	struct pt_regs *regs;
+	struct task_copy tc = {};
+	__u64 block;
+
+	if (!task)
+		return 0;
+	want = bpf_task_storage_get(&off_want, task, 0, 0);
+	if (!want || !want->block)
+		return 0;
+	block = want->block;
+	want->block = 0;
+	if (task->on_cpu || task->nvcsw + task->nivcsw != block)
+		return 0; /* that block is over */
+	ktid = task->pid;
+	th = bpf_map_lookup_elem(&off_threads, &ktid);
+	s = bpf_map_lookup_elem(&iter_scratch, &zero);
+	if (!th || !s)
+		return 0;
+	e = &s->hdr;
+	e->type = EVENT_SAMPLE;
+	e->pid = th->pid;
+	e->tid = th->tid;
+	e->ns_pid = th->ns_pid;
+	e->ns_tid = th->ns_tid;
+	BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
+	e->cpu = bpf_get_smp_processor_id();
+	e->time_ns = bpf_ktime_get_ns();
+	e->flags = SAMPLE_F_OFFCPU | SAMPLE_F_OFFCPU_ITER;
+	e->block = block;
+	e->stack_len = 0;
+	e->py_len = 0;
+	e->kstack_len = 0;
+	e->py_status = PY_NONE;
+	e->fsbase = task->thread.fsbase;
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs || (regs->cs & 3) != 3) {
+		e->flags |= SAMPLE_F_NO_USER_REGS;
+		__builtin_memset(e->regs, 0, sizeof(e->regs));
+	} else {
+		copy_regs(e->regs, regs);
+	}
+	if (want_python) {
+		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &e->pid);
+
+		if (cfg) {
+			__u32 n = py_walk(cfg, e->pid, e->fsbase, task,
+					  (struct py_frame_rec *)s->data, &e->py_status, &e->flags);
+
+			if (n > SAMPLER_MAX_PYDEPTH)
+				n = SAMPLER_MAX_PYDEPTH;
+			e->py_len = n;
+			pyb = n * sizeof(struct py_frame_rec);
+		}
+	}
+	if (want_kernel) {
+		long r = bpf_get_task_stack(task, s->data + (pyb & (PY_AREA / 2 - 1)),
+					    SAMPLER_MAX_KSTACK * sizeof(__u64), 0);
+
+		if (r > 0) {
+			kb = r & ((SAMPLER_MAX_KSTACK * sizeof(__u64)) * 2 - 1);
+			e->kstack_len = kb / sizeof(__u64);
+			kb = e->kstack_len * sizeof(__u64);
+		}
+	}
+	if (!(e->flags & SAMPLE_F_NO_USER_REGS)) {
+		__u64 top = stack_top(task, e->pid, e->tid, e->fsbase, e->regs[DWREG_RSP]);
+
+		tc.task = task;
+		tc.dst = s->data + ((pyb + kb) & (PY_AREA - 1));
+		tc.sp = e->regs[DWREG_RSP];
+		tc.want = stack_size > SAMPLER_MAX_STACK ? SAMPLER_MAX_STACK : stack_size;
+		if (top && top - tc.sp <= tc.want)
+			tc.want = (top - tc.sp + 7) & ~7u;
+		bpf_loop(SAMPLER_MAX_STACK / PAGE + 1, copy_task_page, &tc, 0);
+		e->flags |= tc.flags;
+		e->stack_len = tc.off & ~7u;
+	}
+	/* Reading may sleep: a thread that ran meanwhile left a torn copy. */
+	if (task->on_cpu || task->nvcsw + task->nivcsw != block) {
+		iter_torn++;
+		return 0;
+	}
+	size = sizeof(*e) + pyb + kb + e->stack_len;
+	if (size > sizeof(*s))
+		return 0;
+	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP))
+		iter_lost++;
+	else
+		iter_sent++;
+	return 0;
+}
