@@ -170,9 +170,8 @@ static int offcpu_kernel_check(void)
 	}
 	for (i = 0; i < ARRAY_SIZE(fields) && !err; i++) {
 		if (!btf_has_member(btf, "task_struct", fields[i])) {
-			pr_warn("--off-cpu needs the field task_struct.%s, which this kernel does "
-				"not "
-				"have",
+			pr_warn("--off-cpu needs the field task_struct.%s, which this kernel "
+				"does not have",
 				fields[i]);
 			err = -EOPNOTSUPP;
 		}
