@@ -142,24 +142,19 @@ static __always_inline long py_first_frame(const struct py_proc_cfg *cfg, __u64 
 	return bpf_probe_read_user(frame, 8, (const void *)(p + off2));
 }
 
-/* Walk the Python stack of the current task. @cfg: the process's config; @tgid: its
- * pid as the py_tstates map is keyed (struct py_tstate_key);
- * @fsbase: the task's TLS base (task->thread.fsbase); @out: room for
- * SAMPLER_MAX_PYDEPTH records. Returns the number of frames written; sets
- * *status (enum py_status) and ORs SAMPLE_F_PY_TRUNCATED into *flags. */
-static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
-				     struct py_frame_rec *out, __s32 *status, __u32 *flags)
+/*
+ * py_walk with the header copies in @s rather than in the per-CPU map py_scratch: for
+ * programs that may be preempted (uprobes run with preemption enabled, so another program on
+ * the same CPU could overwrite a per-CPU buffer half-way through the walk).
+ */
+static __always_inline __u32 py_walk_in(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
+					struct py_frame_rec *out, struct py_scratch *s,
+					__s32 *status, __u32 *flags)
 {
-	struct py_walk_ctx c = {};
+	struct py_walk_ctx c = {.s = s};
 	struct py_tstate_key key = {};
 	__u64 tstate, frame, *mapped;
-	__u32 zero = 0;
 
-	c.s = bpf_map_lookup_elem(&py_scratch, &zero);
-	if (!c.s) {
-		*status = PY_READ_ERROR;
-		return 0;
-	}
 	tstate = py_tss_tstate(cfg, fsbase);
 	if (!py_tstate_valid(cfg, tstate, fsbase)) {
 		key.pid = tgid;
@@ -187,6 +182,24 @@ static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, 
 	*status = c.w.status;
 	*flags |= c.w.flags;
 	return c.w.n;
+}
+
+/* Walk the Python stack of the current task. @cfg: the process's config; @tgid: its
+ * pid as the py_tstates map is keyed (struct py_tstate_key);
+ * @fsbase: the task's TLS base (task->thread.fsbase); @out: room for
+ * SAMPLER_MAX_PYDEPTH records. Returns the number of frames written; sets
+ * *status (enum py_status) and ORs SAMPLE_F_PY_TRUNCATED into *flags. */
+static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
+				     struct py_frame_rec *out, __s32 *status, __u32 *flags)
+{
+	__u32 zero = 0;
+	struct py_scratch *s = bpf_map_lookup_elem(&py_scratch, &zero);
+
+	if (!s) {
+		*status = PY_READ_ERROR;
+		return 0;
+	}
+	return py_walk_in(cfg, tgid, fsbase, out, s, status, flags);
 }
 
 #endif

@@ -53,6 +53,11 @@ static const char usage_text[] =
 	"      --no-native         do not unwind native stacks (keep only the function that was\n"
 	"                          running)\n"
 	"      --children          also record child processes the targets start\n"
+	"      --no-comm           do not record collective communication calls. By default\n"
+	"                          the collectives of PyTorch's gloo process groups (libtorch)\n"
+	"                          and NCCL's API (libnccl) are recorded with uprobes in the\n"
+	"                          targets that load those libraries, now or later: the table\n"
+	"                          collectives (docs/sql.md) and the stragglers in the summary\n"
 	"  -v, --verbose           more diagnostics (repeat for more)\n"
 	"  -h, --help              this help\n"
 	"\n"
@@ -69,6 +74,7 @@ enum {
 	OPT_CHILDREN,
 	OPT_PY_DEPTH,
 	OPT_FORCE,
+	OPT_NO_COMM,
 };
 
 static const struct option long_opts[] = {
@@ -82,6 +88,7 @@ static const struct option long_opts[] = {
 	{"no-python", no_argument, NULL, OPT_NO_PYTHON},
 	{"py-depth", required_argument, NULL, OPT_PY_DEPTH},
 	{"children", no_argument, NULL, OPT_CHILDREN},
+	{"no-comm", no_argument, NULL, OPT_NO_COMM},
 	{"force", no_argument, NULL, OPT_FORCE},
 	{"verbose", no_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
@@ -115,6 +122,7 @@ int cmd_record(int argc, char **argv)
 		.sampling = {.freq = 99, .stack_size = SAMPLER_MAX_STACK, .python = true},
 		.recorder = {.native = true, .python = true, .py_depth = 128},
 		.output = "probing.db",
+		.comm = true,
 		.argc = argc,
 		.argv = argv,
 	};
@@ -177,6 +185,9 @@ int cmd_record(int argc, char **argv)
 			break;
 		case OPT_CHILDREN:
 			o.sampling.children = true;
+			break;
+		case OPT_NO_COMM:
+			o.comm = false;
 			break;
 		case OPT_FORCE:
 			o.store_flags |= STORE_FORCE;

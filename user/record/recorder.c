@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 #include "base/procmaps.h"
 #include "python/pymerge.h"
 #include "python/pyproc.h"
+#include "record/collectives.h"
+#include "record/comm.h"
 #include "record/recorder.h"
 #include "native/stackbuild.h"
 #include "native/symbolize.h"
@@ -74,6 +77,8 @@ struct recorder {
 	size_t nthreads, capthreads;
 	struct bmap *thread_idx; /* (pid, tid) -> index + 1 */
 	struct threadnames *tn;	 /* Python thread names, read while the threads live */
+	struct comm *comm;	 /* probes on collectives libraries, or NULL (recorder__use_comm) */
+	struct collectives *cs;	 /* their events joined into rows */
 	int64_t mono_to_real_ns;
 	struct recorder_stats stats;
 	int live;		   /* targets not yet seen to exit */
@@ -163,6 +168,7 @@ void recorder__free(struct recorder *r)
 	if (!r)
 		return;
 	threadnames__free(r->tn);
+	collectives__free(r->cs);
 	for (i = 0; i < r->ntargets; i++) {
 		drop_dwproc(&r->targets[i]);
 		pyproc__free(r->targets[i].py);
@@ -443,6 +449,17 @@ static void start_target(struct recorder *r, struct target *t)
 	err = sampling__add_target(r->s, t->pid);
 	if (err)
 		pr_warn("pid %d: cannot add it to the sampler: %s", t->pid, strerror(-err));
+	if (r->comm)
+		comm__scan(r->comm, t->pid);
+}
+
+/* @t's collectives probes and what waits for their events belong to its old program. */
+static void forget_comm(struct recorder *r, struct target *t)
+{
+	if (r->comm)
+		comm__forget(r->comm, t->pid);
+	if (r->cs)
+		collectives__forget(r->cs, t->pid);
 }
 
 int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
@@ -536,6 +553,7 @@ static void target_exec(struct recorder *r, struct target *t, const struct proc_
 	char *cmd = NULL, *path;
 
 	drop_dwproc(t);	      /* its parent's too: the child's address space is new */
+	forget_comm(r, t);    /* the new program's libraries are probed when it maps them */
 	t->dp_failed = false; /* re-read lazily: the loader is still mapping */
 	/* Events are handled late: an interpreter found after the exec is the new program's
 	 * (and its threads' names are being read); one found before is the old one's. */
@@ -580,6 +598,7 @@ static void target_exited(struct recorder *r, struct target *t, double ts, bool 
 	}
 	if (from_event)
 		sampling__remove_target(r->s, t->pid);
+	forget_comm(r, t);
 	/* Samples of its last thread's way out of the kernel (or, found gone, its queued
 	 * samples) may follow: its Python thread names are dropped a tick later. */
 	if (r->tn) {
@@ -840,38 +859,25 @@ static int frame_id(struct recorder *r, int i)
 	return err;
 }
 
-static int handle_sample(struct recorder *r, const struct sample_event *e, size_t len)
+/* Whether the sample @e, @len bytes with what follows it, holds what its header says. */
+static bool sample_fits(const struct sample_event *e, size_t len)
+{
+	return len >= sizeof(*e) && len >= sizeof(*e) + e->py_len * sizeof(struct py_frame_rec) +
+						    e->kstack_len * 8ul + e->stack_len;
+}
+
+/*
+ * Unwind, name and merge the stack of the sample @e of @t (its Python frames, kernel stack
+ * and user stack follow it in the record), and intern it into *@stack_id.
+ */
+static int intern_stack(struct recorder *r, struct target *t, const struct sample_event *e,
+			uint64_t *stack_id)
 {
 	const struct py_frame_rec *py = (const void *)(e + 1);
-	const uint64_t *kst;
-	const void *stack;
+	const uint64_t *kst = (const void *)(py + e->py_len);
+	const void *stack = kst + e->kstack_len;
 	unsigned int trunc = 0;
-	struct target *t;
-	struct thread *th;
-	uint64_t stack_id;
-	double ts;
 	int n = 0, i, err, nn, np, nm;
-
-	if (len < sizeof(*e) ||
-	    len < sizeof(*e) + e->py_len * sizeof(*py) + e->kstack_len * 8ul + e->stack_len)
-		return -EINVAL;
-	kst = (const void *)(py + e->py_len);
-	stack = kst + e->kstack_len;
-	ts = unix_seconds(r, e->time_ns);
-
-	t = find_target(r, e->pid);
-	if (!t) {
-		/* A process we have not heard of: its fork event was lost. */
-		t = unknown_target(r, e, ts);
-		if (!t)
-			return -ENOMEM;
-	}
-	if (!t->samples++)
-		r->stats.processes++;
-	retry_python(r, t);
-	th = get_thread(r, t, e, ts);
-	if (th)
-		th->active = true;
 
 	for (i = 0; i < e->kstack_len && n < MAX_FRAMES; i++) {
 		r->frames[n] = kallsyms__frame(r->ks, kst[i]);
@@ -896,12 +902,71 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 		if (err)
 			return err;
 	}
-	err = store__stack_id(r->st, r->ids, n, trunc, &stack_id);
+	return store__stack_id(r->st, r->ids, n, trunc, stack_id);
+}
+
+static int handle_sample(struct recorder *r, const struct sample_event *e, size_t len)
+{
+	struct target *t;
+	struct thread *th;
+	uint64_t stack_id;
+	double ts;
+	int err;
+
+	if (!sample_fits(e, len))
+		return -EINVAL;
+	ts = unix_seconds(r, e->time_ns);
+
+	t = find_target(r, e->pid);
+	if (!t) {
+		/* A process we have not heard of: its fork event was lost. */
+		t = unknown_target(r, e, ts);
+		if (!t)
+			return -ENOMEM;
+	}
+	if (!t->samples++)
+		r->stats.processes++;
+	retry_python(r, t);
+	th = get_thread(r, t, e, ts);
+	if (th)
+		th->active = true;
+
+	err = intern_stack(r, t, e, &stack_id);
 	if (!err)
 		err = store__count(r->st, e->pid, e->tid, stack_id, (int64_t)ts, 1);
 	if (!err)
 		r->stats.samples++;
 	return err;
+}
+
+/* An event of the collectives probes: a call's stack is interned like a sample's. */
+static int handle_comm(struct recorder *r, const struct comm_event *h, size_t len)
+{
+	const struct comm_call_event *e = (const void *)h;
+	struct recorder_stats keep;
+	struct target *t;
+	uint64_t stack_id = 0;
+
+	if (!r->cs)
+		return 0;
+	if (h->ev == COMM_EV_MAPPED) {
+		if (r->comm && find_target(r, h->pid))
+			comm__mapped(r->comm, h->pid);
+		return 0;
+	}
+	if (h->ev != COMM_EV_CALL)
+		return collectives__event(r->cs, h);
+	if (len < sizeof(*e) || !sample_fits(&e->s, len - offsetof(struct comm_call_event, s)))
+		return -EINVAL;
+	t = find_target(r, h->pid);
+	if (t && t->alive) {
+		/* A call is no sample: the sample statistics stay as they were. */
+		keep = r->stats;
+		if (intern_stack(r, t, &e->s, &stack_id))
+			stack_id = 0;
+		r->stats = keep;
+	}
+	return collectives__call(r->cs, e, stack_id);
 }
 
 static int handle_proc(struct recorder *r, const struct proc_change_event *ev, size_t len)
@@ -941,6 +1006,8 @@ int recorder__handle(struct recorder *r, const void *rec, size_t len)
 		return handle_sample(r, rec, len);
 	if (*type == EVENT_PROC && len >= sizeof(struct proc_change_event))
 		return handle_proc(r, rec, len);
+	if (*type == EVENT_COMM && len >= sizeof(struct comm_event))
+		return handle_comm(r, rec, len);
 	return -EINVAL;
 }
 
@@ -964,6 +1031,9 @@ int recorder__tick(struct recorder *r)
 		} else {
 			retry_python(r, t);
 		}
+		/* Libraries loaded since (dlopen), when the kernel does not say so itself. */
+		if (r->comm && !comm__watches_mmap(r->comm))
+			comm__scan(r->comm, t->pid);
 	}
 	/* Python names change (thread.name = ...): have them read again, and store what
 	 * changed and how long the threads that ran were seen. */
@@ -1005,6 +1075,35 @@ void recorder__poll(struct recorder *r)
 
 	for (i = 0; i < r->ntargets; i++)
 		retry_python(r, &r->targets[i]);
+	if (r->comm)
+		comm__poll(r->comm);
+}
+
+int recorder__use_comm(struct recorder *r, struct comm *c)
+{
+	size_t i;
+
+	r->cs = collectives__new(r->st, c);
+	if (!r->cs)
+		return -errno;
+	r->comm = c;
+	for (i = 0; i < r->ntargets; i++)
+		if (r->targets[i].alive)
+			comm__scan(c, r->targets[i].pid);
+	return 0;
+}
+
+void recorder__comm_counts(const struct recorder *r, uint64_t *rows, uint64_t *completed)
+{
+	*rows = *completed = 0;
+	if (r->cs)
+		collectives__counts(r->cs, rows, completed);
+}
+
+int recorder__comm_summary(struct recorder *r, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	return r->cs ? collectives__summary(r->cs, buf, size) : 0;
 }
 
 int recorder__live_targets(const struct recorder *r)
