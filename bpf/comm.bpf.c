@@ -13,9 +13,10 @@
  * The other events are small: which work object the call queued, when a work object
  * completed. Userspace joins them (user/record/collectives.c).
  *
- * comm_mmap (fentry on security_mmap_file) tells userspace when a target maps a library
- * whose name says it may have probe points (libtorch*, libgloo*, libnccl*), so that a job
- * recorded from its start is probed as soon as it imports torch.
+ * comm_mmap (fentry on security_mmap_file), or where the kernel has no BPF trampolines
+ * comm_mmap_tp (the mmap system call's tracepoint), tells userspace when a target maps a
+ * library whose name says it may have probe points (libtorch*, libgloo*, libnccl*), so that a
+ * job recorded from its start is probed as soon as it imports torch.
  *
  * The maps events, targets, py_procs and py_tstates are the sampler's (sampler.bpf.c),
  * shared by userspace before load.
@@ -410,23 +411,53 @@ static __always_inline bool maybe_probed(const char *n)
 	return n[3] == 'g' && n[4] == 'l' && n[5] == 'o' && n[6] == 'o';
 }
 
-SEC("fentry/security_mmap_file")
-int BPF_PROG(comm_mmap, struct file *file, unsigned long prot, unsigned long flags)
+/* A target maps @file executable: if its name says it may have probe points, tell userspace. */
+static __always_inline void mapped(struct file *file)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct task_ids ids = {};
 	char name[16] = {};
 
-	if (!file || !(prot & PROT_EXEC))
-		return 0;
+	if (!file)
+		return;
 	view_ids(task, &ids);
 	if (!ids.pid || !bpf_map_lookup_elem(&targets, &ids.pid))
-		return 0;
+		return;
 	if (bpf_probe_read_kernel_str(name, sizeof(name),
 				      BPF_CORE_READ(file, f_path.dentry, d_name.name)) < 0 ||
 	    !maybe_probed(name))
-		return 0;
+		return;
 	/* Rare, and the sooner the probes are in the better: wake the reader. */
 	send_event(task, COMM_EV_MAPPED, 0, BPF_CORE_READ(file, f_inode, i_ino), 0, 0);
+}
+
+SEC("fentry/security_mmap_file")
+int BPF_PROG(comm_mmap, struct file *file, unsigned long prot, unsigned long flags)
+{
+	if (prot & PROT_EXEC)
+		mapped(file);
+	return 0;
+}
+
+/*
+ * The same where the kernel has no BPF trampolines (fentry): mmap(2) of a file descriptor with
+ * PROT_EXEC, as the dynamic loader maps a library's code; the file is the descriptor's.
+ */
+SEC("tp/syscalls/sys_enter_mmap")
+int comm_mmap_tp(struct trace_event_raw_sys_enter *ctx)
+{
+	struct task_struct *task;
+	struct file **fds, *file = NULL;
+	long fd = (long)ctx->args[4];
+
+	if (!(ctx->args[2] & PROT_EXEC) || fd < 0 || fd >= 1 << 20)
+		return 0;
+	task = bpf_get_current_task_btf();
+	if (fd >= BPF_CORE_READ(task, files, fdt, max_fds))
+		return 0;
+	fds = BPF_CORE_READ(task, files, fdt, fd);
+	if (!fds || bpf_probe_read_kernel(&file, sizeof(file), fds + fd))
+		return 0;
+	mapped(file);
 	return 0;
 }

@@ -185,7 +185,8 @@ struct comm {
 	struct rescan *rescans;
 	size_t nrescans, caprescans;
 	struct strbuf notes;
-	uint64_t points;
+	uint64_t points;    /* probe points attached, over all processes */
+	uint64_t processes; /* processes that had probes attached (also those gone since) */
 };
 
 static void note(struct comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -224,7 +225,19 @@ static int share_map(struct sampling *s, struct bpf_map *m, const char *name)
 	return fd < 0 ? fd : bpf_map__reuse_fd(m, fd);
 }
 
-static int load(struct comm *c, struct sampling *s, const struct comm_opts *o, bool mmap_hook)
+/* libbpf's messages while trying what the kernel may lack: all of them at -vv only. */
+static int libbpf_print_vv(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (log_verbosity < 2)
+		return 0;
+	fputs("probing: libbpf: ", stderr);
+	return vfprintf(stderr, fmt, ap);
+}
+
+/* How comm learns that a target maps a library (COMM_EV_MAPPED). */
+enum mmap_hook { HOOK_FENTRY, HOOK_TRACEPOINT, HOOK_NONE };
+
+static int load(struct comm *c, struct sampling *s, const struct comm_opts *o, enum mmap_hook h)
 {
 	struct comm_bpf *skel;
 	int err;
@@ -245,7 +258,8 @@ static int load(struct comm *c, struct sampling *s, const struct comm_opts *o, b
 		goto fail;
 	if (c->multi)
 		bpf_program__set_expected_attach_type(skel->progs.comm_probe, ATTACH_UPROBE_MULTI);
-	bpf_program__set_autoload(skel->progs.comm_mmap, mmap_hook);
+	bpf_program__set_autoload(skel->progs.comm_mmap, h == HOOK_FENTRY);
+	bpf_program__set_autoload(skel->progs.comm_mmap_tp, h == HOOK_TRACEPOINT);
 	err = comm_bpf__load(skel);
 	if (err)
 		goto fail;
@@ -256,10 +270,27 @@ fail:
 	return err;
 }
 
+/* Attach the mmap hook that was loaded, if any. */
+static void attach_mmap_hook(struct comm *c)
+{
+	struct bpf_program *p = NULL;
+
+	if (bpf_program__autoload(c->skel->progs.comm_mmap))
+		p = c->skel->progs.comm_mmap;
+	else if (bpf_program__autoload(c->skel->progs.comm_mmap_tp))
+		p = c->skel->progs.comm_mmap_tp;
+	if (p)
+		c->mmap_link = bpf_program__attach(p);
+	if (!c->mmap_link)
+		pr_debug("collectives: no mmap hook (%s): targets are scanned once a second",
+			 p ? strerror(errno) : "the kernel refused both");
+}
+
 int comm__open(struct sampling *s, const struct comm_opts *o, struct comm **out)
 {
 	struct comm *c;
-	int err;
+	enum mmap_hook h;
+	int err = -EINVAL;
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -271,27 +302,24 @@ int comm__open(struct sampling *s, const struct comm_opts *o, struct comm **out)
 		goto fail;
 	}
 	c->multi = kernel_has_uprobe_multi();
-	/* Without BTF trampolines (fentry) the targets' libraries are found by scanning. */
-	err = load(c, s, o, true);
-	if (err)
-		err = load(c, s, o, false);
+	/* The mmap hook by fentry needs BPF trampolines, the tracepoint the system calls'
+	 * tracepoints; without either the targets' libraries are found by scanning. libbpf's
+	 * own messages about what a kernel lacks are for -vv. */
+	libbpf_set_print(libbpf_print_vv);
+	for (h = HOOK_FENTRY; h <= HOOK_NONE && err; h++)
+		err = load(c, s, o, h);
 	if (err && c->multi) {
 		c->multi = false;
-		err = load(c, s, o, false);
+		err = load(c, s, o, HOOK_NONE);
 	}
+	log_setup_libbpf();
 	if (err) {
 		pr_info("collectives are not recorded: the kernel refused their BPF program (%s; "
 			"-vv shows the verifier's log)",
 			strerror(-err));
 		goto fail;
 	}
-	if (bpf_program__autoload(c->skel->progs.comm_mmap)) {
-		c->mmap_link = bpf_program__attach(c->skel->progs.comm_mmap);
-		if (!c->mmap_link)
-			pr_debug(
-				"collectives: no mmap hook (%s): targets are scanned once a second",
-				strerror(errno));
-	}
+	attach_mmap_hook(c);
 	*out = c;
 	return 0;
 fail:
@@ -550,6 +578,18 @@ static struct attachment *find_attachment(struct comm *c, pid_t pid, const struc
 	return NULL;
 }
 
+/* Whether @pid has probes attached other than @except. */
+static bool probed(const struct comm *c, pid_t pid, const struct attachment *except)
+{
+	size_t i;
+
+	for (i = 0; i < c->natt; i++)
+		if (&c->att[i] != except && c->att[i].pid == pid &&
+		    (c->att[i].nlinks || c->att[i].link_fd >= 0))
+			return true;
+	return false;
+}
+
 /* Probe the library of mapping @m in @pid. 1 if probes were attached, 0 if it has none, or
  * -errno. */
 static int probe_mapping(struct comm *c, pid_t pid, const struct procmap *m,
@@ -590,6 +630,8 @@ static int probe_mapping(struct comm *c, pid_t pid, const struct procmap *m,
 		note(c, "pid %d: cannot attach the probes of %s: %s", pid, l->name, strerror(-err));
 		return err;
 	}
+	if (!probed(c, pid, a))
+		c->processes++;
 	c->points += l->npoints;
 	pr_info("pid %d: collectives: %zu probe points in %s", pid, l->npoints, m->path);
 	return 1;
@@ -625,6 +667,7 @@ void comm__mapped(struct comm *c, pid_t pid)
 {
 	struct rescan *r;
 
+	pr_debug("collectives: pid %d maps a library that may have probe points", pid);
 	comm__scan(c, pid);
 	/* The event comes before the mapping exists; it is usually there by the time the
 	 * event is handled, but look again shortly in case. */
@@ -768,18 +811,10 @@ void comm__stats(const struct comm *c, struct comm_stats *out)
 	__u64 vals[SAMPLER_MAX_CPUS];
 	int i, ncpus = libbpf_num_possible_cpus();
 	__u32 zero = 0;
-	pid_t last = 0;
-	size_t j;
 
 	memset(out, 0, sizeof(*out));
 	out->points = c->points;
-	for (j = 0; j < c->natt; j++) {
-		if (!c->att[j].nlinks && c->att[j].link_fd < 0)
-			continue;
-		if (c->att[j].pid != last)
-			out->processes++;
-		last = c->att[j].pid;
-	}
+	out->processes = c->processes;
 	if (ncpus > 0 && ncpus <= SAMPLER_MAX_CPUS &&
 	    !bpf_map__lookup_elem(c->skel->maps.comm_lost, &zero, sizeof(zero), vals,
 				  sizeof(__u64) * ncpus, 0))

@@ -68,7 +68,7 @@ int comm__call_bytes(struct comm *c, const struct comm_call_event *e, int64_t *b
 const char *comm__notes(const struct comm *c);
 
 struct comm_stats {
-	uint64_t processes; /* processes with probes attached */
+	uint64_t processes; /* processes that had probes attached (gone ones too) */
 	uint64_t points;    /* probe points attached, over all processes */
 	uint64_t lost;	    /* events lost (ring buffer full) */
 };
