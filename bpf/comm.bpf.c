@@ -201,8 +201,10 @@ static __always_inline void read_tensors(struct comm_call_event *e, const struct
 			break;
 		if (bpf_probe_read_user(&impl, 8, (const void *)(begin + 8 * i)) || !impl)
 			return;
-		if (!i && bpf_probe_read_user(e->tensor0, sizeof(e->tensor0), (const void *)impl))
-			return;
+		/* The header may fail to read where the size fields do not (its end on a page
+		 * not faulted in yet): the sizes are still good once the layout is known. */
+		if (!i && !bpf_probe_read_user(e->tensor0, sizeof(e->tensor0), (const void *)impl))
+			e->h.flags |= COMM_F_HDR;
 		if (bpf_probe_read_user(&e->numel[i], 8, (const void *)(impl + lc->ti_numel)) ||
 		    bpf_probe_read_user(&e->dtypes[i], 2, (const void *)(impl + lc->ti_dtype)))
 			return;

@@ -77,10 +77,12 @@ enum comm_nccl_args {
 #define COMM_COOKIE_ARG(c)  ((__u32)((c) >> 16) & 0xff)
 #define COMM_COOKIE_LIB(c)  ((__u32)((c) >> 24) & 0xff)
 
-#define COMM_MAX_LIBS	 64  /* library files with probes (map comm_libs) */
-#define COMM_MAX_TENSORS 8   /* tensors of one call whose sizes are read */
-#define COMM_TENSOR_HDR	 256 /* bytes of the first tensor's TensorImpl sent for checking */
-#define COMM_OFF_NONE	 0xffff
+#define COMM_MAX_LIBS	 64 /* library files with probes (map comm_libs) */
+#define COMM_MAX_TENSORS 8  /* tensors of one call whose sizes are read */
+#define COMM_TENSOR_HDR \
+	192 /* bytes of the first tensor's TensorImpl sent for checking
+			      * (sizeof(c10::TensorImpl) in torch 1.13) */
+#define COMM_OFF_NONE 0xffff
 
 /*
  * Per library file (map comm_libs, index: the cookie's lib): the layouts read at a call.
@@ -112,6 +114,7 @@ enum comm_ev {
 #define COMM_F_GRP     4u  /* COMM_EV_CALL: grp_rank and grp_size were read */
 #define COMM_F_TENSORS 8u  /* COMM_EV_CALL: ntensors and the sizes were read */
 #define COMM_F_TAI     16u /* time_ns is CLOCK_TAI (else CLOCK_MONOTONIC) */
+#define COMM_F_HDR     32u /* COMM_EV_CALL: tensor0 was read */
 
 struct comm_event {
 	__u32 type; /* EVENT_COMM */

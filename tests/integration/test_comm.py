@@ -140,13 +140,15 @@ def test_comm_ddp_from_start():
     steps = 16
     db = harness.tmp("ddp.db")
     p = harness.probing("record", "-o", db, "--children", "--", *torchrun(),
-                        env=job_env(steps), timeout=200)
+                        env=job_env(steps, P2P=1, P2P_NUMEL=1000), timeout=200)
     assert p.returncode == 0, p.stderr[-3000:]
     ranks = ranks_of(p.stdout)
     assert sorted(ranks.values()) == list(range(NRANKS)), p.stdout[-2000:]
     windows = backward_windows(p.stdout)
     all_rows = [r for r in rows(db) if r["pid"] in ranks]
     assert all(r["rank"] == ranks[r["pid"]] for r in all_rows)
+    p2p = [r for r in all_rows if r["op"] in ("send", "recv")]
+    all_rows = [r for r in all_rows if r not in p2p]
 
     by_rank = check_steps([r for r in all_rows if r["op"] == "allreduce"], ranks, windows,
                           list(range(steps)))
@@ -187,6 +189,19 @@ def test_comm_ddp_from_start():
         seqs.setdefault(r["seq"], set()).add((r["op"], r["bytes"], r["rank"]))
     for seq, s in seqs.items():
         assert len(s) == NRANKS and len({(op, b) for op, b, _ in s}) == 1, (seq, s)
+
+    # After the loop rank 0 sends rank 1 1,000 floats with tag 7, twice, each LATE_MS late:
+    # the sends complete at once, the receives wait for them (on gloo's I/O thread).
+    sends = [r for r in p2p if r["op"] == "send"]
+    recvs = [r for r in p2p if r["op"] == "recv"]
+    assert len(sends) == 2 and len(recvs) == 2, p2p
+    for r in sends + recvs:
+        assert r["bytes"] == 4000 and r["tag"] == 7 and r["seq"] is None, r
+        assert r["ns"] is not None and r["tid"] == r["pid"], r
+    assert all(r["rank"] == 0 and r["peer"] == 1 for r in sends), sends
+    assert all(r["rank"] == 1 and r["peer"] == 0 for r in recvs), recvs
+    assert all(0.7 * LATE_MS <= r["ns"] / 1e6 <= 3 * LATE_MS for r in recvs), recvs
+    assert all(r["worker_tid"] != r["tid"] for r in recvs), recvs
 
     # The stragglers: the summary's line and the documented query.
     m = re.search(r"allreduce over 3 ranks: rank (\d+) entered last in (\d+) of (\d+), the "

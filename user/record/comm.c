@@ -776,10 +776,10 @@ int comm__call_bytes(struct comm *c, const struct comm_call_event *e, int64_t *b
 		return -ENOENT;
 	l = &c->libs[slot];
 	used = l->cfg.ti_numel;
-	if (!l->layout)
+	if (!l->layout && (e->h.flags & COMM_F_HDR))
 		check_layout(c, l, slot, e);
 	if (l->layout <= 0)
-		return -ENOENT;
+		return -ENOENT; /* not checked yet (no header read), or unusable */
 	if (used != l->cfg.ti_numel) {
 		/* The layout was just found: this call's sizes were read at the wrong place. */
 		if (e->ntensors != 1)

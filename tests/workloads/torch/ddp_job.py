@@ -8,10 +8,12 @@ allreduce. After the loop, an explicit dist.barrier().
 
 Environment: STEPS (40), LATE_RANK (1), LATE_MS (50), HIDDEN (50), WAIT_FILE + WAIT_AT
 (init, ddp or loop: wait there until WAIT_FILE exists, so that a recorder can attach),
-HOLD_FILE (after the loop, wait until it exists before the barrier).
+HOLD_FILE (after the loop, wait until it exists before the barrier), P2P (1: after the loop,
+rank 0 sends rank 1 a tensor of P2P_NUMEL float32 with tag 7, twice, LATE_MS late each time;
+rank 1 receives them).
 
-Prints "rank R pid P params N" once set up and "STEP rank=R step=S bwd_start=NS bwd_end=NS"
-per step (time.time_ns() around loss.backward()).
+Prints "rank R pid P params N" once set up and "STEP rank=R step=S bwd_start=NS bwd_end=NS
+cpu=NS" per step (time.time_ns() around loss.backward(), the process's CPU time at the end).
 """
 import os
 import sys
@@ -62,7 +64,16 @@ def main():
         t1 = time.time_ns()
         opt.step()
         opt.zero_grad()
-        print(f"STEP rank={rank} step={step} bwd_start={t0} bwd_end={t1}", flush=True)
+        print(f"STEP rank={rank} step={step} bwd_start={t0} bwd_end={t1} "
+              f"cpu={time.process_time_ns()}", flush=True)
+    if os.environ.get("P2P") == "1" and rank in (0, 1):
+        t = torch.ones(int(os.environ.get("P2P_NUMEL", "1000")))
+        for _ in range(2):
+            if rank == 0:
+                time.sleep(LATE_MS / 1000)
+                dist.send(t, dst=1, tag=7)
+            else:
+                dist.recv(t, src=0, tag=7)
     wait_for_file("HOLD_FILE")
     dist.barrier()
     print(f"rank {rank} done", flush=True)
