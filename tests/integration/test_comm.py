@@ -320,3 +320,38 @@ def test_comm_off_and_single_rank():
         assert [r["seq"] for r in ar] == sorted({r["seq"] for r in ar})
         assert re.search(r"probing: \d+ collective calls \(\d+ seen completing\) in 1 process\b",
                          p.stderr), p.stderr[-1500:]
+
+
+NCCL_JOB = r"""
+import os, sys, torch, torch.distributed as dist
+if not (torch.cuda.is_available() and dist.is_nccl_available()):
+    sys.exit(3)
+dist.init_process_group("nccl", rank=0, world_size=1)
+x = torch.ones(1000, device="cuda")
+for _ in range(5):
+    dist.all_reduce(x)
+torch.cuda.synchronize()
+dist.destroy_process_group()
+"""
+
+
+@harness.timeout(180)
+def test_comm_nccl_on_a_gpu():
+    """NCCL's API probed in a one-rank NCCL job on a GPU: allreduce rows with count x the
+    datatype's size as bytes, ns NULL (completion is on the GPU) and a note in meta. Needs an
+    NVIDIA GPU and a CUDA build of torch (PROBING_CUDA_PYTHON, else /usr/bin/python3)."""
+    python = os.environ.get("PROBING_CUDA_PYTHON", "/usr/bin/python3")
+    probe = harness.run([python, "-c", "import torch, torch.distributed as d; "
+                         "print(torch.cuda.is_available() and d.is_nccl_available())"])
+    if probe.stdout.strip() != "True":
+        raise harness.Skip("no NVIDIA GPU with a CUDA build of torch here (%s: torch.cuda "
+                           "available and NCCL: %s); the NCCL probes are implemented against "
+                           "nccl.h and not verified" % (python, probe.stdout.strip() or
+                                                       probe.stderr.strip()[-200:]))
+    db = harness.tmp("nccl.db")
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    p = harness.probing("record", "-o", db, "--", python, "-c", NCCL_JOB, env=env, timeout=170)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = [r for r in rows(db) if r["lib"] == "nccl" and r["op"] == "allreduce"]
+    assert len(got) >= 5 and all(r["bytes"] == 4000 and r["ns"] is None for r in got), got
+    assert "nccl" in meta(db).get("comm_notes", ""), meta(db)
