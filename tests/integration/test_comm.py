@@ -355,3 +355,26 @@ def test_comm_nccl_on_a_gpu():
     got = [r for r in rows(db) if r["lib"] == "nccl" and r["op"] == "allreduce"]
     assert len(got) >= 5 and all(r["bytes"] == 4000 and r["ns"] is None for r in got), got
     assert "nccl" in meta(db).get("comm_notes", ""), meta(db)
+
+
+@harness.timeout(60)
+def test_comm_library_without_symbols_is_a_note():
+    """A libtorch_cpu without c10d::ProcessGroupGloo in its dynamic symbol table (here: zlib
+    under that name), loaded after recording started: named with its build-id in record -v
+    and meta comm_notes; the recording succeeds."""
+    lib = harness.tmp("libtorch_cpu.so")
+    zlib = os.path.realpath("/lib/x86_64-linux-gnu/libz.so.1")
+    with open(zlib, "rb") as src, open(lib, "wb") as dst:
+        dst.write(src.read())
+    build_id = re.search(r"Build ID: ([0-9a-f]+)",
+                         harness.run(["readelf", "-n", lib], check=True).stdout).group(1)
+    db = harness.tmp("nosym.db")
+    p = harness.probing("record", "-v", "-o", db, "--", "/usr/bin/python3", "-c",
+                        "import ctypes, time; time.sleep(0.3); ctypes.CDLL(%r); time.sleep(1)"
+                        % lib)
+    assert p.returncode == 0, p.stderr[-2000:]
+    note = ("libtorch_cpu.so (build-id %s): no c10d::ProcessGroupGloo symbols in its dynamic "
+            "symbol table: its gloo collectives are not recorded" % build_id)
+    assert note in p.stderr, p.stderr[-2000:]
+    md = meta(db)
+    assert md["comm"] == "on" and note in md["comm_notes"] and int(md["collectives"]) == 0, md
