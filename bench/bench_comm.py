@@ -8,7 +8,7 @@
    (on - no-comm) difference, median over rounds. The loop's own CPU time, which other jobs on
    a busy machine do not inflate, is the number to trust; wall time is shown as well.
 2. A DDP step: a 3-rank gloo DDP job under torchrun (tests/workloads/torch/ddp_job.py, no
-   late rank) recorded by `record -p RANKS [--no-comm]` in interleaved phases. Per phase the
+   late rank, --hidden wide: 222,010 parameters by default, one gradient allreduce a step) recorded by `record -p RANKS [--no-comm]` in interleaved phases. Per phase the
    median step time (rank 0's backward starts, one step apart) and the ranks' CPU per step;
    the table gives medians over rounds of the on/no-comm ratio.
 
@@ -27,7 +27,7 @@ import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-PROBING = os.path.join(ROOT, "build", "probing")
+PROBING = os.environ.get("PROBING_BIN", os.path.join(ROOT, "build", "probing"))
 PYTHON = "/usr/bin/python3"
 LOOP = os.path.join(ROOT, "bench", "comm_loop.py")
 DDP = os.path.join(ROOT, "tests", "workloads", "torch", "ddp_job.py")
@@ -131,7 +131,8 @@ def free_port():
 
 
 def ddp_step(args, tmp):
-    env = dict(os.environ, STEPS="1000000", LATE_MS="0", OMP_NUM_THREADS="1")
+    env = dict(os.environ, STEPS="1000000", LATE_MS="0", OMP_NUM_THREADS="1",
+               HIDDEN=str(args.hidden))
     proc = subprocess.Popen(["/usr/bin/torchrun", "--nproc_per_node", "3", "--master_addr",
                              "127.0.0.1", "--master_port", str(free_port()), "--redirects", "1",
                              "--tee", "1", DDP], stdout=subprocess.PIPE,
@@ -141,7 +142,7 @@ def ddp_step(args, tmp):
     try:
         ranks = {int(m.group(2)): int(m.group(1)) for m in
                  out.wait(r"rank (\d+) pid (\d+) params", 3)}
-        out.wait(r"STEP rank=0 step=50 ", 1)
+        out.wait(r"STEP rank=0 step=20 ", 1)
         phases = []
         for r in range(args.rounds):
             for state in ("nocomm", "comm"):
@@ -176,9 +177,9 @@ def ddp_step(args, tmp):
         return statistics.median(v["comm"][k] / v["nocomm"][k] for v in full)
 
     spread = [v["comm"][0] / v["nocomm"][0] for v in full]
-    print("DDP step: 3 ranks, gloo, 5,560 parameters (tests/workloads/torch/ddp_job.py), %d "
-          "rounds of %.0f s per state, ~%d steps per phase" % (len(full), args.phase,
-                                                                med("nocomm", 2)))
+    print("DDP step: 3 ranks, gloo, %d parameters (tests/workloads/torch/ddp_job.py HIDDEN=%d), "
+          "%d rounds of %.0f s per state, ~%d steps per phase" % (
+              111 * args.hidden + 10, args.hidden, len(full), args.phase, med("nocomm", 2)))
     print("  %-34s %12s %12s" % ("", "wall/step", "CPU/step"))
     print("  %-34s %9.2f ms %9.2f ms" % ("record --no-comm", med("nocomm", 0) * 1e3,
                                           med("nocomm", 1) * 1e3))
@@ -196,6 +197,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--phase", type=float, default=4.0, help="seconds per state and round")
     ap.add_argument("--only", choices=("call", "ddp"), help="one part only")
+    ap.add_argument("--hidden", type=int, default=2000,
+                    help="the DDP model's hidden width (parameters: 111 x HIDDEN + 10)")
     args = ap.parse_args()
     if not os.path.exists(PROBING):
         raise SystemExit("build/probing is missing: run make first")
