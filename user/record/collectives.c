@@ -58,6 +58,7 @@ struct collectives {
 	struct bmap *depth;    /* struct tkey -> ncclGroupStart nesting */
 	struct call **grouped; /* NCCL calls waiting for their group's end */
 	size_t ngrouped, capgrouped;
+	struct bmap *pids; /* processes with rows */
 	uint64_t rows, completed;
 };
 
@@ -74,7 +75,8 @@ struct collectives *collectives__new(struct store *st, struct comm *c)
 	cs->inflight = bmap__new();
 	cs->groups = bmap__new();
 	cs->depth = bmap__new();
-	if (!cs->pending || !cs->inflight || !cs->groups || !cs->depth)
+	cs->pids = bmap__new();
+	if (!cs->pending || !cs->inflight || !cs->groups || !cs->depth || !cs->pids)
 		goto nomem;
 	/* CLOCK_TAI runs ahead of CLOCK_REALTIME by the TAI offset the time daemon set (0 if it
 	 * set none); unlike a monotonic offset it follows the clock's slewing. */
@@ -113,7 +115,15 @@ void collectives__free(struct collectives *cs)
 	bmap__free(cs->inflight);
 	bmap__free(cs->groups);
 	bmap__free(cs->depth);
+	bmap__free(cs->pids);
 	free(cs);
+}
+
+/* A row was written for the first time (not its update at completion). */
+static void new_row(struct collectives *cs, pid_t pid)
+{
+	cs->rows++;
+	bmap__upsert(cs->pids, &pid, sizeof(pid), 0, NULL);
 }
 
 static int64_t unix_ns(const struct collectives *cs, const struct comm_event *h)
@@ -230,7 +240,7 @@ int collectives__call(struct collectives *cs, const struct comm_call_event *e, u
 	case COMM_R_GLOO_P2P:
 		/* Under way now; complete once its buffer completes (if libgloo is probed). */
 		err = store__collective(cs->st, &c->row);
-		cs->rows++;
+		new_row(cs, c->row.pid);
 		return err ?: put(cs, cs->pending, &tk, sizeof(tk), c);
 	case COMM_R_NCCL_CALL:
 		depth = bmap__find(cs->depth, &tk, sizeof(tk));
@@ -246,7 +256,7 @@ int collectives__call(struct collectives *cs, const struct comm_call_event *e, u
 			return 0;
 		}
 		err = store__collective(cs->st, &c->row);
-		cs->rows++;
+		new_row(cs, c->row.pid);
 		free(c);
 		return err;
 	}
@@ -269,7 +279,7 @@ static int group_end(struct collectives *cs, const struct tkey *tk, const struct
 		}
 		c->row.start_ns = unix_ns(cs, e);
 		err = err ?: store__collective(cs->st, &c->row);
-		cs->rows++;
+		new_row(cs, c->row.pid);
 		free(c);
 		cs->grouped[i] = cs->grouped[--cs->ngrouped];
 	}
@@ -292,7 +302,7 @@ int collectives__event(struct collectives *cs, const struct comm_event *e)
 			return 0; /* called before the probes were attached */
 		if (e->ev == COMM_EV_ENQUEUE) {
 			err = store__collective(cs->st, &c->row);
-			cs->rows++;
+			new_row(cs, c->row.pid);
 			if (err) {
 				free(c);
 				return err;
@@ -371,10 +381,12 @@ void collectives__forget(struct collectives *cs, pid_t pid)
 	}
 }
 
-void collectives__counts(const struct collectives *cs, uint64_t *rows, uint64_t *completed)
+void collectives__counts(const struct collectives *cs, uint64_t *rows, uint64_t *completed,
+			 uint64_t *processes)
 {
 	*rows = cs->rows;
 	*completed = cs->completed;
+	*processes = bmap__size(cs->pids);
 }
 
 /*

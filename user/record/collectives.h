@@ -38,8 +38,9 @@ int collectives__event(struct collectives *cs, const struct comm_event *e);
 /* @pid exited or exec'd: drop what was waiting for its events (its rows stay). */
 void collectives__forget(struct collectives *cs, pid_t pid);
 
-/* Rows written, and of them completed. */
-void collectives__counts(const struct collectives *cs, uint64_t *rows, uint64_t *completed);
+/* Rows written, of them completed, and the processes they are of. */
+void collectives__counts(const struct collectives *cs, uint64_t *rows, uint64_t *completed,
+			 uint64_t *processes);
 
 /*
  * The summary of the recording's collectives (docs/sql.md: stragglers) for the end of

@@ -1093,11 +1093,12 @@ int recorder__use_comm(struct recorder *r, struct comm *c)
 	return 0;
 }
 
-void recorder__comm_counts(const struct recorder *r, uint64_t *rows, uint64_t *completed)
+void recorder__comm_counts(const struct recorder *r, uint64_t *rows, uint64_t *completed,
+			   uint64_t *processes)
 {
-	*rows = *completed = 0;
+	*rows = *completed = *processes = 0;
 	if (r->cs)
-		collectives__counts(r->cs, rows, completed);
+		collectives__counts(r->cs, rows, completed, processes);
 }
 
 int recorder__comm_summary(struct recorder *r, char *buf, size_t size)

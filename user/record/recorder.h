@@ -72,8 +72,10 @@ struct comm;
  */
 int recorder__use_comm(struct recorder *r, struct comm *c);
 
-/* Collectives written into the recording, and of them those seen completing. */
-void recorder__comm_counts(const struct recorder *r, uint64_t *rows, uint64_t *completed);
+/* Collectives written into the recording, of them those seen completing, and the processes
+ * that issued them. */
+void recorder__comm_counts(const struct recorder *r, uint64_t *rows, uint64_t *completed,
+			   uint64_t *processes);
 
 /* The summary of the collectives (collectives.h) into @buf; "" if none. 0 or -errno. */
 int recorder__comm_summary(struct recorder *r, char *buf, size_t size);

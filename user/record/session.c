@@ -238,9 +238,8 @@ static void comm_totals(struct session *s, struct record_totals *t)
 	t->comm_state = !s->o->comm ? "off" : s->comm ? "on" : "unavailable";
 	if (!s->comm)
 		return;
-	recorder__comm_counts(s->rec, &t->comm_rows, &t->comm_completed);
+	recorder__comm_counts(s->rec, &t->comm_rows, &t->comm_completed, &t->comm_processes);
 	comm__stats(s->comm, &cst);
-	t->comm_processes = cst.processes;
 	t->comm_lost = cst.lost;
 	notes = comm__notes(s->comm);
 	snprintf(t->comm_notes, sizeof(t->comm_notes), "%s", notes ? notes : "");

@@ -51,7 +51,7 @@ struct record_totals {
 	const char *comm_state;	 /* "on", "off" (--no-comm) or "unavailable" */
 	uint64_t comm_rows;	 /* collectives recorded */
 	uint64_t comm_completed; /* of which seen completing */
-	uint64_t comm_processes; /* processes with probes attached */
+	uint64_t comm_processes; /* processes that issued them */
 	uint64_t comm_lost;	 /* events lost (ring buffer full) */
 	char comm_summary[1024]; /* the stragglers, a line per kind of collective */
 	char comm_notes[2048];	 /* what comm noted ("; "-separated), or "" */
