@@ -234,8 +234,10 @@ static int libbpf_print_vv(enum libbpf_print_level level, const char *fmt, va_li
 	return vfprintf(stderr, fmt, ap);
 }
 
-/* How comm learns that a target maps a library (COMM_EV_MAPPED). */
-enum mmap_hook { HOOK_FENTRY, HOOK_TRACEPOINT, HOOK_NONE };
+/* How comm learns that a target maps a library (COMM_EV_MAPPED), in the order tried: the mmap
+ * system call's tracepoint (most kernels have it; every load attempt verifies the whole
+ * object again, so the likeliest goes first), fentry (needs BPF trampolines), none. */
+enum mmap_hook { HOOK_TRACEPOINT, HOOK_FENTRY, HOOK_NONE };
 
 static int load(struct comm *c, struct sampling *s, const struct comm_opts *o, enum mmap_hook h)
 {
@@ -302,11 +304,10 @@ int comm__open(struct sampling *s, const struct comm_opts *o, struct comm **out)
 		goto fail;
 	}
 	c->multi = kernel_has_uprobe_multi();
-	/* The mmap hook by fentry needs BPF trampolines, the tracepoint the system calls'
-	 * tracepoints; without either the targets' libraries are found by scanning. libbpf's
-	 * own messages about what a kernel lacks are for -vv. */
+	/* Without an mmap hook the targets' libraries are found by scanning. libbpf's own
+	 * messages about what a kernel lacks are for -vv. */
 	libbpf_set_print(libbpf_print_vv);
-	for (h = HOOK_FENTRY; h <= HOOK_NONE && err; h++)
+	for (h = HOOK_TRACEPOINT; h <= HOOK_NONE && err; h++)
 		err = load(c, s, o, h);
 	if (err && c->multi) {
 		c->multi = false;
