@@ -7,8 +7,8 @@
    CPU and wall time per all_reduce in each state; the added cost per call is the round's
    (on - no-comm) difference, median over rounds. The loop's own CPU time, which other jobs on
    a busy machine do not inflate, is the number to trust; wall time is shown as well.
-2. A DDP step: a 3-rank gloo DDP job under torchrun (tests/workloads/torch/ddp_job.py, no
-   late rank, --hidden wide: 222,010 parameters by default, one gradient allreduce a step) recorded by `record -p RANKS [--no-comm]` in interleaved phases. Per phase the
+2. A DDP step: a 3-rank gloo DDP job under torchrun (tests/workloads/torch/ddp_comm_job.py,
+   no late rank, --hidden wide: 222,010 parameters by default, one gradient allreduce a step) recorded by `record -p RANKS [--no-comm]` in interleaved phases. Per phase the
    median step time (rank 0's backward starts, one step apart) and the ranks' CPU per step;
    the table gives medians over rounds of the on/no-comm ratio.
 
@@ -30,7 +30,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PROBING = os.environ.get("PROBING_BIN", os.path.join(ROOT, "build", "probing"))
 PYTHON = "/usr/bin/python3"
 LOOP = os.path.join(ROOT, "bench", "comm_loop.py")
-DDP = os.path.join(ROOT, "tests", "workloads", "torch", "ddp_job.py")
+DDP = os.path.join(ROOT, "tests", "workloads", "torch", "ddp_comm_job.py")
 SETTLE = 1.0  # s after a recorder starts before its phase counts (BPF load, attach)
 
 
@@ -177,8 +177,8 @@ def ddp_step(args, tmp):
         return statistics.median(v["comm"][k] / v["nocomm"][k] for v in full)
 
     spread = [v["comm"][0] / v["nocomm"][0] for v in full]
-    print("DDP step: 3 ranks, gloo, %d parameters (tests/workloads/torch/ddp_job.py HIDDEN=%d), "
-          "%d rounds of %.0f s per state, ~%d steps per phase" % (
+    print("DDP step: 3 ranks, gloo, %d parameters (tests/workloads/torch/ddp_comm_job.py "
+          "HIDDEN=%d), %d rounds of %.0f s per state, ~%d steps per phase" % (
               111 * args.hidden + 10, args.hidden, len(full), args.phase, med("nocomm", 2)))
     print("  %-34s %12s %12s" % ("", "wall/step", "CPU/step"))
     print("  %-34s %9.2f ms %9.2f ms" % ("record --no-comm", med("nocomm", 0) * 1e3,

@@ -1,6 +1,6 @@
 """Collectives recorded from outside with uprobes (record's collectives view, issue 12).
 
-The target is tests/workloads/torch/ddp_job.py: a real 3-rank gloo DDP job under torchrun
+The target is tests/workloads/torch/ddp_comm_job.py: a real 3-rank gloo DDP job under torchrun
 (Debian's python3.11 with python3-torch 1.13) whose model has 5,560 parameters, so each
 step's gradient allreduce carries 22,240 bytes (one bucket), with rank 1 50 ms late to every
 step and an explicit dist.barrier() at the end. Its own prints are the ground truth: its
@@ -16,7 +16,7 @@ import subprocess
 import harness
 
 TORCHRUN = "/usr/bin/torchrun"
-JOB = os.path.join(harness.PY_WORKLOADS, "torch", "ddp_job.py")
+JOB = os.path.join(harness.PY_WORKLOADS, "torch", "ddp_comm_job.py")
 PARAMS = 100 * 50 + 50 + 50 * 10 + 10  # Linear(100, 50) -> ReLU -> Linear(50, 10)
 GRAD_BYTES = 4 * PARAMS
 LATE_MS = 50
