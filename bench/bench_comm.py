@@ -8,7 +8,8 @@
    (on - no-comm) difference, median over rounds. The loop's own CPU time, which other jobs on
    a busy machine do not inflate, is the number to trust; wall time is shown as well.
 2. A DDP step: a 3-rank gloo DDP job under torchrun (tests/workloads/torch/ddp_comm_job.py,
-   no late rank, --hidden wide: 222,010 parameters by default, one gradient allreduce a step) recorded by `record -p RANKS [--no-comm]` in interleaved phases. Per phase the
+   no late rank, --hidden wide: 222,010 parameters by default, one gradient allreduce a
+   step) recorded by `record -p RANKS [--no-comm]` in interleaved phases. Per phase the
    median step time (rank 0's backward starts, one step apart) and the ranks' CPU per step;
    the table gives medians over rounds of the on/no-comm ratio.
 

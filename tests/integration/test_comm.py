@@ -177,7 +177,8 @@ def test_comm_ddp_from_start():
         start = [(r["op"], r["seq"], r["bytes"]) for r in mine if r["seq"] < first]
         assert start == [("allgather", 0, 8), ("broadcast", 1, 96), ("broadcast", 2, GRAD_BYTES)], \
             start
-        rebuild = [(r["op"], r["bytes"]) for r in mine if r["op"] == "broadcast" and r["seq"] > first]
+        rebuild = [(r["op"], r["bytes"]) for r in mine
+                   if r["op"] == "broadcast" and r["seq"] > first]
         assert rebuild == [("broadcast", 20), ("broadcast", 4)], rebuild
         barrier = [r for r in mine if r["op"] == "barrier"]
         assert len(barrier) == 1 and barrier[0]["bytes"] == 0, barrier
@@ -207,7 +208,8 @@ def test_comm_ddp_from_start():
     m = re.search(r"allreduce over 3 ranks: rank (\d+) entered last in (\d+) of (\d+), the "
                   r"others waited ([\d.]+) ms for it on average", p.stderr)
     assert m, p.stderr[-2000:]
-    assert m.group(1) == "1" and int(m.group(3)) == steps and int(m.group(2)) >= steps - 2, m.group(0)
+    assert m.group(1) == "1" and int(m.group(3)) == steps and int(m.group(2)) >= steps - 2, \
+        m.group(0)
     assert 0.7 * LATE_MS <= float(m.group(4)) <= 1.6 * LATE_MS, m.group(0)
     con = sqlite3.connect(db)
     try:
