@@ -156,26 +156,25 @@ static __always_inline long py_first_frame(const struct py_proc_cfg *cfg, __u64 
 	return py_read_user(task, frame, 8, (const void *)(p + off2));
 }
 
-/* Walk the Python stack of a thread: the current task, a thread of its process, or with
- * PYSTACK_TASK_READER @task. @cfg: the process's config; @tgid: its pid as the py_tstates map
- * is keyed (struct py_tstate_key); @fsbase: the thread's TLS base (task->thread.fsbase); @task:
- * the thread (used by PYSTACK_TASK_READER only; may be NULL otherwise); @out: room for
- * SAMPLER_MAX_PYDEPTH records. Returns the number of frames written; sets *status (enum
- * py_status) and ORs SAMPLE_F_PY_TRUNCATED into *flags. */
-static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
-				     struct task_struct *task, struct py_frame_rec *out,
-				     __s32 *status, __u32 *flags)
+/*
+ * Walk the Python stack of a thread: the current task, a thread of its process, or with
+ * PYSTACK_TASK_READER @task; with the header copies in @s (py_walk: the per-CPU map
+ * py_scratch; programs that may be preempted, such as uprobes, which run with preemption
+ * enabled, pass their own so that another program on the same CPU cannot overwrite it
+ * half-way through the walk). @cfg: the process's config; @tgid: its pid as the py_tstates
+ * map is keyed (struct py_tstate_key); @fsbase: the thread's TLS base
+ * (task->thread.fsbase); @task: the thread (used by PYSTACK_TASK_READER only; may be NULL
+ * otherwise); @out: room for SAMPLER_MAX_PYDEPTH records. Returns the number of frames
+ * written; sets *status (enum py_status) and ORs SAMPLE_F_PY_TRUNCATED into *flags.
+ */
+static __always_inline __u32 py_walk_in(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
+					struct task_struct *task, struct py_frame_rec *out,
+					struct py_scratch *s, __s32 *status, __u32 *flags)
 {
-	struct py_walk_ctx c = {};
+	struct py_walk_ctx c = {.s = s};
 	struct py_tstate_key key = {};
 	__u64 tstate, frame, *mapped;
-	__u32 zero = 0;
 
-	c.s = bpf_map_lookup_elem(&py_scratch, &zero);
-	if (!c.s) {
-		*status = PY_READ_ERROR;
-		return 0;
-	}
 	tstate = py_tss_tstate(cfg, fsbase, task);
 	if (!py_tstate_valid(cfg, tstate, fsbase, task)) {
 		key.pid = tgid;
@@ -204,6 +203,22 @@ static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, 
 	*status = c.w.status;
 	*flags |= c.w.flags;
 	return c.w.n;
+}
+
+/* py_walk_in with the per-CPU map py_scratch for its copies (programs that cannot be
+ * preempted: perf events, tracepoints, iterators). */
+static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
+				     struct task_struct *task, struct py_frame_rec *out,
+				     __s32 *status, __u32 *flags)
+{
+	__u32 zero = 0;
+	struct py_scratch *s = bpf_map_lookup_elem(&py_scratch, &zero);
+
+	if (!s) {
+		*status = PY_READ_ERROR;
+		return 0;
+	}
+	return py_walk_in(cfg, tgid, fsbase, task, out, s, status, flags);
 }
 
 #endif

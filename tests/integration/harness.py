@@ -24,6 +24,10 @@ _procs = []
 _log = []
 
 
+class Skip(Exception):
+    """Raised by a test that cannot run on this machine (say why): runner.py prints SKIP."""
+
+
 # ---- test lifecycle (called by runner.py) ---------------------------------------------------
 def begin_test(tmpdir):
     global _tmp

@@ -68,6 +68,11 @@ static const char usage_text[] =
 	"                          to its length, nothing runs at context switches. Each stack\n"
 	"                          then has its time (samples.ns) and state; flame graphs and\n"
 	"                          exports show wall-clock time (docs/sql.md, \"Off-CPU time\")\n"
+	"      --no-comm           do not record collective communication calls. By default\n"
+	"                          the collectives of PyTorch's gloo process groups (libtorch)\n"
+	"                          and NCCL's API (libnccl) are recorded with uprobes in the\n"
+	"                          targets that load those libraries, now or later: the table\n"
+	"                          collectives (docs/sql.md) and the stragglers in the summary\n"
 	"  -v, --verbose           more diagnostics (repeat for more)\n"
 	"  -h, --help              this help\n"
 	"\n"
@@ -87,6 +92,7 @@ enum {
 	OPT_PY_DEPTH,
 	OPT_FORCE,
 	OPT_OFF_CPU,
+	OPT_NO_COMM,
 };
 
 static const struct option long_opts[] = {
@@ -100,6 +106,7 @@ static const struct option long_opts[] = {
 	{"no-python", no_argument, NULL, OPT_NO_PYTHON},
 	{"py-depth", required_argument, NULL, OPT_PY_DEPTH},
 	{"children", no_argument, NULL, OPT_CHILDREN},
+	{"no-comm", no_argument, NULL, OPT_NO_COMM},
 	{"force", no_argument, NULL, OPT_FORCE},
 	{"off-cpu", no_argument, NULL, OPT_OFF_CPU},
 	{"verbose", no_argument, NULL, 'v'},
@@ -134,6 +141,7 @@ int cmd_record(int argc, char **argv)
 		.sampling = {.freq = 99, .stack_size = SAMPLER_MAX_STACK, .python = true},
 		.recorder = {.native = true, .python = true, .py_depth = 128},
 		.output = "probing.db",
+		.comm = true,
 		.argc = argc,
 		.argv = argv,
 	};
@@ -196,6 +204,9 @@ int cmd_record(int argc, char **argv)
 			break;
 		case OPT_CHILDREN:
 			o.sampling.children = true;
+			break;
+		case OPT_NO_COMM:
+			o.comm = false;
 			break;
 		case OPT_FORCE:
 			o.store_flags |= STORE_FORCE;

@@ -173,6 +173,23 @@ int pyelf__bias(struct pyelf *e, uint64_t start, uint64_t offset, uint64_t *bias
 	return -ENOENT;
 }
 
+int pyelf__file_offset(struct pyelf *e, uint64_t addr, uint64_t *offset)
+{
+	size_t i, nph;
+	GElf_Phdr ph;
+
+	if (elf_getphdrnum(e->elf, &nph))
+		return -EINVAL;
+	for (i = 0; i < nph; i++) {
+		if (!gelf_getphdr(e->elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    addr < ph.p_vaddr || addr >= ph.p_vaddr + ph.p_filesz)
+			continue;
+		*offset = addr - ph.p_vaddr + ph.p_offset;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 int pyelf__read(struct pyelf *e, uint64_t addr, void *buf, size_t len)
 {
 	Elf_Scn *scn = NULL;

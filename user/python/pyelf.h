@@ -45,6 +45,12 @@ bool pyelf__has_symtab(struct pyelf *e);
  */
 int pyelf__bias(struct pyelf *e, uint64_t start, uint64_t offset, uint64_t *bias);
 
+/*
+ * The offset in the file of the file address @addr (what a uprobe is attached at). Return 0
+ * and *@offset, or -ENOENT (no PT_LOAD holds @addr in the file).
+ */
+int pyelf__file_offset(struct pyelf *e, uint64_t addr, uint64_t *offset);
+
 /* Read @len bytes of the file at file address @addr (from a PROGBITS section). 0 or -errno. */
 int pyelf__read(struct pyelf *e, uint64_t addr, void *buf, size_t len);
 

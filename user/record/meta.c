@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <stdio.h>
+#include <string.h>
 #include <sys/utsname.h>
 
 #include "base/cli.h"
@@ -66,6 +67,11 @@ void meta__write_end(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "lost", t->lost);
 	store__meta_int(st, "complete_native_stacks", t->rs.complete);
 	store__meta_real(st, "recorder_cpu", t->recorder_cpu);
+	store__meta_text(st, "comm", t->comm_state);
+	if (t->comm_state && !strcmp(t->comm_state, "on"))
+		store__meta_int(st, "collectives", t->comm_rows);
+	if (t->comm_notes[0])
+		store__meta_text(st, "comm_notes", t->comm_notes);
 	if (t->bpf_runs) {
 		store__meta_int(st, "bpf_run_ns", t->bpf_ns);
 		store__meta_int(st, "bpf_runs", t->bpf_runs);

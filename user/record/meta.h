@@ -15,7 +15,8 @@ void meta__write_start(struct store *st, const struct session_opts *o, double st
 
 /*
  * The facts known at the end, from @t: end, duration, samples, lost, complete_native_stacks,
- * recorder_cpu, and bpf_run_ns and bpf_runs when the kernel counted them.
+ * recorder_cpu, comm (collectives recorded: on, off or unavailable), collectives and
+ * comm_notes, and bpf_run_ns and bpf_runs when the kernel counted them.
  */
 void meta__write_end(struct store *st, const struct record_totals *t);
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,8 @@
 #include "python/pymerge.h"
 #include "python/pyproc.h"
 #include "record/offcpu.h"
+#include "record/collectives.h"
+#include "record/comm.h"
 #include "record/recorder.h"
 #include "native/stackbuild.h"
 #include "native/symbolize.h"
@@ -85,6 +88,8 @@ struct recorder {
 	struct offcpu *oc;	 /* off-CPU segments joined with their stacks (off_cpu) */
 	bool capture;		 /* the record handled is an off-CPU stack, not a sample: the
 				  * sample statistics leave it out */
+	struct comm *comm;	 /* probes on collectives libraries, or NULL (recorder__use_comm) */
+	struct collectives *cs;	 /* their events joined into rows */
 	int64_t mono_to_real_ns;
 	struct recorder_stats stats;
 	int live;		   /* targets not yet seen to exit */
@@ -189,6 +194,7 @@ void recorder__free(struct recorder *r)
 		return;
 	threadnames__free(r->tn);
 	offcpu__free(r->oc);
+	collectives__free(r->cs);
 	for (i = 0; i < r->ntargets; i++) {
 		drop_dwproc(&r->targets[i]);
 		free_layout(&r->targets[i]);
@@ -482,6 +488,17 @@ static void start_target(struct recorder *r, struct target *t)
 	err = sampling__add_target(r->s, t->pid);
 	if (err)
 		pr_warn("pid %d: cannot add it to the sampler: %s", t->pid, strerror(-err));
+	if (r->comm)
+		comm__scan(r->comm, t->pid);
+}
+
+/* @t's collectives probes and what waits for their events belong to its old program. */
+static void forget_comm(struct recorder *r, struct target *t)
+{
+	if (r->comm)
+		comm__forget(r->comm, t->pid);
+	if (r->cs)
+		collectives__forget(r->cs, t->pid);
 }
 
 int recorder__add_target(struct recorder *r, pid_t pid, pid_t ppid)
@@ -584,6 +601,7 @@ static void target_exec(struct recorder *r, struct target *t, const struct proc_
 	char *cmd = NULL, *path;
 
 	drop_dwproc(t);	      /* its parent's too: the child's address space is new */
+	forget_comm(r, t);    /* the new program's libraries are probed when it maps them */
 	t->dp_failed = false; /* re-read lazily: the loader is still mapping */
 	free_layout(t);
 	/* Events are handled late: an interpreter found after the exec is the new program's
@@ -629,6 +647,7 @@ static void target_exited(struct recorder *r, struct target *t, double ts, bool 
 	}
 	if (from_event)
 		sampling__remove_target(r->s, t->pid);
+	forget_comm(r, t);
 	/* Samples of its last thread's way out of the kernel (or, found gone, its queued
 	 * samples) may follow: its Python thread names are dropped a tick later. */
 	if (r->tn) {
@@ -968,6 +987,23 @@ static int sample_stack(struct recorder *r, struct target *t, const struct sampl
 	return store__stack_id(r->st, r->ids, n, trunc, stack_id);
 }
 
+/* Whether the sample @e, @len bytes with what follows it, holds what its header says. */
+static bool sample_fits(const struct sample_event *e, size_t len)
+{
+	return len >= sizeof(*e) && len >= sizeof(*e) + e->py_len * sizeof(struct py_frame_rec) +
+						    e->kstack_len * 8ul + e->stack_len;
+}
+
+/* sample_stack of a sample @e whose parts follow it in the record (a sample's layout). */
+static int intern_stack(struct recorder *r, struct target *t, const struct sample_event *e,
+			uint64_t *stack_id)
+{
+	const struct py_frame_rec *py = (const void *)(e + 1);
+	const uint64_t *kst = (const void *)(py + e->py_len);
+
+	return sample_stack(r, t, e, py, kst, kst + e->kstack_len, stack_id);
+}
+
 static int handle_sample(struct recorder *r, const struct sample_event *e, size_t len)
 {
 	const struct py_frame_rec *py = (const void *)(e + 1);
@@ -979,8 +1015,7 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	double ts;
 	int err;
 
-	if (len < sizeof(*e) ||
-	    len < sizeof(*e) + e->py_len * sizeof(*py) + e->kstack_len * 8ul + e->stack_len)
+	if (!sample_fits(e, len))
 		return -EINVAL;
 	kst = (const void *)(py + e->py_len);
 	stack = kst + e->kstack_len;
@@ -1076,6 +1111,36 @@ static int handle_offcpu(struct recorder *r, const struct offcpu_event *ev)
 	return offcpu__segment(r->oc, ev, (int64_t)ts, now_mono_ns());
 }
 
+/* An event of the collectives probes: a call's stack is interned like a sample's. */
+static int handle_comm(struct recorder *r, const struct comm_event *h, size_t len)
+{
+	const struct comm_call_event *e = (const void *)h;
+	struct recorder_stats keep;
+	struct target *t;
+	uint64_t stack_id = 0;
+
+	if (!r->cs)
+		return 0;
+	if (h->ev == COMM_EV_MAPPED) {
+		if (r->comm && find_target(r, h->pid))
+			comm__mapped(r->comm, h->pid);
+		return 0;
+	}
+	if (h->ev != COMM_EV_CALL)
+		return collectives__event(r->cs, h);
+	if (len < sizeof(*e) || !sample_fits(&e->s, len - offsetof(struct comm_call_event, s)))
+		return -EINVAL;
+	t = find_target(r, h->pid);
+	if (t && t->alive) {
+		/* A call is no sample: the sample statistics stay as they were. */
+		keep = r->stats;
+		if (intern_stack(r, t, &e->s, &stack_id))
+			stack_id = 0;
+		r->stats = keep;
+	}
+	return collectives__call(r->cs, e, stack_id);
+}
+
 static int handle_proc(struct recorder *r, const struct proc_change_event *ev, size_t len)
 {
 	struct target *t = find_target(r, ev->pid);
@@ -1115,6 +1180,8 @@ int recorder__handle(struct recorder *r, const void *rec, size_t len)
 		return handle_proc(r, rec, len);
 	if (*type == EVENT_OFFCPU && len >= sizeof(struct offcpu_event))
 		return handle_offcpu(r, rec);
+	if (*type == EVENT_COMM && len >= sizeof(struct comm_event))
+		return handle_comm(r, rec, len);
 	return -EINVAL;
 }
 
@@ -1138,6 +1205,9 @@ int recorder__tick(struct recorder *r)
 		} else {
 			retry_python(r, t);
 		}
+		/* Libraries loaded since (dlopen), when the kernel does not say so itself. */
+		if (r->comm && !comm__watches_mmap(r->comm))
+			comm__scan(r->comm, t->pid);
 	}
 	/* Python names change (thread.name = ...): have them read again, and store what
 	 * changed and how long the threads that ran were seen. */
@@ -1196,11 +1266,41 @@ void recorder__poll(struct recorder *r)
 					 r->targets[i].pid, strerror(-err));
 		}
 	}
+	if (r->comm)
+		comm__poll(r->comm);
 }
 
 int recorder__finish(struct recorder *r)
 {
 	return r->oc ? offcpu__expire(r->oc, now_mono_ns(), true) : 0;
+}
+
+int recorder__use_comm(struct recorder *r, struct comm *c)
+{
+	size_t i;
+
+	r->cs = collectives__new(r->st, c);
+	if (!r->cs)
+		return -errno;
+	r->comm = c;
+	for (i = 0; i < r->ntargets; i++)
+		if (r->targets[i].alive)
+			comm__scan(c, r->targets[i].pid);
+	return 0;
+}
+
+void recorder__comm_counts(const struct recorder *r, uint64_t *rows, uint64_t *completed,
+			   uint64_t *processes)
+{
+	*rows = *completed = *processes = 0;
+	if (r->cs)
+		collectives__counts(r->cs, rows, completed, processes);
+}
+
+int recorder__comm_summary(struct recorder *r, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	return r->cs ? collectives__summary(r->cs, buf, size) : 0;
 }
 
 int recorder__live_targets(const struct recorder *r)

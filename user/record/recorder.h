@@ -84,6 +84,23 @@ void recorder__poll(struct recorder *r);
  */
 int recorder__finish(struct recorder *r);
 
+struct comm;
+
+/*
+ * Record collective communication calls through @c (owned by the caller, who keeps it until
+ * after recorder__free): probe the targets now and every target from now on, and join the
+ * events into rows of the recording. 0 or -errno.
+ */
+int recorder__use_comm(struct recorder *r, struct comm *c);
+
+/* Collectives written into the recording, of them those seen completing, and the processes
+ * that issued them. */
+void recorder__comm_counts(const struct recorder *r, uint64_t *rows, uint64_t *completed,
+			   uint64_t *processes);
+
+/* The summary of the collectives (collectives.h) into @buf; "" if none. 0 or -errno. */
+int recorder__comm_summary(struct recorder *r, char *buf, size_t size);
+
 /* Live targets (not yet seen to exit). */
 int recorder__live_targets(const struct recorder *r);
 

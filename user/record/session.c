@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/procinfo.h"
 #include "base/util.h"
+#include "record/comm.h"
 #include "record/evqueue.h"
 #include "record/launch.h"
 #include "record/meta.h"
@@ -21,6 +22,7 @@ struct session {
 	struct store *st;
 	struct sampling *smp;
 	struct recorder *rec;
+	struct comm *comm; /* NULL: collectives not recorded */
 	struct evqueue *q;
 	struct launch child;		/* the command it started, if any */
 	double start;			/* CLOCK_MONOTONIC seconds when sampling started */
@@ -56,6 +58,8 @@ static void free_pipeline(struct session *s)
 	launch__end(&s->child);
 	recorder__free(s->rec);
 	s->rec = NULL;
+	comm__free(s->comm); /* after the recorder, which uses it */
+	s->comm = NULL;
 	sampling__free(s->smp);
 	s->smp = NULL;
 }
@@ -95,6 +99,28 @@ static int add_descendants(struct session *s)
 			break;
 	}
 	return total;
+}
+
+/*
+ * Probe the targets' collectives libraries (comm.h). Recording goes on without them if the
+ * kernel refuses their program (said with -v, and in meta.comm).
+ */
+static void start_comm(struct session *s)
+{
+	const struct session_opts *o = s->o;
+	struct comm_opts co = {
+		.stack_size = o->sampling.stack_size,
+		.python = o->sampling.python,
+		.pidns_inum = o->sampling.pidns_inum,
+	};
+
+	if (comm__open(s->smp, &co, &s->comm))
+		return;
+	if (recorder__use_comm(s->rec, s->comm)) {
+		pr_info("collectives are not recorded: %s", strerror(ENOMEM));
+		comm__free(s->comm);
+		s->comm = NULL;
+	}
 }
 
 /* Make the running processes of the options targets. 0 or -errno, said. */
@@ -170,6 +196,8 @@ int session__open(const struct session_opts *o, struct session **out)
 		pr_warn("cannot start the recorder: %s", strerror(-err));
 		goto fail;
 	}
+	if (o->comm)
+		start_comm(s);
 	err = add_pids(s);
 	if (!err && o->command)
 		err = add_command(s);
@@ -254,6 +282,24 @@ static int drained(void *ctx, void *data, size_t len)
 	return 0;
 }
 
+/* What the collectives probes recorded, into @t. */
+static void comm_totals(struct session *s, struct record_totals *t)
+{
+	struct comm_stats cst;
+	const char *notes;
+
+	t->comm_state = !s->o->comm ? "off" : s->comm ? "on" : "unavailable";
+	if (!s->comm)
+		return;
+	recorder__comm_counts(s->rec, &t->comm_rows, &t->comm_completed, &t->comm_processes);
+	comm__stats(s->comm, &cst);
+	t->comm_lost = cst.lost;
+	notes = comm__notes(s->comm);
+	snprintf(t->comm_notes, sizeof(t->comm_notes), "%s", notes ? notes : "");
+	if (recorder__comm_summary(s->rec, t->comm_summary, sizeof(t->comm_summary)))
+		t->comm_summary[0] = '\0';
+}
+
 void session__finish(struct session *s, struct record_totals *t)
 {
 	struct rusage ru;
@@ -297,6 +343,7 @@ void session__finish(struct session *s, struct record_totals *t)
 	if (t->nprocs < 0)
 		t->nprocs = 0; /* the summary goes without the ranks */
 	t->procs = s->procs;
+	comm_totals(s, t);
 	meta__write_end(s->st, t);
 }
 

@@ -25,6 +25,7 @@ struct session_opts {
 	struct recorder_opts recorder;
 	const char *output;	  /* the recording file */
 	unsigned int store_flags; /* STORE_FORCE */
+	bool comm;		  /* record collective communication calls (comm.h) */
 	double duration;	  /* seconds; 0: until a signal or every target has exited */
 	const pid_t *pids;	  /* running processes to record (checked by preflight.h) ... */
 	int npids;
@@ -51,6 +52,14 @@ struct record_totals {
 	const struct recorder_process *procs;
 	int nprocs;
 	struct sampling_offcpu_stats off; /* with --off-cpu */
+	/* Collectives (comm.h, collectives.h). */
+	const char *comm_state;	 /* "on", "off" (--no-comm) or "unavailable" */
+	uint64_t comm_rows;	 /* collectives recorded */
+	uint64_t comm_completed; /* of which seen completing */
+	uint64_t comm_processes; /* processes that issued them */
+	uint64_t comm_lost;	 /* events lost (ring buffer full) */
+	char comm_summary[1024]; /* the stragglers, a line per kind of collective */
+	char comm_notes[2048];	 /* what comm noted ("; "-separated), or "" */
 };
 
 /*

@@ -53,7 +53,20 @@ static const char schema_sql[] =
 	"CREATE VIEW sample_times AS\n"
 	"  SELECT c.ts AS ts, c.pid AS pid, c.tid AS tid, t.name AS thread,\n"
 	"         c.stack_id AS stack_id, c.count AS count, c.ns AS ns, @STATE@ AS state\n"
-	"  FROM sample_counts c LEFT JOIN threads t ON t.pid = c.pid AND t.tid = c.tid;\n";
+	"  FROM sample_counts c LEFT JOIN threads t ON t.pid = c.pid AND t.tid = c.tid;\n"
+	/* Collective communication calls (user/record/collectives.c); docs/sql.md. */
+	"CREATE TABLE collectives_raw(id INTEGER PRIMARY KEY, pid INTEGER NOT NULL,\n"
+	"  tid INTEGER NOT NULL, op TEXT NOT NULL, grp TEXT, bytes INTEGER, seq INTEGER,\n"
+	"  start_ns INTEGER NOT NULL, ns INTEGER, stack_id INTEGER, grp_rank INTEGER,\n"
+	"  grp_size INTEGER, peer INTEGER, tag INTEGER, worker_tid INTEGER, error INTEGER,\n"
+	"  lib TEXT);\n"
+	"CREATE VIEW collectives AS\n"
+	"  SELECT c.pid AS pid, p.rank AS rank, c.tid AS tid, c.op AS op, c.grp AS grp,\n"
+	"         c.bytes AS bytes, c.seq AS seq, c.start_ns AS start_ns, c.ns AS ns,\n"
+	"         c.stack_id AS stack_id, c.grp_rank AS grp_rank, c.grp_size AS grp_size,\n"
+	"         c.peer AS peer, c.tag AS tag, c.worker_tid AS worker_tid, c.error AS error,\n"
+	"         c.lib AS lib\n"
+	"  FROM collectives_raw c LEFT JOIN processes p ON p.pid = c.pid;\n";
 
 /* Key of the count map. */
 struct count_key {
@@ -317,6 +330,67 @@ int store__thread_ns_tid(struct store *st, pid_t pid, pid_t tid, pid_t ns_tid)
 {
 	return pending_append(st, "UPDATE threads SET ns_tid = %d WHERE pid = %d AND tid = %d",
 			      (int)ns_tid, (int)pid, (int)tid);
+}
+
+/* An integer column's SQL: its value, or NULL when @known is false. */
+static const char *int_sql(char *buf, size_t n, bool known, int64_t v)
+{
+	if (!known)
+		return "NULL";
+	snprintf(buf, n, "%lld", (long long)v);
+	return buf;
+}
+
+int store__collective(struct store *st, const struct store_collective *c)
+{
+	char bytes[24], seq[24], ns[24], stack[24], grank[24], gsize[24], peer[24], tag[24],
+		worker[24];
+
+	return pending_append(
+		st,
+		"INSERT OR REPLACE INTO collectives_raw(id, pid, tid, op, grp, bytes, seq,"
+		" start_ns, ns, stack_id, grp_rank, grp_size, peer, tag, worker_tid, error, lib)"
+		" VALUES(%lld, %d, %d, %Q, %Q, %s, %s, %lld, %s, %s, %s, %s, %s, %s, %s, %d, %Q)",
+		(long long)c->id, (int)c->pid, (int)c->tid, c->op, c->grp,
+		int_sql(bytes, sizeof(bytes), c->bytes >= 0, c->bytes),
+		int_sql(seq, sizeof(seq), c->seq >= 0, c->seq), (long long)c->start_ns,
+		int_sql(ns, sizeof(ns), c->ns >= 0, c->ns),
+		int_sql(stack, sizeof(stack), c->stack_id > 0, (int64_t)c->stack_id),
+		int_sql(grank, sizeof(grank), c->grp_size > 0, c->grp_rank),
+		int_sql(gsize, sizeof(gsize), c->grp_size > 0, c->grp_size),
+		int_sql(peer, sizeof(peer), c->has_peer, c->peer),
+		int_sql(tag, sizeof(tag), c->has_peer, c->tag),
+		int_sql(worker, sizeof(worker), c->worker_tid > 0, c->worker_tid), c->error ? 1 : 0,
+		c->lib);
+}
+
+int store__select(struct store *st, const char *sql,
+		  int (*row)(void *ctx, int ncols, const char *const *values), void *ctx)
+{
+	const char *vals[16];
+	sqlite3_stmt *s = NULL;
+	int rc, i, n, err = 0;
+
+	err = store__flush(st);
+	if (err)
+		return err;
+	rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return sql_err(st, rc, "cannot read");
+	n = sqlite3_column_count(s);
+	if (n > (int)ARRAY_SIZE(vals))
+		n = ARRAY_SIZE(vals);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		for (i = 0; i < n; i++)
+			vals[i] = (const char *)sqlite3_column_text(s, i);
+		err = row(ctx, n, vals);
+		if (err)
+			break;
+	}
+	if (!err && rc != SQLITE_DONE)
+		err = sql_err(st, rc, "cannot read");
+	sqlite3_finalize(s);
+	return err;
 }
 
 /* Serialize a frame into st->key: kind, line, then NUL-separated strings (NULL as \1). */

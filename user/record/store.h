@@ -108,6 +108,39 @@ int store__count(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int6
 int store__count_state(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id, int64_t ts,
 		       unsigned int state, uint64_t n, uint64_t ns);
 
+/*
+ * A row of collectives_raw (the view collectives, docs/sql.md): one collective communication
+ * call. Rows are keyed by @id, which the caller chooses: writing the same id again replaces the
+ * row (a call is written when it starts and again when it completes). Strings are copied.
+ */
+struct store_collective {
+	int64_t id;
+	pid_t pid, tid;
+	const char *op;	   /* "allreduce", "broadcast", ... */
+	const char *grp;   /* the process group's name, or NULL */
+	int64_t bytes;	   /* payload on this rank; -1: unknown */
+	int64_t seq;	   /* the call's number in its group; -1: unknown */
+	int64_t start_ns;  /* unix ns when this rank entered it */
+	int64_t ns;	   /* until it completed on this rank; -1: not (yet) */
+	uint64_t stack_id; /* 0: none */
+	int grp_rank;	   /* the rank in the group and its size; grp_size <= 0: unknown */
+	int grp_size;
+	bool has_peer; /* peer and tag are known (send, recv) */
+	int peer, tag;
+	pid_t worker_tid; /* the thread that completed it; 0: unknown */
+	bool error;	  /* it completed with an error */
+	const char *lib;  /* "gloo", "nccl" */
+};
+int store__collective(struct store *st, const struct store_collective *c);
+
+/*
+ * Flush, then run @sql on the recording and call @row(@ctx, ncols, values) for each row of
+ * its result, values as text (NULL for SQL NULL; at most 16 columns). A non-zero return from
+ * @row stops and is returned. Return 0 or -errno.
+ */
+int store__select(struct store *st, const char *sql,
+		  int (*row)(void *ctx, int ncols, const char *const *values), void *ctx);
+
 /* Write everything pending in one transaction. Return 0 or -errno. */
 int store__flush(struct store *st);
 

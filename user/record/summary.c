@@ -178,6 +178,28 @@ static void print_costs(const struct record_totals *t)
 			(unsigned long long)rs->py_status[PY_NONE]);
 }
 
+/* The collectives recorded, and who the others waited for (docs/sql.md, "Stragglers"). */
+static void print_collectives(const struct record_totals *t)
+{
+	const char *line = t->comm_summary, *end;
+
+	if (!t->comm_rows)
+		return;
+	fprintf(stderr, "probing: %llu collective calls (%llu seen completing) in %llu process%s\n",
+		(unsigned long long)t->comm_rows, (unsigned long long)t->comm_completed,
+		(unsigned long long)t->comm_processes, t->comm_processes == 1 ? "" : "es");
+	while (*line) {
+		end = strchrnul(line, '\n');
+		fprintf(stderr, "probing:   %.*s\n", (int)(end - line), line);
+		line = *end ? end + 1 : end;
+	}
+	if (t->comm_lost)
+		fprintf(stderr,
+			"probing: %llu events of collective calls were lost because the recorder "
+			"could not keep up: some rows lack their completion\n",
+			(unsigned long long)t->comm_lost);
+}
+
 int summary__print(const struct record_totals *t, const struct session_opts *o)
 {
 	const struct recorder_stats *rs = &t->rs;
@@ -220,6 +242,7 @@ int summary__print(const struct record_totals *t, const struct session_opts *o)
 			"command line or end time\n",
 			(unsigned long long)t->lost_events);
 	print_ranks(t);
+	print_collectives(t);
 	if (!rs->samples && !rs->off_segments)
 		ret = explain_no_samples(t, o->sampling.freq);
 	print_costs(t);

@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: (GPL-2.0 OR MIT)
+/*
+ * Collective communication calls, seen through uprobes on the libraries that make them
+ * (user/record/comm.c attaches them per target process): c10d::ProcessGroupGloo's
+ * collectives and their completion on the gloo worker thread, gloo's point-to-point buffers,
+ * NCCL's C API. One program, comm_probe, serves every probe point; the point's BPF cookie
+ * (comm.h) says what it is.
+ *
+ * A call sends its arguments that matter (process group, tag, tensor sizes) and the calling
+ * thread's stack as a sample (registers, the user stack in use, the Python frames), reserved
+ * in the ring buffer and filled in place: uprobe programs run with preemption enabled, so a
+ * per-CPU scratch buffer could be overwritten half-way by another program on the same CPU.
+ * The other events are small: which work object the call queued, when a work object
+ * completed. Userspace joins them (user/record/collectives.c).
+ *
+ * comm_mmap (fentry on security_mmap_file), or where the kernel has no BPF trampolines
+ * comm_mmap_tp (the mmap system call's tracepoint), tells userspace when a target maps a
+ * library whose name says it may have probe points (libtorch*, libgloo*, libnccl*), so that a
+ * job recorded from its start is probed as soon as it imports torch.
+ *
+ * The maps events, targets, py_procs and py_tstates are the sampler's (sampler.bpf.c),
+ * shared by userspace before load.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+#include "comm.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Set by userspace before load. */
+const volatile __u32 stack_size = SAMPLER_MAX_STACK; /* most bytes to copy, multiple of 8 */
+const volatile bool want_python = true;
+const volatile bool use_tai = true; /* bpf_ktime_get_tai_ns exists (Linux 6.1) */
+const volatile __u32 pidns_inum = 0;
+
+__u32 pidns_level = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20); /* replaced by the sampler's */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u32);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct py_proc_cfg);
+} py_procs SEC(".maps");
+
+/* Layouts per library file (comm.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, COMM_MAX_LIBS);
+	__type(key, __u32);
+	__type(value, struct comm_lib_cfg);
+} comm_libs SEC(".maps");
+
+/* Threads (kernel tid) in a gloo send/recv call, until its unbound buffer is posted. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} p2p_calls SEC(".maps");
+
+struct p2p_buf_key {
+	__u32 tgid; /* kernel tgid */
+	__u32 _pad;
+	__u64 ub; /* the gloo::transport::tcp::UnboundBuffer */
+};
+
+/* Unbound buffers of send/recv calls in flight: only their completions are sent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct p2p_buf_key);
+	__type(value, __u32);
+} p2p_bufs SEC(".maps");
+
+/* Events lost because the ring buffer was full (one counter per CPU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} comm_lost SEC(".maps");
+
+#include "pystack.bpf.h"
+#include "uctx.bpf.h"
+
+#define PY_AREA 0x8000 /* >= SAMPLER_MAX_PYDEPTH * sizeof(struct py_frame_rec) */
+
+_Static_assert(SAMPLER_MAX_PYDEPTH * sizeof(struct py_frame_rec) <= PY_AREA, "PY_AREA too small");
+
+/* A call as reserved in the ring buffer: the event, then room for what follows the sample. */
+struct comm_call_rec {
+	struct comm_call_event e;
+	__u8 data[PY_AREA + UCTX_STACK_AREA + UCTX_CHUNK_MAX];
+	struct py_scratch ps; /* the Python walk's header copies (not sent: after the data) */
+};
+
+static __always_inline void count_lost(void)
+{
+	__u32 zero = 0;
+	__u64 *v = bpf_map_lookup_elem(&comm_lost, &zero);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u64 now_ns(void)
+{
+	return use_tai ? bpf_ktime_get_tai_ns() : bpf_ktime_get_ns();
+}
+
+/* Argument @n (1-based) of the function the uprobe stopped at (System V x86-64), from its
+ * registers @r (DWARF order, struct sample_event). */
+static __always_inline __u64 arg(const __u64 *r, __u32 n)
+{
+	__u64 v = 0;
+
+	switch (n) {
+	case 1:
+		return r[DWREG_RDI];
+	case 2:
+		return r[DWREG_RSI];
+	case 3:
+		return r[DWREG_RDX];
+	case 4:
+		return r[DWREG_RCX];
+	case 5:
+		return r[DWREG_R8];
+	case 6:
+		return r[DWREG_R9];
+	}
+	/* On the stack above the return address: the 7th at sp + 8. */
+	if (n >= 7 && n <= 8)
+		bpf_probe_read_user(&v, sizeof(v), (const void *)(r[DWREG_RSP] + 8 * (n - 6)));
+	return v;
+}
+
+/* The header every event starts with; the ids must be set. */
+static __always_inline void fill_header(struct comm_event *h, __u16 ev, const struct task_ids *ids,
+					__u64 cookie, __u64 obj)
+{
+	h->type = EVENT_COMM;
+	h->ev = ev;
+	h->flags = use_tai ? COMM_F_TAI : 0;
+	h->pid = ids->pid;
+	h->tid = ids->tid;
+	h->time_ns = now_ns();
+	h->obj = obj;
+	h->cookie = cookie;
+}
+
+/* A small event (not a call). */
+static __always_inline void send_event(struct task_struct *task, __u16 ev, __u64 cookie, __u64 obj,
+				       __u16 flags, __u64 rb_flags)
+{
+	struct task_ids ids = {};
+	struct comm_event h;
+
+	view_ids(task, &ids);
+	if (!ids.pid)
+		return;
+	fill_header(&h, ev, &ids, cookie, obj);
+	h.flags |= flags;
+	if (bpf_ringbuf_output(&events, &h, sizeof(h), rb_flags))
+		count_lost();
+}
+
+/* The sizes of a gloo call's tensors: @vec is a std::vector<at::Tensor>* (or, with @single,
+ * one at::Tensor*); an at::Tensor is a pointer to its c10::TensorImpl. */
+static __always_inline void read_tensors(struct comm_call_event *e, const struct comm_lib_cfg *lc,
+					 __u64 vec, bool single)
+{
+	__u64 begin = vec, end = vec + 8, impl = 0;
+	__u32 i, n;
+
+	if (!vec || lc->ti_numel == COMM_OFF_NONE || lc->ti_dtype == COMM_OFF_NONE)
+		return;
+	if (!single && (bpf_probe_read_user(&begin, 8, (const void *)vec) ||
+			bpf_probe_read_user(&end, 8, (const void *)(vec + 8))))
+		return;
+	if (end < begin || (end - begin) % 8 || end - begin > (1u << 20))
+		return;
+	n = (end - begin) / 8;
+	e->ntensors = n;
+	for (i = 0; i < COMM_MAX_TENSORS; i++) {
+		if (i >= n)
+			break;
+		if (bpf_probe_read_user(&impl, 8, (const void *)(begin + 8 * i)) || !impl)
+			return;
+		/* The header may fail to read where the size fields do not (its end on a page
+		 * not faulted in yet): the sizes are still good once the layout is known. */
+		if (!i && !bpf_probe_read_user(e->tensor0, sizeof(e->tensor0), (const void *)impl))
+			e->h.flags |= COMM_F_HDR;
+		if (bpf_probe_read_user(&e->numel[i], 8, (const void *)(impl + lc->ti_numel)) ||
+		    bpf_probe_read_user(&e->dtypes[i], 2, (const void *)(impl + lc->ti_dtype)))
+			return;
+	}
+	e->h.flags |= COMM_F_TENSORS;
+}
+
+/* A gloo call's process group: rank, size and the next tag. */
+static __always_inline void read_group(struct comm_call_event *e, const struct comm_lib_cfg *lc,
+				       __u64 pg)
+{
+	e->pg = pg;
+	if (!pg)
+		return;
+	if (lc->pg_rank != COMM_OFF_NONE && lc->pg_size != COMM_OFF_NONE &&
+	    !bpf_probe_read_user(&e->grp_rank, 4, (const void *)(pg + lc->pg_rank)) &&
+	    !bpf_probe_read_user(&e->grp_size, 4, (const void *)(pg + lc->pg_size)))
+		e->h.flags |= COMM_F_GRP;
+	if (lc->pg_counter != COMM_OFF_NONE &&
+	    !bpf_probe_read_user(&e->seq, 4, (const void *)(pg + lc->pg_counter)))
+		e->h.flags |= COMM_F_SEQ;
+}
+
+/* An NCCL call's count, datatype, peer and communicator (comm.h, enum comm_nccl_args). */
+static __always_inline void read_nccl(const __u64 *r, struct comm_call_event *e, __u32 args)
+{
+	__u32 c = 3, d = 4, p = 0, m = 6;
+
+	switch (args) {
+	case COMM_NCCL_COLL:
+		break;
+	case COMM_NCCL_BROADCAST:
+		p = 5;
+		break;
+	case COMM_NCCL_BCAST:
+		c = 2, d = 3, p = 4, m = 5;
+		break;
+	case COMM_NCCL_REDUCE:
+		p = 6, m = 7;
+		break;
+	case COMM_NCCL_ALLGATHER:
+		m = 5;
+		break;
+	case COMM_NCCL_P2P:
+		c = 2, d = 3, p = 4, m = 5;
+		break;
+	default:
+		return;
+	}
+	e->count = arg(r, c);
+	e->dtype = (__u32)arg(r, d);
+	e->peer = p ? (__s32)arg(r, p) : -1;
+	e->pg = arg(r, m);
+}
+
+/* A call: its arguments and the calling thread's stack, as one record. */
+static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 argb = COMM_COOKIE_ARG(cookie), lib = COMM_COOKIE_LIB(cookie), pyb = 0;
+	const struct comm_lib_cfg *lc;
+	struct comm_call_rec *r;
+	struct sample_event *s;
+	struct task_ids ids = {};
+	const __u64 *regs;
+	__u64 sp;
+
+	view_ids(task, &ids);
+	if (!ids.pid)
+		return 0;
+	lc = bpf_map_lookup_elem(&comm_libs, &lib);
+	if (!lc)
+		return 0;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_lost();
+		return 0;
+	}
+	__builtin_memset(&r->e, 0, sizeof(r->e));
+	fill_header(&r->e.h, COMM_EV_CALL, &ids, cookie, 0);
+	r->e.peer = -1;
+	/* The registers first: the arguments are read from the copy. */
+	copy_regs(r->e.s.regs, ctx);
+	regs = r->e.s.regs;
+	if (role == COMM_R_NCCL_CALL) {
+		read_nccl(regs, &r->e, argb);
+	} else {
+		/* The collectives return c10::intrusive_ptr<Work> by value: its hidden return
+		 * slot is argument 1, `this` argument 2. */
+		read_group(&r->e, lc, arg(regs, 2));
+		if (argb & COMM_ARG_INDEX)
+			read_tensors(&r->e, lc, arg(regs, argb & COMM_ARG_INDEX),
+				     argb & COMM_ARG_TENSOR);
+		if (role == COMM_R_GLOO_P2P) {
+			/* send/recv(tensors, peer, tag); recvAnysource(tensors, tag) */
+			if (COMM_COOKIE_OP(cookie) == COMM_OP_RECV_ANYSOURCE) {
+				r->e.tag = (__s32)arg(regs, 4);
+			} else {
+				r->e.peer = (__s32)arg(regs, 4);
+				r->e.tag = (__s32)arg(regs, 5);
+			}
+		}
+	}
+
+	/* The stack, as a sample of the calling thread. */
+	s = &r->e.s;
+	s->type = EVENT_SAMPLE;
+	s->pid = ids.pid;
+	s->tid = ids.tid;
+	own_ids(task, &ids);
+	s->ns_pid = ids.ns_pid;
+	s->ns_tid = ids.ns_tid;
+	s->cpu = bpf_get_smp_processor_id();
+	s->time_ns = bpf_ktime_get_ns();
+	s->py_status = PY_NONE;
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	s->fsbase = BPF_CORE_READ(task, thread.fsbase);
+	if (want_python) {
+		__u32 tgid = ids.pid;
+		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &tgid);
+
+		if (cfg) {
+			__u32 n = py_walk_in(cfg, s->pid, s->fsbase, NULL,
+					     (struct py_frame_rec *)r->data, &r->ps, &s->py_status,
+					     &s->flags);
+
+			if (n > SAMPLER_MAX_PYDEPTH)
+				n = SAMPLER_MAX_PYDEPTH;
+			s->py_len = n;
+			pyb = n * sizeof(struct py_frame_rec);
+		}
+	}
+	sp = regs[DWREG_RSP];
+	s->stack_len = copy_user_stack(r->data + (pyb & (PY_AREA - 1)), sp,
+				       stack_top(task, s->pid, s->tid, s->fsbase, sp), &s->flags);
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("uprobe")
+int comm_probe(struct pt_regs *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), id = bpf_get_current_pid_tgid(), work = 0;
+	struct task_struct *task;
+	__u32 role = COMM_COOKIE_ROLE(cookie), tid = (__u32)id, one = 1;
+	struct p2p_buf_key bk = {.tgid = id >> 32};
+
+	switch (role) {
+	case COMM_R_GLOO_CALL:
+	case COMM_R_NCCL_CALL:
+		return on_call(ctx, cookie, role);
+	case COMM_R_GLOO_P2P:
+		bpf_map_update_elem(&p2p_calls, &tid, &one, BPF_ANY);
+		return on_call(ctx, cookie, role);
+	}
+	task = bpf_get_current_task_btf();
+	switch (role) {
+	case COMM_R_GLOO_ENQUEUE:
+		/* enqueue(this, c10::intrusive_ptr<AsyncWork>): passed by reference to a
+		 * temporary, which holds the AsyncWork*. */
+		if (bpf_probe_read_user(&work, 8, (const void *)ctx->si))
+			return 0;
+		send_event(task, COMM_EV_ENQUEUE, cookie, work, 0, BPF_RB_NO_WAKEUP);
+		break;
+	case COMM_R_GLOO_FINISH:
+	case COMM_R_GLOO_ERROR:
+		send_event(task, COMM_EV_DONE, cookie, ctx->di,
+			   role == COMM_R_GLOO_ERROR ? COMM_F_ERROR : 0, BPF_RB_NO_WAKEUP);
+		break;
+	case COMM_R_UB_POST:
+		/* Buffers of the collectives' own algorithms are not followed: only those of a
+		 * send/recv call on this thread. */
+		if (!bpf_map_lookup_elem(&p2p_calls, &tid))
+			return 0;
+		bpf_map_delete_elem(&p2p_calls, &tid);
+		bk.ub = ctx->di;
+		bpf_map_update_elem(&p2p_bufs, &bk, &one, BPF_ANY);
+		send_event(task, COMM_EV_UB_POST, cookie, bk.ub, 0, BPF_RB_NO_WAKEUP);
+		break;
+	case COMM_R_UB_DONE:
+		bk.ub = ctx->di;
+		if (bpf_map_delete_elem(&p2p_bufs, &bk))
+			return 0;
+		send_event(task, COMM_EV_DONE, cookie, bk.ub, 0, BPF_RB_NO_WAKEUP);
+		break;
+	case COMM_R_NCCL_GROUP_START:
+		send_event(task, COMM_EV_GROUP_START, cookie, 0, 0, BPF_RB_NO_WAKEUP);
+		break;
+	case COMM_R_NCCL_GROUP_END:
+		send_event(task, COMM_EV_GROUP_END, cookie, 0, 0, BPF_RB_NO_WAKEUP);
+		break;
+	}
+	return 0;
+}
+
+#define PROT_EXEC 4
+
+/* Does the file name @n start with one of the prefixes of libraries that may be probed? */
+static __always_inline bool maybe_probed(const char *n)
+{
+	if (n[0] != 'l' || n[1] != 'i' || n[2] != 'b')
+		return false;
+	if (n[3] == 't' && n[4] == 'o' && n[5] == 'r' && n[6] == 'c' && n[7] == 'h')
+		return true; /* libtorch_cpu, libtorch_cuda, libtorch */
+	if (n[3] == 'n' && n[4] == 'c' && n[5] == 'c' && n[6] == 'l')
+		return true; /* libnccl */
+	return n[3] == 'g' && n[4] == 'l' && n[5] == 'o' && n[6] == 'o';
+}
+
+/* A target maps @file executable: if its name says it may have probe points, tell userspace. */
+static __always_inline void mapped(struct file *file)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_ids ids = {};
+	char name[16] = {};
+
+	if (!file)
+		return;
+	view_ids(task, &ids);
+	if (!ids.pid || !bpf_map_lookup_elem(&targets, &ids.pid))
+		return;
+	if (bpf_probe_read_kernel_str(name, sizeof(name),
+				      BPF_CORE_READ(file, f_path.dentry, d_name.name)) < 0 ||
+	    !maybe_probed(name))
+		return;
+	/* Rare, and the sooner the probes are in the better: wake the reader. */
+	send_event(task, COMM_EV_MAPPED, 0, BPF_CORE_READ(file, f_inode, i_ino), 0, 0);
+}
+
+SEC("fentry/security_mmap_file")
+int BPF_PROG(comm_mmap, struct file *file, unsigned long prot, unsigned long flags)
+{
+	if (prot & PROT_EXEC)
+		mapped(file);
+	return 0;
+}
+
+/*
+ * The same where the kernel has no BPF trampolines (fentry): mmap(2) of a file descriptor with
+ * PROT_EXEC, as the dynamic loader maps a library's code; the file is the descriptor's.
+ */
+SEC("tp/syscalls/sys_enter_mmap")
+int comm_mmap_tp(struct trace_event_raw_sys_enter *ctx)
+{
+	struct task_struct *task;
+	struct file **fds, *file = NULL;
+	long fd = (long)ctx->args[4];
+
+	if (!(ctx->args[2] & PROT_EXEC) || fd < 0 || fd >= 1 << 20)
+		return 0;
+	task = bpf_get_current_task_btf();
+	if (fd >= BPF_CORE_READ(task, files, fdt, max_fds))
+		return 0;
+	fds = BPF_CORE_READ(task, files, fdt, fd);
+	if (!fds || bpf_probe_read_kernel(&file, sizeof(file), fds + fd))
+		return 0;
+	mapped(file);
+	return 0;
+}

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
+/*
+ * The user context of the current task, for BPF programs that send a stack to userspace the
+ * way the sampler does (sampler.bpf.c, comm.bpf.c): its pids as the recorder numbers them, its
+ * user registers in DWARF order, and a copy of the part of its user stack in use.
+ *
+ * For inclusion after vmlinux.h, bpf_helpers.h, bpf_core_read.h, bpf_tracing.h and sampler.h.
+ * The includer defines, before the inclusion:
+ *
+ *   const volatile __u32 pidns_inum;   the recorder's PID namespace (0: the initial one)
+ *   __u32 pidns_level;                 its level, learned here (0 until then)
+ *   const volatile __u32 stack_size;   most bytes of user stack to copy, a multiple of 8
+ *
+ * Pids are numbered as the recorder's PID namespace numbers them (sampler.h): the kernel's
+ * numbers when it runs in the initial namespace; otherwise they are looked up in the tasks'
+ * struct pid, so that a recorder inside a container matches the pids it sees in its /proc.
+ */
+#ifndef PROBING_UCTX_BPF_H
+#define PROBING_UCTX_BPF_H
+
+#define MAX_PIDNS_LEVEL 32 /* the kernel's limit on nested PID namespaces */
+
+/* Sizes of a stack copy area (powers of two, so masks bound offsets for the verifier). */
+#define UCTX_STACK_AREA 0x10000 /* >= SAMPLER_MAX_STACK */
+#define UCTX_CHUNK_MAX	0x2000	/* a read never exceeds this; slack behind UCTX_STACK_AREA */
+#define UCTX_PAGE	4096
+
+_Static_assert(SAMPLER_MAX_STACK <= UCTX_STACK_AREA, "UCTX_STACK_AREA too small");
+
+/* The upid (number, namespace) of @pid at namespace level @level. */
+static __always_inline int read_upid(struct pid *pid, __u32 level, int *nr,
+				     struct pid_namespace **ns)
+{
+	const __u8 *u = (const __u8 *)pid + bpf_core_field_offset(struct pid, numbers) +
+			(__u64)level * bpf_core_type_size(struct upid);
+
+	if (bpf_probe_read_kernel(nr, sizeof(*nr), u + bpf_core_field_offset(struct upid, nr)))
+		return -1;
+	return bpf_probe_read_kernel(ns, sizeof(*ns), u + bpf_core_field_offset(struct upid, ns));
+}
+
+/* The number @pid has in the recorder's PID namespace; 0 if it has none there. */
+static __always_inline __u32 view_nr(struct pid *pid)
+{
+	struct pid_namespace *ns;
+	__u32 level, i;
+	int nr;
+
+	if (!pid)
+		return 0;
+	level = BPF_CORE_READ(pid, level);
+	if (pidns_level) {
+		if (level < pidns_level || read_upid(pid, pidns_level, &nr, &ns) ||
+		    BPF_CORE_READ(ns, ns.inum) != pidns_inum)
+			return 0;
+		return nr;
+	}
+	for (i = 1; i <= MAX_PIDNS_LEVEL; i++) {
+		if (i > level)
+			break;
+		if (read_upid(pid, i, &nr, &ns))
+			return 0;
+		if (BPF_CORE_READ(ns, ns.inum) == pidns_inum) {
+			pidns_level = i;
+			return nr;
+		}
+	}
+	return 0;
+}
+
+/* The number @pid has in its own (innermost) PID namespace. */
+static __always_inline __u32 own_nr(struct pid *pid)
+{
+	struct pid_namespace *ns;
+	int nr;
+
+	if (!pid || read_upid(pid, BPF_CORE_READ(pid, level), &nr, &ns))
+		return 0;
+	return nr;
+}
+
+struct task_ids {
+	__u32 pid, tid;	      /* as the recorder numbers them */
+	__u32 ns_pid, ns_tid; /* in the task's own namespace */
+};
+
+/* The pid (tgid) and tid of @task in the recorder's PID namespace; 0 where it has none. */
+static __always_inline void view_ids(struct task_struct *task, struct task_ids *ids)
+{
+	if (!pidns_inum) {
+		ids->pid = BPF_CORE_READ(task, tgid);
+		ids->tid = BPF_CORE_READ(task, pid);
+		return;
+	}
+	ids->pid = view_nr(BPF_CORE_READ(task, group_leader, thread_pid));
+	ids->tid = view_nr(BPF_CORE_READ(task, thread_pid));
+}
+
+/* ids->ns_pid and ns_tid of @task; its view ids must be set. */
+static __always_inline void own_ids(struct task_struct *task, struct task_ids *ids)
+{
+	struct pid *tp = BPF_CORE_READ(task, thread_pid);
+
+	/* In the recorder's own namespace (the common case) the numbers are the same. */
+	if (tp && BPF_CORE_READ(tp, level) == (pidns_inum ? pidns_level : 0)) {
+		ids->ns_pid = ids->pid;
+		ids->ns_tid = ids->tid;
+		return;
+	}
+	ids->ns_tid = own_nr(tp);
+	ids->ns_pid = own_nr(BPF_CORE_READ(task, group_leader, thread_pid));
+}
+
+/* Copy pt_regs into the DWARF-ordered array libdw wants. */
+static __always_inline void copy_regs(__u64 *r, const struct pt_regs *p)
+{
+	r[DWREG_RAX] = p->ax;
+	r[DWREG_RDX] = p->dx;
+	r[DWREG_RCX] = p->cx;
+	r[DWREG_RBX] = p->bx;
+	r[DWREG_RSI] = p->si;
+	r[DWREG_RDI] = p->di;
+	r[DWREG_RBP] = p->bp;
+	r[DWREG_RSP] = p->sp;
+	r[DWREG_R8] = p->r8;
+	r[DWREG_R9] = p->r9;
+	r[DWREG_R10] = p->r10;
+	r[DWREG_R11] = p->r11;
+	r[DWREG_R12] = p->r12;
+	r[DWREG_R13] = p->r13;
+	r[DWREG_R14] = p->r14;
+	r[DWREG_R15] = p->r15;
+	r[DWREG_RIP] = p->ip;
+}
+
+/*
+ * Where the thread's stack ends (exclusive): nothing above it is a frame of the thread, so
+ * the copy can stop there. The main thread: just above argc, where the kernel started the
+ * program (mm->start_stack). Other threads (glibc): the thread control block the fs base
+ * points to, which glibc puts right above the thread's stack, in the same mapping. 0 when
+ * that does not hold for @sp (another stack: sigaltstack, a coroutine, a foreign runtime).
+ */
+static __always_inline __u64 stack_top(struct task_struct *task, __u32 tgid, __u32 tid,
+				       __u64 fsbase, __u64 sp)
+{
+	__u64 top = fsbase;
+
+	if (tid == tgid)
+		top = BPF_CORE_READ(task, mm, start_stack) + 8;
+	return top > sp && top - sp <= SAMPLER_MAX_STACK ? top : 0;
+}
+
+struct stack_copy {
+	__u8 *dst;
+	__u64 sp;
+	__u32 want, off, flags;
+};
+
+/* One page (or the part of one from sp on): the bpf_loop callback. Returns 1 to stop. */
+static long copy_stack_page(__u32 i, void *arg)
+{
+	struct stack_copy *c = arg;
+	__u32 chunk = UCTX_PAGE - ((c->sp + c->off) & (UCTX_PAGE - 1));
+
+	if (c->off >= c->want)
+		return 1;
+	if (chunk > c->want - c->off)
+		chunk = c->want - c->off;
+	chunk &= UCTX_CHUNK_MAX - 1;
+	if (bpf_probe_read_user(c->dst + (c->off & (UCTX_STACK_AREA - 1)), chunk,
+				(const void *)(c->sp + c->off))) {
+		c->flags |= SAMPLE_F_STACK_SHORT;
+		return 1;
+	}
+	c->off += chunk;
+	return 0;
+}
+
+/*
+ * Copy the user stack from @sp up to @top (0: unknown), at most stack_size bytes, into @dst
+ * (UCTX_STACK_AREA + UCTX_CHUNK_MAX bytes), a page at a time so that a stack ending early (its
+ * top is the end of the mapping) still yields what is readable (SAMPLE_F_STACK_SHORT when a
+ * read fails). Shallow stacks cost only what they use. Returns the number of bytes copied (a
+ * multiple of 8).
+ */
+static __always_inline __u32 copy_user_stack(__u8 *dst, __u64 sp, __u64 top, __u32 *flags)
+{
+	struct stack_copy c = {.dst = dst, .sp = sp, .want = stack_size};
+
+	if (c.want > SAMPLER_MAX_STACK)
+		c.want = SAMPLER_MAX_STACK;
+	if (top && top - sp <= c.want)
+		c.want = (top - sp + 7) & ~7u;
+	/* The verifier checks the callback once; an unrolled loop with a bound known only at
+	 * run time took it up to a second per load. */
+	bpf_loop(SAMPLER_MAX_STACK / UCTX_PAGE + 1, copy_stack_page, &c, 0);
+	*flags |= c.flags;
+	return c.off & ~7u;
+}
+
+#endif

@@ -1,0 +1,382 @@
+"""Collectives recorded from outside with uprobes (record's collectives view, issue 12).
+
+The target is tests/workloads/torch/ddp_comm_job.py: a real 3-rank gloo DDP job under torchrun
+(Debian's python3.11 with python3-torch 1.13) whose model has 5,560 parameters, so each
+step's gradient allreduce carries 22,240 bytes (one bucket), with rank 1 50 ms late to every
+step and an explicit dist.barrier() at the end. Its own prints are the ground truth: its
+ranks' pids, and time.time_ns() around every loss.backward().
+"""
+import os
+import re
+import socket
+import sqlite3
+import statistics
+import subprocess
+
+import harness
+
+TORCHRUN = "/usr/bin/torchrun"
+JOB = os.path.join(harness.PY_WORKLOADS, "torch", "ddp_comm_job.py")
+PARAMS = 100 * 50 + 50 + 50 * 10 + 10  # Linear(100, 50) -> ReLU -> Linear(50, 10)
+GRAD_BYTES = 4 * PARAMS
+LATE_MS = 50
+NRANKS = 3
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(nranks=NRANKS):
+    return [TORCHRUN, "--nproc_per_node", str(nranks), "--master_addr", "127.0.0.1",
+            "--master_port", str(free_port()), "--redirects", "1", "--tee", "1", JOB]
+
+
+def job_env(steps, **extra):
+    env = {"STEPS": str(steps), "LATE_RANK": "1", "LATE_MS": str(LATE_MS), "OMP_NUM_THREADS": "1"}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def ranks_of(out):
+    """{pid: rank} from the job's "rank R pid P params N" lines; checks N."""
+    ranks = {}
+    for rank, pid, n in re.findall(r"rank (\d+) pid (\d+) params (\d+)", out):
+        assert int(n) == PARAMS, out
+        ranks[int(pid)] = int(rank)
+    return ranks
+
+
+def backward_windows(out):
+    """{(rank, step): (bwd_start, bwd_end)} in unix ns, from the job's STEP lines."""
+    return {(int(r), int(s)): (int(a), int(b)) for r, s, a, b in
+            re.findall(r"STEP rank=(\d+) step=(\d+) bwd_start=(\d+) bwd_end=(\d+)", out)}
+
+
+def rows(path, where="1"):
+    con = sqlite3.connect(path)
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(
+            "SELECT * FROM collectives WHERE %s ORDER BY rank, seq, start_ns" % where)]
+    finally:
+        con.close()
+
+
+def meta(path):
+    con = sqlite3.connect(path)
+    try:
+        return dict(con.execute("SELECT key, value FROM meta"))
+    finally:
+        con.close()
+
+
+def stack_funcs(path, stack_id):
+    con = sqlite3.connect(path)
+    try:
+        return [(k, f) for k, f in con.execute(
+            "SELECT kind, func FROM frames WHERE stack_id = ? ORDER BY depth", (stack_id,))]
+    finally:
+        con.close()
+
+
+def docs_query(title):
+    """The SQL of the example titled @title in docs/sql.md (the ```sql block after it)."""
+    with open(os.path.join(harness.ROOT, "docs", "sql.md")) as f:
+        text = f.read()
+    at = text.index(title)
+    m = re.compile(r"```sql\n(.*?)```", re.S).search(text, at)
+    assert m, title
+    return m.group(1)
+
+
+def check_steps(allreduce, ranks, windows, steps):
+    """Every rank's allreduces: one per step, its bytes, seq the same on every rank for the
+    same step, issued inside that step's loss.backward() and completed on a gloo worker."""
+    by_rank = {}
+    for r in allreduce:
+        by_rank.setdefault(r["rank"], []).append(r)
+    assert sorted(by_rank) == sorted(ranks.values()), by_rank.keys()
+    seqs = None
+    for rank, rs in by_rank.items():
+        rs.sort(key=lambda r: r["start_ns"])
+        assert len(rs) == len(steps), (rank, len(rs))
+        assert all(r["bytes"] == GRAD_BYTES for r in rs), [r["bytes"] for r in rs]
+        assert all(r["grp"] == "0" and r["grp_size"] == NRANKS and r["grp_rank"] == rank
+                   for r in rs), rs[0]
+        assert all(r["ns"] is not None and r["ns"] > 0 and r["worker_tid"] not in (None, r["tid"])
+                   for r in rs), rs[0]
+        for r, step in zip(rs, steps):
+            a, b = windows[(rank, step)]
+            assert a <= r["start_ns"] <= b, (rank, step, a, r["start_ns"], b)
+        mine = [r["seq"] for r in rs]
+        assert mine == sorted(set(mine)), mine
+        assert seqs is None or mine == seqs, (seqs, mine)
+        seqs = mine
+    return by_rank
+
+
+def check_late_rank(by_rank, late=1):
+    """The late rank enters each allreduce ~LATE_MS after the others, which wait for it: its
+    allreduces are ~LATE_MS shorter (medians over the steps)."""
+    later, shorter = [], []
+    for i, r in enumerate(by_rank[late]):
+        others = [rs[i] for k, rs in by_rank.items() if k != late]
+        assert all(o["seq"] == r["seq"] for o in others)
+        later.append(r["start_ns"] - statistics.median(o["start_ns"] for o in others))
+        shorter.append(statistics.median(o["ns"] for o in others) - r["ns"])
+    later_ms, shorter_ms = statistics.median(later) / 1e6, statistics.median(shorter) / 1e6
+    harness.log("late rank: enters %.1f ms later, %.1f ms shorter (medians)" % (
+        later_ms, shorter_ms))
+    assert 0.7 * LATE_MS <= later_ms <= 1.6 * LATE_MS, later_ms
+    assert 0.7 * LATE_MS <= shorter_ms <= 1.6 * LATE_MS, shorter_ms
+
+
+@harness.timeout(240)
+def test_comm_ddp_from_start():
+    """record --children -- torchrun ...: every rank's collectives from the job's start."""
+    steps = 16
+    db = harness.tmp("ddp.db")
+    p = harness.probing("record", "-o", db, "--children", "--", *torchrun(),
+                        env=job_env(steps, P2P=1, P2P_NUMEL=1000), timeout=200)
+    assert p.returncode == 0, p.stderr[-3000:]
+    ranks = ranks_of(p.stdout)
+    assert sorted(ranks.values()) == list(range(NRANKS)), p.stdout[-2000:]
+    windows = backward_windows(p.stdout)
+    all_rows = [r for r in rows(db) if r["pid"] in ranks]
+    assert all(r["rank"] == ranks[r["pid"]] for r in all_rows)
+    p2p = [r for r in all_rows if r["op"] in ("send", "recv")]
+    all_rows = [r for r in all_rows if r not in p2p]
+
+    by_rank = check_steps([r for r in all_rows if r["op"] == "allreduce"], ranks, windows,
+                          list(range(steps)))
+    check_late_rank(by_rank)
+
+    # Issued by DDP's reducer under Python's backward(), on the rank's main thread.
+    for rs in by_rank.values():
+        for r in rs:
+            assert r["tid"] == r["pid"], r
+        funcs = stack_funcs(db, rs[-1]["stack_id"])
+        assert funcs[0] == ("native", "c10d::ProcessGroupGloo::allreduce("
+                            "std::vector<at::Tensor, std::allocator<at::Tensor> >&, "
+                            "c10d::AllreduceOptions const&)"), funcs[:3]
+        names = [f for _, f in funcs]
+        hook = [i for i, f in enumerate(names) if f.startswith("c10d::Reducer::autograd_hook")]
+        bwd = [i for i, (k, f) in enumerate(funcs) if k == "python" and f == "backward"]
+        main = [i for i, (k, f) in enumerate(funcs) if k == "python" and f == "main"]
+        assert hook and bwd and main and hook[0] < bwd[0] < main[0], funcs
+
+    # DDP's start-up on every rank, in order: the parameter shapes' allgather (one int64),
+    # their broadcast (12 int64), the module state's broadcast (every parameter); the
+    # bucket rebuild's int32 broadcasts before step 2; the explicit barrier at the end.
+    first = by_rank[0][0]["seq"]
+    for rank in range(NRANKS):
+        mine = [r for r in all_rows if r["rank"] == rank]
+        start = [(r["op"], r["seq"], r["bytes"]) for r in mine if r["seq"] < first]
+        assert start == [("allgather", 0, 8), ("broadcast", 1, 96), ("broadcast", 2, GRAD_BYTES)], \
+            start
+        rebuild = [(r["op"], r["bytes"]) for r in mine
+                   if r["op"] == "broadcast" and r["seq"] > first]
+        assert rebuild == [("broadcast", 20), ("broadcast", 4)], rebuild
+        barrier = [r for r in mine if r["op"] == "barrier"]
+        assert len(barrier) == 1 and barrier[0]["bytes"] == 0, barrier
+        assert barrier[0]["seq"] == max(r["seq"] for r in mine), barrier
+        assert barrier[0]["start_ns"] > max(b for (rk, _), (_, b) in windows.items() if rk == rank)
+        assert all(r["ns"] is not None for r in mine)
+    seqs = {}
+    for r in all_rows:
+        seqs.setdefault(r["seq"], set()).add((r["op"], r["bytes"], r["rank"]))
+    for seq, s in seqs.items():
+        assert len(s) == NRANKS and len({(op, b) for op, b, _ in s}) == 1, (seq, s)
+
+    # After the loop rank 0 sends rank 1 1,000 floats with tag 7, twice, each LATE_MS late:
+    # the sends complete at once, the receives wait for them (on gloo's I/O thread).
+    sends = [r for r in p2p if r["op"] == "send"]
+    recvs = [r for r in p2p if r["op"] == "recv"]
+    assert len(sends) == 2 and len(recvs) == 2, p2p
+    for r in sends + recvs:
+        assert r["bytes"] == 4000 and r["tag"] == 7 and r["seq"] is None, r
+        assert r["ns"] is not None and r["tid"] == r["pid"], r
+    assert all(r["rank"] == 0 and r["peer"] == 1 for r in sends), sends
+    assert all(r["rank"] == 1 and r["peer"] == 0 for r in recvs), recvs
+    assert all(0.7 * LATE_MS <= r["ns"] / 1e6 <= 3 * LATE_MS for r in recvs), recvs
+    assert all(r["worker_tid"] != r["tid"] for r in recvs), recvs
+
+    # The stragglers: the summary's line and the documented query.
+    m = re.search(r"allreduce over 3 ranks: rank (\d+) entered last in (\d+) of (\d+), the "
+                  r"others waited ([\d.]+) ms for it on average", p.stderr)
+    assert m, p.stderr[-2000:]
+    assert m.group(1) == "1" and int(m.group(3)) == steps and int(m.group(2)) >= steps - 2, \
+        m.group(0)
+    assert 0.7 * LATE_MS <= float(m.group(4)) <= 1.6 * LATE_MS, m.group(0)
+    con = sqlite3.connect(db)
+    try:
+        got = con.execute(docs_query("Stragglers —")).fetchall()
+    finally:
+        con.close()
+    ar = [g for g in got if g[0] == "allreduce"]
+    assert ar and ar[0][1] == 1 and ar[0][2] >= steps - 2 and ar[0][3] == steps, got
+    md = meta(db)
+    assert md["comm"] == "on" and int(md["collectives"]) == len(rows(db)), md
+
+
+@harness.timeout(240)
+def test_comm_attach_to_running_job_and_steps():
+    """record -p RANK_PIDS on a job that is already running (torch loaded, process group made,
+    DDP set up): its later collectives, seq the same on every rank. With the PyTorch hooks
+    injected into every rank and their rows saved into the recording, the documented query
+    "Steps and their communication" splits each step so that its parts add up: the ranks
+    that wait for the late one do so in comm_wait_ms, after their backward."""
+    steps = 8
+    go, hold = harness.tmp("go"), harness.tmp("hold")
+    out_path = harness.tmp("job.out")
+    job = harness.spawn(torchrun(), env=job_env(steps, WAIT_AT="loop", WAIT_FILE=go,
+                                                 HOLD_FILE=hold),
+                        stdout=open(out_path, "w"), stderr=subprocess.STDOUT)
+
+    def out():
+        with open(out_path) as f:
+            return f.read()
+
+    def started():
+        if job.poll() is not None:
+            raise AssertionError("the job exited: " + out()[-2000:])
+        r = ranks_of(out())
+        return r if len(r) == NRANKS else None
+    ranks = harness.wait_for(started, timeout=120, what="3 ranks set up")
+    for pid in ranks:
+        harness.probing("inject", "-p", pid, "--torch", check=True)
+        harness.probing("config", "-p", pid, "torch_every=1", check=True)
+    db = harness.tmp("attach.db")
+    err_path = harness.tmp("record.err")
+    rec = harness.spawn([harness.PROBING, "record", "-v", "-o", db, "-p",
+                         ",".join(map(str, ranks))], stderr=open(err_path, "w"))
+    harness.wait_for(lambda: open(err_path).read().count("probe points in /usr/lib/x86_64") ==
+                     NRANKS, timeout=60, what="the probes attached")
+    open(go, "w").close()
+    harness.wait_for(lambda: len(backward_windows(out())) == NRANKS * steps, timeout=120,
+                     what="the job's steps")
+    rec.send_signal(2)
+    assert rec.wait(timeout=60) == 0, open(err_path).read()[-2000:]
+    for pid in ranks:
+        harness.probing("query", "-p", pid, "--save", db, check=True)
+    open(hold, "w").close()
+    assert job.wait(timeout=60) == 0, out()[-2000:]
+
+    windows = backward_windows(out())
+    all_rows = rows(db)
+    assert {r["pid"] for r in all_rows} == set(ranks), all_rows[:3]
+    by_rank = check_steps([r for r in all_rows if r["op"] == "allreduce"], ranks, windows,
+                          list(range(steps)))
+    check_late_rank(by_rank)
+    # Attached after DDP's start-up: nothing of it, yet the numbers go on from it.
+    assert all(r["seq"] > 2 for r in all_rows), all_rows[:3]
+
+    con = sqlite3.connect(db)
+    try:
+        parts = con.execute(docs_query("Steps and their communication —")).fetchall()
+    finally:
+        con.close()
+    harness.log("\n".join(map(str, parts)))
+    assert len(parts) == NRANKS * steps, parts
+    # Steps 1 and 2 have DDP's first-iteration and bucket-rebuild work: look at the others.
+    for rank in range(NRANKS):
+        mine = [p for p in parts if p[0] == rank and p[1] > 2]
+        wall, fwd, bwd, wait, opt, other = (statistics.median(p[i] for p in mine)
+                                            for i in range(2, 8))
+        assert [p[8] for p in mine] == [1] * len(mine), mine  # one allreduce a step
+        assert [p[9] for p in mine] == [GRAD_BYTES] * len(mine), mine
+        # The parts add up, with little left over, and backward + the wait after it is
+        # the job's own time of loss.backward() (within a millisecond, medians).
+        assert other < 3, (rank, mine)
+        job_bwd = statistics.median((b - a) / 1e6 for (r, s), (a, b) in windows.items()
+                                    if r == rank and s >= 2)
+        assert abs(bwd + wait - job_bwd) < 1.5, (rank, bwd, wait, job_bwd)
+        if rank == 1:
+            assert wait < 0.3 * LATE_MS, (rank, mine)
+        else:
+            assert 0.7 * LATE_MS <= wait <= 1.6 * LATE_MS, (rank, mine)
+
+
+@harness.timeout(120)
+def test_comm_off_and_single_rank():
+    """A one-rank gloo job: its allreduces are recorded (group of size 1); with --no-comm
+    nothing is, and meta says so."""
+    env = job_env(3, RANK=0, WORLD_SIZE=1, LOCAL_RANK=0, MASTER_ADDR="127.0.0.1",
+                  MASTER_PORT=free_port())
+    for flag in (None, "--no-comm"):
+        db = harness.tmp("one%s.db" % (flag or ""))
+        p = harness.probing("record", "-o", db, *([flag] if flag else []), "--",
+                            "/usr/bin/python3", JOB, env=env, timeout=100)
+        assert p.returncode == 0, p.stderr[-2000:]
+        got = rows(db)
+        if flag:
+            assert got == [] and meta(db)["comm"] == "off", got[:2]
+            assert "collective calls" not in p.stderr
+            continue
+        ar = [r for r in got if r["op"] == "allreduce"]
+        assert len(ar) == 3 and all(r["bytes"] == GRAD_BYTES and r["grp_size"] == 1 and
+                                    r["ns"] is not None for r in ar), ar
+        assert [r["seq"] for r in ar] == sorted({r["seq"] for r in ar})
+        assert re.search(r"probing: \d+ collective calls \(\d+ seen completing\) in 1 process\b",
+                         p.stderr), p.stderr[-1500:]
+
+
+NCCL_JOB = r"""
+import os, sys, torch, torch.distributed as dist
+if not (torch.cuda.is_available() and dist.is_nccl_available()):
+    sys.exit(3)
+dist.init_process_group("nccl", rank=0, world_size=1)
+x = torch.ones(1000, device="cuda")
+for _ in range(5):
+    dist.all_reduce(x)
+torch.cuda.synchronize()
+dist.destroy_process_group()
+"""
+
+
+@harness.timeout(180)
+def test_comm_nccl_on_a_gpu():
+    """NCCL's API probed in a one-rank NCCL job on a GPU: allreduce rows with count x the
+    datatype's size as bytes, ns NULL (completion is on the GPU) and a note in meta. Needs an
+    NVIDIA GPU and a CUDA build of torch (PROBING_CUDA_PYTHON, else /usr/bin/python3)."""
+    python = os.environ.get("PROBING_CUDA_PYTHON", "/usr/bin/python3")
+    probe = harness.run([python, "-c", "import torch, torch.distributed as d; "
+                         "print(torch.cuda.is_available() and d.is_nccl_available())"])
+    if probe.stdout.strip() != "True":
+        raise harness.Skip("no NVIDIA GPU with a CUDA build of torch here (%s: torch.cuda "
+                           "available and NCCL: %s); the NCCL probes are implemented against "
+                           "nccl.h and not verified" % (python, probe.stdout.strip() or
+                                                       probe.stderr.strip()[-200:]))
+    db = harness.tmp("nccl.db")
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    p = harness.probing("record", "-o", db, "--", python, "-c", NCCL_JOB, env=env, timeout=170)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = [r for r in rows(db) if r["lib"] == "nccl" and r["op"] == "allreduce"]
+    assert len(got) >= 5 and all(r["bytes"] == 4000 and r["ns"] is None for r in got), got
+    assert "nccl" in meta(db).get("comm_notes", ""), meta(db)
+
+
+@harness.timeout(60)
+def test_comm_library_without_symbols_is_a_note():
+    """A libtorch_cpu without c10d::ProcessGroupGloo in its dynamic symbol table (here: zlib
+    under that name), loaded after recording started: named with its build-id in record -v
+    and meta comm_notes; the recording succeeds."""
+    lib = harness.tmp("libtorch_cpu.so")
+    zlib = os.path.realpath("/lib/x86_64-linux-gnu/libz.so.1")
+    with open(zlib, "rb") as src, open(lib, "wb") as dst:
+        dst.write(src.read())
+    build_id = re.search(r"Build ID: ([0-9a-f]+)",
+                         harness.run(["readelf", "-n", lib], check=True).stdout).group(1)
+    db = harness.tmp("nosym.db")
+    p = harness.probing("record", "-v", "-o", db, "--", "/usr/bin/python3", "-c",
+                        "import ctypes, time; time.sleep(0.3); ctypes.CDLL(%r); time.sleep(1)"
+                        % lib)
+    assert p.returncode == 0, p.stderr[-2000:]
+    note = ("libtorch_cpu.so (build-id %s): no c10d::ProcessGroupGloo symbols in its dynamic "
+            "symbol table: its gloo collectives are not recorded" % build_id)
+    assert note in p.stderr, p.stderr[-2000:]
+    md = meta(db)
+    assert md["comm"] == "on" and note in md["comm_notes"] and int(md["collectives"]) == 0, md

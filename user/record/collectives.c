@@ -1,0 +1,446 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timex.h>
+
+#include "base/bmap.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "record/collectives.h"
+#include "record/torchlayout.h"
+
+static const char *const op_names[COMM_OP_NR] = {
+	[COMM_OP_ALLREDUCE] = "allreduce",
+	[COMM_OP_BROADCAST] = "broadcast",
+	[COMM_OP_ALLGATHER] = "allgather",
+	[COMM_OP_BARRIER] = "barrier",
+	[COMM_OP_REDUCE] = "reduce",
+	[COMM_OP_GATHER] = "gather",
+	[COMM_OP_SCATTER] = "scatter",
+	[COMM_OP_REDUCE_SCATTER] = "reduce_scatter",
+	[COMM_OP_ALLTOALL] = "alltoall",
+	[COMM_OP_ALLREDUCE_COALESCED] = "allreduce_coalesced",
+	[COMM_OP_ALLGATHER_COALESCED] = "allgather_coalesced",
+	[COMM_OP_ALLGATHER_BASE] = "allgather_base",
+	[COMM_OP_SEND] = "send",
+	[COMM_OP_RECV] = "recv",
+	[COMM_OP_RECV_ANYSOURCE] = "recv",
+};
+
+/* A call under way. */
+struct call {
+	struct store_collective row;
+	char grp[64];
+	uint64_t time_ns; /* the call's event time (BPF clock) */
+	bool grouped;	  /* NCCL: issued inside ncclGroupStart/End */
+};
+
+/* Keys of the maps below: a thread, or an object (work, buffer, process group) of a process. */
+struct tkey {
+	uint32_t pid, tid;
+};
+struct okey {
+	uint32_t pid, _pad;
+	uint64_t obj;
+};
+
+struct collectives {
+	struct store *st;
+	struct comm *comm;
+	int64_t tai_to_real_ns;	 /* add to a CLOCK_TAI time */
+	int64_t mono_to_real_ns; /* add to a CLOCK_MONOTONIC time */
+	int64_t next_id;
+	struct bmap *pending;  /* struct tkey -> struct call *: called, work not known yet */
+	struct bmap *inflight; /* struct okey -> struct call *: work queued, not done */
+	struct bmap *groups;   /* struct okey (the process group) -> char * name ("": unknown) */
+	struct bmap *depth;    /* struct tkey -> ncclGroupStart nesting */
+	struct call **grouped; /* NCCL calls waiting for their group's end */
+	size_t ngrouped, capgrouped;
+	struct bmap *pids; /* processes with rows */
+	uint64_t rows, completed;
+};
+
+struct collectives *collectives__new(struct store *st, struct comm *c)
+{
+	struct collectives *cs = calloc(1, sizeof(*cs));
+	struct timex tx = {};
+
+	if (!cs)
+		goto nomem;
+	cs->st = st;
+	cs->comm = c;
+	cs->pending = bmap__new();
+	cs->inflight = bmap__new();
+	cs->groups = bmap__new();
+	cs->depth = bmap__new();
+	cs->pids = bmap__new();
+	if (!cs->pending || !cs->inflight || !cs->groups || !cs->depth || !cs->pids)
+		goto nomem;
+	/* CLOCK_TAI runs ahead of CLOCK_REALTIME by the TAI offset the time daemon set (0 if it
+	 * set none); unlike a monotonic offset it follows the clock's slewing. */
+	cs->tai_to_real_ns = adjtimex(&tx) >= 0 ? -(int64_t)tx.tai * 1000000000LL : 0;
+	cs->mono_to_real_ns = (int64_t)(now_real_ns() - now_mono_ns());
+	return cs;
+nomem:
+	collectives__free(cs);
+	errno = ENOMEM;
+	return NULL;
+}
+
+static int free_value(const void *key, size_t len, uint64_t *value, void *ctx)
+{
+	free((void *)(uintptr_t)*value);
+	*value = 0;
+	return 0;
+}
+
+void collectives__free(struct collectives *cs)
+{
+	size_t i;
+
+	if (!cs)
+		return;
+	if (cs->pending)
+		bmap__for_each(cs->pending, free_value, NULL);
+	if (cs->inflight)
+		bmap__for_each(cs->inflight, free_value, NULL);
+	if (cs->groups)
+		bmap__for_each(cs->groups, free_value, NULL);
+	for (i = 0; i < cs->ngrouped; i++)
+		free(cs->grouped[i]);
+	free(cs->grouped);
+	bmap__free(cs->pending);
+	bmap__free(cs->inflight);
+	bmap__free(cs->groups);
+	bmap__free(cs->depth);
+	bmap__free(cs->pids);
+	free(cs);
+}
+
+/* A row was written for the first time (not its update at completion). */
+static void new_row(struct collectives *cs, pid_t pid)
+{
+	cs->rows++;
+	bmap__upsert(cs->pids, &pid, sizeof(pid), 0, NULL);
+}
+
+static int64_t unix_ns(const struct collectives *cs, const struct comm_event *h)
+{
+	return (int64_t)h->time_ns +
+	       (h->flags & COMM_F_TAI ? cs->tai_to_real_ns : cs->mono_to_real_ns);
+}
+
+/* Take the value of @key out of @m (NULL if none). */
+static struct call *take(struct bmap *m, const void *key, size_t len)
+{
+	uint64_t *slot = bmap__find(m, key, len);
+	struct call *c;
+
+	if (!slot || !*slot)
+		return NULL;
+	c = (struct call *)(uintptr_t)*slot;
+	*slot = 0;
+	return c;
+}
+
+/* Put @c under @key in @m; what was there is written as it is and freed. */
+static int put(struct collectives *cs, struct bmap *m, const void *key, size_t len, struct call *c)
+{
+	uint64_t *slot = bmap__upsert(m, key, len, 0, NULL);
+
+	if (!slot)
+		return -ENOMEM;
+	free((void *)(uintptr_t)*slot);
+	*slot = (uintptr_t)c;
+	return 0;
+}
+
+/* The name of the process group @pg of @pid, read once ("" if it cannot be read). */
+static const char *group_name(struct collectives *cs, pid_t pid, uint64_t pg)
+{
+	struct okey k = {.pid = pid, .obj = pg};
+	char name[64];
+	uint64_t *slot;
+	char *s;
+
+	slot = bmap__upsert(cs->groups, &k, sizeof(k), 0, NULL);
+	if (!slot)
+		return NULL;
+	if (!*slot) {
+		if (torchlayout_group_name(pid, pg, name, sizeof(name)))
+			name[0] = '\0';
+		s = strdup(name);
+		if (!s)
+			return NULL;
+		*slot = (uintptr_t)s;
+	}
+	s = (char *)(uintptr_t)*slot;
+	return *s ? s : NULL;
+}
+
+int collectives__call(struct collectives *cs, const struct comm_call_event *e, uint64_t stack_id)
+{
+	unsigned int role = COMM_COOKIE_ROLE(e->h.cookie), op = COMM_COOKIE_OP(e->h.cookie);
+	struct tkey tk = {e->h.pid, e->h.tid};
+	const char *grp = NULL;
+	uint64_t *depth;
+	struct call *c;
+	int err;
+
+	if (op >= COMM_OP_NR || !op_names[op])
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->time_ns = e->h.time_ns;
+	c->row = (struct store_collective){
+		.id = ++cs->next_id,
+		.pid = e->h.pid,
+		.tid = e->h.tid,
+		.op = op_names[op],
+		.bytes = -1,
+		.seq = -1,
+		.start_ns = unix_ns(cs, &e->h),
+		.ns = -1,
+		.stack_id = stack_id,
+		.lib = role == COMM_R_NCCL_CALL ? "nccl" : "gloo",
+	};
+	if (comm__call_bytes(cs->comm, e, &c->row.bytes))
+		c->row.bytes = -1;
+	/* What the process group said, if it makes sense. */
+	if ((e->h.flags & COMM_F_GRP) && e->grp_size > 0 && e->grp_size <= (1 << 24) &&
+	    e->grp_rank >= 0 && e->grp_rank < e->grp_size) {
+		c->row.grp_rank = e->grp_rank;
+		c->row.grp_size = e->grp_size;
+	}
+	if (role == COMM_R_GLOO_CALL && (e->h.flags & COMM_F_SEQ))
+		c->row.seq = e->seq;
+	if (role == COMM_R_GLOO_CALL || role == COMM_R_GLOO_P2P)
+		grp = group_name(cs, e->h.pid, e->pg);
+	if (grp) {
+		snprintf(c->grp, sizeof(c->grp), "%s", grp);
+		c->row.grp = c->grp;
+	}
+	if (role == COMM_R_GLOO_P2P) {
+		c->row.has_peer = true;
+		c->row.peer = e->peer;
+		c->row.tag = e->tag;
+	} else if (role == COMM_R_NCCL_CALL && e->peer >= 0) {
+		c->row.has_peer = true;
+		c->row.peer = e->peer;
+		c->row.tag = 0;
+	}
+
+	switch (role) {
+	case COMM_R_GLOO_CALL:
+		/* A row once its work is queued: a call that throws first never ran. */
+		return put(cs, cs->pending, &tk, sizeof(tk), c);
+	case COMM_R_GLOO_P2P:
+		/* Under way now; complete once its buffer completes (if libgloo is probed). */
+		err = store__collective(cs->st, &c->row);
+		new_row(cs, c->row.pid);
+		return err ?: put(cs, cs->pending, &tk, sizeof(tk), c);
+	case COMM_R_NCCL_CALL:
+		depth = bmap__find(cs->depth, &tk, sizeof(tk));
+		if (depth && *depth) {
+			/* Issued by ncclGroupEnd: written then. */
+			c->grouped = true;
+			if (grow_array(&cs->grouped, &cs->capgrouped, cs->ngrouped + 1,
+				       sizeof(*cs->grouped))) {
+				free(c);
+				return -ENOMEM;
+			}
+			cs->grouped[cs->ngrouped++] = c;
+			return 0;
+		}
+		err = store__collective(cs->st, &c->row);
+		new_row(cs, c->row.pid);
+		free(c);
+		return err;
+	}
+	free(c);
+	return -EINVAL;
+}
+
+/* ncclGroupEnd of the outermost group on @tk's thread: its calls were issued now. */
+static int group_end(struct collectives *cs, const struct tkey *tk, const struct comm_event *e)
+{
+	struct call *c;
+	size_t i;
+	int err = 0;
+
+	for (i = 0; i < cs->ngrouped;) {
+		c = cs->grouped[i];
+		if ((uint32_t)c->row.pid != tk->pid || (uint32_t)c->row.tid != tk->tid) {
+			i++;
+			continue;
+		}
+		c->row.start_ns = unix_ns(cs, e);
+		err = err ?: store__collective(cs->st, &c->row);
+		new_row(cs, c->row.pid);
+		free(c);
+		cs->grouped[i] = cs->grouped[--cs->ngrouped];
+	}
+	return err;
+}
+
+int collectives__event(struct collectives *cs, const struct comm_event *e)
+{
+	struct tkey tk = {e->pid, e->tid};
+	struct okey ok = {.pid = e->pid, .obj = e->obj};
+	uint64_t *depth;
+	struct call *c;
+	int err;
+
+	switch (e->ev) {
+	case COMM_EV_ENQUEUE:
+	case COMM_EV_UB_POST:
+		c = take(cs->pending, &tk, sizeof(tk));
+		if (!c)
+			return 0; /* called before the probes were attached */
+		if (e->ev == COMM_EV_ENQUEUE) {
+			err = store__collective(cs->st, &c->row);
+			new_row(cs, c->row.pid);
+			if (err) {
+				free(c);
+				return err;
+			}
+		}
+		return put(cs, cs->inflight, &ok, sizeof(ok), c);
+	case COMM_EV_DONE:
+		c = take(cs->inflight, &ok, sizeof(ok));
+		if (!c)
+			return 0;
+		c->row.ns = e->time_ns > c->time_ns ? (int64_t)(e->time_ns - c->time_ns) : 0;
+		c->row.worker_tid = e->tid;
+		c->row.error = e->flags & COMM_F_ERROR;
+		err = store__collective(cs->st, &c->row);
+		cs->completed++;
+		free(c);
+		return err;
+	case COMM_EV_GROUP_START:
+		depth = bmap__upsert(cs->depth, &tk, sizeof(tk), 0, NULL);
+		if (!depth)
+			return -ENOMEM;
+		++*depth;
+		return 0;
+	case COMM_EV_GROUP_END:
+		depth = bmap__find(cs->depth, &tk, sizeof(tk));
+		if (!depth || !*depth)
+			return 0;
+		if (--*depth)
+			return 0;
+		return group_end(cs, &tk, e);
+	}
+	return 0;
+}
+
+struct forget_ctx {
+	pid_t pid;
+};
+
+static int forget_entry(const void *key, size_t len, uint64_t *value, void *arg)
+{
+	const struct forget_ctx *f = arg;
+
+	if (*(const uint32_t *)key == (uint32_t)f->pid) {
+		free((void *)(uintptr_t)*value);
+		*value = 0;
+	}
+	return 0;
+}
+
+static int forget_depth(const void *key, size_t len, uint64_t *value, void *arg)
+{
+	const struct forget_ctx *f = arg;
+
+	if (*(const uint32_t *)key == (uint32_t)f->pid)
+		*value = 0;
+	return 0;
+}
+
+void collectives__forget(struct collectives *cs, pid_t pid)
+{
+	struct forget_ctx f = {pid};
+	size_t i;
+
+	/* What was under way stays as written (ns NULL); what never started is dropped. */
+	bmap__for_each(cs->pending, forget_entry, &f);
+	bmap__for_each(cs->inflight, forget_entry, &f);
+	bmap__for_each(cs->groups, forget_entry, &f);
+	bmap__for_each(cs->depth, forget_depth, &f);
+	for (i = 0; i < cs->ngrouped;) {
+		if (cs->grouped[i]->row.pid == pid) {
+			free(cs->grouped[i]);
+			cs->grouped[i] = cs->grouped[--cs->ngrouped];
+		} else {
+			i++;
+		}
+	}
+}
+
+void collectives__counts(const struct collectives *cs, uint64_t *rows, uint64_t *completed,
+			 uint64_t *processes)
+{
+	*rows = cs->rows;
+	*completed = cs->completed;
+	*processes = bmap__size(cs->pids);
+}
+
+/*
+ * The stragglers of each kind of collective: for every collective seen on several ranks
+ * (same group, op and seq), the rank that entered it last, and how long the others had
+ * entered it before. docs/sql.md shows the same query.
+ */
+static const char straggler_sql[] =
+	"WITH a AS (\n"
+	"  SELECT grp, op, seq, coalesce(rank, pid) AS rank, start_ns,\n"
+	"         max(start_ns) OVER w AS last_start, count(*) OVER w AS ranks\n"
+	"  FROM collectives WHERE seq IS NOT NULL\n"
+	"  WINDOW w AS (PARTITION BY grp, op, seq)),\n"
+	"calls AS (\n"
+	"  SELECT grp, op, seq, max(ranks) AS ranks,\n"
+	"         min(CASE WHEN start_ns = last_start THEN rank END) AS last_rank,\n"
+	"         avg(CASE WHEN start_ns < last_start THEN last_start - start_ns END) AS wait_ns\n"
+	"  FROM a WHERE ranks > 1 GROUP BY grp, op, seq)\n"
+	"SELECT op, last_rank, count(*) AS times_last,\n"
+	"       (SELECT count(*) FROM calls c2 WHERE c2.op = calls.op) AS calls,\n"
+	"       round(avg(wait_ns) / 1e6, 1) AS others_wait_ms, max(ranks) AS ranks\n"
+	"FROM calls GROUP BY op, last_rank ORDER BY op, times_last DESC, last_rank";
+
+struct summary_ctx {
+	struct strbuf *sb;
+	char last_op[32];
+};
+
+static int summary_row(void *arg, int n, const char *const *v)
+{
+	struct summary_ctx *s = arg;
+
+	if (n < 6 || !v[0] || !strcmp(s->last_op, v[0]))
+		return 0; /* the rank that was last most often, per kind */
+	snprintf(s->last_op, sizeof(s->last_op), "%s", v[0]);
+	return sb_printf(s->sb,
+			 "%s%s over %s ranks: rank %s entered last in %s of %s, the others "
+			 "waited %s ms for it on average",
+			 s->sb->len ? "\n" : "", v[0], v[5] ? v[5] : "?", v[1] ? v[1] : "?",
+			 v[2] ? v[2] : "?", v[3] ? v[3] : "?", v[4] ? v[4] : "?");
+}
+
+int collectives__summary(struct collectives *cs, char *buf, size_t size)
+{
+	struct strbuf sb = {};
+	struct summary_ctx s = {.sb = &sb};
+	int err;
+
+	buf[0] = '\0';
+	if (!cs->rows)
+		return 0;
+	err = store__select(cs->st, straggler_sql, summary_row, &s);
+	if (!err && sb.len)
+		snprintf(buf, size, "%s", sb_str(&sb));
+	sb_free(&sb);
+	return err;
+}

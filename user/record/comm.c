@@ -1,0 +1,824 @@
+// SPDX-License-Identifier: MIT
+/* The probes on collective communication libraries: finding, attaching, detaching them. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "base/bmap.h"
+#include "base/log.h"
+#include "base/procmaps.h"
+#include "base/util.h"
+#include "comm.skel.h"
+#include "python/pyelf.h"
+#include "record/comm.h"
+#include "record/torchlayout.h"
+
+/* linux/bpf.h of Linux 6.6 (Debian 12's uapi headers predate uprobe_multi links). */
+#define ATTACH_UPROBE_MULTI 48 /* BPF_TRACE_UPROBE_MULTI */
+
+/* A probe point: a function of a library, what it is (cookie) and what it is called. */
+struct spec {
+	const char *sym;  /* mangled, as in .dynsym */
+	const char *what; /* for messages */
+	unsigned char role, op, arg;
+};
+
+#define GLOO(role, op, arg, sym, what)                      \
+	{                                                   \
+		sym, what, COMM_R_##role, COMM_OP_##op, arg \
+	}
+#define NCCL(role, op, arg, sym)                 \
+	{                                        \
+		sym, sym, COMM_R_##role, op, arg \
+	}
+
+static const struct spec specs[] = {
+	/* c10d::ProcessGroupGloo (libtorch_cpu). Every collective returns
+	 * c10::intrusive_ptr<Work> by value: argument 1 is the hidden return slot, 2 `this`. */
+	GLOO(GLOO_CALL, ALLREDUCE, 3,
+	     "_ZN4c10d16ProcessGroupGloo9allreduceERSt6vectorIN2at6TensorESaIS3_EERKNS_"
+	     "16AllreduceOptionsE",
+	     "ProcessGroupGloo::allreduce"),
+	GLOO(GLOO_CALL, BROADCAST, 3,
+	     "_ZN4c10d16ProcessGroupGloo9broadcastERSt6vectorIN2at6TensorESaIS3_EERKNS_"
+	     "16BroadcastOptionsE",
+	     "ProcessGroupGloo::broadcast"),
+	GLOO(GLOO_CALL, ALLGATHER, 4,
+	     "_ZN4c10d16ProcessGroupGloo9allgatherERSt6vectorIS1_IN2at6TensorESaIS3_EESaIS5_"
+	     "EERS5_RKNS_16AllgatherOptionsE",
+	     "ProcessGroupGloo::allgather"),
+	GLOO(GLOO_CALL, BARRIER, 0, "_ZN4c10d16ProcessGroupGloo7barrierERKNS_14BarrierOptionsE",
+	     "ProcessGroupGloo::barrier"),
+	GLOO(GLOO_CALL, REDUCE, 3,
+	     "_ZN4c10d16ProcessGroupGloo6reduceERSt6vectorIN2at6TensorESaIS3_EERKNS_"
+	     "13ReduceOptionsE",
+	     "ProcessGroupGloo::reduce"),
+	GLOO(GLOO_CALL, GATHER, 4,
+	     "_ZN4c10d16ProcessGroupGloo6gatherERSt6vectorIS1_IN2at6TensorESaIS3_EESaIS5_EERS5_"
+	     "RKNS_13GatherOptionsE",
+	     "ProcessGroupGloo::gather"),
+	GLOO(GLOO_CALL, SCATTER, 3,
+	     "_ZN4c10d16ProcessGroupGloo7scatterERSt6vectorIN2at6TensorESaIS3_EERS1_IS5_SaIS5_"
+	     "EERKNS_14ScatterOptionsE",
+	     "ProcessGroupGloo::scatter"),
+	GLOO(GLOO_CALL, REDUCE_SCATTER, 3,
+	     "_ZN4c10d16ProcessGroupGloo14reduce_scatterERSt6vectorIN2at6TensorESaIS3_EERS1_IS5_"
+	     "SaIS5_EERKNS_20ReduceScatterOptionsE",
+	     "ProcessGroupGloo::reduce_scatter"),
+	GLOO(GLOO_CALL, ALLTOALL, 4 | COMM_ARG_TENSOR,
+	     "_ZN4c10d16ProcessGroupGloo13alltoall_baseERN2at6TensorES3_RSt6vectorIlSaIlEES7_"
+	     "RKNS_15AllToAllOptionsE",
+	     "ProcessGroupGloo::alltoall_base"),
+	GLOO(GLOO_CALL, ALLREDUCE_COALESCED, 3,
+	     "_ZN4c10d16ProcessGroupGloo19allreduce_coalescedERSt6vectorIN2at6TensorESaIS3_"
+	     "EERKNS_25AllreduceCoalescedOptionsE",
+	     "ProcessGroupGloo::allreduce_coalesced"),
+	GLOO(GLOO_CALL, ALLGATHER_COALESCED, 4,
+	     "_ZN4c10d16ProcessGroupGloo19allgather_coalescedERSt6vectorIS1_IN2at6TensorESaIS3_"
+	     "EESaIS5_EERS5_RKNS_16AllgatherOptionsE",
+	     "ProcessGroupGloo::allgather_coalesced"),
+	GLOO(GLOO_CALL, ALLGATHER_BASE, 4 | COMM_ARG_TENSOR,
+	     "_ZN4c10d16ProcessGroupGloo15_allgather_baseERN2at6TensorES3_RKNS_"
+	     "16AllgatherOptionsE",
+	     "ProcessGroupGloo::_allgather_base"),
+	GLOO(GLOO_P2P, SEND, 3, "_ZN4c10d16ProcessGroupGloo4sendERSt6vectorIN2at6TensorESaIS3_EEii",
+	     "ProcessGroupGloo::send"),
+	GLOO(GLOO_P2P, RECV, 3, "_ZN4c10d16ProcessGroupGloo4recvERSt6vectorIN2at6TensorESaIS3_EEii",
+	     "ProcessGroupGloo::recv"),
+	GLOO(GLOO_P2P, RECV_ANYSOURCE, 3,
+	     "_ZN4c10d16ProcessGroupGloo13recvAnysourceERSt6vectorIN2at6TensorESaIS3_EEi",
+	     "ProcessGroupGloo::recvAnysource"),
+	GLOO(GLOO_ENQUEUE, ALLREDUCE, 0,
+	     "_ZN4c10d16ProcessGroupGloo7enqueueEN3c1013intrusive_ptrINS0_9AsyncWorkENS1_6detail"
+	     "34intrusive_target_default_null_typeIS3_EEEE",
+	     "ProcessGroupGloo::enqueue"),
+	GLOO(GLOO_FINISH, ALLREDUCE, 0, "_ZN4c10d16ProcessGroupGloo9AsyncWork14finishWorkGlooEv",
+	     "ProcessGroupGloo::AsyncWork::finishWorkGloo"),
+	GLOO(GLOO_ERROR, ALLREDUCE, 0,
+	     "_ZN4c10d16ProcessGroupGloo9AsyncWork19finishWorkGlooErrorENSt15__exception_ptr13"
+	     "exception_ptrE",
+	     "ProcessGroupGloo::AsyncWork::finishWorkGlooError"),
+	/* gloo's TCP transport (libgloo, or built into libtorch_cpu): the buffers of send and
+	 * recv, and their completion. */
+	GLOO(UB_POST, SEND, 0, "_ZN4gloo9transport3tcp13UnboundBuffer4sendEimmm",
+	     "gloo::transport::tcp::UnboundBuffer::send"),
+	GLOO(UB_POST, RECV, 0, "_ZN4gloo9transport3tcp13UnboundBuffer4recvEimmm",
+	     "gloo::transport::tcp::UnboundBuffer::recv"),
+	GLOO(UB_POST, RECV_ANYSOURCE, 0,
+	     "_ZN4gloo9transport3tcp13UnboundBuffer4recvESt6vectorIiSaIiEEmmm",
+	     "gloo::transport::tcp::UnboundBuffer::recv(any source)"),
+	GLOO(UB_DONE, SEND, 0, "_ZN4gloo9transport3tcp13UnboundBuffer20handleSendCompletionEi",
+	     "gloo::transport::tcp::UnboundBuffer::handleSendCompletion"),
+	GLOO(UB_DONE, RECV, 0, "_ZN4gloo9transport3tcp13UnboundBuffer20handleRecvCompletionEi",
+	     "gloo::transport::tcp::UnboundBuffer::handleRecvCompletion"),
+	/* NCCL's C API (nccl.h). */
+	NCCL(NCCL_CALL, COMM_OP_ALLREDUCE, COMM_NCCL_COLL, "ncclAllReduce"),
+	NCCL(NCCL_CALL, COMM_OP_BROADCAST, COMM_NCCL_BROADCAST, "ncclBroadcast"),
+	NCCL(NCCL_CALL, COMM_OP_BROADCAST, COMM_NCCL_BCAST, "ncclBcast"),
+	NCCL(NCCL_CALL, COMM_OP_REDUCE, COMM_NCCL_REDUCE, "ncclReduce"),
+	NCCL(NCCL_CALL, COMM_OP_ALLGATHER, COMM_NCCL_ALLGATHER, "ncclAllGather"),
+	NCCL(NCCL_CALL, COMM_OP_REDUCE_SCATTER, COMM_NCCL_COLL, "ncclReduceScatter"),
+	NCCL(NCCL_CALL, COMM_OP_SEND, COMM_NCCL_P2P, "ncclSend"),
+	NCCL(NCCL_CALL, COMM_OP_RECV, COMM_NCCL_P2P, "ncclRecv"),
+	NCCL(NCCL_GROUP_START, 0, 0, "ncclGroupStart"),
+	NCCL(NCCL_GROUP_END, 0, 0, "ncclGroupEnd"),
+};
+
+#define NEXT_TAG "_ZN4c10d16ProcessGroupGloo7nextTagEv"
+#define NSPECS	 ARRAY_SIZE(specs)
+
+/* A probe point of a library file. */
+struct point {
+	uint64_t offset; /* in the file */
+	uint64_t cookie;
+};
+
+/* A library file, once per build-id. Its slot in comm_libs is its index. */
+struct lib {
+	char build_id[41];
+	char name[64];
+	struct comm_lib_cfg cfg;
+	struct point points[NSPECS];
+	size_t npoints;
+	int layout; /* the tensor layout: 0 not checked yet, 1 good, -1 unusable */
+};
+
+/* The file of a mapping, as the kernel knows it. */
+struct file_key {
+	uint64_t ino;
+	uint32_t dev_major, dev_minor;
+};
+
+/* The probes of one library file in one process. */
+struct attachment {
+	pid_t pid;
+	struct file_key file;
+	unsigned int lib;
+	int link_fd;		 /* uprobe_multi: one link for every point */
+	struct bpf_link **links; /* perf-event uprobes: one link per point */
+	size_t nlinks;
+};
+
+/* A scan comm__mapped asked for. */
+struct rescan {
+	pid_t pid;
+	uint64_t due_ns;
+	int left;
+};
+
+struct comm {
+	struct comm_bpf *skel;
+	struct bpf_link *mmap_link; /* comm_mmap; NULL: not available */
+	bool multi;		    /* uprobe_multi links */
+	struct lib *libs;
+	size_t nlibs, caplibs;
+	struct bmap *by_file;	  /* struct file_key -> lib index + 1 */
+	struct bmap *by_build_id; /* build id -> lib index + 1 */
+	struct attachment *att;
+	size_t natt, capatt;
+	struct rescan *rescans;
+	size_t nrescans, caprescans;
+	struct strbuf notes;
+	uint64_t points;    /* probe points attached, over all processes */
+	uint64_t processes; /* processes that had probes attached (also those gone since) */
+};
+
+static void note(struct comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Say @fmt at -v and keep it for meta.comm_notes (each note once). */
+static void note(struct comm *c, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (c->notes.len && strstr(sb_str(&c->notes), text))
+		return;
+	pr_info("collectives: %s", text);
+	sb_printf(&c->notes, "%s%s", c->notes.len ? "; " : "", text);
+}
+
+/* Kernels from 6.6 have uprobe_multi links; older ones reject the attach type at load. */
+static bool kernel_has_uprobe_multi(void)
+{
+	struct utsname u;
+	int major = 0, minor = 0;
+
+	if (uname(&u) || sscanf(u.release, "%d.%d", &major, &minor) != 2)
+		return false;
+	return major > 6 || (major == 6 && minor >= 6);
+}
+
+/* Share the sampler's map @name with the program. */
+static int share_map(struct sampling *s, struct bpf_map *m, const char *name)
+{
+	int fd = sampling__map_fd(s, name);
+
+	return fd < 0 ? fd : bpf_map__reuse_fd(m, fd);
+}
+
+/* libbpf's messages while trying what the kernel may lack: all of them at -vv only. */
+static int libbpf_print_vv(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (log_verbosity < 2)
+		return 0;
+	fputs("probing: libbpf: ", stderr);
+	return vfprintf(stderr, fmt, ap);
+}
+
+/* How comm learns that a target maps a library (COMM_EV_MAPPED), in the order tried: the mmap
+ * system call's tracepoint (most kernels have it; every load attempt verifies the whole
+ * object again, so the likeliest goes first), fentry (needs BPF trampolines), none. */
+enum mmap_hook { HOOK_TRACEPOINT, HOOK_FENTRY, HOOK_NONE };
+
+static int load(struct comm *c, struct sampling *s, const struct comm_opts *o, enum mmap_hook h)
+{
+	struct comm_bpf *skel;
+	int err;
+
+	skel = comm_bpf__open();
+	if (!skel)
+		return -errno;
+	skel->rodata->stack_size = o->stack_size & ~7u;
+	skel->rodata->want_python = o->python;
+	skel->rodata->pidns_inum = o->pidns_inum;
+	skel->rodata->use_tai =
+		libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_ktime_get_tai_ns, NULL) > 0;
+	err = share_map(s, skel->maps.events, "events");
+	err = err ?: share_map(s, skel->maps.targets, "targets");
+	err = err ?: share_map(s, skel->maps.py_procs, "py_procs");
+	err = err ?: share_map(s, skel->maps.py_tstates, "py_tstates");
+	if (err)
+		goto fail;
+	if (c->multi)
+		bpf_program__set_expected_attach_type(skel->progs.comm_probe, ATTACH_UPROBE_MULTI);
+	bpf_program__set_autoload(skel->progs.comm_mmap, h == HOOK_FENTRY);
+	bpf_program__set_autoload(skel->progs.comm_mmap_tp, h == HOOK_TRACEPOINT);
+	err = comm_bpf__load(skel);
+	if (err)
+		goto fail;
+	c->skel = skel;
+	return 0;
+fail:
+	comm_bpf__destroy(skel);
+	return err;
+}
+
+/* Attach the mmap hook that was loaded, if any. */
+static void attach_mmap_hook(struct comm *c)
+{
+	struct bpf_program *p = NULL;
+
+	if (bpf_program__autoload(c->skel->progs.comm_mmap))
+		p = c->skel->progs.comm_mmap;
+	else if (bpf_program__autoload(c->skel->progs.comm_mmap_tp))
+		p = c->skel->progs.comm_mmap_tp;
+	if (p)
+		c->mmap_link = bpf_program__attach(p);
+	if (!c->mmap_link)
+		pr_debug("collectives: no mmap hook (%s): targets are scanned once a second",
+			 p ? strerror(errno) : "the kernel refused both");
+}
+
+int comm__open(struct sampling *s, const struct comm_opts *o, struct comm **out)
+{
+	struct comm *c;
+	enum mmap_hook h;
+	int err = -EINVAL;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->by_file = bmap__new();
+	c->by_build_id = bmap__new();
+	if (!c->by_file || !c->by_build_id) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	c->multi = kernel_has_uprobe_multi();
+	/* Without an mmap hook the targets' libraries are found by scanning. libbpf's own
+	 * messages about what a kernel lacks are for -vv. */
+	libbpf_set_print(libbpf_print_vv);
+	for (h = HOOK_TRACEPOINT; h <= HOOK_NONE && err; h++)
+		err = load(c, s, o, h);
+	if (err && c->multi) {
+		c->multi = false;
+		err = load(c, s, o, HOOK_NONE);
+	}
+	log_setup_libbpf();
+	if (err) {
+		pr_info("collectives are not recorded: the kernel refused their BPF program (%s; "
+			"-vv shows the verifier's log)",
+			strerror(-err));
+		goto fail;
+	}
+	attach_mmap_hook(c);
+	*out = c;
+	return 0;
+fail:
+	comm__free(c);
+	return err;
+}
+
+static void detach(struct attachment *a)
+{
+	size_t i;
+
+	if (a->link_fd >= 0)
+		close(a->link_fd);
+	for (i = 0; i < a->nlinks; i++)
+		bpf_link__destroy(a->links[i]);
+	free(a->links);
+	a->link_fd = -1;
+	a->links = NULL;
+	a->nlinks = 0;
+}
+
+void comm__free(struct comm *c)
+{
+	size_t i;
+
+	if (!c)
+		return;
+	for (i = 0; i < c->natt; i++)
+		detach(&c->att[i]);
+	free(c->att);
+	bpf_link__destroy(c->mmap_link);
+	comm_bpf__destroy(c->skel);
+	bmap__free(c->by_file);
+	bmap__free(c->by_build_id);
+	free(c->libs);
+	free(c->rescans);
+	sb_free(&c->notes);
+	free(c);
+}
+
+bool comm__watches_mmap(const struct comm *c)
+{
+	return c->mmap_link != NULL;
+}
+
+/* The file names of libraries that may have probe points (comm.bpf.c: maybe_probed). */
+static bool maybe_probed(const char *base)
+{
+	return !strncmp(base, "libtorch", 8) || !strncmp(base, "libnccl", 7) ||
+	       !strncmp(base, "libgloo", 7);
+}
+
+/* The first instruction of a probe point: endbr64 is stepped over (the probe goes after it);
+ * a push is emulated by the kernel, anything else single-stepped (about 20 times dearer). */
+static void place_probe(struct lib *l, struct pyelf *e, uint64_t addr, const char *what,
+			uint64_t *offset)
+{
+	static const uint8_t endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+	uint8_t code[8];
+
+	if (pyelf__read(e, addr, code, sizeof(code)))
+		return;
+	if (!memcmp(code, endbr64, 4)) {
+		*offset += 4;
+		memmove(code, code + 4, 4);
+	}
+	if (code[0] != 0x55 && code[0] != 0x53 &&
+	    !(code[0] == 0x41 && code[1] >= 0x54 && code[1] <= 0x57))
+		pr_debug("collectives: %s in %s starts with %02x %02x, not a push: its probe is "
+			 "single-stepped",
+			 what, l->name, code[0], code[1]);
+}
+
+/* Find the probe points of the library @e (named @name, build id @bid) into @l. */
+static void resolve(struct comm *c, struct lib *l, struct pyelf *e, unsigned int slot)
+{
+	const char *names[NSPECS + 1];
+	uint64_t values[NSPECS + 1] = {}, off;
+	uint8_t code[16];
+	bool gloo = false, gloo_done = false, nccl = false;
+	size_t i;
+
+	for (i = 0; i < NSPECS; i++)
+		names[i] = specs[i].sym;
+	names[NSPECS] = NEXT_TAG;
+	if (pyelf__symbols(e, names, NSPECS + 1, false, values, NULL) < 0)
+		return;
+	l->cfg = (struct comm_lib_cfg){
+		/* c10d::ProcessGroup: after the vtable and intrusive_ptr_target's two counts
+		 * come rank_ and size_ (torch 1.13); collectives.c checks what they give. */
+		.pg_rank = 24,
+		.pg_size = 28,
+		.pg_counter = COMM_OFF_NONE,
+		.ti_numel = TORCHLAYOUT_TENSOR_DEFAULT,
+		.ti_dtype = TORCHLAYOUT_TENSOR_DEFAULT + 8,
+	};
+	for (i = 0; i < NSPECS; i++) {
+		if (!values[i] || pyelf__file_offset(e, values[i], &off))
+			continue;
+		place_probe(l, e, values[i], specs[i].what, &off);
+		l->points[l->npoints].offset = off;
+		l->points[l->npoints].cookie =
+			COMM_COOKIE(specs[i].role, specs[i].op, specs[i].arg, slot);
+		l->npoints++;
+		gloo |= specs[i].role == COMM_R_GLOO_CALL;
+		gloo_done |= specs[i].role == COMM_R_GLOO_FINISH;
+		nccl |= specs[i].role == COMM_R_NCCL_CALL;
+	}
+	if (gloo && values[NSPECS] && !pyelf__read(e, values[NSPECS], code, sizeof(code)) &&
+	    torchlayout_next_tag(code, sizeof(code), &l->cfg.pg_counter))
+		note(c,
+		     "%s (build-id %s): ProcessGroupGloo::nextTag is not of a known form: seq "
+		     "is unknown",
+		     l->name, l->build_id);
+	if (gloo && !values[NSPECS])
+		note(c, "%s (build-id %s): no ProcessGroupGloo::nextTag: seq is unknown", l->name,
+		     l->build_id);
+	if (gloo && !gloo_done)
+		note(c,
+		     "%s (build-id %s): no ProcessGroupGloo::AsyncWork::finishWorkGloo: the "
+		     "completion of gloo collectives is unknown",
+		     l->name, l->build_id);
+	if (!gloo && !strncmp(l->name, "libtorch_cpu", 12))
+		note(c,
+		     "%s (build-id %s): no c10d::ProcessGroupGloo symbols in its dynamic symbol "
+		     "table: its gloo collectives are not recorded",
+		     l->name, l->build_id);
+	if (!nccl && !strncmp(l->name, "libnccl", 7))
+		note(c,
+		     "%s (build-id %s): no NCCL API symbols in its dynamic symbol table: its "
+		     "collectives are not recorded",
+		     l->name, l->build_id);
+	if (nccl)
+		note(c, "nccl: the completion of NCCL calls on the GPU is not observed (ns is "
+			"NULL; start_ns is when the CPU issued them), nor their seq");
+	pr_debug("collectives: %s (build-id %s): %zu probe points", l->name, l->build_id,
+		 l->npoints);
+}
+
+/* The library behind mapping @m of @pid: known by its file or its build id, or read now.
+ * NULL if its file cannot be read. */
+static struct lib *get_lib(struct comm *c, pid_t pid, const struct procmap *m,
+			   const struct file_key *fk)
+{
+	uint64_t *slot = bmap__find(c->by_file, fk, sizeof(*fk));
+	char bid[41] = "";
+	struct pyelf *e;
+	struct lib *l = NULL;
+	size_t idx;
+	int inserted;
+
+	if (slot)
+		return &c->libs[*slot - 1];
+	e = pyelf__open(pid, m);
+	if (!e) {
+		pr_debug("collectives: pid %d: cannot read %s: %s", pid, m->path, strerror(errno));
+		return NULL;
+	}
+	if (pyelf__build_id(e, bid, sizeof(bid)))
+		snprintf(bid, sizeof(bid), "none");
+	slot = strcmp(bid, "none") ? bmap__find(c->by_build_id, bid, strlen(bid)) : NULL;
+	if (slot) {
+		idx = *slot - 1;
+	} else {
+		if (c->nlibs >= COMM_MAX_LIBS ||
+		    grow_array(&c->libs, &c->caplibs, c->nlibs + 1, sizeof(*c->libs)))
+			goto out;
+		idx = c->nlibs++;
+		l = &c->libs[idx];
+		memset(l, 0, sizeof(*l));
+		snprintf(l->build_id, sizeof(l->build_id), "%s", bid);
+		snprintf(l->name, sizeof(l->name), "%s", procmaps__basename(m));
+		resolve(c, l, e, idx);
+		if (bpf_map__update_elem(c->skel->maps.comm_libs, &(__u32){idx}, sizeof(__u32),
+					 &l->cfg, sizeof(l->cfg), BPF_ANY))
+			l->npoints = 0;
+		if (strcmp(bid, "none")) {
+			slot = bmap__upsert(c->by_build_id, bid, strlen(bid), 0, &inserted);
+			if (slot)
+				*slot = idx + 1;
+		}
+	}
+	slot = bmap__upsert(c->by_file, fk, sizeof(*fk), 0, &inserted);
+	if (slot)
+		*slot = idx + 1;
+	l = &c->libs[idx];
+out:
+	pyelf__free(e);
+	return l;
+}
+
+/* One uprobe_multi link for every point of @l in @pid. The fd of the link, or -errno. */
+static int attach_multi(struct comm *c, const struct lib *l, const char *path, pid_t pid)
+{
+	unsigned long offsets[NSPECS];
+	__u64 cookies[NSPECS];
+	union {
+		struct {
+			__u32 prog_fd, target_fd, attach_type, flags;
+			__u64 path, offsets, ref_ctr_offsets, cookies;
+			__u32 cnt, flags2, pid;
+		} uprobe_multi;
+		char pad[128];
+	} attr;
+	size_t i;
+	int fd;
+
+	for (i = 0; i < l->npoints; i++) {
+		offsets[i] = l->points[i].offset;
+		cookies[i] = l->points[i].cookie;
+	}
+	memset(&attr, 0, sizeof(attr));
+	attr.uprobe_multi.prog_fd = bpf_program__fd(c->skel->progs.comm_probe);
+	attr.uprobe_multi.attach_type = ATTACH_UPROBE_MULTI;
+	attr.uprobe_multi.path = (uintptr_t)path;
+	attr.uprobe_multi.offsets = (uintptr_t)offsets;
+	attr.uprobe_multi.cookies = (uintptr_t)cookies;
+	attr.uprobe_multi.cnt = l->npoints;
+	attr.uprobe_multi.pid = pid;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	return fd < 0 ? -errno : fd;
+}
+
+/* One perf-event uprobe per point of @l in @pid, into @a. 0 or -errno (none left). */
+static int attach_each(struct comm *c, const struct lib *l, const char *path, pid_t pid,
+		       struct attachment *a)
+{
+	size_t i;
+	int err = 0;
+
+	a->links = calloc(l->npoints, sizeof(*a->links));
+	if (!a->links)
+		return -ENOMEM;
+	for (i = 0; i < l->npoints; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = l->points[i].cookie);
+
+		a->links[a->nlinks] = bpf_program__attach_uprobe_opts(
+			c->skel->progs.comm_probe, pid, path, l->points[i].offset, &uo);
+		if (!a->links[a->nlinks]) {
+			err = -errno;
+			detach(a);
+			return err;
+		}
+		a->nlinks++;
+	}
+	return 0;
+}
+
+static struct attachment *find_attachment(struct comm *c, pid_t pid, const struct file_key *fk)
+{
+	size_t i;
+
+	for (i = 0; i < c->natt; i++)
+		if (c->att[i].pid == pid && !memcmp(&c->att[i].file, fk, sizeof(*fk)))
+			return &c->att[i];
+	return NULL;
+}
+
+/* Whether @pid has probes attached other than @except. */
+static bool probed(const struct comm *c, pid_t pid, const struct attachment *except)
+{
+	size_t i;
+
+	for (i = 0; i < c->natt; i++)
+		if (&c->att[i] != except && c->att[i].pid == pid &&
+		    (c->att[i].nlinks || c->att[i].link_fd >= 0))
+			return true;
+	return false;
+}
+
+/* Probe the library of mapping @m in @pid. 1 if probes were attached, 0 if it has none, or
+ * -errno. */
+static int probe_mapping(struct comm *c, pid_t pid, const struct procmap *m,
+			 const struct file_key *fk)
+{
+	struct attachment *a;
+	struct lib *l;
+	char path[64];
+	int fd, err = 0;
+
+	l = get_lib(c, pid, m, fk);
+	if (!l)
+		return -ENOENT;
+	if (grow_array(&c->att, &c->capatt, c->natt + 1, sizeof(*c->att)))
+		return -ENOMEM;
+	a = &c->att[c->natt++]; /* also for a library without points: looked at once */
+	memset(a, 0, sizeof(*a));
+	a->pid = pid;
+	a->file = *fk;
+	a->lib = l - c->libs;
+	a->link_fd = -1;
+	if (!l->npoints)
+		return 0;
+	/* The file the process maps (procmaps__open checks device and inode), named for the
+	 * kernel through our own descriptor. */
+	fd = procmaps__open(pid, m);
+	if (fd < 0)
+		return fd;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (c->multi) {
+		a->link_fd = attach_multi(c, l, path, pid);
+		err = a->link_fd < 0 ? a->link_fd : 0;
+	} else {
+		err = attach_each(c, l, path, pid, a);
+	}
+	close(fd);
+	if (err) {
+		note(c, "pid %d: cannot attach the probes of %s: %s", pid, l->name, strerror(-err));
+		return err;
+	}
+	if (!probed(c, pid, a))
+		c->processes++;
+	c->points += l->npoints;
+	pr_info("pid %d: collectives: %zu probe points in %s", pid, l->npoints, m->path);
+	return 1;
+}
+
+int comm__scan(struct comm *c, pid_t pid)
+{
+	const struct procmap *m;
+	struct file_key fk;
+	struct procmaps pm;
+	size_t i;
+	int err, n = 0;
+
+	err = procmaps__read(pid, &pm);
+	if (err)
+		return err;
+	for (i = 0; i < pm.nr; i++) {
+		m = &pm.maps[i];
+		if (!m->x || m->path[0] != '/' || m->deleted ||
+		    !maybe_probed(procmaps__basename(m)))
+			continue;
+		fk = (struct file_key){m->inode, m->dev_major, m->dev_minor};
+		if (find_attachment(c, pid, &fk))
+			continue;
+		if (probe_mapping(c, pid, m, &fk) > 0)
+			n++;
+	}
+	procmaps__release(&pm);
+	return n;
+}
+
+void comm__mapped(struct comm *c, pid_t pid)
+{
+	struct rescan *r;
+
+	pr_debug("collectives: pid %d maps a library that may have probe points", pid);
+	comm__scan(c, pid);
+	/* The event comes before the mapping exists; it is usually there by the time the
+	 * event is handled, but look again shortly in case. */
+	if (grow_array(&c->rescans, &c->caprescans, c->nrescans + 1, sizeof(*c->rescans)))
+		return;
+	r = &c->rescans[c->nrescans++];
+	r->pid = pid;
+	r->due_ns = now_mono_ns() + 20000000ULL;
+	r->left = 3;
+}
+
+void comm__poll(struct comm *c)
+{
+	uint64_t now;
+	size_t i;
+
+	if (!c->nrescans)
+		return;
+	now = now_mono_ns();
+	for (i = 0; i < c->nrescans;) {
+		struct rescan *r = &c->rescans[i];
+
+		if (r->due_ns > now) {
+			i++;
+			continue;
+		}
+		if (comm__scan(c, r->pid) >= 0 && --r->left > 0) {
+			r->due_ns = now + 100000000ULL;
+			i++;
+			continue;
+		}
+		*r = c->rescans[--c->nrescans];
+	}
+}
+
+void comm__forget(struct comm *c, pid_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < c->natt;) {
+		if (c->att[i].pid != pid) {
+			i++;
+			continue;
+		}
+		detach(&c->att[i]);
+		c->att[i] = c->att[--c->natt];
+	}
+	for (i = 0; i < c->nrescans;) {
+		if (c->rescans[i].pid == pid)
+			c->rescans[i] = c->rescans[--c->nrescans];
+		else
+			i++;
+	}
+}
+
+/* The layout of @l's tensors, checked on the first tensor of @e that can tell. */
+static void check_layout(struct comm *c, struct lib *l, unsigned int slot,
+			 const struct comm_call_event *e)
+{
+	enum torchlayout_check ok;
+	uint16_t numel;
+
+	ok = torchlayout_tensor_check(e->tensor0, sizeof(e->tensor0), l->cfg.ti_numel);
+	if (ok == TL_GOOD) {
+		l->layout = 1;
+		return;
+	}
+	if (ok == TL_UNKNOWN)
+		return;
+	if (torchlayout_tensor_find(e->tensor0, sizeof(e->tensor0), &numel)) {
+		l->layout = -1;
+		note(c,
+		     "%s (build-id %s): the tensors do not have a known layout: bytes are "
+		     "unknown",
+		     l->name, l->build_id);
+		return;
+	}
+	l->cfg.ti_numel = numel;
+	l->cfg.ti_dtype = numel + 8;
+	bpf_map__update_elem(c->skel->maps.comm_libs, &(__u32){slot}, sizeof(__u32), &l->cfg,
+			     sizeof(l->cfg), BPF_ANY);
+	l->layout = 1;
+	note(c, "%s (build-id %s): TensorImpl::numel_ found at offset %u", l->name, l->build_id,
+	     numel);
+}
+
+int comm__call_bytes(struct comm *c, const struct comm_call_event *e, int64_t *bytes)
+{
+	unsigned int slot = COMM_COOKIE_LIB(e->h.cookie), size, i;
+	uint16_t used = 0, dtype;
+	uint64_t n, total = 0;
+	struct lib *l;
+
+	if (COMM_COOKIE_ROLE(e->h.cookie) == COMM_R_NCCL_CALL) {
+		size = torchlayout_nccl_size(e->dtype);
+		if (!size || e->count > (UINT64_MAX >> 8))
+			return -ENOENT;
+		*bytes = e->count * size;
+		return 0;
+	}
+	if (!(COMM_COOKIE_ARG(e->h.cookie) & COMM_ARG_INDEX)) {
+		*bytes = 0; /* barrier */
+		return 0;
+	}
+	if (slot >= c->nlibs || !(e->h.flags & COMM_F_TENSORS) || e->ntensors > COMM_MAX_TENSORS)
+		return -ENOENT;
+	l = &c->libs[slot];
+	used = l->cfg.ti_numel;
+	if (!l->layout && (e->h.flags & COMM_F_HDR))
+		check_layout(c, l, slot, e);
+	if (l->layout <= 0)
+		return -ENOENT; /* not checked yet (no header read), or unusable */
+	if (used != l->cfg.ti_numel) {
+		/* The layout was just found: this call's sizes were read at the wrong place. */
+		if (e->ntensors != 1)
+			return -ENOENT;
+		torchlayout_tensor_read(e->tensor0, l->cfg.ti_numel, &n, &dtype);
+		size = torchlayout_item_size(dtype);
+		if (!size)
+			return -ENOENT;
+		*bytes = n * size;
+		return 0;
+	}
+	for (i = 0; i < e->ntensors; i++) {
+		size = torchlayout_item_size(e->dtypes[i]);
+		if (!size || e->numel[i] > (UINT64_MAX >> 5))
+			return -ENOENT;
+		total += e->numel[i] * size;
+	}
+	*bytes = total;
+	return 0;
+}
+
+const char *comm__notes(const struct comm *c)
+{
+	return c->notes.len ? sb_str(&c->notes) : NULL;
+}
+
+void comm__stats(const struct comm *c, struct comm_stats *out)
+{
+	__u64 vals[SAMPLER_MAX_CPUS];
+	int i, ncpus = libbpf_num_possible_cpus();
+	__u32 zero = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->points = c->points;
+	out->processes = c->processes;
+	if (ncpus > 0 && ncpus <= SAMPLER_MAX_CPUS &&
+	    !bpf_map__lookup_elem(c->skel->maps.comm_lost, &zero, sizeof(zero), vals,
+				  sizeof(__u64) * ncpus, 0))
+		for (i = 0; i < ncpus; i++)
+			out->lost += vals[i];
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * comm: the probes on collective communication libraries (bpf/comm.bpf.c). It finds the
+ * probe points in each library file a target maps (c10d::ProcessGroupGloo in libtorch*,
+ * gloo's unbound buffers in libgloo*, NCCL's C API in libnccl*), from the file's dynamic
+ * symbol table, once per build-id; attaches them to that process only (uprobe_multi links,
+ * or one perf-event uprobe per point on kernels before 6.6); and says what it could not do
+ * as notes (a library without the symbols, a layout it cannot check), never as a failure.
+ * The events go into the sampler's ring buffer; user/record/collectives.c makes rows of them.
+ */
+#ifndef PROBING_RECORD_COMM_H
+#define PROBING_RECORD_COMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf/comm.h"
+#include "record/sampling.h"
+
+struct comm;
+
+struct comm_opts {
+	unsigned int stack_size; /* bytes of user stack copied per call (as record --stack-size) */
+	bool python;		 /* walk the calling thread's Python frames */
+	__u32 pidns_inum;	 /* the PID namespace pids are numbered in; 0: the initial one */
+};
+
+/*
+ * Load the probes' program, sharing the maps of @s (ring buffer, targets, Python
+ * configuration). Return 0 and *@out, or -errno after saying why at -v (record goes on
+ * without collectives).
+ */
+int comm__open(struct sampling *s, const struct comm_opts *o, struct comm **out);
+
+/* Detach everything and free. NULL is a no-op. */
+void comm__free(struct comm *c);
+
+/*
+ * Whether the kernel tells comm when a target maps a library (COMM_EV_MAPPED): if not, the
+ * caller scans its targets now and then (comm__scan).
+ */
+bool comm__watches_mmap(const struct comm *c);
+
+/*
+ * Look at the libraries @pid maps now and attach the probes of each one not yet probed in
+ * it. Return the number of libraries newly probed, or -errno (-ESRCH: gone).
+ */
+int comm__scan(struct comm *c, pid_t pid);
+
+/* @pid maps a library that may have probe points (COMM_EV_MAPPED): scan it now and shortly. */
+void comm__mapped(struct comm *c, pid_t pid);
+
+/* Frequent, cheap work: the scans comm__mapped asked for. */
+void comm__poll(struct comm *c);
+
+/* @pid exited or exec'd: detach its probes. */
+void comm__forget(struct comm *c, pid_t pid);
+
+/*
+ * The payload bytes of the call @e on this rank, from its tensors' sizes (checked against
+ * the tensor layout of its library, once per library) or NCCL's count and datatype. Return
+ * 0 and *@bytes, or -ENOENT when they cannot be told.
+ */
+int comm__call_bytes(struct comm *c, const struct comm_call_event *e, int64_t *bytes);
+
+/* What probing noted about the libraries it looked at, "; "-separated, or NULL if nothing. */
+const char *comm__notes(const struct comm *c);
+
+struct comm_stats {
+	uint64_t processes; /* processes that had probes attached (gone ones too) */
+	uint64_t points;    /* probe points attached, over all processes */
+	uint64_t lost;	    /* events lost (ring buffer full) */
+};
+
+void comm__stats(const struct comm *c, struct comm_stats *out);
+
+#endif

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * torchlayout: where PyTorch and NCCL keep what the collectives probes read, for builds without
+ * debug information (Debian's libtorch has only its dynamic symbol table): the process group's
+ * next collective tag (decoded from the machine code of ProcessGroupGloo::nextTag), the size
+ * fields of a c10::TensorImpl (known layouts, always checked against the tensors read), item
+ * sizes, and a process group's name (its store's prefix chain, each hop checked by its RTTI
+ * name). Everything read from a target is untrusted: a check that fails gives "unknown".
+ */
+#ifndef PROBING_TORCHLAYOUT_H
+#define PROBING_TORCHLAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * The offset of the member ProcessGroupGloo::nextTag() returns and increments, from the first
+ * bytes of its code (@code, @len bytes): "mov disp(%rdi),%eax" after an optional endbr64.
+ * Return 0 and *@off, or -ENOENT if the code is not of that form.
+ */
+int torchlayout_next_tag(const uint8_t *code, size_t len, uint16_t *off);
+
+/* The TensorImpl fields of a layout: numel_ at @numel, data_type_ at numel + 8. */
+#define TORCHLAYOUT_TENSOR_DEFAULT 168 /* torch 1.13 (libtorch-dev headers), checked live */
+
+enum torchlayout_check {
+	TL_BAD = -1,	/* the bytes contradict the layout */
+	TL_UNKNOWN = 0, /* they cannot tell (a tensor of more than 5 dimensions) */
+	TL_GOOD = 1,	/* dimensions, sizes, numel, storage offset and dtype agree */
+};
+
+/*
+ * Check that @hdr, the first @len bytes of a c10::TensorImpl, fits the layout whose numel_ is
+ * at @numel: sizes_and_strides_ (the dimension count, 5 inline sizes, 5 strides),
+ * storage_offset_, numel_ and data_type_ in a row (c10/core/TensorImpl.h since 1.9), the
+ * product of the sizes being numel_.
+ */
+enum torchlayout_check torchlayout_tensor_check(const uint8_t *hdr, size_t len, uint16_t numel);
+
+/*
+ * Find a layout @hdr fits (a tensor of 1 to 5 dimensions with at least 2 elements, so that a
+ * match is meaningful). Return 0 and *@numel, or -ENOENT.
+ */
+int torchlayout_tensor_find(const uint8_t *hdr, size_t len, uint16_t *numel);
+
+/* numel_ and data_type_ of @hdr at the layout @numel (after a check). */
+void torchlayout_tensor_read(const uint8_t *hdr, uint16_t numel, uint64_t *n, uint16_t *dtype);
+
+/* Bytes of one element of c10::ScalarType @dtype, or 0 if unknown. */
+unsigned int torchlayout_item_size(unsigned int dtype);
+
+/* Bytes of one element of ncclDataType_t @dtype, or 0 if unknown. */
+unsigned int torchlayout_nccl_size(unsigned int dtype);
+
+/*
+ * The name of the ProcessGroupGloo at @pg in process @pid: the prefix of the PrefixStore its
+ * GlooStore wraps, which torch.distributed builds from the group's name ("0" for the default
+ * group, the same on every rank), without its trailing '/'. Return 0 and the name in @buf
+ * (escaped nowhere: the caller stores it as data), or -errno (-ENOENT: not that layout).
+ */
+int torchlayout_group_name(pid_t pid, uint64_t pg, char *buf, size_t size);
+
+#endif
