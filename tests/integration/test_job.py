@@ -297,8 +297,9 @@ def test_job_steps_line_up():
     r = h.probing("inject", "-p", job.ranks[0], "--torch")
     assert r.returncode == 0, r.stderr
     h.probing("config", "-p", job.ranks[0], "torch_every=1", check=True)
+    # Rank 0 records 6 steps before the others are injected: theirs start 4 or more later.
     h.wait_for(lambda: live_rows(job.ranks[0], "SELECT step FROM python.torch_trace WHERE "
-                                 "stage = 'step' LIMIT 3")[2:], timeout=30, interval=0.2,
+                                 "stage = 'step' LIMIT 6")[5:], timeout=30, interval=0.2,
                what="rank 0's first recorded steps")
     # Every Python process of the job: the launcher and the other ranks get the agent, rank 0
     # keeps its hooks.
