@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/strpool.h"
 #include "base/util.h"
+#include "injector/agent_crash.h"
 #include "live/btjob.h"
 #include "live/crashsnap.h"
 
@@ -28,23 +29,6 @@ static const char crash_schema[] =
 	" exception TEXT, message TEXT, time REAL NOT NULL);\n"
 	"CREATE TABLE bt_locals(host TEXT NOT NULL, pid INTEGER NOT NULL, tid INTEGER NOT NULL,"
 	" depth INTEGER NOT NULL, name TEXT NOT NULL, type TEXT, repr TEXT);\n";
-
-static const char *signal_name(int sig)
-{
-	switch (sig) {
-	case SIGSEGV:
-		return "SIGSEGV";
-	case SIGBUS:
-		return "SIGBUS";
-	case SIGABRT:
-		return "SIGABRT";
-	case SIGFPE:
-		return "SIGFPE";
-	case SIGILL:
-		return "SIGILL";
-	}
-	return NULL;
-}
 
 /*
  * Where the stack of @t starts: for a thread in the agent's fatal-signal handler (the one that
@@ -195,7 +179,7 @@ static int write_crash_row(sqlite3 *db, const struct bt_job_proc *jp, const stru
 	btjob__bind_text(st, 4, ci->exc_json ? "exception" : "signal");
 	if (!ci->exc_json) {
 		sqlite3_bind_int(st, 5, ci->signal);
-		btjob__bind_text(st, 6, signal_name(ci->signal));
+		btjob__bind_text(st, 6, crash_signal_name(ci->signal));
 		sqlite3_bind_int(st, 7, ci->code);
 		/* si_addr means something for a fault only, not for a signal sent by kill/abort. */
 		if (ci->code > 0)
@@ -379,7 +363,7 @@ void crashsnap__summary(const struct bt_process *p, const struct crash_info *ci,
 		free(type);
 		free(msg);
 	} else {
-		fprintf(f, "probing: fatal signal %s", signal_name(ci->signal) ?: "?");
+		fprintf(f, "probing: fatal signal %s", crash_signal_name(ci->signal) ?: "?");
 		if (ci->code > 0)
 			fprintf(f, " (code %d, address 0x%lx)", ci->code, ci->addr);
 		else
