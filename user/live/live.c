@@ -436,6 +436,9 @@ int live__shared_option(const char *cmd, int ch, bool timeout, struct live_opts 
 	case 'v':
 		log_verbosity++;
 		return EXIT_OK;
+	case 'C':
+		o->children = true;
+		return EXIT_OK;
 	case 'T':
 		if (timeout)
 			return live__parse_timeout(cmd, optarg, &o->gil_ms);

@@ -29,6 +29,7 @@ struct live_opts {
 	const char *pid_arg; /* -p PID */
 	const char *t_arg;   /* -t PID or -t HOST:PORT */
 	int gil_ms;	     /* --timeout, for the commands that take it */
+	bool children;	     /* --children ('C'), for the commands that take it */
 };
 
 #define LIVE_OPTS_INIT                        \
@@ -38,9 +39,10 @@ struct live_opts {
 #define LIVE_OPT_NOT_SHARED (-1)
 
 /*
- * Handle option @ch (getopt_long's return) if every live command shares it: 'p', 't', 'v'
- * and, with @timeout, 'T' (--timeout SECONDS). Return EXIT_OK if it was handled,
- * LIVE_OPT_NOT_SHARED if it is not one of them, EXIT_USAGE for a bad value (printed).
+ * Handle option @ch (getopt_long's return) if every live command shares it: 'p', 't', 'v',
+ * 'C' (--children, where the command lists it) and, with @timeout, 'T' (--timeout SECONDS).
+ * Return EXIT_OK if it was handled, LIVE_OPT_NOT_SHARED if it is not one of them, EXIT_USAGE
+ * for a bad value (printed).
  */
 int live__shared_option(const char *cmd, int ch, bool timeout, struct live_opts *o);
 
