@@ -102,15 +102,7 @@ static int eval_one(const struct live_target *t, const void *ctx)
 	rc = live__request("eval", t, c, "eval", sb_str(&body), r->gil_ms, -1, NULL, &json);
 	if (rc)
 		goto cleanup;
-	v = jq_text(json, "$.stdout");
-	if (v)
-		fputs(v, stdout);
-	free(v);
-	fflush(stdout);
-	v = jq_text(json, "$.stderr");
-	if (v)
-		fputs(v, stderr);
-	free(v);
+	live__print_output(json);
 	v = jq_text(json, "$.value");
 	if (v)
 		printf("%s\n", v);

@@ -457,3 +457,17 @@ int live__parse_timeout(const char *cmd, const char *arg, int *ms)
 	*ms = (int)(s * 1000);
 	return EXIT_OK;
 }
+
+void live__print_output(const char *json)
+{
+	char *v = jq_text(json, "$.stdout");
+
+	if (v)
+		fputs(v, stdout);
+	free(v);
+	fflush(stdout);
+	v = jq_text(json, "$.stderr");
+	if (v)
+		fputs(v, stderr);
+	free(v);
+}

@@ -105,6 +105,12 @@ int live__request(const char *cmd, const struct live_target *t, struct agent_cli
 		  const char *kind, const char *body, int gil_ms, int run_ms,
 		  volatile sig_atomic_t *interrupt, char **json);
 
+/*
+ * Print what code run by an "eval" request wrote (its answer @json): its stdout on stdout,
+ * flushed, then its stderr on stderr. The rest of the answer is the caller's.
+ */
+void live__print_output(const char *json);
+
 /* Parse a --timeout value (seconds) into milliseconds. EXIT_OK or EXIT_USAGE. */
 int live__parse_timeout(const char *cmd, const char *arg, int *ms);
 
