@@ -259,10 +259,8 @@ int crashsnap__save(const struct bt_process *p, const struct crash_info *ci, con
 		snprintf(jp.id.host, sizeof(jp.id.host), "%s", j.host);
 	/* The threads as the file shows them: stacks start where the crash happened. */
 	cp.threads = calloc(p->nthreads ? p->nthreads : 1, sizeof(*cp.threads));
-	if (!cp.threads) {
+	if (!cp.threads)
 		err = -ENOMEM;
-		goto out;
-	}
 	for (i = 0; !err && i < p->nthreads; i++) {
 		struct bt_thread *t = &cp.threads[i];
 
@@ -283,7 +281,6 @@ int crashsnap__save(const struct bt_process *p, const struct crash_info *ci, con
 				       : "the exception's traceback is not valid");
 	else
 		err = btjob__save_with(&j, path, 0, &x);
-out:
 	free(cp.threads);
 	exc_stack_free(&exc);
 	jobinfo_free(&jp.id);
