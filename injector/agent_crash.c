@@ -104,19 +104,7 @@ static char *fmt_hex(char *buf, unsigned long long v)
 
 static const char *sig_name(int sig)
 {
-	switch (sig) {
-	case SIGSEGV:
-		return "SIGSEGV";
-	case SIGBUS:
-		return "SIGBUS";
-	case SIGABRT:
-		return "SIGABRT";
-	case SIGFPE:
-		return "SIGFPE";
-	case SIGILL:
-		return "SIGILL";
-	}
-	return "?";
+	return crash_signal_name(sig) ?: "?";
 }
 
 static int fatal_index(int sig)

@@ -12,6 +12,7 @@
 #ifndef PROBING_AGENT_CRASH_H
 #define PROBING_AGENT_CRASH_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -20,6 +21,27 @@
 #define CRASH_ENV_BIN  "PROBING_CRASH_BIN"
 /* The file when none is given: in the working directory of the process. */
 #define CRASH_DEFAULT_FILE "probing-crash-%p.db"
+
+/*
+ * "SIGSEGV"... for the fatal signals the handlers catch, NULL for any other signal. Shared by
+ * the handler (async-signal-safe) and the crash file's writer (user/live/crashsnap.c).
+ */
+static inline const char *crash_signal_name(int sig)
+{
+	switch (sig) {
+	case SIGSEGV:
+		return "SIGSEGV";
+	case SIGBUS:
+		return "SIGBUS";
+	case SIGABRT:
+		return "SIGABRT";
+	case SIGFPE:
+		return "SIGFPE";
+	case SIGILL:
+		return "SIGILL";
+	}
+	return NULL;
+}
 
 /*
  * Install the fatal-signal handlers (once; later calls only change the file): on a crash,

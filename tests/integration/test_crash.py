@@ -4,6 +4,7 @@ stacks, lines and local variables of tests/workloads/live/crash_target.py; the p
 end exactly as it would have (same signal, core dump, exit status, the program's own
 output); and bad input: a process that is not Python, --crash twice, a capture that fails or
 crashes itself."""
+import json
 import os
 import resource
 import signal
@@ -139,6 +140,14 @@ def test_crash_run_segv_in_ctypes(exe):
     groups = rows(out_db, "SELECT stack, threads FROM bt_groups")
     assert sum(n for _, n in groups) == len(names)
     assert any("crash_here" in s for s, _ in groups)
+    # It is a backtrace snapshot: backtrace -i and query -i read it.
+    r = h.probing("backtrace", "-i", out_db)
+    assert r.returncode == 0 and "crash_here" in r.stdout and "sleeper-1" in r.stdout, r.stderr
+    r = h.probing("query", "-i", out_db, "--format", "json",
+                  "SELECT state, wait, gil FROM bt_threads WHERE name = 'sleeper-1'")
+    assert r.returncode == 0, r.stderr
+    # The sleeper's state, wait and GIL, as backtrace -o writes them.
+    assert json.loads(r.stdout) == [{"state": "sleeping", "wait": "lock", "gil": "no"}], r.stdout
 
 
 @h.timeout(120)

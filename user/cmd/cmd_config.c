@@ -62,9 +62,15 @@ static int print_error(char **v, int n, void *ctx)
 	return 0;
 }
 
-/* Send the settings request @body to the agent of @t and print its answer. */
-static int config_one(const struct live_target *t, const char *body, int gil_ms)
+struct config_req {
+	const char *body;
+	int gil_ms;
+};
+
+/* Send the settings request @ctx (a config_req) to the agent of @t and print its answer. */
+static int config_one(const struct live_target *t, const void *ctx)
 {
+	const struct config_req *r = ctx;
 	static const char *const spaths[] = {"$.name", "$.value", "$.default", "$.doc"};
 	static const char *const epaths[] = {"$"};
 	struct agent_client *c = NULL;
@@ -74,7 +80,7 @@ static int config_one(const struct live_target *t, const char *body, int gil_ms)
 	rc = live__connect("config", t, false, &c);
 	if (rc)
 		goto cleanup;
-	rc = live__request("config", t, c, "config", body, gil_ms, 30000, NULL, &json);
+	rc = live__request("config", t, c, "config", r->body, r->gil_ms, 30000, NULL, &json);
 	if (rc)
 		goto cleanup;
 	jq_each(json, "$.errors", epaths, 1, print_error, &errors);
@@ -88,19 +94,6 @@ cleanup:
 	return rc;
 }
 
-struct config_req {
-	const char *body;
-	int gil_ms;
-};
-
-static int config_proc(const struct job_proc *p, void *ctx)
-{
-	const struct config_req *r = ctx;
-	struct live_target t = {.pid = p->pid};
-
-	return config_one(&t, r->body, r->gil_ms);
-}
-
 static int cmd_config(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -109,19 +102,14 @@ static int cmd_config(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 	};
 	struct live_opts lo = LIVE_OPTS_INIT;
-	struct job_procs j = {0};
+	struct live_sel sel;
 	struct config_req r;
-	struct live_target t;
 	struct strbuf body = {0};
-	bool children = false;
 	int ch, rc, i;
 
 	cli_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "p:t:vh", opts, NULL)) != -1) {
 		switch (ch) {
-		case 'C':
-			children = true;
-			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -152,20 +140,13 @@ static int cmd_config(int argc, char **argv)
 		sb_free(&body);
 		return EXIT_FAIL;
 	}
-	if (livejob__wanted(lo.pid_arg ? lo.pid_arg : lo.t_arg, children)) {
-		rc = livejob__from_opts("config", lo.pid_arg, lo.t_arg, children, true, &j);
-		if (!rc) {
-			r.body = sb_str(&body);
-			r.gil_ms = lo.gil_ms;
-			livejob__note_unreadable("config", &j);
-			rc = livejob__each("config", &j, config_proc, &r);
-		}
-		livejob__free(&j);
-	} else {
-		rc = live__target("config", lo.pid_arg, lo.t_arg, &t);
-		if (!rc)
-			rc = config_one(&t, sb_str(&body), lo.gil_ms);
+	rc = livejob__select("config", &lo, true, &sel);
+	if (!rc) {
+		r.body = sb_str(&body);
+		r.gil_ms = lo.gil_ms;
+		rc = livejob__run("config", &sel, config_one, &r);
 	}
+	livejob__sel_free(&sel);
 	sb_free(&body);
 	return rc;
 }

@@ -81,8 +81,9 @@ struct eval_req {
 };
 
 /* Run @r->code in @t and print what came back; an exit status. */
-static int eval_one(const struct live_target *t, const struct eval_req *r)
+static int eval_one(const struct live_target *t, const void *ctx)
 {
+	const struct eval_req *r = ctx;
 	struct agent_client *c = NULL;
 	struct strbuf body = {0};
 	char *json = NULL, *v;
@@ -101,15 +102,7 @@ static int eval_one(const struct live_target *t, const struct eval_req *r)
 	rc = live__request("eval", t, c, "eval", sb_str(&body), r->gil_ms, -1, NULL, &json);
 	if (rc)
 		goto cleanup;
-	v = jq_text(json, "$.stdout");
-	if (v)
-		fputs(v, stdout);
-	free(v);
-	fflush(stdout);
-	v = jq_text(json, "$.stderr");
-	if (v)
-		fputs(v, stderr);
-	free(v);
+	live__print_output(json);
 	v = jq_text(json, "$.value");
 	if (v)
 		printf("%s\n", v);
@@ -128,13 +121,6 @@ cleanup:
 	return rc;
 }
 
-static int eval_proc(const struct job_proc *p, void *ctx)
-{
-	struct live_target t = {.pid = p->pid};
-
-	return eval_one(&t, ctx);
-}
-
 static int cmd_eval(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -148,10 +134,8 @@ static int cmd_eval(int argc, char **argv)
 	};
 	struct live_opts lo = LIVE_OPTS_INIT;
 	struct eval_req r = {.inject = true};
-	struct job_procs j = {0};
-	struct live_target t;
+	struct live_sel sel;
 	char *code = NULL;
-	bool children = false;
 	int ch, rc;
 
 	cli_getopt_reset();
@@ -159,9 +143,6 @@ static int cmd_eval(int argc, char **argv)
 		switch (ch) {
 		case 'N':
 			r.inject = false;
-			break;
-		case 'C':
-			children = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -178,27 +159,21 @@ static int cmd_eval(int argc, char **argv)
 		return cli_usage_error("eval", "no CODE to run");
 	if (optind + 1 < argc)
 		return cli_usage_error("eval", "give CODE as one argument (quote it)");
-	if (livejob__wanted(lo.pid_arg ? lo.pid_arg : lo.t_arg, children))
-		rc = livejob__from_opts("eval", lo.pid_arg, lo.t_arg, children, true, &j);
-	else
-		rc = live__target("eval", lo.pid_arg, lo.t_arg, &t);
-	if (rc)
+	rc = livejob__select("eval", &lo, true, &sel);
+	if (rc) {
+		livejob__sel_free(&sel);
 		return rc;
+	}
 	code = strcmp(argv[optind], "-") ? strdup(argv[optind]) : read_stdin();
 	if (!code) {
 		pr_warn("eval: cannot read the code: %s", strerror(errno));
-		livejob__free(&j);
+		livejob__sel_free(&sel);
 		return EXIT_FAIL;
 	}
 	r.code = code;
 	r.gil_ms = lo.gil_ms;
-	if (j.n) {
-		livejob__note_unreadable("eval", &j);
-		rc = livejob__each("eval", &j, eval_proc, &r);
-	} else {
-		rc = eval_one(&t, &r);
-	}
-	livejob__free(&j);
+	rc = livejob__run("eval", &sel, eval_one, &r);
+	livejob__sel_free(&sel);
 	free(code);
 	return rc;
 }

@@ -376,8 +376,9 @@ struct inject_req {
 	const char *crash_file; /* --crash=FILE; NULL: the default */
 };
 
-static int inject_one(const struct live_target *tp, const struct inject_req *r)
+static int inject_one(const struct live_target *tp, const void *ctx)
 {
+	const struct inject_req *r = ctx;
 	const struct live_target t = *tp;
 	const char *listen = r->listen;
 	enum torch_mode torch = r->torch;
@@ -481,11 +482,23 @@ cleanup:
 	return rc;
 }
 
-static int inject_proc(const struct job_proc *p, void *ctx)
+/* What only a single process target allows: EXIT_OK or EXIT_USAGE (printed). */
+static int inject_checks(const struct live_target *t, const char *listen, bool repl, bool token,
+			 enum torch_mode torch, bool crash)
 {
-	struct live_target t = {.pid = p->pid};
+	char host[256], why[300];
+	unsigned int port;
 
-	return inject_one(&t, ctx);
+	if (!t->pid)
+		return cli_usage_error("inject", "inject needs a process id, not HOST:PORT");
+	if (listen &&
+	    (strlen(listen) > 200 ||
+	     hostport_parse(listen, false, true, host, sizeof(host), &port, why, sizeof(why))))
+		return cli_usage_error("inject", "bad --listen address: %s",
+				       strlen(listen) > 200 ? "longer than 200 characters" : why);
+	if (token && (listen || repl || torch != TORCH_NONE || crash))
+		return cli_usage_error("inject", "--show-token goes alone (with -p PID)");
+	return EXIT_OK;
 }
 
 static int cmd_inject(int argc, char **argv)
@@ -499,14 +512,11 @@ static int cmd_inject(int argc, char **argv)
 	};
 	struct live_opts lo = LIVE_OPTS_INIT;
 	const char *listen = NULL;
-	struct live_target t;
-	struct job_procs j = {0};
+	struct live_sel sel;
 	struct inject_req r;
 	enum torch_mode torch = TORCH_NONE;
-	bool repl = false, token = false, children = false, crash = false;
+	bool repl = false, token = false, crash = false;
 	const char *crash_file = NULL;
-	char host[256], why[300];
-	unsigned int port;
 	int ch, rc;
 
 	cli_getopt_reset();
@@ -520,9 +530,6 @@ static int cmd_inject(int argc, char **argv)
 			break;
 		case 'S':
 			token = true;
-			break;
-		case 'C':
-			children = true;
 			break;
 		case 'K':
 			if (crash)
@@ -555,35 +562,18 @@ static int cmd_inject(int argc, char **argv)
 	r.repl = repl;
 	r.crash = crash;
 	r.crash_file = crash_file;
-	if (livejob__wanted(lo.pid_arg ? lo.pid_arg : lo.t_arg, children)) {
-		if (listen || repl || token)
-			return cli_usage_error("inject",
-					       "--listen, --repl and --show-token are for "
-					       "one process: not with --children or "
-					       "several PIDs");
-		rc = livejob__from_opts("inject", lo.pid_arg, lo.t_arg, children, true, &j);
-		if (rc)
-			return rc;
-		livejob__note_unreadable("inject", &j);
-		rc = livejob__each("inject", &j, inject_proc, &r);
-		livejob__free(&j);
-		return rc;
-	}
-	rc = live__target("inject", lo.pid_arg, lo.t_arg, &t);
-	if (rc)
-		return rc;
-	if (!t.pid)
-		return cli_usage_error("inject", "inject needs a process id, not HOST:PORT");
-	if (listen &&
-	    (strlen(listen) > 200 ||
-	     hostport_parse(listen, false, true, host, sizeof(host), &port, why, sizeof(why))))
-		return cli_usage_error("inject", "bad --listen address: %s",
-				       strlen(listen) > 200 ? "longer than 200 characters" : why);
-	if (token && (listen || repl || torch != TORCH_NONE || crash))
-		return cli_usage_error("inject", "--show-token goes alone (with -p PID)");
-	if (token)
-		return show_token(&t);
-	return inject_one(&t, &r);
+	if (livejob__wanted(lo.pid_arg ? lo.pid_arg : lo.t_arg, lo.children) &&
+	    (listen || repl || token))
+		return cli_usage_error("inject", "--listen, --repl and --show-token are for one "
+						 "process: not with --children or several PIDs");
+	rc = livejob__select("inject", &lo, true, &sel);
+	if (!rc && !sel.j.n)
+		rc = inject_checks(&sel.t, listen, repl, token, torch, crash);
+	/* --show-token: one process, as checked above. */
+	if (!rc)
+		rc = token ? show_token(&sel.t) : livejob__run("inject", &sel, inject_one, &r);
+	livejob__sel_free(&sel);
+	return rc;
 }
 
 COMMAND(inject, cmd_inject, "load the agent into a running Python process", 60);

@@ -232,8 +232,9 @@ struct mem_req {
 	int top, gil_ms;
 };
 
-static int memory_one(const struct live_target *tp, const struct mem_req *r)
+static int memory_one(const struct live_target *tp, const void *ctx)
 {
+	const struct mem_req *r = ctx;
 	struct live_target t = *tp;
 	struct region *reg = NULL;
 	struct strbuf tmp = {0};
@@ -327,13 +328,6 @@ cleanup:
 	return rc;
 }
 
-static int memory_proc(const struct job_proc *p, void *ctx)
-{
-	struct live_target t = {.pid = p->pid};
-
-	return memory_one(&t, ctx);
-}
-
 static int cmd_memory(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -349,9 +343,7 @@ static int cmd_memory(int argc, char **argv)
 	};
 	struct live_opts lo = LIVE_OPTS_INIT;
 	struct mem_req r = {.python = true};
-	struct job_procs j = {0};
-	struct live_target t;
-	bool children = false;
+	struct live_sel sel;
 	int ch, rc;
 	long v;
 
@@ -369,9 +361,6 @@ static int cmd_memory(int argc, char **argv)
 		case 'P':
 			r.python = false;
 			break;
-		case 'C':
-			children = true;
-			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -386,21 +375,13 @@ static int cmd_memory(int argc, char **argv)
 	if (optind < argc)
 		return cli_usage_error("memory", "unexpected argument '%s'", argv[optind]);
 	r.gil_ms = lo.gil_ms;
-	if (livejob__wanted(lo.pid_arg ? lo.pid_arg : lo.t_arg, children)) {
-		rc = livejob__from_opts("memory", lo.pid_arg, lo.t_arg, children, false, &j);
-		if (rc)
-			return rc;
-		livejob__note_unreadable("memory", &j);
-		rc = livejob__each("memory", &j, memory_proc, &r);
-		livejob__free(&j);
-		return rc;
-	}
-	rc = live__target("memory", lo.pid_arg, lo.t_arg, &t);
-	if (rc)
-		return rc;
-	if (!t.pid)
-		return cli_usage_error("memory", "memory needs a process id (it reads /proc)");
-	return memory_one(&t, &r);
+	rc = livejob__select("memory", &lo, false, &sel);
+	if (!rc && !sel.j.n && !sel.t.pid)
+		rc = cli_usage_error("memory", "memory needs a process id (it reads /proc)");
+	if (!rc)
+		rc = livejob__run("memory", &sel, memory_one, &r);
+	livejob__sel_free(&sel);
+	return rc;
 }
 
 COMMAND(memory, cmd_memory, "process memory from /proc, Python objects and CUDA memory", 90);

@@ -23,6 +23,7 @@
 struct job_procs;
 struct strbuf;
 struct sqlite3;
+struct sqlite3_stmt;
 
 /* A snapshot's meta 'kind' and 'format' (docs/sql.md). */
 #define BTJOB_KIND   "backtrace"
@@ -99,6 +100,29 @@ int btjob__json(const struct bt_job *j, struct strbuf *out);
  * it when complete. Return 0 or -errno with what failed printed.
  */
 int btjob__save(const struct bt_job *j, const char *path, unsigned int flags);
+
+/*
+ * More than a backtrace snapshot in the file (a crash file: live/crashsnap.h): tables of its
+ * own beside the snapshot's, filled in the same transaction.
+ */
+struct btjob_extra {
+	const char *what;	/* what the file is, in messages ("crash file"); NULL: snapshot */
+	const char *created_by; /* meta created_by; NULL: "probing backtrace" */
+	const char *schema;	/* CREATE statements of the extra tables, or NULL */
+	/* Fill them (after the snapshot's rows): 0 or -errno. NULL: nothing to fill. */
+	int (*write)(struct sqlite3 *db, const struct bt_job *j, void *arg);
+	void *arg;
+};
+
+/* btjob__save, with @x's extra tables (@x NULL: exactly btjob__save). */
+int btjob__save_with(const struct bt_job *j, const char *path, unsigned int flags,
+		     const struct btjob_extra *x);
+
+/* For btjob_extra.write: bind @s (NULL: SQL NULL) to parameter @i of @st (a copy is kept). */
+void btjob__bind_text(struct sqlite3_stmt *st, int i, const char *s);
+
+/* For btjob_extra.write: run the INSERT @st, then reset it and clear its bindings: 0, -EIO. */
+int btjob__step(struct sqlite3_stmt *st);
 
 /*
  * Read a snapshot from @db (open, read-only; see report/recording.h) into *@out, grouped.

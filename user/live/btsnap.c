@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/cli.h"
 #include "base/log.h"
 #include "base/outfile.h"
 #include "base/strpool.h"
@@ -53,7 +54,7 @@ struct writer {
 	sqlite3_stmt *proc, *thread, *frame;
 };
 
-static void bind_text(sqlite3_stmt *st, int i, const char *s)
+void btjob__bind_text(sqlite3_stmt *st, int i, const char *s)
 {
 	if (s)
 		sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
@@ -69,7 +70,7 @@ static void bind_int(sqlite3_stmt *st, int i, long long v, bool known)
 		sqlite3_bind_null(st, i);
 }
 
-static int step(sqlite3_stmt *st)
+int btjob__step(sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
 
@@ -84,38 +85,38 @@ static int write_thread(struct writer *w, const struct bt_job_proc *p, const str
 	bool waits = t->state != 'R' && t->state != '?' && t->wclass != WAIT_RUNNING;
 	int i, err;
 
-	bind_text(w->thread, 1, host);
+	btjob__bind_text(w->thread, 1, host);
 	sqlite3_bind_int(w->thread, 2, p->pid);
 	sqlite3_bind_int(w->thread, 3, t->tid);
-	bind_text(w->thread, 4, t->name);
-	bind_text(w->thread, 5, t->comm[0] ? t->comm : NULL);
-	bind_text(w->thread, 6, t->routine[0] ? t->routine : NULL);
-	bind_text(w->thread, 7, btjob__state_name(t->state));
-	bind_text(w->thread, 8,
-		  t->state == 'R' ? "running"
-		  : waits	  ? wait_state_name(t->wclass)
-				  : NULL);
-	bind_text(w->thread, 9, waits && t->wait_desc[0] ? t->wait_desc : NULL);
-	bind_text(w->thread, 10, t->wait.wchan[0] ? t->wait.wchan : NULL);
-	bind_text(w->thread, 11, btjob__gil_name(t->gil));
+	btjob__bind_text(w->thread, 4, t->name);
+	btjob__bind_text(w->thread, 5, t->comm[0] ? t->comm : NULL);
+	btjob__bind_text(w->thread, 6, t->routine[0] ? t->routine : NULL);
+	btjob__bind_text(w->thread, 7, btjob__state_name(t->state));
+	btjob__bind_text(w->thread, 8,
+			 t->state == 'R' ? "running"
+			 : waits	 ? wait_state_name(t->wclass)
+					 : NULL);
+	btjob__bind_text(w->thread, 9, waits && t->wait_desc[0] ? t->wait_desc : NULL);
+	btjob__bind_text(w->thread, 10, t->wait.wchan[0] ? t->wait.wchan : NULL);
+	btjob__bind_text(w->thread, 11, btjob__gil_name(t->gil));
 	sqlite3_bind_int(w->thread, 12, t->python);
 	sqlite3_bind_int(w->thread, 13, t->truncated);
-	bind_text(w->thread, 14, t->error[0] ? t->error : NULL);
-	err = step(w->thread);
+	btjob__bind_text(w->thread, 14, t->error[0] ? t->error : NULL);
+	err = btjob__step(w->thread);
 	for (i = 0; !err && i < t->nframes; i++) {
 		const struct frame *f = &t->frames[i];
 
-		bind_text(w->frame, 1, host);
+		btjob__bind_text(w->frame, 1, host);
 		sqlite3_bind_int(w->frame, 2, p->pid);
 		sqlite3_bind_int(w->frame, 3, t->tid);
 		sqlite3_bind_int(w->frame, 4, i);
-		bind_text(w->frame, 5, frame_kind_name(f->kind));
-		bind_text(w->frame, 6, f->func);
-		bind_text(w->frame, 7, f->qualname);
-		bind_text(w->frame, 8, f->file);
+		btjob__bind_text(w->frame, 5, frame_kind_name(f->kind));
+		btjob__bind_text(w->frame, 6, f->func);
+		btjob__bind_text(w->frame, 7, f->qualname);
+		btjob__bind_text(w->frame, 8, f->file);
 		bind_int(w->frame, 9, f->line, f->line > 0);
-		bind_text(w->frame, 10, f->module);
-		err = step(w->frame);
+		btjob__bind_text(w->frame, 10, f->module);
+		err = btjob__step(w->frame);
 	}
 	return err;
 }
@@ -125,27 +126,27 @@ static int write_proc(struct writer *w, const struct bt_job_proc *p)
 	const struct job_identity *id = &p->id;
 	int i, err;
 
-	bind_text(w->proc, 1, id->host);
+	btjob__bind_text(w->proc, 1, id->host);
 	sqlite3_bind_int(w->proc, 2, p->pid);
 	bind_int(w->proc, 3, p->bt ? p->bt->ppid : 0, p->bt && p->bt->ppid > 0);
 	bind_int(w->proc, 4, id->rank, id->rank >= 0);
 	bind_int(w->proc, 5, id->local_rank, id->local_rank >= 0);
 	bind_int(w->proc, 6, id->world_size, id->world_size >= 0);
 	bind_int(w->proc, 7, id->group_rank, id->group_rank >= 0);
-	bind_text(w->proc, 8, id->job_id);
-	bind_text(w->proc, 9, id->launcher);
-	bind_text(w->proc, 10, p->bt ? p->bt->command : NULL);
-	bind_text(w->proc, 11, p->bt && p->bt->python[0] ? p->bt->python : NULL);
-	bind_text(w->proc, 12, btjob__status_name(p->status));
-	bind_text(w->proc, 13, p->status != BT_OK ? p->error : NULL);
+	btjob__bind_text(w->proc, 8, id->job_id);
+	btjob__bind_text(w->proc, 9, id->launcher);
+	btjob__bind_text(w->proc, 10, p->bt ? p->bt->command : NULL);
+	btjob__bind_text(w->proc, 11, p->bt && p->bt->python[0] ? p->bt->python : NULL);
+	btjob__bind_text(w->proc, 12, btjob__status_name(p->status));
+	btjob__bind_text(w->proc, 13, p->status != BT_OK ? p->error : NULL);
 	sqlite3_bind_int(w->proc, 14, p->odd);
-	err = step(w->proc);
+	err = btjob__step(w->proc);
 	for (i = 0; !err && p->bt && i < p->bt->nthreads; i++)
 		err = write_thread(w, p, &p->bt->threads[i]);
 	return err;
 }
 
-static int write_meta(sqlite3 *db, const struct bt_job *j)
+static int write_meta(sqlite3 *db, const struct bt_job *j, const char *created_by)
 {
 	sqlite3_stmt *st = NULL;
 	int err = 0;
@@ -155,8 +156,8 @@ static int write_meta(sqlite3 *db, const struct bt_job *j)
 		{"host", j->host},
 		{"time", NULL},
 		{"native", j->native ? "1" : "0"},
-		{"created_by", "probing backtrace"},
-		{"probing_version", "0.1.0"},
+		{"created_by", created_by},
+		{"probing_version", PROBING_VERSION},
 	};
 	size_t i;
 
@@ -172,13 +173,13 @@ static int write_meta(sqlite3 *db, const struct bt_job *j)
 			sqlite3_bind_int(st, 2, j->native);
 		else
 			sqlite3_bind_text(st, 2, kv[i][1], -1, SQLITE_STATIC);
-		err = step(st);
+		err = btjob__step(st);
 	}
 	sqlite3_finalize(st);
 	return err;
 }
 
-static int write_snapshot(const char *tmp, const struct bt_job *j)
+static int write_snapshot(const char *tmp, const struct bt_job *j, const struct btjob_extra *x)
 {
 	struct writer w = {0};
 	int err = -EIO, i;
@@ -187,6 +188,7 @@ static int write_snapshot(const char *tmp, const struct bt_job *j)
 	    SQLITE_OK)
 		goto out;
 	if (sqlite3_exec(w.db, schema, NULL, NULL, NULL) != SQLITE_OK ||
+	    (x && x->schema && sqlite3_exec(w.db, x->schema, NULL, NULL, NULL) != SQLITE_OK) ||
 	    sqlite3_exec(w.db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(
 		    w.db,
@@ -202,14 +204,16 @@ static int write_snapshot(const char *tmp, const struct bt_job *j)
 			       " ?10)",
 			       -1, &w.frame, NULL) != SQLITE_OK)
 		goto out;
-	err = write_meta(w.db, j);
+	err = write_meta(w.db, j, x && x->created_by ? x->created_by : "probing backtrace");
 	for (i = 0; !err && i < j->nprocs; i++)
 		err = write_proc(&w, &j->procs[i]);
+	if (!err && x && x->write)
+		err = x->write(w.db, j, x->arg);
 	if (!err && sqlite3_exec(w.db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		err = -EIO;
 out:
 	if (err)
-		pr_warn("cannot write the snapshot: %s",
+		pr_warn("cannot write the %s: %s", x && x->what ? x->what : "snapshot",
 			w.db ? sqlite3_errmsg(w.db) : "out of memory");
 	sqlite3_finalize(w.proc);
 	sqlite3_finalize(w.thread);
@@ -219,7 +223,8 @@ out:
 	return err;
 }
 
-int btjob__save(const struct bt_job *j, const char *path, unsigned int flags)
+int btjob__save_with(const struct bt_job *j, const char *path, unsigned int flags,
+		     const struct btjob_extra *x)
 {
 	struct outpath op = {0};
 	char *tmp = NULL, *dir = NULL, *base = NULL;
@@ -230,7 +235,11 @@ int btjob__save(const struct bt_job *j, const char *path, unsigned int flags)
 	if (err)
 		return err;
 	if (op.in_place) {
-		pr_warn("a snapshot is a SQLite file: give a file name for -o, not %s", path);
+		if (x && x->what)
+			pr_warn("a %s is a SQLite file: %s is not one", x->what, path);
+		else
+			pr_warn("a snapshot is a SQLite file: give a file name for -o, not %s",
+				path);
 		err = -EINVAL;
 		goto out;
 	}
@@ -255,7 +264,7 @@ int btjob__save(const struct bt_job *j, const char *path, unsigned int flags)
 	if (fchmod(fd, 0666 & ~mask))
 		pr_debug("%s: cannot set the mode: %s", tmp, strerror(errno));
 	close(fd);
-	err = write_snapshot(tmp, j);
+	err = write_snapshot(tmp, j, x);
 	err = err ?: outpath__replace(&op, tmp, flags);
 	if (err)
 		unlink(tmp);
@@ -265,6 +274,11 @@ out:
 	free(base);
 	outpath__release(&op);
 	return err;
+}
+
+int btjob__save(const struct bt_job *j, const char *path, unsigned int flags)
+{
+	return btjob__save_with(j, path, flags, NULL);
 }
 
 /* ---- reading --------------------------------------------------------------------------- */

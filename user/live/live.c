@@ -436,6 +436,9 @@ int live__shared_option(const char *cmd, int ch, bool timeout, struct live_opts 
 	case 'v':
 		log_verbosity++;
 		return EXIT_OK;
+	case 'C':
+		o->children = true;
+		return EXIT_OK;
 	case 'T':
 		if (timeout)
 			return live__parse_timeout(cmd, optarg, &o->gil_ms);
@@ -453,4 +456,18 @@ int live__parse_timeout(const char *cmd, const char *arg, int *ms)
 		return cli_usage_error(cmd, "bad --timeout '%s' (seconds, e.g. 5 or 0.5)", arg);
 	*ms = (int)(s * 1000);
 	return EXIT_OK;
+}
+
+void live__print_output(const char *json)
+{
+	char *v = jq_text(json, "$.stdout");
+
+	if (v)
+		fputs(v, stdout);
+	free(v);
+	fflush(stdout);
+	v = jq_text(json, "$.stderr");
+	if (v)
+		fputs(v, stderr);
+	free(v);
 }

@@ -29,6 +29,7 @@ struct live_opts {
 	const char *pid_arg; /* -p PID */
 	const char *t_arg;   /* -t PID or -t HOST:PORT */
 	int gil_ms;	     /* --timeout, for the commands that take it */
+	bool children;	     /* --children ('C'), for the commands that take it */
 };
 
 #define LIVE_OPTS_INIT                        \
@@ -38,9 +39,10 @@ struct live_opts {
 #define LIVE_OPT_NOT_SHARED (-1)
 
 /*
- * Handle option @ch (getopt_long's return) if every live command shares it: 'p', 't', 'v'
- * and, with @timeout, 'T' (--timeout SECONDS). Return EXIT_OK if it was handled,
- * LIVE_OPT_NOT_SHARED if it is not one of them, EXIT_USAGE for a bad value (printed).
+ * Handle option @ch (getopt_long's return) if every live command shares it: 'p', 't', 'v',
+ * 'C' (--children, where the command lists it) and, with @timeout, 'T' (--timeout SECONDS).
+ * Return EXIT_OK if it was handled, LIVE_OPT_NOT_SHARED if it is not one of them, EXIT_USAGE
+ * for a bad value (printed).
  */
 int live__shared_option(const char *cmd, int ch, bool timeout, struct live_opts *o);
 
@@ -102,6 +104,12 @@ int live__connect(const char *cmd, const struct live_target *t, bool inject,
 int live__request(const char *cmd, const struct live_target *t, struct agent_client *c,
 		  const char *kind, const char *body, int gil_ms, int run_ms,
 		  volatile sig_atomic_t *interrupt, char **json);
+
+/*
+ * Print what code run by an "eval" request wrote (its answer @json): its stdout on stdout,
+ * flushed, then its stderr on stderr. The rest of the answer is the caller's.
+ */
+void live__print_output(const char *json);
 
 /* Parse a --timeout value (seconds) into milliseconds. EXIT_OK or EXIT_USAGE. */
 int live__parse_timeout(const char *cmd, const char *arg, int *ms);

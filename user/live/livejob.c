@@ -235,3 +235,42 @@ int livejob__each(const char *cmd, const struct job_procs *j,
 	}
 	return ret;
 }
+
+int livejob__select(const char *cmd, const struct live_opts *lo, bool python_only,
+		    struct live_sel *sel)
+{
+	memset(sel, 0, sizeof(*sel));
+	if (livejob__wanted(lo->pid_arg ? lo->pid_arg : lo->t_arg, lo->children))
+		return livejob__from_opts(cmd, lo->pid_arg, lo->t_arg, lo->children, python_only,
+					  &sel->j);
+	return live__target(cmd, lo->pid_arg, lo->t_arg, &sel->t);
+}
+
+struct run_ctx {
+	int (*fn)(const struct live_target *t, const void *ctx);
+	const void *ctx;
+};
+
+static int run_proc(const struct job_proc *p, void *arg)
+{
+	const struct run_ctx *r = arg;
+	struct live_target t = {.pid = p->pid};
+
+	return r->fn(&t, r->ctx);
+}
+
+int livejob__run(const char *cmd, const struct live_sel *sel,
+		 int (*fn)(const struct live_target *t, const void *ctx), const void *ctx)
+{
+	struct run_ctx r = {fn, ctx};
+
+	if (!sel->j.n)
+		return fn(&sel->t, ctx);
+	livejob__note_unreadable(cmd, &sel->j);
+	return livejob__each(cmd, &sel->j, run_proc, &r);
+}
+
+void livejob__sel_free(struct live_sel *sel)
+{
+	livejob__free(&sel->j);
+}

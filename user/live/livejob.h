@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "base/jobinfo.h"
+#include "live/live.h"
 
 struct job_proc {
 	pid_t pid;
@@ -75,5 +76,29 @@ void livejob__header(FILE *f, const struct job_proc *p, bool first);
  */
 int livejob__each(const char *cmd, const struct job_procs *j,
 		  int (*fn)(const struct job_proc *p, void *ctx), void *ctx);
+
+/* What a live command with --children acts on: a job (j.n > 0) or one target (t). */
+struct live_sel {
+	struct job_procs j;
+	struct live_target t;
+};
+
+/*
+ * For a live command taking -p/-t and --children (@lo): the job they name (livejob__wanted;
+ * livejob__from_opts, with @python_only), else the one target (live__target). Return EXIT_OK
+ * and *@sel (free with livejob__sel_free), or the status of what failed (printed).
+ */
+int livejob__select(const char *cmd, const struct live_opts *lo, bool python_only,
+		    struct live_sel *sel);
+
+/*
+ * Run @fn on what @sel names: on its one target, or on each process of its job as a pid
+ * target (livejob__note_unreadable, then livejob__each). Return what @fn or livejob__each
+ * returned.
+ */
+int livejob__run(const char *cmd, const struct live_sel *sel,
+		 int (*fn)(const struct live_target *t, const void *ctx), const void *ctx);
+
+void livejob__sel_free(struct live_sel *sel);
 
 #endif

@@ -182,15 +182,7 @@ static int run_source(const char *cmd, const struct live_target *t, struct agent
 		return 0;
 	}
 	*need_more = jq_bool(json, "$.more");
-	v = jq_text(json, "$.stdout");
-	if (v)
-		fputs(v, stdout);
-	free(v);
-	fflush(stdout);
-	v = jq_text(json, "$.stderr");
-	if (v)
-		fputs(v, stderr);
-	free(v);
+	live__print_output(json);
 	v = jq_text(json, "$.exception");
 	if (v)
 		fputs(v, stderr);
