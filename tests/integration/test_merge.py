@@ -219,6 +219,18 @@ def test_merge_two_node_torchrun_job():
                for n in "ab"]
     assert meta["samples"] == sum(samples) == sum(whole.values()), (meta, samples)
     assert ids[0] == ids[1], f"stacks not interned: {ids}"
+    # The all_reduce of each rank (recorded with uprobes) is in the merged file under its
+    # rank and host, with the same stack as on its node.
+    coll_q = ("SELECT p.host, c.rank, c.op, c.bytes, c.seq, (SELECT group_concat(func, ';')"
+              " FROM (SELECT func FROM frames f WHERE f.stack_id = c.stack_id ORDER BY"
+              " depth)) FROM collectives c JOIN processes p USING (pid)"
+              " WHERE c.op = 'allreduce' ORDER BY 1, 5")
+    merged_coll = h.db(f"{out}/job.db").execute(coll_q).fetchall()
+    node_coll = [r for n in "ab" for r in h.db(f"{out}/{n}.db").execute(
+        coll_q.replace("p.host", "'node-" + n + "'")).fetchall()]
+    assert merged_coll and sorted(merged_coll) == sorted(node_coll), (merged_coll, node_coll)
+    assert {(host, rank) for host, rank, *_ in merged_coll} == \
+        {(host, truth[host][0]) for host in truth}, merged_coll
 
     # The snapshots: both nodes' processes keyed by host (their pids collide), ranks from
     # the workers' truth; both ranks' main threads one group, at hold_here's line.

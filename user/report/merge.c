@@ -29,9 +29,9 @@
 #define PID_SPACE 4194304LL
 
 /* The tables of a recording merge knows; torch_trace (query --save) is optional. */
-static const char *const known_tables[] = {"meta",	    "processes",   "threads",
-					   "frame_defs",    "stacks",	   "stack_frames",
-					   "sample_counts", "torch_trace", NULL};
+static const char *const known_tables[] = {
+	"meta",		"processes",	 "threads",	    "frame_defs",  "stacks",
+	"stack_frames", "sample_counts", "collectives_raw", "torch_trace", NULL};
 
 /* The tables of a backtrace snapshot (live/btsnap.c). */
 static const char *const snapshot_tables[] = {"meta", "bt_processes", "bt_threads", "bt_frames",
@@ -621,6 +621,12 @@ static int add_recording(sqlite3 *db, const struct input *in, int i, const struc
 	static const struct colexpr torch_x[] = {
 		{"\"pid\"", "coalesce((SELECT pid FROM temp.pidmap WHERE src = s.pid), s.pid)"},
 		{NULL, NULL}};
+	static const char *const coll_skip[] = {"id", NULL};
+	static const struct colexpr coll_x[] = {
+		{"\"pid\"", "m.pid"},
+		{"\"stack_id\"",
+		 "CASE WHEN coalesce(s.stack_id, 0) = 0 THEN s.stack_id ELSE k.id END"},
+		{NULL, NULL}};
 	struct strbuf attrs = {0};
 	char join[256];
 	int err;
@@ -679,6 +685,11 @@ static int add_recording(sqlite3 *db, const struct input *in, int i, const struc
 		err = copy_rows(db, "sample_counts", count_x, NULL, "", "",
 				"JOIN temp.pidmap m ON m.src = s.pid"
 				" JOIN temp.skey2 k ON k.src = s.stack_id");
+	/* Collectives: new row ids (the key is per recording), pids and stacks mapped. */
+	if (!err)
+		err = copy_rows(db, "collectives_raw", coll_x, coll_skip, "", "",
+				"JOIN temp.pidmap m ON m.src = s.pid"
+				" LEFT JOIN temp.skey2 k ON k.src = s.stack_id");
 	if (!err && in->torch_trace)
 		err = copy_rows(db, "torch_trace", torch_x, NULL, "", "", "");
 	sb_free(&attrs);
