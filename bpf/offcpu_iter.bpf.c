@@ -55,14 +55,13 @@ struct {
 	__uint(max_entries, 16 << 20);
 } events SEC(".maps");
 
-#define PY_AREA	   0x8000 /* as sampler.bpf.c's */
-#define STACK_AREA 0x10000
-#define CHUNK_MAX  0x2000
-#define PAGE	   4096
+#define PY_AREA 0x8000 /* as sampler.bpf.c's */
+
+#include "uregs.bpf.h"
 
 struct iter_scratch {
 	struct sample_event hdr;
-	__u8 data[PY_AREA + STACK_AREA + CHUNK_MAX];
+	__u8 data[PY_AREA + UCTX_STACK_AREA + UCTX_CHUNK_MAX];
 };
 
 /* One buffer: only the recorder's thread runs this program, one run at a time. */
@@ -76,39 +75,6 @@ struct {
 #define PYSTACK_TASK_READER
 #include "pystack.bpf.h"
 
-/* pt_regs into the DWARF-ordered array libdw wants (as sampler.bpf.c's copy_regs). */
-static __always_inline void copy_regs(__u64 *r, const struct pt_regs *p)
-{
-	r[DWREG_RAX] = p->ax;
-	r[DWREG_RDX] = p->dx;
-	r[DWREG_RCX] = p->cx;
-	r[DWREG_RBX] = p->bx;
-	r[DWREG_RSI] = p->si;
-	r[DWREG_RDI] = p->di;
-	r[DWREG_RBP] = p->bp;
-	r[DWREG_RSP] = p->sp;
-	r[DWREG_R8] = p->r8;
-	r[DWREG_R9] = p->r9;
-	r[DWREG_R10] = p->r10;
-	r[DWREG_R11] = p->r11;
-	r[DWREG_R12] = p->r12;
-	r[DWREG_R13] = p->r13;
-	r[DWREG_R14] = p->r14;
-	r[DWREG_R15] = p->r15;
-	r[DWREG_RIP] = p->ip;
-}
-
-/* Where the thread's stack ends (as sampler.bpf.c's stack_top): 0 when unknown. */
-static __always_inline __u64 stack_top(struct task_struct *task, __u32 tgid, __u32 tid,
-				       __u64 fsbase, __u64 sp)
-{
-	__u64 top = fsbase;
-
-	if (tid == tgid)
-		top = BPF_CORE_READ(task, mm, start_stack) + 8;
-	return top > sp && top - sp <= SAMPLER_MAX_STACK ? top : 0;
-}
-
 struct task_copy {
 	struct task_struct *task;
 	__u8 *dst;
@@ -120,14 +86,14 @@ struct task_copy {
 static long copy_task_page(__u32 i, void *arg)
 {
 	struct task_copy *c = arg;
-	__u32 chunk = PAGE - ((c->sp + c->off) & (PAGE - 1));
+	__u32 chunk = UCTX_PAGE - ((c->sp + c->off) & (UCTX_PAGE - 1));
 
 	if (c->off >= c->want)
 		return 1;
 	if (chunk > c->want - c->off)
 		chunk = c->want - c->off;
-	chunk &= CHUNK_MAX - 1;
-	if (bpf_copy_from_user_task(c->dst + (c->off & (STACK_AREA - 1)), chunk,
+	chunk &= UCTX_CHUNK_MAX - 1;
+	if (bpf_copy_from_user_task(c->dst + (c->off & (UCTX_STACK_AREA - 1)), chunk,
 				    (const void *)(c->sp + c->off), c->task, 0)) {
 		c->flags |= SAMPLE_F_STACK_SHORT;
 		return 1;
@@ -218,7 +184,7 @@ int off_fetch(struct bpf_iter__task *ctx)
 		tc.want = stack_size > SAMPLER_MAX_STACK ? SAMPLER_MAX_STACK : stack_size;
 		if (top && top - tc.sp <= tc.want)
 			tc.want = (top - tc.sp + 7) & ~7u;
-		bpf_loop(SAMPLER_MAX_STACK / PAGE + 1, copy_task_page, &tc, 0);
+		bpf_loop(SAMPLER_MAX_STACK / UCTX_PAGE + 1, copy_task_page, &tc, 0);
 		e->flags |= tc.flags;
 		e->stack_len = tc.off & ~7u;
 	}

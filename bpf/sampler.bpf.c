@@ -44,6 +44,8 @@ const volatile __u32 pidns_inum = 0;
 /* Level of that namespace, learned from the first task seen in it (0: not yet). */
 __u32 pidns_level = 0;
 
+#include "uctx.bpf.h"
+
 /* Processes to sample: tgid -> unused. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -61,14 +63,11 @@ struct {
 } py_procs SEC(".maps");
 
 /* Sizes of the scratch areas (powers of two, so masks bound offsets for the verifier). */
-#define PY_AREA	   0x8000  /* >= SAMPLER_MAX_PYDEPTH * 16 + SAMPLER_MAX_KSTACK * 8 */
-#define STACK_AREA 0x10000 /* >= SAMPLER_MAX_STACK */
-#define CHUNK_MAX  0x2000  /* a read never exceeds this; slack behind STACK_AREA */
-#define PAGE	   4096
+#define PY_AREA 0x8000 /* >= SAMPLER_MAX_PYDEPTH * 16 + SAMPLER_MAX_KSTACK * 8 */
 
 struct scratch {
 	struct sample_event hdr;
-	__u8 data[PY_AREA + STACK_AREA + CHUNK_MAX];
+	__u8 data[PY_AREA + UCTX_STACK_AREA + UCTX_CHUNK_MAX];
 };
 
 /* One scratch event per CPU (a plain array: per-CPU values are limited to 32 KiB). */
@@ -95,7 +94,6 @@ _Static_assert(SAMPLER_MAX_PYDEPTH * sizeof(struct py_frame_rec) +
 			       SAMPLER_MAX_KSTACK * sizeof(__u64) <=
 		       PY_AREA,
 	       "PY_AREA too small");
-_Static_assert(SAMPLER_MAX_STACK <= STACK_AREA, "STACK_AREA too small");
 
 static __always_inline void stat_inc(__u32 which)
 {
@@ -106,178 +104,6 @@ static __always_inline void stat_inc(__u32 which)
 }
 
 #include "pystack.bpf.h"
-
-#define MAX_PIDNS_LEVEL 32 /* the kernel's limit on nested PID namespaces */
-
-/* The upid (number, namespace) of @pid at namespace level @level. */
-static __always_inline int read_upid(struct pid *pid, __u32 level, int *nr,
-				     struct pid_namespace **ns)
-{
-	const __u8 *u = (const __u8 *)pid + bpf_core_field_offset(struct pid, numbers) +
-			(__u64)level * bpf_core_type_size(struct upid);
-
-	if (bpf_probe_read_kernel(nr, sizeof(*nr), u + bpf_core_field_offset(struct upid, nr)))
-		return -1;
-	return bpf_probe_read_kernel(ns, sizeof(*ns), u + bpf_core_field_offset(struct upid, ns));
-}
-
-/* The number @pid has in the recorder's PID namespace; 0 if it has none there. */
-static __always_inline __u32 view_nr(struct pid *pid)
-{
-	struct pid_namespace *ns;
-	__u32 level, i;
-	int nr;
-
-	if (!pid)
-		return 0;
-	level = BPF_CORE_READ(pid, level);
-	if (pidns_level) {
-		if (level < pidns_level || read_upid(pid, pidns_level, &nr, &ns) ||
-		    BPF_CORE_READ(ns, ns.inum) != pidns_inum)
-			return 0;
-		return nr;
-	}
-	for (i = 1; i <= MAX_PIDNS_LEVEL; i++) {
-		if (i > level)
-			break;
-		if (read_upid(pid, i, &nr, &ns))
-			return 0;
-		if (BPF_CORE_READ(ns, ns.inum) == pidns_inum) {
-			pidns_level = i;
-			return nr;
-		}
-	}
-	return 0;
-}
-
-/* The number @pid has in its own (innermost) PID namespace. */
-static __always_inline __u32 own_nr(struct pid *pid)
-{
-	struct pid_namespace *ns;
-	int nr;
-
-	if (!pid || read_upid(pid, BPF_CORE_READ(pid, level), &nr, &ns))
-		return 0;
-	return nr;
-}
-
-struct task_ids {
-	__u32 pid, tid;	      /* as the recorder numbers them */
-	__u32 ns_pid, ns_tid; /* in the task's own namespace */
-};
-
-/* The pid (tgid) and tid of @task in the recorder's PID namespace; 0 where it has none. */
-static __always_inline void view_ids(struct task_struct *task, struct task_ids *ids)
-{
-	if (!pidns_inum) {
-		ids->pid = BPF_CORE_READ(task, tgid);
-		ids->tid = BPF_CORE_READ(task, pid);
-		return;
-	}
-	ids->pid = view_nr(BPF_CORE_READ(task, group_leader, thread_pid));
-	ids->tid = view_nr(BPF_CORE_READ(task, thread_pid));
-}
-
-/* ids->ns_pid and ns_tid of @task; its view ids must be set. */
-static __always_inline void own_ids(struct task_struct *task, struct task_ids *ids)
-{
-	struct pid *tp = BPF_CORE_READ(task, thread_pid);
-
-	/* In the recorder's own namespace (the common case) the numbers are the same. */
-	if (tp && BPF_CORE_READ(tp, level) == (pidns_inum ? pidns_level : 0)) {
-		ids->ns_pid = ids->pid;
-		ids->ns_tid = ids->tid;
-		return;
-	}
-	ids->ns_tid = own_nr(tp);
-	ids->ns_pid = own_nr(BPF_CORE_READ(task, group_leader, thread_pid));
-}
-
-/* Copy pt_regs into the DWARF-ordered array libdw wants. */
-static __always_inline void copy_regs(__u64 *r, const struct pt_regs *p)
-{
-	r[DWREG_RAX] = p->ax;
-	r[DWREG_RDX] = p->dx;
-	r[DWREG_RCX] = p->cx;
-	r[DWREG_RBX] = p->bx;
-	r[DWREG_RSI] = p->si;
-	r[DWREG_RDI] = p->di;
-	r[DWREG_RBP] = p->bp;
-	r[DWREG_RSP] = p->sp;
-	r[DWREG_R8] = p->r8;
-	r[DWREG_R9] = p->r9;
-	r[DWREG_R10] = p->r10;
-	r[DWREG_R11] = p->r11;
-	r[DWREG_R12] = p->r12;
-	r[DWREG_R13] = p->r13;
-	r[DWREG_R14] = p->r14;
-	r[DWREG_R15] = p->r15;
-	r[DWREG_RIP] = p->ip;
-}
-
-/*
- * Where the thread's stack ends (exclusive): nothing above it is a frame of the thread, so
- * the copy can stop there. The main thread: just above argc, where the kernel started the
- * program (mm->start_stack). Other threads (glibc): the thread control block the fs base
- * points to, which glibc puts right above the thread's stack, in the same mapping. 0 when
- * that does not hold for @sp (another stack: sigaltstack, a coroutine, a foreign runtime).
- */
-static __always_inline __u64 stack_top(struct task_struct *task, __u32 tgid, __u32 tid,
-				       __u64 fsbase, __u64 sp)
-{
-	__u64 top = fsbase;
-
-	if (tid == tgid)
-		top = BPF_CORE_READ(task, mm, start_stack) + 8;
-	return top > sp && top - sp <= SAMPLER_MAX_STACK ? top : 0;
-}
-
-struct stack_copy {
-	__u8 *dst;
-	__u64 sp;
-	__u32 want, off, flags;
-};
-
-/* One page (or the part of one from sp on): the bpf_loop callback. Returns 1 to stop. */
-static long copy_stack_page(__u32 i, void *arg)
-{
-	struct stack_copy *c = arg;
-	__u32 chunk = PAGE - ((c->sp + c->off) & (PAGE - 1));
-
-	if (c->off >= c->want)
-		return 1;
-	if (chunk > c->want - c->off)
-		chunk = c->want - c->off;
-	chunk &= CHUNK_MAX - 1;
-	if (bpf_probe_read_user(c->dst + (c->off & (STACK_AREA - 1)), chunk,
-				(const void *)(c->sp + c->off))) {
-		c->flags |= SAMPLE_F_STACK_SHORT;
-		return 1;
-	}
-	c->off += chunk;
-	return 0;
-}
-
-/*
- * Copy the user stack from @sp up to @top (0: unknown), at most stack_size bytes, into @dst,
- * a page at a time so that a stack ending early (its top is the end of the mapping) still
- * yields what is readable (SAMPLE_F_STACK_SHORT when a read fails). Shallow stacks cost only
- * what they use. Returns the number of bytes copied (a multiple of 8).
- */
-static __always_inline __u32 copy_user_stack(__u8 *dst, __u64 sp, __u64 top, __u32 *flags)
-{
-	struct stack_copy c = {.dst = dst, .sp = sp, .want = stack_size};
-
-	if (c.want > SAMPLER_MAX_STACK)
-		c.want = SAMPLER_MAX_STACK;
-	if (top && top - sp <= c.want)
-		c.want = (top - sp + 7) & ~7u;
-	/* The verifier checks the callback once; an unrolled loop with a bound known only at
-	 * run time took it up to a second per load. */
-	bpf_loop(SAMPLER_MAX_STACK / PAGE + 1, copy_stack_page, &c, 0);
-	*flags |= c.flags;
-	return c.off & ~7u;
-}
 
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)

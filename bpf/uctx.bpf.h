@@ -20,12 +20,7 @@
 
 #define MAX_PIDNS_LEVEL 32 /* the kernel's limit on nested PID namespaces */
 
-/* Sizes of a stack copy area (powers of two, so masks bound offsets for the verifier). */
-#define UCTX_STACK_AREA 0x10000 /* >= SAMPLER_MAX_STACK */
-#define UCTX_CHUNK_MAX	0x2000	/* a read never exceeds this; slack behind UCTX_STACK_AREA */
-#define UCTX_PAGE	4096
-
-_Static_assert(SAMPLER_MAX_STACK <= UCTX_STACK_AREA, "UCTX_STACK_AREA too small");
+#include "uregs.bpf.h"
 
 /* The upid (number, namespace) of @pid at namespace level @level. */
 static __always_inline int read_upid(struct pid *pid, __u32 level, int *nr,
@@ -109,45 +104,6 @@ static __always_inline void own_ids(struct task_struct *task, struct task_ids *i
 	}
 	ids->ns_tid = own_nr(tp);
 	ids->ns_pid = own_nr(BPF_CORE_READ(task, group_leader, thread_pid));
-}
-
-/* Copy pt_regs into the DWARF-ordered array libdw wants. */
-static __always_inline void copy_regs(__u64 *r, const struct pt_regs *p)
-{
-	r[DWREG_RAX] = p->ax;
-	r[DWREG_RDX] = p->dx;
-	r[DWREG_RCX] = p->cx;
-	r[DWREG_RBX] = p->bx;
-	r[DWREG_RSI] = p->si;
-	r[DWREG_RDI] = p->di;
-	r[DWREG_RBP] = p->bp;
-	r[DWREG_RSP] = p->sp;
-	r[DWREG_R8] = p->r8;
-	r[DWREG_R9] = p->r9;
-	r[DWREG_R10] = p->r10;
-	r[DWREG_R11] = p->r11;
-	r[DWREG_R12] = p->r12;
-	r[DWREG_R13] = p->r13;
-	r[DWREG_R14] = p->r14;
-	r[DWREG_R15] = p->r15;
-	r[DWREG_RIP] = p->ip;
-}
-
-/*
- * Where the thread's stack ends (exclusive): nothing above it is a frame of the thread, so
- * the copy can stop there. The main thread: just above argc, where the kernel started the
- * program (mm->start_stack). Other threads (glibc): the thread control block the fs base
- * points to, which glibc puts right above the thread's stack, in the same mapping. 0 when
- * that does not hold for @sp (another stack: sigaltstack, a coroutine, a foreign runtime).
- */
-static __always_inline __u64 stack_top(struct task_struct *task, __u32 tgid, __u32 tid,
-				       __u64 fsbase, __u64 sp)
-{
-	__u64 top = fsbase;
-
-	if (tid == tgid)
-		top = BPF_CORE_READ(task, mm, start_stack) + 8;
-	return top > sp && top - sp <= SAMPLER_MAX_STACK ? top : 0;
 }
 
 struct stack_copy {
