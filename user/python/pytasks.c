@@ -63,6 +63,7 @@ struct aio {
 	uint64_t ctask, cfuture; /* _asyncio.Task, _asyncio.Future */
 	uint64_t pytask;	 /* asyncio.tasks._PyTask, the pure-Python Task */
 	uint64_t current;	 /* _current_tasks: {loop: task} */
+	uint64_t loopbase;	 /* asyncio.events.AbstractEventLoop, every loop's base */
 };
 
 struct reader {
@@ -177,7 +178,7 @@ static int read_interp(struct reader *r, uint64_t interp)
 {
 	struct pyproc *pp = r->pp;
 	const struct py_offsets *o = &pp->off;
-	uint64_t modules, mod, tdict, fdict, ws, data, eager;
+	uint64_t modules, mod, tdict, fdict, edict, ws, data, eager;
 	int err;
 
 	if (pp_ptr(pp, interp + o->is_modules, &modules) || !modules)
@@ -195,6 +196,9 @@ static int read_interp(struct reader *r, uint64_t interp)
 	py_dict_get_str(pp, fdict, "_CFuture", &r->aio.cfuture);
 	py_dict_get_str(pp, tdict, "_PyTask", &r->aio.pytask);
 	py_dict_get_str(pp, tdict, "_current_tasks", &r->aio.current);
+	if (!py_dict_get_str(pp, modules, "asyncio.events", &mod) &&
+	    !pp_ptr(pp, mod + o->md_dict, &edict) && edict)
+		py_dict_get_str(pp, edict, "AbstractEventLoop", &r->aio.loopbase);
 	/* 3.8-3.11: _all_tasks; 3.12+: _scheduled_tasks and _eager_tasks. */
 	if (!py_dict_get_str(pp, tdict, "_scheduled_tasks", &ws) ||
 	    !py_dict_get_str(pp, tdict, "_all_tasks", &ws)) {
@@ -446,7 +450,7 @@ static int read_task(struct reader *r, uint64_t addr)
 	const struct py_offsets *o = &pp->off;
 	struct pytasks *out = r->out;
 	struct pytask *t;
-	uint64_t loop, waiter, coro, name;
+	uint64_t loop, waiter, coro, name, v;
 	const char *tname = NULL;
 	int32_t state;
 	int64_t num;
@@ -477,6 +481,15 @@ static int read_task(struct reader *r, uint64_t addr)
 	}
 	if (!tname)
 		return 0; /* a pending task always has a name: this one is being freed */
+	/*
+	 * A task freed while it was read keeps its type in memory another object now uses:
+	 * its "loop" is then not an event loop, or its fields no longer read the same.
+	 */
+	if (r->aio.loopbase && !instance_of(pp, loop, r->aio.loopbase))
+		return 0;
+	if (pp_ptr(pp, addr + o->fut_loop, &v) || v != loop ||
+	    pp_ptr(pp, addr + o->task_name, &v) || v != name)
+		return 0;
 	li = loop_index(r, loop);
 	if (li < 0)
 		return li;
