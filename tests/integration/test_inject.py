@@ -59,16 +59,28 @@ MODES = ["sleep", "read", "event", "busy", "c_nanosleep", "c_read", "c_poll", "c
          "c_futex", "select", "poll", "event_timeout"]
 
 
+def ended(t, wait=3.0):
+    """Has target @t ended (waiting up to @wait s for an end already under way)?"""
+    try:
+        t.proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        pass
+    return t.proc.poll() is not None
+
+
 @harness.timeout(900)
 def test_inject_eval_200_rounds():
     """200 fresh processes, each injected while blocked in its mode's system call (or busy),
-    each asked for its token and counter; every target must finish its own work exactly."""
+    each asked for its token and counter; every target must finish its own work exactly.
+    A target that ended its work (exactly) before a slow machine reached it is not a round:
+    another takes its place."""
     pythons = [exe for _, exe in harness.pythons()]
     rng = random.Random(1234)
     rounds, batch = 200, 10
     held = []
-    done = 0
+    done = late = 0
     while done < rounds:
+        assert late <= rounds // 2, "%d targets ended before they were reached" % late
         targets = []
         for i in range(min(batch, rounds - done)):
             mode = MODES[(done + i) % len(MODES)]
@@ -77,9 +89,17 @@ def test_inject_eval_200_rounds():
             targets.append(Target(mode, seconds=2.5, token=tok, python=exe))
         for t in targets:
             t.wait_ready()
+        reached = []
         for t in targets:
+            if t.proc.poll() is not None:
+                late += 1  # its work is checked below all the same
+                continue
             p = harness.probing("-v", "eval", "-p", t.pid, "(TOKEN, MODE, counter >= 0)",
                                 timeout=60)
+            if p.returncode != 0 and ended(t):
+                late += 1  # it ended while the eval ran: was its work exact?
+                continue
+            reached.append(t)
             assert p.returncode == 0, "round %s (%s): %s" % (t.token, t.mode, p.stderr)
             assert p.stdout.strip() == repr((t.token, t.mode, True)), p.stdout
             ms = held_ms(p.stderr)
@@ -87,10 +107,12 @@ def test_inject_eval_200_rounds():
             held.append(ms)
             # A second question to the same agent: no injection this time.
             p = harness.probing("eval", "-p", t.pid, "len(TOKEN)", timeout=60)
-            assert p.stdout.strip() == str(len(t.token)), p.stdout + p.stderr
+            assert p.stdout.strip() == str(len(t.token)) or \
+                (p.returncode != 0 and ended(t)), p.stdout + p.stderr
         for t in targets:
             _check_done(t)
-            done += 1
+        done += len(reached)
+    harness.log("%d targets ended before they were reached" % late)
     held.sort()
     harness.log("thread held stopped: median %.2f ms, max %.2f ms over %d injections" % (
         held[len(held) // 2], held[-1], len(held)))

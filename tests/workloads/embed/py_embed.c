@@ -18,6 +18,8 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
+#include <errno.h>
 #include <stdlib.h>
 
 /* The few C-API functions used, declared here so no Python headers are needed. */
@@ -103,8 +105,12 @@ int main(int argc, char **argv)
 
 		printf("gate\n");
 		fflush(stdout);
-		if (!fgets(line, sizeof(line), stdin))
+		if (!fgets(line, sizeof(line), stdin)) {
+			/* Why, for the test's log: an EINTR here would be probing's fault. */
+			fprintf(stderr, "py_embed: no line at the gate: %s\n",
+				ferror(stdin) ? strerror(errno) : "end of input");
 			return 1;
+		}
 	}
 	init(0);
 	rc = run(code);
