@@ -338,8 +338,9 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 		}
 	}
 	sp = regs[DWREG_RSP];
-	s->stack_len = copy_user_stack(r->data + (pyb & (PY_AREA - 1)), sp,
-				       stack_top(task, s->pid, s->tid, s->fsbase, sp), &s->flags);
+	s->stack_len = copy_user_stack(NULL, r->data + (pyb & (PY_AREA - 1)), sp,
+				       stack_top(task, s->pid, s->tid, s->fsbase, sp), stack_size,
+				       &s->flags);
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 	return 0;
 }

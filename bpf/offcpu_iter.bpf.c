@@ -57,6 +57,7 @@ struct {
 
 #define PY_AREA 0x8000 /* as sampler.bpf.c's */
 
+#define UREAD_TASK /* the threads read are another process's: bpf_copy_from_user_task */
 #include "uregs.bpf.h"
 
 struct iter_scratch {
@@ -72,35 +73,7 @@ struct {
 	__type(value, struct iter_scratch);
 } iter_scratch SEC(".maps");
 
-#define PYSTACK_TASK_READER
 #include "pystack.bpf.h"
-
-struct task_copy {
-	struct task_struct *task;
-	__u8 *dst;
-	__u64 sp;
-	__u32 want, off, flags;
-};
-
-/* One page of the task's stack (a bpf_loop callback). Returns 1 to stop. */
-static long copy_task_page(__u32 i, void *arg)
-{
-	struct task_copy *c = arg;
-	__u32 chunk = UCTX_PAGE - ((c->sp + c->off) & (UCTX_PAGE - 1));
-
-	if (c->off >= c->want)
-		return 1;
-	if (chunk > c->want - c->off)
-		chunk = c->want - c->off;
-	chunk &= UCTX_CHUNK_MAX - 1;
-	if (bpf_copy_from_user_task(c->dst + (c->off & (UCTX_STACK_AREA - 1)), chunk,
-				    (const void *)(c->sp + c->off), c->task, 0)) {
-		c->flags |= SAMPLE_F_STACK_SHORT;
-		return 1;
-	}
-	c->off += chunk;
-	return 0;
-}
 
 SEC("iter.s/task")
 int off_fetch(struct bpf_iter__task *ctx)
@@ -112,7 +85,6 @@ int off_fetch(struct bpf_iter__task *ctx)
 	struct off_thread *th;
 	struct off_want *want;
 	struct pt_regs *regs;
-	struct task_copy tc = {};
 	__u64 block;
 
 	if (!task)
@@ -146,12 +118,7 @@ int off_fetch(struct bpf_iter__task *ctx)
 	e->py_status = PY_NONE;
 	e->fsbase = task->thread.fsbase;
 	regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	if (!regs || (regs->cs & 3) != 3) {
-		e->flags |= SAMPLE_F_NO_USER_REGS;
-		__builtin_memset(e->regs, 0, sizeof(e->regs));
-	} else {
-		copy_regs(e->regs, regs);
-	}
+	user_regs(e->regs, regs, &e->flags);
 	if (want_python) {
 		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &e->pid);
 
@@ -176,17 +143,11 @@ int off_fetch(struct bpf_iter__task *ctx)
 		}
 	}
 	if (!(e->flags & SAMPLE_F_NO_USER_REGS)) {
-		__u64 top = stack_top(task, e->pid, e->tid, e->fsbase, e->regs[DWREG_RSP]);
+		__u64 sp = e->regs[DWREG_RSP];
 
-		tc.task = task;
-		tc.dst = s->data + ((pyb + kb) & (PY_AREA - 1));
-		tc.sp = e->regs[DWREG_RSP];
-		tc.want = stack_size > SAMPLER_MAX_STACK ? SAMPLER_MAX_STACK : stack_size;
-		if (top && top - tc.sp <= tc.want)
-			tc.want = (top - tc.sp + 7) & ~7u;
-		bpf_loop(SAMPLER_MAX_STACK / UCTX_PAGE + 1, copy_task_page, &tc, 0);
-		e->flags |= tc.flags;
-		e->stack_len = tc.off & ~7u;
+		e->stack_len = copy_user_stack(task, s->data + ((pyb + kb) & (PY_AREA - 1)), sp,
+					       stack_top(task, e->pid, e->tid, e->fsbase, sp),
+					       stack_size, &e->flags);
 	}
 	/* Reading may sleep: a thread that ran meanwhile left a torn copy. */
 	if (task->on_cpu || task->nvcsw + task->nivcsw != block) {

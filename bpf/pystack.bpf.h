@@ -14,22 +14,15 @@
  * and one of the code object header into a per-CPU scratch buffer, fields extracted from the
  * copies. Runs in the sampled CPU's interrupt context: no sleeping helpers, bounded work.
  *
- * Memory is read with bpf_probe_read_user, which reads the address space loaded on the CPU:
- * the sampled thread's, or a blocked thread's from a thread of the same process (off-CPU
- * stacks). A sleepable program that walks a thread of another process (the off-CPU task
- * iterator) defines PYSTACK_TASK_READER before including this file: reads then go through
- * bpf_copy_from_user_task on the task given to py_walk.
+ * Memory is read with user_read (uregs.bpf.h): the address space loaded on the CPU (the
+ * sampled thread's, or a blocked thread's from a thread of the same process: off-CPU stacks),
+ * or with UREAD_TASK that of the task given to py_walk (the off-CPU task iterator).
  */
 #ifndef PROBING_PYSTACK_BPF_H
 #define PROBING_PYSTACK_BPF_H
 
 #include "pywalk.h"
-
-#ifdef PYSTACK_TASK_READER
-#define py_read_user(task, dst, n, src) bpf_copy_from_user_task(dst, n, src, task, 0)
-#else
-#define py_read_user(task, dst, n, src) bpf_probe_read_user(dst, n, src)
-#endif
+#include "uregs.bpf.h"
 
 /* pthread_t -> PyThreadState *, per process (struct py_tstate_key); filled by userspace. */
 struct {
@@ -55,7 +48,7 @@ struct {
 
 struct py_walk_ctx {
 	const struct py_proc_cfg *cfg;
-	struct task_struct *task; /* whose memory (PYSTACK_TASK_READER) */
+	struct task_struct *task; /* whose memory (UREAD_TASK) */
 	struct py_scratch *s;
 	struct py_frame_rec *out;
 	struct py_walk w;
@@ -72,7 +65,7 @@ static long py_walk_step(__u32 idx, void *arg)
 	if (py_walk_at_end(&c->w))
 		return 1;
 	sz = py_frame_hdr_size(cfg);
-	if (!sz || py_read_user(c->task, s->frame, sz, (const void *)c->w.frame)) {
+	if (!sz || user_read(c->task, s->frame, sz, (const void *)c->w.frame)) {
 		py_walk_fail(&c->w);
 		return 1;
 	}
@@ -85,7 +78,7 @@ static long py_walk_step(__u32 idx, void *arg)
 		return 1;
 	}
 	sz = py_code_hdr_size(cfg);
-	if (!sz || py_read_user(c->task, s->code, sz, (const void *)c->w.code)) {
+	if (!sz || user_read(c->task, s->code, sz, (const void *)c->w.code)) {
 		py_walk_fail(&c->w);
 		return 1;
 	}
@@ -102,11 +95,10 @@ static __always_inline __u64 py_tss_tstate(const struct py_proc_cfg *cfg, __u64 
 
 	if (!cfg->tss_key_addr || cfg->pthread_specific < 0 || !fsbase)
 		return 0;
-	if (py_read_user(task, &initialized, sizeof(initialized),
-			 (const void *)cfg->tss_key_addr) ||
+	if (user_read(task, &initialized, sizeof(initialized), (const void *)cfg->tss_key_addr) ||
 	    !initialized ||
-	    py_read_user(task, &key, sizeof(key),
-			 (const void *)(cfg->tss_key_addr + cfg->off.tss_key)))
+	    user_read(task, &key, sizeof(key),
+		      (const void *)(cfg->tss_key_addr + cfg->off.tss_key)))
 		return 0;
 	base = fsbase + (__u32)cfg->pthread_specific;
 	/* struct pthread_key_data { uintptr_t seq; void *data; } specific_1stblock[32], then
@@ -114,15 +106,15 @@ static __always_inline __u64 py_tss_tstate(const struct py_proc_cfg *cfg, __u64 
 	if (key < 32) {
 		slot = base + key * 16 + 8;
 	} else if (key < 1024) {
-		if (py_read_user(task, &l2, sizeof(l2),
-				 (const void *)(base + 32 * 16 + (key / 32) * 8)) ||
+		if (user_read(task, &l2, sizeof(l2),
+			      (const void *)(base + 32 * 16 + (key / 32) * 8)) ||
 		    !l2)
 			return 0;
 		slot = l2 + (key % 32) * 16 + 8;
 	} else {
 		return 0;
 	}
-	if (py_read_user(task, &value, sizeof(value), (const void *)slot))
+	if (user_read(task, &value, sizeof(value), (const void *)slot))
 		return 0;
 	return value;
 }
@@ -134,8 +126,8 @@ static __always_inline bool py_tstate_valid(const struct py_proc_cfg *cfg, __u64
 	__u64 tid = 0;
 
 	return tstate &&
-	       !py_read_user(task, &tid, sizeof(tid),
-			     (const void *)(tstate + cfg->off.ts_thread_id)) &&
+	       !user_read(task, &tid, sizeof(tid),
+			  (const void *)(tstate + cfg->off.ts_thread_id)) &&
 	       tid == fsbase;
 }
 
@@ -148,22 +140,22 @@ static __always_inline long py_first_frame(const struct py_proc_cfg *cfg, __u64 
 
 	*frame = 0;
 	if (py_first_frame_offsets(cfg, &off, &off2) == 1)
-		return py_read_user(task, frame, 8, (const void *)(tstate + off));
-	if (py_read_user(task, &p, 8, (const void *)(tstate + off)))
+		return user_read(task, frame, 8, (const void *)(tstate + off));
+	if (user_read(task, &p, 8, (const void *)(tstate + off)))
 		return -1;
 	if (!p)
 		return 0;
-	return py_read_user(task, frame, 8, (const void *)(p + off2));
+	return user_read(task, frame, 8, (const void *)(p + off2));
 }
 
 /*
  * Walk the Python stack of a thread: the current task, a thread of its process, or with
- * PYSTACK_TASK_READER @task; with the header copies in @s (py_walk: the per-CPU map
+ * UREAD_TASK @task; with the header copies in @s (py_walk: the per-CPU map
  * py_scratch; programs that may be preempted, such as uprobes, which run with preemption
  * enabled, pass their own so that another program on the same CPU cannot overwrite it
  * half-way through the walk). @cfg: the process's config; @tgid: its pid as the py_tstates
  * map is keyed (struct py_tstate_key); @fsbase: the thread's TLS base
- * (task->thread.fsbase); @task: the thread (used by PYSTACK_TASK_READER only; may be NULL
+ * (task->thread.fsbase); @task: the thread (used by UREAD_TASK only; may be NULL
  * otherwise); @out: room for SAMPLER_MAX_PYDEPTH records. Returns the number of frames
  * written; sets *status (enum py_status) and ORs SAMPLE_F_PY_TRUNCATED into *flags.
  */

@@ -194,9 +194,9 @@ int on_sample(struct bpf_perf_event_data *ctx)
 
 	if (!(e->flags & SAMPLE_F_NO_USER_REGS)) {
 		stack_dst = s->data + ((pyb + kb) & (PY_AREA - 1));
-		e->stack_len = copy_user_stack(stack_dst, uregs.sp,
+		e->stack_len = copy_user_stack(NULL, stack_dst, uregs.sp,
 					       stack_top(task, tgid, e->tid, e->fsbase, uregs.sp),
-					       &e->flags);
+					       stack_size, &e->flags);
 	}
 
 	size = sizeof(*e) + pyb + kb + e->stack_len;
@@ -489,12 +489,7 @@ static __always_inline int send_blocked_stack(struct task_struct *t, const struc
 	e->kstack_len = 0;
 	e->py_status = PY_NONE;
 	e->fsbase = BPF_CORE_READ(t, thread.fsbase);
-	if (!regs || (regs->cs & 3) != 3) {
-		e->flags |= SAMPLE_F_NO_USER_REGS; /* a kernel thread */
-		__builtin_memset(e->regs, 0, sizeof(e->regs));
-	} else {
-		copy_regs(e->regs, regs);
-	}
+	user_regs(e->regs, regs, &e->flags); /* none: a kernel thread */
 
 	if (want_python) {
 		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &e->pid);
@@ -522,9 +517,10 @@ static __always_inline int send_blocked_stack(struct task_struct *t, const struc
 	}
 	if (!(e->flags & SAMPLE_F_NO_USER_REGS)) {
 		stack_dst = s->data + ((pyb + kb) & (PY_AREA - 1));
-		e->stack_len = copy_user_stack(
-			stack_dst, e->regs[DWREG_RSP],
-			stack_top(t, e->pid, e->tid, e->fsbase, e->regs[DWREG_RSP]), &e->flags);
+		e->stack_len =
+			copy_user_stack(NULL, stack_dst, e->regs[DWREG_RSP],
+					stack_top(t, e->pid, e->tid, e->fsbase, e->regs[DWREG_RSP]),
+					stack_size, &e->flags);
 	}
 	size = sizeof(*e) + pyb + kb + e->stack_len;
 	if (size > sizeof(*s))

@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
 /*
  * The user context of the current task, for BPF programs that send a stack to userspace the
- * way the sampler does (sampler.bpf.c, comm.bpf.c): its pids as the recorder numbers them, its
- * user registers in DWARF order, and a copy of the part of its user stack in use.
+ * way the sampler does (sampler.bpf.c, comm.bpf.c): its pids as the recorder numbers them;
+ * its registers and stack copy come from uregs.bpf.h.
  *
  * For inclusion after vmlinux.h, bpf_helpers.h, bpf_core_read.h, bpf_tracing.h and sampler.h.
  * The includer defines, before the inclusion:
  *
  *   const volatile __u32 pidns_inum;   the recorder's PID namespace (0: the initial one)
  *   __u32 pidns_level;                 its level, learned here (0 until then)
- *   const volatile __u32 stack_size;   most bytes of user stack to copy, a multiple of 8
  *
  * Pids are numbered as the recorder's PID namespace numbers them (sampler.h): the kernel's
  * numbers when it runs in the initial namespace; otherwise they are looked up in the tasks'
@@ -104,54 +103,6 @@ static __always_inline void own_ids(struct task_struct *task, struct task_ids *i
 	}
 	ids->ns_tid = own_nr(tp);
 	ids->ns_pid = own_nr(BPF_CORE_READ(task, group_leader, thread_pid));
-}
-
-struct stack_copy {
-	__u8 *dst;
-	__u64 sp;
-	__u32 want, off, flags;
-};
-
-/* One page (or the part of one from sp on): the bpf_loop callback. Returns 1 to stop. */
-static long copy_stack_page(__u32 i, void *arg)
-{
-	struct stack_copy *c = arg;
-	__u32 chunk = UCTX_PAGE - ((c->sp + c->off) & (UCTX_PAGE - 1));
-
-	if (c->off >= c->want)
-		return 1;
-	if (chunk > c->want - c->off)
-		chunk = c->want - c->off;
-	chunk &= UCTX_CHUNK_MAX - 1;
-	if (bpf_probe_read_user(c->dst + (c->off & (UCTX_STACK_AREA - 1)), chunk,
-				(const void *)(c->sp + c->off))) {
-		c->flags |= SAMPLE_F_STACK_SHORT;
-		return 1;
-	}
-	c->off += chunk;
-	return 0;
-}
-
-/*
- * Copy the user stack from @sp up to @top (0: unknown), at most stack_size bytes, into @dst
- * (UCTX_STACK_AREA + UCTX_CHUNK_MAX bytes), a page at a time so that a stack ending early (its
- * top is the end of the mapping) still yields what is readable (SAMPLE_F_STACK_SHORT when a
- * read fails). Shallow stacks cost only what they use. Returns the number of bytes copied (a
- * multiple of 8).
- */
-static __always_inline __u32 copy_user_stack(__u8 *dst, __u64 sp, __u64 top, __u32 *flags)
-{
-	struct stack_copy c = {.dst = dst, .sp = sp, .want = stack_size};
-
-	if (c.want > SAMPLER_MAX_STACK)
-		c.want = SAMPLER_MAX_STACK;
-	if (top && top - sp <= c.want)
-		c.want = (top - sp + 7) & ~7u;
-	/* The verifier checks the callback once; an unrolled loop with a bound known only at
-	 * run time took it up to a second per load. */
-	bpf_loop(SAMPLER_MAX_STACK / UCTX_PAGE + 1, copy_stack_page, &c, 0);
-	*flags |= c.flags;
-	return c.off & ~7u;
 }
 
 #endif
