@@ -20,7 +20,7 @@ def short_task():
     seen.append((threading.get_native_id(), me.name))
     t = time.thread_time() + 0.03
     x = 0
-    while time.thread_time() < t:
+    while time.thread_time() < t:  # @short_task_clock
         for i in range(1000): x += i  # @short_task
     return x
 
