@@ -313,6 +313,61 @@ def test_merge_snapshots_find_the_odd_rank_across_hosts():
     assert "The odd one out: rank 2" in text, text
 
 
+CRASH_TARGET = os.path.join(h.PY_WORKLOADS, "live", "crash_target.py")
+
+
+def test_merge_crash_files_of_a_job():
+    """The crash files of two processes (a segfault in ctypes, an uncaught exception in a
+    worker thread) and a backtrace snapshot of a third, merged: one crash row per crashed
+    process, the locals of each, every process in bt_processes; backtrace -i reads it. A
+    crash file whose crash table differs is refused, naming the table."""
+    d = h.tmp()
+    crashes = {}
+    for how in ("segv", "thread_exc"):
+        out = f"{d}/{how}.db"
+        p = h.spawn([h.PROBING, "run", f"--crash={out}", "--", TORCH_PY, CRASH_TARGET, how],
+                    cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p.wait(timeout=60)
+        assert os.path.exists(out), (how, p.returncode)
+        crashes[how] = p.pid
+    script = f"{d}/hold.py"
+    with open(script, "w") as f:
+        f.write(HOLD_PY)
+    p = h.spawn([TORCH_PY, script, "hold"], stdout=subprocess.PIPE)
+    assert p.stdout.readline().strip() == b"READY"
+    b = h.probing("backtrace", "-p", p.pid, "-o", f"{d}/hold.db")
+    assert b.returncode == 0, b.stderr
+    m = h.probing("merge", f"{d}/hold.db", f"{d}/segv.db", f"{d}/thread_exc.db", "-o",
+                  f"{d}/job.db")
+    assert m.returncode == 0, m.stderr
+    con = h.db(f"{d}/job.db")
+    got = con.execute("SELECT pid, kind, signal_name, exception FROM crash ORDER BY kind")
+    assert got.fetchall() == [(crashes["thread_exc"], "exception", None, "ValueError"),
+                              (crashes["segv"], "signal", "SIGSEGV", None)]
+    pids = {pid for (pid,) in con.execute("SELECT pid FROM bt_processes")}
+    assert pids == {p.pid, *crashes.values()}, pids
+    # Each crash's locals, joined to its frames as docs/sql.md shows.
+    local = dict(con.execute(
+        "SELECT c.kind, group_concat(l.name || '=' || l.repr) FROM crash c JOIN bt_frames f"
+        " USING (host, pid, tid) JOIN bt_locals l USING (host, pid, tid, depth)"
+        " WHERE f.func IN ('crash_here', 'fail_batch') GROUP BY c.kind"))
+    con.close()
+    assert "secret=4242" in local["signal"] and "batch=7" in local["exception"], local
+    text = h.probing("backtrace", "-i", f"{d}/job.db", check=True).stdout
+    assert "hold_here" in text and "fail_batch" in text and "crash_here" in text, text
+    # A crash table of another shape: refused, and which table says why.
+    odd = f"{d}/odd.db"
+    shutil.copy(f"{d}/segv.db", odd)
+    con = sqlite3.connect(odd)
+    con.execute("ALTER TABLE crash ADD COLUMN gpu TEXT")
+    con.commit()
+    con.close()
+    m = h.probing("merge", f"{d}/thread_exc.db", odd, "-o", f"{d}/bad.db")
+    assert m.returncode == 1 and "table 'crash' differs" in m.stderr, m.stderr
+    assert not os.path.exists(f"{d}/bad.db")
+    p.kill()
+
+
 def record_spin(path, freq=99):
     p = h.probing("record", "-F", freq, "-o", path, "--", TORCH_PY, "-c", SPIN, timeout=60)
     assert p.returncode == 0, p.stderr

@@ -33,9 +33,16 @@ static const char *const known_tables[] = {
 	"meta",		"processes",	 "threads",	    "frame_defs",  "stacks",
 	"stack_frames", "sample_counts", "collectives_raw", "torch_trace", NULL};
 
-/* The tables of a backtrace snapshot (live/btsnap.c). */
-static const char *const snapshot_tables[] = {"meta", "bt_processes", "bt_threads", "bt_frames",
-					      NULL};
+/* The tables of a backtrace snapshot (live/btsnap.c); crash and bt_locals: a crash file's. */
+static const char *const snapshot_tables[] = {"meta",  "bt_processes", "bt_threads", "bt_frames",
+					      "crash", "bt_locals",    NULL};
+
+/*
+ * Tables an input may have or not: a recording's torch_trace (query --save), a crash file's
+ * crash and bt_locals (live/crashsnap.c). Where two inputs both have one, it must be the same.
+ */
+static const char *const optional_tables[] = {"torch_trace", "crash", "bt_locals"};
+#define OPTIONAL_TABLES ARRAY_SIZE(optional_tables)
 
 /* meta keys merged by a rule of their own (merge.h); the others are kept when all agree. */
 static const char *const summed_keys[] = {
@@ -52,8 +59,8 @@ struct input {
 	char *clock;
 	char *version;
 	char *host;
-	char *format; /* a snapshot's meta 'format' */
-	bool torch_trace;
+	char *format;			/* a snapshot's meta 'format' */
+	bool optional[OPTIONAL_TABLES]; /* which of optional_tables it has */
 };
 
 static char *column_text(sqlite3_stmt *st, int i)
@@ -148,8 +155,9 @@ static int read_format(sqlite3 *db, struct input *in)
 			err = -EPROTO;
 			goto cleanup;
 		}
-		if (!strcmp(name, "torch_trace"))
-			in->torch_trace = true;
+		for (size_t o = 0; o < OPTIONAL_TABLES; o++)
+			if (!strcmp(name, optional_tables[o]))
+				in->optional[o] = true;
 		if (sb_printf(&sb, "%s(%s);", name, cols ? cols : "")) {
 			err = -ENOMEM;
 			goto cleanup;
@@ -210,20 +218,62 @@ static const char *first_difference(const char *a, const char *b, char *buf, siz
 	return buf;
 }
 
-/* @s without its "torch_trace(...);" entry (optional in a recording), in a new string. */
-static char *without_torch_trace(const char *s)
+/*
+ * The "@name(...);" entry of the format @s (read_format), its length in @len; NULL when @s
+ * has no table @name.
+ */
+static const char *table_entry(const char *s, const char *name, size_t *len)
 {
-	const char *t = strstr(s, "torch_trace(");
-	const char *e;
-	char *out;
+	size_t n = strlen(name);
 
-	out = strdup(s);
-	if (!out || !t || (t != s && t[-1] != ';'))
-		return out;
-	e = strchr(t, ';');
-	if (e)
-		memmove(out + (t - s), out + (e + 1 - s), strlen(e + 1) + 1);
+	for (const char *t = s; *t; t = strchr(t, ';') ? strchr(t, ';') + 1 : t + strlen(t)) {
+		if (!strncmp(t, name, n) && t[n] == '(') {
+			*len = strchr(t, ';') ? (size_t)(strchr(t, ';') + 1 - t) : strlen(t);
+			return t;
+		}
+	}
+	return NULL;
+}
+
+/* The format @s without the entries of optional_tables, in a new string. */
+static char *without_optional(const char *s)
+{
+	char *out = strdup(s);
+	const char *t;
+	size_t len;
+
+	for (size_t o = 0; out && o < OPTIONAL_TABLES; o++) {
+		t = table_entry(out, optional_tables[o], &len);
+		if (t)
+			memmove((char *)t, t + len, strlen(t + len) + 1);
+	}
 	return out;
+}
+
+/* Whether @in has @table, one of optional_tables (a table that is not optional: true). */
+static bool has_table(const struct input *in, const char *table)
+{
+	for (size_t o = 0; o < OPTIONAL_TABLES; o++)
+		if (!strcmp(table, optional_tables[o]))
+			return in->optional[o];
+	return true;
+}
+
+/* The first optional table that @a and @b both have with different columns, or NULL. */
+static const char *optional_difference(const struct input *a, const struct input *b)
+{
+	const char *ea, *eb;
+	size_t la, lb;
+
+	for (size_t o = 0; o < OPTIONAL_TABLES; o++) {
+		if (!a->optional[o] || !b->optional[o])
+			continue;
+		ea = table_entry(a->tables, optional_tables[o], &la);
+		eb = table_entry(b->tables, optional_tables[o], &lb);
+		if (!ea || !eb || la != lb || memcmp(ea, eb, la))
+			return optional_tables[o];
+	}
+	return NULL;
 }
 
 static const char *kind_name(unsigned int kind)
@@ -234,7 +284,8 @@ static const char *kind_name(unsigned int kind)
 /* Check that @b can be merged with @a (merge.h). Return 0 or -EPROTO with the reason. */
 static int check_compatible(const struct input *a, const struct input *b)
 {
-	char *ta = without_torch_trace(a->tables), *tb = without_torch_trace(b->tables);
+	char *ta = without_optional(a->tables), *tb = without_optional(b->tables);
+	const char *optional = optional_difference(a, b);
 	char table[128];
 	int err = 0;
 
@@ -259,9 +310,9 @@ static int check_compatible(const struct input *a, const struct input *b)
 		err = -EPROTO;
 		goto cleanup;
 	}
-	if (strcmp(ta, tb) || (a->torch_trace && b->torch_trace && strcmp(a->tables, b->tables))) {
-		const char *which = strcmp(ta, tb) ? first_difference(ta, tb, table, sizeof(table))
-						   : "torch_trace";
+	if (strcmp(ta, tb) || optional) {
+		const char *which =
+			strcmp(ta, tb) ? first_difference(ta, tb, table, sizeof(table)) : optional;
 
 		pr_warn("cannot merge %s with %s: they are %ss of different formats "
 			"(table '%s' differs; made by probing %s and %s)",
@@ -598,7 +649,7 @@ static char *readonly_uri(const char *path)
 }
 
 static int create_schema(sqlite3 *db, bool recording, struct strbuf *match, struct strbuf *cols);
-static int create_torch_trace(sqlite3 *db);
+static int create_optional(sqlite3 *db, const char *table);
 
 /*
  * Add the rows of the recording attached as src (input @i) to the output open on @db (the
@@ -690,7 +741,7 @@ static int add_recording(sqlite3 *db, const struct input *in, int i, const struc
 		err = copy_rows(db, "collectives_raw", coll_x, coll_skip, "", "",
 				"JOIN temp.pidmap m ON m.src = s.pid"
 				" LEFT JOIN temp.skey2 k ON k.src = s.stack_id");
-	if (!err && in->torch_trace)
+	if (!err && has_table(in, "torch_trace"))
 		err = copy_rows(db, "torch_trace", torch_x, NULL, "", "", "");
 	sb_free(&attrs);
 	return err;
@@ -702,7 +753,8 @@ static int add_recording(sqlite3 *db, const struct input *in, int i, const struc
  */
 static int add_snapshot(sqlite3 *db, const struct input *in)
 {
-	static const char *const tables[] = {"bt_processes", "bt_threads", "bt_frames"};
+	static const char *const tables[] = {"bt_processes", "bt_threads", "bt_frames", "crash",
+					     "bt_locals"};
 	sqlite3_stmt *st = NULL;
 	int err = 0;
 
@@ -724,7 +776,8 @@ static int add_snapshot(sqlite3 *db, const struct input *in)
 	}
 	sqlite3_finalize(st);
 	for (size_t t = 0; t < ARRAY_SIZE(tables) && !err; t++)
-		err = copy_rows(db, tables[t], NULL, NULL, "", "", "");
+		if (has_table(in, tables[t]))
+			err = copy_rows(db, tables[t], NULL, NULL, "", "", "");
 	return err;
 }
 
@@ -757,8 +810,9 @@ static int merge_one(sqlite3 *db, const struct input *in, int i, struct strbuf *
 	err = exec(db, "the output", "BEGIN");
 	if (!err && !i)
 		err = create_schema(db, !snapshot, match, cols);
-	if (!err && in->torch_trace)
-		err = create_torch_trace(db);
+	for (size_t o = 0; o < OPTIONAL_TABLES && !err; o++)
+		if (in->optional[o])
+			err = create_optional(db, optional_tables[o]);
 	if (!err)
 		err = snapshot ? add_snapshot(db, in) : add_recording(db, in, i, match, cols);
 	if (!err)
@@ -866,22 +920,22 @@ static int create_schema(sqlite3 *db, bool recording, struct strbuf *match, stru
 	return err;
 }
 
-/* torch_trace in the output, as src defines it, when src has one and the output not yet. */
-static int create_torch_trace(sqlite3 *db)
+/* The optional @table in the output, as src defines it, when the output has none yet. */
+static int create_optional(sqlite3 *db, const char *table)
 {
 	static const char sql[] = "SELECT (SELECT sql FROM src.sqlite_master WHERE type = 'table'"
-				  " AND name = 'torch_trace'), EXISTS (SELECT 1 FROM"
-				  " main.sqlite_master WHERE type = 'table' AND name ="
-				  " 'torch_trace')";
+				  " AND name = ?1), EXISTS (SELECT 1 FROM main.sqlite_master"
+				  " WHERE type = 'table' AND name = ?1)";
 	sqlite3_stmt *st = NULL;
 	int err = 0;
 
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
+	    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC) != SQLITE_OK ||
 	    sqlite3_step(st) != SQLITE_ROW) {
-		pr_warn("cannot merge: torch_trace: %s", sqlite3_errmsg(db));
+		pr_warn("cannot merge: %s: %s", table, sqlite3_errmsg(db));
 		err = -EIO;
 	} else if (sqlite3_column_text(st, 0) && !sqlite3_column_int(st, 1)) {
-		err = define(db, "torch_trace", (const char *)sqlite3_column_text(st, 0));
+		err = define(db, table, (const char *)sqlite3_column_text(st, 0));
 	}
 	sqlite3_finalize(st);
 	return err;
