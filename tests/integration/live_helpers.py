@@ -117,6 +117,33 @@ def state_of(pid):
     return s[s.rindex(")") + 2]
 
 
+def threads_of(pid):
+    """{tid: (tracer pid, state letter)} of every thread of @pid that is still there."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                status = f.read()
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                stat = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # that thread ended meanwhile
+        tracer = int(re.search(r"^TracerPid:\s*(\d+)", status, re.M).group(1))
+        out[int(tid)] = (tracer, stat[stat.rindex(")") + 2])
+    return out
+
+
+def held_by(pid, tracer):
+    """The thread of @pid that @tracer traces (the injector holds one, not always the main
+    thread: one at a safe point), or None."""
+    return next((tid for tid, (tp, _) in threads_of(pid).items() if tp == tracer), None)
+
+
+def runs_free(pid):
+    """No thread of @pid is traced or stopped."""
+    return all(tp == 0 and st not in "tT" for tp, st in threads_of(pid).values())
+
+
 def livesql(target, sql, timeout=60, extra=()):
     assert os.path.exists(LIVESQL), "livesql not built (run 'make test')"
     return harness.run([LIVESQL, *extra, str(target), sql], timeout=timeout)
