@@ -148,6 +148,90 @@ def test_query_and_a_crashing_command():
     assert c.close() == 0
 
 
+ENDLESS = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)"
+           " SELECT count(*) FROM c")
+
+
+def test_calls_at_once_and_cancelled():
+    """Tool calls run at once, each in a thread: while four endless queries run (the most at
+    once), a ping is answered, a fifth call is refused as busy and a call reusing the id of
+    one in progress is refused; the calls answer in the order they end (matched by id, not
+    in the order sent); a cancelled call gets no answer and its command is stopped. A script
+    that sends its requests and closes the input gets every answer."""
+    db = serve_helpers.job_db()
+    c = Client()
+    c.handshake()
+
+    def send(rid, method, params=None):
+        msg = {"jsonrpc": "2.0", "method": method}
+        if rid is not None:
+            msg["id"] = rid
+        if params is not None:
+            msg["params"] = params
+        c.send_raw(json.dumps(msg))
+
+    def query(rid, timeout, sql=ENDLESS):
+        send(rid, "tools/call", {"name": "query",
+                                 "arguments": {"file": db, "sql": sql, "timeout": timeout}})
+
+    def commands():
+        """{request's time limit: pid} of the query commands running, by their --timeout."""
+        out = {}
+        for pid in serve_helpers.children(c.proc.pid):
+            try:
+                with open(f"/proc/{pid}/cmdline") as f:
+                    argv = f.read().split("\0")
+            except OSError:
+                continue
+            if "query" in argv:
+                out[int(argv[argv.index("--timeout") + 1])] = pid
+        return out
+
+    # Time limits 300 s (cancelled below), 4 s, 2 s, 301 s (cancelled below).
+    for rid, limit in (("a", 300), ("b", 4), ("c", 2), ("d", 301)):
+        query(rid, limit)
+    harness.wait_for(lambda: len(commands()) == 4, what="four queries running at once")
+    running = commands()
+    t0 = time.monotonic()
+    send(10, "ping")
+    assert c.read(timeout=10) == {"jsonrpc": "2.0", "id": 10, "result": {}}
+    assert time.monotonic() - t0 < 2, "a ping waited for the calls"
+    query("e", 5)
+    r = c.read(timeout=10)
+    assert r["id"] == "e" and r["error"]["code"] == -32000 and "busy" in r["error"]["message"]
+    query("a", 5)
+    r = c.read(timeout=10)
+    assert r["id"] == "a" and r["error"]["code"] == -32600 and \
+        "still in progress" in r["error"]["message"], r
+    # Sent b then c: c (2 s) answers first.
+    ends = [c.read(timeout=60) for _ in range(2)]
+    assert [r["id"] for r in ends] == ["c", "b"], ends
+    assert all(r["result"]["isError"] and "time limit" in r["result"]["content"][0]["text"]
+               for r in ends), ends
+    # Cancelled: its command ends, no answer comes (the next answer is the ping's).
+    send(None, "notifications/cancelled", {"requestId": "a", "reason": "test"})
+    send(None, "notifications/cancelled", {"requestId": 12345})  # unknown: ignored
+    harness.wait_for(lambda: not os.path.exists(f"/proc/{running[300]}/cmdline") or
+                     running[300] not in serve_helpers.children(c.proc.pid),
+                     timeout=10, what="the cancelled command stopped")
+    assert running[301] in commands().values()
+    send(None, "notifications/cancelled", {"requestId": "d"})
+    harness.wait_for(lambda: not commands(), timeout=10, what="no command left")
+    send(11, "ping")
+    assert c.read(timeout=10) == {"jsonrpc": "2.0", "id": 11, "result": {}}
+    # An id is free again once its call is over; a script that closes its input at once
+    # still gets every answer.
+    query("a", 5, sql="SELECT 6 * 7 AS x")
+    query("f", 5, sql="SELECT 'f' AS y")
+    c.proc.stdin.close()
+    answers = {}
+    for _ in range(2):
+        r = c.read(timeout=30)
+        answers[r["id"]] = r["result"]["content"][0]["text"]
+    assert "42" in answers["a"] and "f" in answers["f"], answers
+    assert c.proc.stdout.readline() == b"" and c.proc.wait(timeout=30) == 0
+
+
 CHILD = """
 import time
 def mcp_child_waits():

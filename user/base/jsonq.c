@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,18 +10,30 @@
 #include "base/jsonq.h"
 #include "base/util.h"
 
-static sqlite3 *db; /* one private in-memory connection, for the JSON functions only */
+/*
+ * One private in-memory connection, for the JSON functions only, opened once; serialized
+ * (FULLMUTEX): the servers' threads read their requests with it at the same time.
+ */
+static sqlite3 *db;
+static pthread_once_t db_once = PTHREAD_ONCE_INIT;
+
+static void open_db(void)
+{
+	if (sqlite3_open_v2(":memory:", &db,
+			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY | SQLITE_OPEN_FULLMUTEX,
+			    NULL) != SQLITE_OK) {
+		sqlite3_close(db);
+		db = NULL;
+	}
+}
 
 static sqlite3_stmt *prepare(const char *sql)
 {
 	sqlite3_stmt *st = NULL;
 
-	if (!db && sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY,
-				   NULL) != SQLITE_OK) {
-		sqlite3_close(db);
-		db = NULL;
+	pthread_once(&db_once, open_db);
+	if (!db)
 		return NULL;
-	}
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		return NULL;
 	return st;

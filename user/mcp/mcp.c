@@ -1,6 +1,13 @@
 // SPDX-License-Identifier: MIT
-/* mcp: JSON-RPC 2.0 over stdio for the Model Context Protocol. */
+/*
+ * mcp: JSON-RPC 2.0 over stdio for the Model Context Protocol. The reading thread answers
+ * initialize, ping and tools/list itself and starts a thread for each tools/call (up to
+ * MCP_MAX_CALLS at once), so that a long call (record_and_summarize for a minute) neither
+ * holds the others nor a ping back, and a notifications/cancelled can stop it. Answers are
+ * written whole, one at a time (out_lock), in the order they are ready.
+ */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -20,12 +27,32 @@
 #define INVALID_PARAMS	 -32602
 #define INTERNAL_ERROR	 -32603
 
+/* Server error (JSON-RPC's range for them): all MCP_MAX_CALLS slots are taken. */
+#define SERVER_BUSY -32000
+
 static volatile sig_atomic_t stopping;
+
+/* A tools/call in progress. busy and done change under calls_lock; call is read by anyone. */
+struct call_slot {
+	bool busy; /* a thread was started for it and is not joined yet */
+	bool done; /* that thread has ended: join it before the slot is used again */
+	pthread_t thread;
+	FILE *out;
+	char *id;  /* the request's id, as JSON text */
+	char *msg; /* the request */
+	struct tool_call call;
+};
+
+static struct call_slot slots[MCP_MAX_CALLS];
+static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile sig_atomic_t out_failed; /* a call thread could not write its answer */
 
 void mcp__stop(void)
 {
 	stopping = 1;
-	tools__stop();
+	for (size_t i = 0; i < ARRAY_SIZE(slots); i++)
+		tools__cancel(&slots[i].call);
 }
 
 /* The protocol versions spoken, newest first: a client's is answered in kind if listed. */
@@ -33,10 +60,14 @@ static const char *const versions[] = {"2025-06-18", "2025-03-26", "2024-11-05"}
 
 static int send_line(FILE *out, const struct strbuf *msg)
 {
+	int err = 0;
+
+	pthread_mutex_lock(&out_lock);
 	if (fwrite(sb_str(msg), 1, msg->len, out) != msg->len || fputc('\n', out) == EOF ||
 	    fflush(out))
-		return -EIO;
-	return 0;
+		err = -EIO;
+	pthread_mutex_unlock(&out_lock);
+	return err;
 }
 
 /* {"jsonrpc":"2.0","id":ID,"result":RESULT}; @id is JSON text as it came. */
@@ -111,7 +142,8 @@ static int tools_list(FILE *out, const char *id)
 	return err;
 }
 
-static int tools_call(FILE *out, const char *id, const char *msg)
+/* Run the tools/call @msg and answer it, unless @call is cancelled meanwhile. */
+static int tools_call(FILE *out, const char *id, const char *msg, struct tool_call *call)
 {
 	const char *type = jq_type(msg, "$.params.name");
 	struct strbuf text = {0}, r = {0};
@@ -131,13 +163,19 @@ static int tools_call(FILE *out, const char *id, const char *msg)
 		err = send_error(out, id, INTERNAL_ERROR, "out of memory");
 		goto cleanup;
 	}
-	rc = tools__call(name, args, &text, &is_error);
+	rc = tools__call(name, args, call, &text, &is_error);
 	pr_info("mcp: %s -> %s%s (%.0f ms)", name,
-		rc == -ENOENT	? "unknown tool"
+		call->cancelled ? "cancelled"
+		: rc == -ENOENT ? "unknown tool"
 		: rc == -EINVAL ? "invalid arguments"
 		: rc		? "failed"
 				: "done",
 		is_error ? " with an error" : "", (now_mono_ns() - t0) / 1e6);
+	/* A cancelled request gets no answer (MCP, "Cancellation"). */
+	if (call->cancelled) {
+		err = 0;
+		goto cleanup;
+	}
 	if (rc == -ENOENT || rc == -EINVAL) {
 		err = send_error(out, id, INVALID_PARAMS, sb_str(&text));
 		goto cleanup;
@@ -156,6 +194,117 @@ cleanup:
 	sb_free(&text);
 	sb_free(&r);
 	return err;
+}
+
+static void *call_thread(void *arg)
+{
+	struct call_slot *s = arg;
+
+	if (tools_call(s->out, s->id, s->msg, &s->call))
+		out_failed = 1;
+	pthread_mutex_lock(&calls_lock);
+	s->done = true;
+	pthread_mutex_unlock(&calls_lock);
+	return NULL;
+}
+
+/* Join the thread of @s and free the slot. Only the reading thread calls it. */
+static void reap(struct call_slot *s)
+{
+	pthread_join(s->thread, NULL);
+	free(s->id);
+	free(s->msg);
+	memset(s, 0, sizeof(*s));
+}
+
+/*
+ * Start a thread for the tools/call @msg (id @id), in a free slot; with none free, answer
+ * that the server is busy. A request whose id is that of a call in progress is refused (a
+ * cancellation could not tell them apart). Return 0, or -EIO when @out failed.
+ */
+static int start_call(FILE *out, const char *id, const char *msg)
+{
+	struct call_slot *free_slot = NULL;
+	sigset_t block, old;
+	bool same_id = false;
+	int err;
+
+	pthread_mutex_lock(&calls_lock);
+	for (size_t i = 0; i < ARRAY_SIZE(slots); i++) {
+		struct call_slot *s = &slots[i];
+
+		if (s->busy && s->done) {
+			pthread_mutex_unlock(&calls_lock);
+			reap(s); /* its thread has ended: pthread_join returns at once */
+			pthread_mutex_lock(&calls_lock);
+		}
+		if (s->busy && !strcmp(s->id, id))
+			same_id = true;
+		if (!s->busy && !free_slot)
+			free_slot = s;
+	}
+	pthread_mutex_unlock(&calls_lock);
+	if (same_id)
+		return send_error(out, id, INVALID_REQUEST,
+				  "a request with this id is still in progress: give each request "
+				  "an id of its own");
+	if (!free_slot) {
+		char why[128];
+
+		snprintf(why, sizeof(why),
+			 "busy: %d tool calls are in progress; wait for one to answer, or cancel "
+			 "one",
+			 MCP_MAX_CALLS);
+		return send_error(out, id, SERVER_BUSY, why);
+	}
+	free_slot->id = strdup(id);
+	free_slot->msg = strdup(msg);
+	free_slot->out = out;
+	if (!free_slot->id || !free_slot->msg) {
+		err = send_error(out, id, INTERNAL_ERROR, "out of memory");
+		goto fail;
+	}
+	/* Signals for the server go to the reading thread, which they must wake. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	err = pthread_create(&free_slot->thread, NULL, call_thread, free_slot);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		err = send_error(out, id, INTERNAL_ERROR, "cannot start a thread for the call");
+		goto fail;
+	}
+	pthread_mutex_lock(&calls_lock);
+	free_slot->busy = true;
+	pthread_mutex_unlock(&calls_lock);
+	/* A signal that came before the slot was busy found nothing to cancel there. */
+	if (stopping)
+		tools__cancel(&free_slot->call);
+	return 0;
+fail:
+	free(free_slot->id);
+	free(free_slot->msg);
+	memset(free_slot, 0, sizeof(*free_slot));
+	return err;
+}
+
+/* notifications/cancelled: stop the call whose id is params.requestId, if it is in progress. */
+static void cancel_call(const char *msg)
+{
+	char *id = jq_json(msg, "$.params.requestId");
+
+	if (!id)
+		return;
+	pthread_mutex_lock(&calls_lock);
+	for (size_t i = 0; i < ARRAY_SIZE(slots); i++)
+		if (slots[i].busy && !slots[i].done && !strcmp(slots[i].id, id)) {
+			tools__cancel(&slots[i].call);
+			pr_info("mcp: request %s cancelled by the client", id);
+		}
+	pthread_mutex_unlock(&calls_lock);
+	free(id);
 }
 
 /* Handle one message (a line). Return 0, or -EIO when @out failed. */
@@ -192,8 +341,11 @@ static int handle(FILE *out, const char *msg)
 		goto cleanup;
 	}
 	/* A notification (no id) gets no answer: initialized, cancelled, progress... */
-	if (!id)
+	if (!id) {
+		if (!strcmp(method, "notifications/cancelled"))
+			cancel_call(msg);
 		goto cleanup;
+	}
 	if (!strcmp(method, "initialize"))
 		err = initialize(out, id, msg);
 	else if (!strcmp(method, "ping"))
@@ -201,7 +353,7 @@ static int handle(FILE *out, const char *msg)
 	else if (!strcmp(method, "tools/list"))
 		err = tools_list(out, id);
 	else if (!strcmp(method, "tools/call"))
-		err = tools_call(out, id, msg);
+		err = start_call(out, id, msg);
 	else
 		err = send_error(out, id, METHOD_NOT_FOUND, "method not found");
 cleanup:
@@ -246,7 +398,7 @@ int mcp__serve(FILE *in, FILE *out)
 	struct strbuf line = {0};
 	int rc, err = 0;
 
-	while (!err && (rc = read_line(in, &line)) != 0) {
+	while (!err && !out_failed && (rc = read_line(in, &line)) != 0) {
 		if (rc < 0) {
 			err = send_error(out, NULL, INVALID_REQUEST, "message longer than 4 MiB");
 			continue;
@@ -256,5 +408,20 @@ int mcp__serve(FILE *in, FILE *out)
 		err = handle(out, sb_str(&line));
 	}
 	sb_free(&line);
-	return err;
+	/*
+	 * The input has ended (a script that sent its requests and closed): the calls in
+	 * progress end and answer, each within its time limit. Stopped by a signal or unable
+	 * to write: they are cancelled.
+	 */
+	if (err || out_failed)
+		mcp__stop();
+	for (size_t i = 0; i < ARRAY_SIZE(slots); i++) {
+		pthread_mutex_lock(&calls_lock);
+		bool busy = slots[i].busy;
+
+		pthread_mutex_unlock(&calls_lock);
+		if (busy)
+			reap(&slots[i]);
+	}
+	return err ?: out_failed ? -EIO : 0;
 }

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +24,10 @@
 #define BACKTRACE_MS 30000
 
 static struct tools_opts opts;
+static pthread_mutex_t recdir_lock = PTHREAD_MUTEX_INITIALIZER; /* recdir, nrecordings */
 static char recdir[64]; /* where record_and_summarize writes, made on first use */
 static int nrecordings;
-static volatile sig_atomic_t running_pid; /* the command running now, for tools__stop */
+static __thread struct tool_call *current; /* the call this thread runs (tools__call) */
 
 void tools__init(const struct tools_opts *o)
 {
@@ -114,18 +116,27 @@ static int arg_text(const char *args, const char *key, bool required, char **out
 
 static void track(pid_t pid, void *ctx)
 {
-	running_pid = pid;
+	struct tool_call *call = ctx;
+
+	call->pid = pid;
+	/* Cancelled between the check in run() and now: nobody else will stop it. */
+	if (pid > 0 && call->cancelled)
+		subcmd__stop(pid);
 }
 
-void tools__stop(void)
+void tools__cancel(struct tool_call *call)
 {
-	pid_t pid = running_pid;
+	pid_t pid = call->pid;
 
+	call->cancelled = 1;
 	if (pid > 0)
 		kill(-pid, SIGTERM);
 }
 
-/* Run `probing ARGV` with @input on stdin; 0 or -errno (could not start: said in @text). */
+/*
+ * Run `probing ARGV` with @input on stdin; 0 or -errno (could not start, or the call was
+ * cancelled: said in @text).
+ */
 static int run(const char *const *argv, const char *input, int timeout_ms, struct subcmd_result *r,
 	       struct strbuf *text)
 {
@@ -134,9 +145,16 @@ static int run(const char *const *argv, const char *input, int timeout_ms, struc
 				.max_out = MAX_TEXT,
 				.timeout_ms = timeout_ms,
 				.watch_fd = -1,
-				.on_pid = track};
-	int err = subcmd__run(argv, &o, r);
+				.on_pid = track,
+				.ctx = current};
+	int err;
 
+	if (current->cancelled) {
+		memset(r, 0, sizeof(*r));
+		sb_puts(text, "cancelled");
+		return -ECANCELED;
+	}
+	err = subcmd__run(argv, &o, r);
 	if (err)
 		sb_printf(text, "cannot run probing %s: %s", argv[0], strerror(-err));
 	return err;
@@ -349,17 +367,20 @@ static int tool_record(const char *args, struct strbuf *text, bool *is_error)
 	    arg_int(args, "frequency", false, 1, 10000, 99, &hz, text) ||
 	    arg_bool(args, "children", false, &children, text))
 		return -EINVAL;
+	pthread_mutex_lock(&recdir_lock);
 	if (!recdir[0]) {
 		snprintf(recdir, sizeof(recdir), "%s", "/tmp/probing-mcp-XXXXXX");
 		if (!mkdtemp(recdir)) {
 			sb_printf(text, "cannot make a directory for the recordings: %s",
 				  strerror(errno));
 			recdir[0] = '\0';
+			pthread_mutex_unlock(&recdir_lock);
 			*is_error = true;
 			return 0;
 		}
 	}
 	snprintf(db, sizeof(db), "%s/pid%ld-%d.db", recdir, pid, ++nrecordings);
+	pthread_mutex_unlock(&recdir_lock);
 	snprintf(pidstr, sizeof(pidstr), "%ld", pid);
 	snprintf(secstr, sizeof(secstr), "%ld", seconds);
 	snprintf(hzstr, sizeof(hzstr), "%ld", hz);
@@ -650,11 +671,13 @@ int tools__list(struct strbuf *out)
 	return err ?: sb_puts(out, "]");
 }
 
-int tools__call(const char *name, const char *args, struct strbuf *text, bool *is_error)
+int tools__call(const char *name, const char *args, struct tool_call *call, struct strbuf *text,
+		bool *is_error)
 {
 	const struct tool *t = NULL;
 	char *unknown;
 	size_t i;
+	int err;
 
 	*is_error = false;
 	for (i = 0; i < ARRAY_SIZE(tools) && !t; i++)
@@ -680,7 +703,10 @@ int tools__call(const char *name, const char *args, struct strbuf *text, bool *i
 		free(unknown);
 		return -EINVAL;
 	}
-	return t->run(args, text, is_error);
+	current = call;
+	err = t->run(args, text, is_error);
+	current = NULL;
+	return err;
 }
 
 void tools__cleanup(void)

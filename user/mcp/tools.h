@@ -8,6 +8,7 @@
 #ifndef PROBING_MCP_TOOLS_H
 #define PROBING_MCP_TOOLS_H
 
+#include <signal.h>
 #include <stdbool.h>
 
 #include "base/util.h"
@@ -22,16 +23,28 @@ void tools__init(const struct tools_opts *o);
 /* Append the tools offered, as the JSON array of MCP's tools/list result. 0 or -ENOMEM. */
 int tools__list(struct strbuf *out);
 
-/*
- * Run tool @name with @args (a JSON object, or NULL for none). On success append the text of
- * the result to @text and set *@is_error when the tool ran but failed (the reason is then in
- * @text, for the assistant to read); return 0. Return -ENOENT for a tool that is not offered
- * and -EINVAL for arguments that do not fit its schema, with what is wrong in @text.
- */
-int tools__call(const char *name, const char *args, struct strbuf *text, bool *is_error);
+/* A tool call in progress, as another thread or a signal handler sees it (tools__cancel). */
+struct tool_call {
+	volatile sig_atomic_t pid;	 /* the command it runs now (its process group), or 0 */
+	volatile sig_atomic_t cancelled; /* set by tools__cancel: start no further command */
+};
 
-/* Stop the command a tool is running, if any (SIGTERM to it): async-signal-safe. */
-void tools__stop(void);
+/*
+ * Run tool @name with @args (a JSON object, or NULL for none), in the calling thread; calls
+ * may run at once in several threads, each with its own @call (zeroed). On success append
+ * the text of the result to @text and set *@is_error when the tool ran but failed (the
+ * reason is then in @text, for the assistant to read); return 0. Return -ENOENT for a tool
+ * that is not offered, -EINVAL for arguments that do not fit its schema (what is wrong in
+ * @text), -ECANCELED when @call was cancelled before a command it needed could start.
+ */
+int tools__call(const char *name, const char *args, struct tool_call *call, struct strbuf *text,
+		bool *is_error);
+
+/*
+ * Cancel @call: the command it runs is stopped (SIGTERM to its process group) and no other
+ * starts for it. Async-signal-safe, from any thread.
+ */
+void tools__cancel(struct tool_call *call);
 
 /* Remove the recordings record_and_summarize made (the server is ending). */
 void tools__cleanup(void);
