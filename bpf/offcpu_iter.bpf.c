@@ -74,17 +74,16 @@ struct {
 } iter_scratch SEC(".maps");
 
 #include "pystack.bpf.h"
+#include "samplefill.bpf.h"
 
 SEC("iter.s/task")
 int off_fetch(struct bpf_iter__task *ctx)
 {
 	struct task_struct *task = ctx->task;
-	__u32 zero = 0, ktid, pyb = 0, kb = 0, size;
+	__u32 zero = 0, ktid, size;
 	struct iter_scratch *s;
-	struct sample_event *e;
 	struct off_thread *th;
 	struct off_want *want;
-	struct pt_regs *regs;
 	__u64 block;
 
 	if (!task)
@@ -101,60 +100,13 @@ int off_fetch(struct bpf_iter__task *ctx)
 	s = bpf_map_lookup_elem(&iter_scratch, &zero);
 	if (!th || !s)
 		return 0;
-	e = &s->hdr;
-	e->type = EVENT_SAMPLE;
-	e->pid = th->pid;
-	e->tid = th->tid;
-	e->ns_pid = th->ns_pid;
-	e->ns_tid = th->ns_tid;
-	BPF_CORE_READ_STR_INTO(&e->comm, task, comm);
-	e->cpu = bpf_get_smp_processor_id();
-	e->time_ns = bpf_ktime_get_ns();
-	e->flags = SAMPLE_F_OFFCPU | SAMPLE_F_OFFCPU_ITER;
-	e->block = block;
-	e->stack_len = 0;
-	e->py_len = 0;
-	e->kstack_len = 0;
-	e->py_status = PY_NONE;
-	e->fsbase = task->thread.fsbase;
-	regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	user_regs(e->regs, regs, &e->flags);
-	if (want_python) {
-		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &e->pid);
-
-		if (cfg) {
-			__u32 n = py_walk(cfg, e->pid, e->fsbase, task,
-					  (struct py_frame_rec *)s->data, &e->py_status, &e->flags);
-
-			if (n > SAMPLER_MAX_PYDEPTH)
-				n = SAMPLER_MAX_PYDEPTH;
-			e->py_len = n;
-			pyb = n * sizeof(struct py_frame_rec);
-		}
-	}
-	if (want_kernel) {
-		long r = bpf_get_task_stack(task, s->data + (pyb & (PY_AREA / 2 - 1)),
-					    SAMPLER_MAX_KSTACK * sizeof(__u64), 0);
-
-		if (r > 0) {
-			kb = r & ((SAMPLER_MAX_KSTACK * sizeof(__u64)) * 2 - 1);
-			e->kstack_len = kb / sizeof(__u64);
-			kb = e->kstack_len * sizeof(__u64);
-		}
-	}
-	if (!(e->flags & SAMPLE_F_NO_USER_REGS)) {
-		__u64 sp = e->regs[DWREG_RSP];
-
-		e->stack_len = copy_user_stack(task, s->data + ((pyb + kb) & (PY_AREA - 1)), sp,
-					       stack_top(task, e->pid, e->tid, e->fsbase, sp),
-					       stack_size, &e->flags);
-	}
+	size = sizeof(s->hdr) +
+	       blocked_sample(&s->hdr, s->data, task, task, th, block, SAMPLE_F_OFFCPU_ITER);
 	/* Reading may sleep: a thread that ran meanwhile left a torn copy. */
 	if (task->on_cpu || task->nvcsw + task->nivcsw != block) {
 		iter_torn++;
 		return 0;
 	}
-	size = sizeof(*e) + pyb + kb + e->stack_len;
 	if (size > sizeof(*s))
 		return 0;
 	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP))

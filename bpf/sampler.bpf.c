@@ -104,6 +104,7 @@ static __always_inline void stat_inc(__u32 which)
 }
 
 #include "pystack.bpf.h"
+#include "samplefill.bpf.h"
 
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
@@ -167,30 +168,10 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	}
 	copy_regs(e->regs, &uregs);
 
-	if (want_python) {
-		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &tgid);
-
-		if (cfg) {
-			__u32 n = py_walk(cfg, tgid, e->fsbase, NULL,
-					  (struct py_frame_rec *)s->data, &e->py_status, &e->flags);
-
-			if (n > SAMPLER_MAX_PYDEPTH)
-				n = SAMPLER_MAX_PYDEPTH;
-			e->py_len = n;
-			pyb = n * sizeof(struct py_frame_rec);
-		}
-	}
-
-	if (want_kernel && (e->flags & SAMPLE_F_KERNEL_MODE)) {
-		long r = bpf_get_stack(ctx, s->data + (pyb & (PY_AREA / 2 - 1)),
-				       SAMPLER_MAX_KSTACK * sizeof(__u64), 0);
-
-		if (r > 0) {
-			kb = r & ((SAMPLER_MAX_KSTACK * sizeof(__u64)) * 2 - 1);
-			e->kstack_len = kb / sizeof(__u64);
-			kb = e->kstack_len * sizeof(__u64);
-		}
-	}
+	pyb = sample_python(e, s->data, NULL);
+	if (want_kernel && (e->flags & SAMPLE_F_KERNEL_MODE))
+		kb = sample_kstack(e, bpf_get_stack(ctx, s->data + (pyb & (PY_AREA / 2 - 1)),
+						    SAMPLER_MAX_KSTACK * sizeof(__u64), 0));
 
 	if (!(e->flags & SAMPLE_F_NO_USER_REGS)) {
 		stack_dst = s->data + ((pyb + kb) & (PY_AREA - 1));
@@ -464,65 +445,13 @@ static __always_inline void off_send(struct off_thread *th, struct task_struct *
 static __always_inline int send_blocked_stack(struct task_struct *t, const struct off_thread *th,
 					      __u64 block, __u32 how)
 {
-	__u32 cpu = bpf_get_smp_processor_id(), pyb = 0, kb = 0, size;
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
-	struct sample_event *e;
+	__u32 cpu = bpf_get_smp_processor_id(), size;
 	struct scratch *s;
-	__u8 *stack_dst;
 
 	s = bpf_map_lookup_elem(&scratch, &cpu);
 	if (!s)
 		return -1;
-	e = &s->hdr;
-	e->type = EVENT_SAMPLE;
-	e->pid = th->pid;
-	e->tid = th->tid;
-	e->ns_pid = th->ns_pid;
-	e->ns_tid = th->ns_tid;
-	BPF_CORE_READ_STR_INTO(&e->comm, t, comm);
-	e->cpu = cpu;
-	e->time_ns = bpf_ktime_get_ns();
-	e->flags = SAMPLE_F_OFFCPU | how;
-	e->block = block;
-	e->stack_len = 0;
-	e->py_len = 0;
-	e->kstack_len = 0;
-	e->py_status = PY_NONE;
-	e->fsbase = BPF_CORE_READ(t, thread.fsbase);
-	user_regs(e->regs, regs, &e->flags); /* none: a kernel thread */
-
-	if (want_python) {
-		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &e->pid);
-
-		if (cfg) {
-			__u32 n = py_walk(cfg, e->pid, e->fsbase, NULL,
-					  (struct py_frame_rec *)s->data, &e->py_status, &e->flags);
-
-			if (n > SAMPLER_MAX_PYDEPTH)
-				n = SAMPLER_MAX_PYDEPTH;
-			e->py_len = n;
-			pyb = n * sizeof(struct py_frame_rec);
-		}
-	}
-	if (want_kernel) {
-		/* Where in the kernel it waits: from __schedule down to the system call. */
-		long r = bpf_get_task_stack(t, s->data + (pyb & (PY_AREA / 2 - 1)),
-					    SAMPLER_MAX_KSTACK * sizeof(__u64), 0);
-
-		if (r > 0) {
-			kb = r & ((SAMPLER_MAX_KSTACK * sizeof(__u64)) * 2 - 1);
-			e->kstack_len = kb / sizeof(__u64);
-			kb = e->kstack_len * sizeof(__u64);
-		}
-	}
-	if (!(e->flags & SAMPLE_F_NO_USER_REGS)) {
-		stack_dst = s->data + ((pyb + kb) & (PY_AREA - 1));
-		e->stack_len =
-			copy_user_stack(NULL, stack_dst, e->regs[DWREG_RSP],
-					stack_top(t, e->pid, e->tid, e->fsbase, e->regs[DWREG_RSP]),
-					stack_size, &e->flags);
-	}
-	size = sizeof(*e) + pyb + kb + e->stack_len;
+	size = sizeof(s->hdr) + blocked_sample(&s->hdr, s->data, t, NULL, th, block, how);
 	if (size > sizeof(*s))
 		return -1;
 	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP)) {
