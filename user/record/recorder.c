@@ -951,6 +951,26 @@ static int frame_id(struct recorder *r, int i)
 }
 
 /*
+ * Intern the stack of the @n frames in r->frames (with r->stable), "[unknown]" when there is
+ * none, with the STACK_TRUNC_* @trunc: *@stack_id. 0 or -errno.
+ */
+static int intern_frames(struct recorder *r, int n, unsigned int trunc, uint64_t *stack_id)
+{
+	int i, err;
+
+	if (!n) {
+		r->frames[n] = (struct frame){.kind = FRAME_NATIVE, .func = "[unknown]"};
+		r->stable[n++] = NULL;
+	}
+	for (i = 0; i < n; i++) {
+		err = frame_id(r, i);
+		if (err)
+			return err;
+	}
+	return store__stack_id(r->st, r->ids, n, trunc, stack_id);
+}
+
+/*
  * The stack of sample @e of target @t, interned: *@stack_id. @py, @kst, @stack: the parts that
  * follow its header. 0 or -errno.
  */
@@ -959,7 +979,7 @@ static int sample_stack(struct recorder *r, struct target *t, const struct sampl
 			uint64_t *stack_id)
 {
 	unsigned int trunc = 0;
-	int n = 0, i, err, nn, np, nm;
+	int n = 0, i, nn, np, nm;
 
 	for (i = 0; i < e->kstack_len && n < MAX_FRAMES; i++) {
 		r->frames[n] = kallsyms__frame(r->ks, kst[i]);
@@ -974,17 +994,7 @@ static int sample_stack(struct recorder *r, struct target *t, const struct sampl
 		r->frames[n] = r->merged[i].f;
 		r->stable[n++] = r->merged[i].stable;
 	}
-	if (!n) {
-		r->frames[n] = (struct frame){.kind = FRAME_NATIVE, .func = "[unknown]"};
-		r->stable[n++] = NULL;
-	}
-
-	for (i = 0; i < n; i++) {
-		err = frame_id(r, i);
-		if (err)
-			return err;
-	}
-	return store__stack_id(r->st, r->ids, n, trunc, stack_id);
+	return intern_frames(r, n, trunc, stack_id);
 }
 
 /* Whether the sample @e, @len bytes with what follows it, holds what its header says. */
@@ -1070,7 +1080,7 @@ static int fallback_stack(void *ctx, pid_t pid, pid_t tid, uint64_t ip, uint64_t
 	struct recorder *r = ctx;
 	struct target *t = find_target(r, pid);
 	struct dwproc *dp = t ? target_dwproc(t) : NULL;
-	int n = 0, i, nn, err;
+	int n = 0, i, nn;
 
 	if (ip && dp) {
 		r->nat[0].pc = ip;
@@ -1082,16 +1092,7 @@ static int fallback_stack(void *ctx, pid_t pid, pid_t tid, uint64_t ip, uint64_t
 			r->stable[i] = r->merged[i].stable;
 		}
 	}
-	if (!n) {
-		r->frames[n] = (struct frame){.kind = FRAME_NATIVE, .func = "[unknown]"};
-		r->stable[n++] = NULL;
-	}
-	for (i = 0; i < n; i++) {
-		err = frame_id(r, i);
-		if (err)
-			return err;
-	}
-	return store__stack_id(r->st, r->ids, n, STACK_TRUNC_NATIVE, stack_id);
+	return intern_frames(r, n, STACK_TRUNC_NATIVE, stack_id);
 }
 
 /* Off-CPU time of a thread (a segment, offcpu.h). */

@@ -623,39 +623,13 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 
 void sampling__stats(struct sampling *s, uint64_t *samples, uint64_t *lost)
 {
-	__u64 vals[SAMPLER_MAX_CPUS];
-	__u32 key;
-	int i;
-
-	*samples = *lost = 0;
-	for (key = 0; key < 2; key++) {
-		uint64_t sum = 0;
-
-		if (bpf_map__lookup_elem(s->skel->maps.stats, &key, sizeof(key), vals,
-					 sizeof(__u64) * s->nr_cpus, 0))
-			continue;
-		for (i = 0; i < s->nr_cpus; i++)
-			sum += vals[i];
-		if (key == STAT_SAMPLES)
-			*samples = sum;
-		else
-			*lost = sum;
-	}
+	*samples = stat_sum(s, STAT_SAMPLES);
+	*lost = stat_sum(s, STAT_LOST);
 }
 
 uint64_t sampling__lost_events(struct sampling *s)
 {
-	__u64 vals[SAMPLER_MAX_CPUS];
-	__u32 key = STAT_LOST_EVENTS;
-	uint64_t sum = 0;
-	int i;
-
-	if (bpf_map__lookup_elem(s->skel->maps.stats, &key, sizeof(key), vals,
-				 sizeof(__u64) * s->nr_cpus, 0))
-		return 0;
-	for (i = 0; i < s->nr_cpus; i++)
-		sum += vals[i];
-	return sum;
+	return stat_sum(s, STAT_LOST_EVENTS);
 }
 
 int sampling__prog_stats(struct sampling *s, uint64_t *run_ns, uint64_t *runs)
