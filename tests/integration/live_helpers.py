@@ -106,15 +106,25 @@ def maps_count(pid, needle="libprobing-agent"):
     return len(paths)
 
 
-def tracer_of(pid):
-    with open("/proc/%d/status" % pid) as f:
+def _tracer(status_path):
+    """TracerPid of a /proc status file."""
+    with open(status_path) as f:
         return int(re.search(r"^TracerPid:\s*(\d+)", f.read(), re.M).group(1))
 
 
-def state_of(pid):
-    with open("/proc/%d/stat" % pid) as f:
+def _state(stat_path):
+    """The state letter of a /proc stat file."""
+    with open(stat_path) as f:
         s = f.read()
     return s[s.rindex(")") + 2]
+
+
+def tracer_of(pid):
+    return _tracer("/proc/%d/status" % pid)
+
+
+def state_of(pid):
+    return _state("/proc/%d/stat" % pid)
 
 
 def threads_of(pid):
@@ -122,14 +132,10 @@ def threads_of(pid):
     out = {}
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
-            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                status = f.read()
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                stat = f.read()
+            out[int(tid)] = (_tracer("/proc/%d/task/%s/status" % (pid, tid)),
+                             _state("/proc/%d/task/%s/stat" % (pid, tid)))
         except (FileNotFoundError, ProcessLookupError):
             continue  # that thread ended meanwhile
-        tracer = int(re.search(r"^TracerPid:\s*(\d+)", status, re.M).group(1))
-        out[int(tid)] = (tracer, stat[stat.rindex(")") + 2])
     return out
 
 

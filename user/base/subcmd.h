@@ -58,7 +58,8 @@ void subcmd__result_free(struct subcmd_result *r);
 
 /*
  * Stop the child @pid (its process group) as subcmd__run does on a time limit: for another
- * thread that was given the pid by on_pid (a "cancel" request). Return 0 or -errno.
+ * thread that was given the pid by on_pid (a "cancel" request). Async-signal-safe (a kill).
+ * Return 0 or -errno.
  */
 int subcmd__stop(pid_t pid);
 

@@ -130,7 +130,7 @@ void tools__cancel(struct tool_call *call)
 
 	call->cancelled = 1;
 	if (pid > 0)
-		kill(-pid, SIGTERM);
+		subcmd__stop(pid);
 }
 
 /*

@@ -224,12 +224,15 @@ static const char *first_difference(const char *a, const char *b, char *buf, siz
  */
 static const char *table_entry(const char *s, const char *name, size_t *len)
 {
-	size_t n = strlen(name);
+	size_t n = strlen(name), l;
+	const char *end;
 
-	for (const char *t = s; *t; t = strchr(t, ';') ? strchr(t, ';') + 1 : t + strlen(t)) {
-		if (!strncmp(t, name, n) && t[n] == '(') {
-			*len = strchr(t, ';') ? (size_t)(strchr(t, ';') + 1 - t) : strlen(t);
-			return t;
+	for (; *s; s += l) {
+		end = strchr(s, ';');
+		l = end ? (size_t)(end + 1 - s) : strlen(s);
+		if (!strncmp(s, name, n) && s[n] == '(') {
+			*len = l;
+			return s;
 		}
 	}
 	return NULL;
