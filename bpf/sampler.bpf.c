@@ -501,8 +501,14 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 		return 0;
 	}
 	/* The time since it was last looked at (by a sweep at every period, or every few with
-	 * more threads than offcpu_max_threads). */
-	w = th->last_ns ? c->now - th->last_ns : period_ns;
+	 * more threads than offcpu_max_threads); none if a sweep with a later time already did
+	 * (never counted twice). */
+	if (!th->last_ns)
+		w = period_ns;
+	else if (c->now > th->last_ns)
+		w = c->now - th->last_ns;
+	else
+		goto out;
 	if (w > OFFCPU_MAX_WEIGHT_NS)
 		w = OFFCPU_MAX_WEIGHT_NS;
 	th->last_ns = c->now;
@@ -580,7 +586,12 @@ out:
 SEC("perf_event")
 int on_sweep(struct bpf_perf_event_data *ctx)
 {
-	__u64 now = bpf_ktime_get_ns(), last = sweep_last_ns;
+	/*
+	 * The last sweep's start is read before the clock: read after it, it could be a later
+	 * start (another CPU's sweep that began in between), now - last would wrap around and
+	 * this CPU would sweep too, with a time behind the threads' last_ns.
+	 */
+	__u64 last = *(volatile __u64 *)&sweep_last_ns, now = bpf_ktime_get_ns();
 	struct sweep_ctx c = {};
 
 	if (!want_offcpu || off_stop || now - last < period_ns * 9 / 10)
