@@ -275,6 +275,18 @@ static int attach_mmap_hook(struct comm *c, enum mmap_hook h)
 	return c->mmap_link ? 0 : -errno;
 }
 
+bool comm__is_nccl_call(const char *func)
+{
+	size_t i;
+
+	if (strncmp(func, "nccl", 4))
+		return false;
+	for (i = 0; i < ARRAY_SIZE(specs); i++)
+		if (specs[i].role == COMM_R_NCCL_CALL && !strcmp(specs[i].sym, func))
+			return true;
+	return false;
+}
+
 int comm__open(struct sampling *s, const struct comm_opts *o, struct comm **out)
 {
 	struct comm *c;
