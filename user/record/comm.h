@@ -76,6 +76,14 @@ int comm__call_group(struct comm *c, const struct comm_call_event *e, int32_t *r
 /* The torch layout of the library of the gloo call @e, or NULL if not known (yet). */
 const struct torchlayout *comm__call_layout(const struct comm *c, const struct comm_call_event *e);
 
+/*
+ * Whether @func, a native frame's name, is one of NCCL's collective entry points that comm
+ * probes (ncclBcast, ncclBroadcast, ...). Newer NCCLs implement one with another (ncclBcast
+ * calls ncclBroadcast): a probed call with such a frame among its callers is that same call
+ * seen twice.
+ */
+bool comm__is_nccl_call(const char *func);
+
 /* What probing noted about the libraries it looked at, "; "-separated, or NULL if nothing. */
 const char *comm__notes(const struct comm *c);
 
