@@ -1,7 +1,9 @@
 # probing — build, test, demo, install.
 #
 #   make              build build/probing and build/libprobing-agent.so
-#   make test         install missing dependencies, build, run unit + integration tests
+#   make test         install missing dependencies (and the Debian unstable root of python3.14,
+#                     python3.15 and torch 2.14: scripts/install-sidroot.sh), build, run unit +
+#                     integration tests
 #   make demo         install missing dependencies, build, record the demo workload -> demo.svg
 #   make install      install into $(PREFIX) (default /usr/local)
 #   make vmlinux      regenerate vmlinux/x86/vmlinux.h from the running kernel's BTF
@@ -143,6 +145,7 @@ unit: $(UNIT_BINS)
 
 test:
 	$(Q)scripts/install-deps.sh --if-missing
+	$(Q)scripts/install-sidroot.sh --if-missing
 	$(Q)$(MAKE) --no-print-directory $(TEST_TARGETS)
 	$(Q)tests/run.sh $(if $(T),--filter '$(T)')
 

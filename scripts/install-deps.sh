@@ -13,6 +13,8 @@ PKGS=(
 	python3 python3-torch chromium procps util-linux iproute2 sqlite3 file binutils gdb
 	# probing debug: debugpy for Debian's python3 (tests: test_debug)
 	python3-debugpy
+	# tests: the Debian unstable root of python3.14/3.15 and torch 2.14 (install-sidroot.sh)
+	mmdebstrap
 	# benchmarks
 	linux-perf
 	# bench/bench_offcpu.py compares with its offcputime

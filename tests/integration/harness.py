@@ -12,6 +12,8 @@ import sqlite3
 import subprocess
 import time
 
+import sidroot
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.join(ROOT, "build")
 PROBING = os.path.join(BUILD, "probing")
@@ -136,8 +138,9 @@ def py_minors():
 
 
 def pythons():
-    """Every supported CPython (py_minors) on the machine: pyenv builds and Debian's
-    python3.11.
+    """Every supported CPython (py_minors) on the machine: pyenv builds, Debian unstable's
+    python3.14 and python3.15 in the root of scripts/install-sidroot.sh (run there as in a
+    container: sidroot.py), and Debian's python3.11, last.
 
     Returns [(label, path)], e.g. ("3.12", "/root/.pyenv/versions/3.12.1/bin/python3.12").
     """
@@ -153,6 +156,10 @@ def pythons():
                 roots.append((f"3.{m.group(1)}", exe, int(m.group(1))))
     roots.sort(key=lambda r: r[2])
     out = [(label, exe) for label, exe, _ in roots]
+    have = {label for label, _ in out}
+    for minor in sidroot.MINORS:
+        if minor in minors and f"3.{minor}" not in have and sidroot.available():
+            out.append((f"3.{minor}", sidroot.python(minor)))
     if os.path.exists("/usr/bin/python3.11"):
         out.append(("debian-3.11", "/usr/bin/python3.11"))
     return out

@@ -43,17 +43,27 @@ void log_printf(enum log_level level, const char *fmt, ...)
 	sb_free(&line);
 }
 
+static bool libbpf_quiet;
+
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	int want = level == LIBBPF_WARN ? LOG_WARN : level == LIBBPF_INFO ? LOG_DEBUG : 3;
 
+	if (libbpf_quiet)
+		want = 3;
 	if (want > log_verbosity)
 		return 0;
-	fputs("probing: libbpf: ", stderr);
+	/* libbpf's own messages start with "libbpf: " already. */
+	fputs(strncmp(fmt, "libbpf: ", 8) ? "probing: libbpf: " : "probing: ", stderr);
 	return vfprintf(stderr, fmt, ap);
 }
 
 void log_setup_libbpf(void)
 {
 	libbpf_set_print(libbpf_print);
+}
+
+void log_libbpf_quiet(bool quiet)
+{
+	libbpf_quiet = quiet;
 }

@@ -3,6 +3,7 @@
 #ifndef PROBING_LOG_H
 #define PROBING_LOG_H
 
+#include <stdbool.h>
 #include <stdarg.h>
 
 enum log_level {
@@ -27,5 +28,12 @@ void log_printf(enum log_level level, const char *fmt, ...) __attribute__((forma
 
 /* Route libbpf's messages through our levels (warnings always, the rest with -vv). */
 void log_setup_libbpf(void);
+
+/*
+ * While @quiet, every libbpf message, warnings included, waits for -vv: for the attempts whose
+ * failure is expected on some kernels and has a fallback (a hook a kernel lacks, tracefs not
+ * mounted). Not thread-safe: call from the thread that loads BPF objects.
+ */
+void log_libbpf_quiet(bool quiet);
 
 #endif

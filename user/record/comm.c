@@ -225,19 +225,12 @@ static int share_map(struct sampling *s, struct bpf_map *m, const char *name)
 	return fd < 0 ? fd : bpf_map__reuse_fd(m, fd);
 }
 
-/* libbpf's messages while trying what the kernel may lack: all of them at -vv only. */
-static int libbpf_print_vv(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	if (log_verbosity < 2)
-		return 0;
-	fputs("probing: libbpf: ", stderr);
-	return vfprintf(stderr, fmt, ap);
-}
-
-/* How comm learns that a target maps a library (COMM_EV_MAPPED), in the order tried: the mmap
- * system call's tracepoint (most kernels have it; every load attempt verifies the whole
- * object again, so the likeliest goes first), fentry (needs BPF trampolines), none. */
-enum mmap_hook { HOOK_TRACEPOINT, HOOK_FENTRY, HOOK_NONE };
+/* How comm learns that a target maps a library (COMM_EV_MAPPED), in the order tried: fentry on
+ * security_mmap_file (needs BPF trampolines, nothing mounted), the mmap system call's
+ * tracepoint (its attach needs tracefs, which a fresh machine may not have mounted), none.
+ * A hook counts only once it is attached: the next one is tried if its load or its attach
+ * fails. */
+enum mmap_hook { HOOK_FENTRY, HOOK_TRACEPOINT, HOOK_NONE };
 
 static int load(struct comm *c, struct sampling *s, const struct comm_opts *o, enum mmap_hook h)
 {
@@ -272,20 +265,26 @@ fail:
 	return err;
 }
 
-/* Attach the mmap hook that was loaded, if any. */
-static void attach_mmap_hook(struct comm *c)
+/* Attach the mmap hook that was loaded for @h: 0, or a negative errno (-ENOENT: tracefs is not
+ * mounted, for the tracepoint). */
+static int attach_mmap_hook(struct comm *c, enum mmap_hook h)
 {
-	struct bpf_program *p = NULL;
+	struct bpf_program *p = h == HOOK_FENTRY ? c->skel->progs.comm_mmap : c->skel->progs.comm_mmap_tp;
 
-	if (bpf_program__autoload(c->skel->progs.comm_mmap))
-		p = c->skel->progs.comm_mmap;
-	else if (bpf_program__autoload(c->skel->progs.comm_mmap_tp))
-		p = c->skel->progs.comm_mmap_tp;
-	if (p)
-		c->mmap_link = bpf_program__attach(p);
-	if (!c->mmap_link)
-		pr_debug("collectives: no mmap hook (%s): targets are scanned once a second",
-			 p ? strerror(errno) : "the kernel refused both");
+	c->mmap_link = bpf_program__attach(p);
+	return c->mmap_link ? 0 : -errno;
+}
+
+bool comm__is_nccl_call(const char *func)
+{
+	size_t i;
+
+	if (strncmp(func, "nccl", 4))
+		return false;
+	for (i = 0; i < ARRAY_SIZE(specs); i++)
+		if (specs[i].role == COMM_R_NCCL_CALL && !strcmp(specs[i].sym, func))
+			return true;
+	return false;
 }
 
 int comm__open(struct sampling *s, const struct comm_opts *o, struct comm **out)
@@ -306,21 +305,32 @@ int comm__open(struct sampling *s, const struct comm_opts *o, struct comm **out)
 	c->multi = kernel_has_uprobe_multi();
 	/* Without an mmap hook the targets' libraries are found by scanning. libbpf's own
 	 * messages about what a kernel lacks are for -vv. */
-	libbpf_set_print(libbpf_print_vv);
-	for (h = HOOK_TRACEPOINT; h <= HOOK_NONE && err; h++)
+	log_libbpf_quiet(true);
+	for (h = HOOK_FENTRY; h <= HOOK_NONE && err; h++) {
 		err = load(c, s, o, h);
+		if (err || h == HOOK_NONE)
+			continue;
+		err = attach_mmap_hook(c, h);
+		if (err) {
+			pr_debug("collectives: the %s mmap hook did not attach (%s)",
+				 h == HOOK_FENTRY ? "fentry" : "tracepoint", strerror(-err));
+			comm_bpf__destroy(c->skel);
+			c->skel = NULL;
+		}
+	}
 	if (err && c->multi) {
 		c->multi = false;
 		err = load(c, s, o, HOOK_NONE);
 	}
-	log_setup_libbpf();
+	log_libbpf_quiet(false);
 	if (err) {
 		pr_info("collectives are not recorded: the kernel refused their BPF program (%s; "
 			"-vv shows the verifier's log)",
 			strerror(-err));
 		goto fail;
 	}
-	attach_mmap_hook(c);
+	if (!c->mmap_link)
+		pr_debug("collectives: no mmap hook: targets are scanned once a second");
 	*out = c;
 	return 0;
 fail:

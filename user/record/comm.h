@@ -64,6 +64,14 @@ void comm__forget(struct comm *c, pid_t pid);
  */
 int comm__call_bytes(struct comm *c, const struct comm_call_event *e, int64_t *bytes);
 
+/*
+ * Whether @func, a native frame's name, is one of NCCL's collective entry points that comm
+ * probes (ncclBcast, ncclBroadcast, ...). Newer NCCLs implement one with another (ncclBcast
+ * calls ncclBroadcast): a probed call with such a frame among its callers is that same call
+ * seen twice.
+ */
+bool comm__is_nccl_call(const char *func);
+
 /* What probing noted about the libraries it looked at, "; "-separated, or NULL if nothing. */
 const char *comm__notes(const struct comm *c);
 

@@ -100,6 +100,7 @@ struct recorder {
 	struct pym_frame pframes[SAMPLER_MAX_PYDEPTH];
 	struct pym_frame merged[MAX_FRAMES];
 	struct frame frames[MAX_FRAMES];
+	int nframes_last; /* frames in r->frames by the last intern_frames */
 	const struct frame *stable[MAX_FRAMES]; /* the cached frame each came from, or NULL */
 	uint64_t ids[MAX_FRAMES];
 	struct bmap *frame_ids; /* address of a cached (stable) frame -> frame id */
@@ -962,6 +963,7 @@ static int intern_frames(struct recorder *r, int n, unsigned int trunc, uint64_t
 		r->frames[n] = (struct frame){.kind = FRAME_NATIVE, .func = "[unknown]"};
 		r->stable[n++] = NULL;
 	}
+	r->nframes_last = n;
 	for (i = 0; i < n; i++) {
 		err = frame_id(r, i);
 		if (err)
@@ -1112,6 +1114,21 @@ static int handle_offcpu(struct recorder *r, const struct offcpu_event *ev)
 	return offcpu__segment(r->oc, ev, (int64_t)ts, now_mono_ns());
 }
 
+/*
+ * Whether the NCCL call whose stack intern_stack just read was made by another probed NCCL
+ * call (NCCL 2.2x: ncclBcast calls ncclBroadcast; one broadcast counted twice otherwise).
+ * Its callers are the frames above the probed function itself.
+ */
+static bool nested_nccl_call(const struct recorder *r)
+{
+	int i;
+
+	for (i = 1; i < r->nframes_last && i < 4; i++)
+		if (r->frames[i].kind == FRAME_NATIVE && comm__is_nccl_call(r->frames[i].func))
+			return true;
+	return false;
+}
+
 /* An event of the collectives probes: a call's stack is interned like a sample's. */
 static int handle_comm(struct recorder *r, const struct comm_event *h, size_t len)
 {
@@ -1135,9 +1152,12 @@ static int handle_comm(struct recorder *r, const struct comm_event *h, size_t le
 	if (t && t->alive) {
 		/* A call is no sample: the sample statistics stay as they were. */
 		keep = r->stats;
+		r->nframes_last = 0;
 		if (intern_stack(r, t, &e->s, &stack_id))
 			stack_id = 0;
 		r->stats = keep;
+		if (COMM_COOKIE_ROLE(h->cookie) == COMM_R_NCCL_CALL && nested_nccl_call(r))
+			return 0;
 	}
 	return collectives__call(r->cs, e, stack_id);
 }
