@@ -170,8 +170,12 @@ static const char *group_name(struct collectives *cs, pid_t pid, uint64_t pg,
 	if (!slot)
 		return NULL;
 	if (!*slot) {
-		if (torchlayout_group_name(pid, pg, tl, name, sizeof(name)))
+		if (torchlayout_group_name(pid, pg, tl, name, sizeof(name))) {
+			pr_debug("collectives: pid %d: the name of the process group at %#llx "
+				 "cannot be read",
+				 pid, (unsigned long long)pg);
 			name[0] = '\0';
+		}
 		s = strdup(name);
 		if (!s)
 			return NULL;

@@ -8,11 +8,11 @@
 
 static const struct torchlayout known[] = {
 	/* Debian 12's libtorch-dev 1.13.0 */
-	{"1.13", .pg_rank = 24, .pg_size = 28, .pg_store = 104, .prefix = 32,
+	{"1.13", .pg_rank = 24, .pg_size = 28, .pg_store = 104, .prefix = 32, .ps_store = 64,
 	 .ti_numel = TORCHLAYOUT_TENSOR_DEFAULT},
 	/* Debian unstable's libtorch-dev 2.14.1 with libgloo-dev 0.0~git20250912 */
-	{"2.14", .pg_rank = 16, .pg_size = 20, .pg_store = 144, .prefix = 24,
-	 .ti_numel = TORCHLAYOUT_TENSOR_2_14},
+	{"2.14", .pg_rank = 16, .pg_size = 20, .pg_store = 144, .prefix = 24, .ps_store = 56,
+	 .device_prefix = true, .ti_numel = TORCHLAYOUT_TENSOR_2_14},
 };
 
 const struct torchlayout *torchlayout_known(unsigned int i)
@@ -258,11 +258,14 @@ int torchlayout_group_name(pid_t pid, uint64_t pg, const struct torchlayout *tl,
 	unsigned int i;
 
 	/* ProcessGroupGloo::store_ (a unique_ptr or shared_ptr to the GlooStore) at the layout's
-	 * offset; GlooStore::store_ (an intrusive_ptr<c10d::Store>) at 8 in both; then the
-	 * PrefixStore's prefix_. Without a layout, each known one is tried. */
+	 * offset; GlooStore::store_ (an intrusive_ptr<c10d::Store>) at 8 in both; on 2.x the
+	 * device's PrefixStore's store_; then the PrefixStore's prefix_. Without a layout, each
+	 * known one is tried. */
 	for (i = 0; (k = tl ?: torchlayout_known(i)); i++) {
 		gs = find_member(pid, pg, k->pg_store, tl ? 512 : 0, GLOO_STORE);
 		ps = gs ? find_member(pid, gs, 8, 64, PREFIX_STORE) : 0;
+		if (ps && k->device_prefix)
+			ps = find_member(pid, ps, k->ps_store, 0, PREFIX_STORE);
 		if (ps && !prefix_at(pid, ps, k->prefix, buf, size))
 			return 0;
 		if (tl)

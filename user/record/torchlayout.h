@@ -10,6 +10,7 @@
 #ifndef PROBING_TORCHLAYOUT_H
 #define PROBING_TORCHLAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -26,6 +27,9 @@ struct torchlayout {
 	uint16_t pg_size;    /* size_ (int) */
 	uint16_t pg_store;   /* ProcessGroupGloo::store_ (the GlooStore) */
 	uint16_t prefix;     /* c10d::PrefixStore::prefix_ (std::string) */
+	uint16_t ps_store;   /* c10d::PrefixStore::store_ (the store it wraps) */
+	bool device_prefix;  /* the GlooStore's PrefixStore is the device's ("cpu/"), wrapping
+			      * the group's (torch 2.x's _new_process_group_helper) */
 	uint16_t ti_numel;   /* c10::TensorImpl::numel_ (data_type_ 8 bytes after it) */
 };
 
@@ -91,9 +95,9 @@ unsigned int torchlayout_nccl_size(unsigned int dtype);
 
 /*
  * The name of the ProcessGroupGloo at @pg in process @pid, of layout @tl (NULL: unknown; each
- * known one is tried): the prefix of the PrefixStore its GlooStore wraps, which
- * torch.distributed builds from the group's name ("0" for the default group, the same on
- * every rank), without its trailing '/'. The string is checked as a libstdc++ std::string (an
+ * known one is tried): the prefix of the PrefixStore its GlooStore wraps (on 2.x, of the one
+ * that the device's PrefixStore wraps), which torch.distributed builds from the group's name
+ * ("0" for the default group, the same on every rank), without its trailing '/'. The string is checked as a libstdc++ std::string (an
  * inline one points into itself). Return 0 and the name in @buf (escaped nowhere: the caller
  * stores it as data), or -errno (-ENOENT: not that layout).
  */
