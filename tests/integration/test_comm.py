@@ -1,7 +1,8 @@
 """Collectives recorded from outside with uprobes (record's collectives view, issue 12).
 
-The target is tests/workloads/torch/ddp_comm_job.py: a real 3-rank gloo DDP job under torchrun
-(Debian's python3.11 with python3-torch 1.13) whose model has 5,560 parameters, so each
+The target is tests/workloads/torch/ddp_comm_job.py: a real 3-rank gloo DDP job, on each torch
+of torchenv.py (Debian's torch 1.13 under torchrun on the host, torch 2.14 with its own libgloo
+in Debian unstable's root under launch.py), whose model has 5,560 parameters, so each
 step's gradient allreduce carries 22,240 bytes (one bucket), with rank 1 50 ms late to every
 step and an explicit dist.barrier() at the end. Its own prints are the ground truth: its
 ranks' pids, and time.time_ns() around every loss.backward().
@@ -14,6 +15,7 @@ import statistics
 import subprocess
 
 import harness
+import torchenv
 
 TORCHRUN = "/usr/bin/torchrun"
 JOB = os.path.join(harness.PY_WORKLOADS, "torch", "ddp_comm_job.py")
@@ -29,15 +31,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torchrun(nranks=NRANKS):
-    return [TORCHRUN, "--nproc_per_node", str(nranks), "--master_addr", "127.0.0.1",
-            "--master_port", str(free_port()), "--redirects", "1", "--tee", "1", JOB]
+def torchrun(t, nranks=NRANKS):
+    return t.launch(nranks, JOB, port=free_port())
 
 
-def job_env(steps, **extra):
-    env = {"STEPS": str(steps), "LATE_RANK": "1", "LATE_MS": str(LATE_MS), "OMP_NUM_THREADS": "1"}
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+def job_env(t, steps, **extra):
+    return t.env(STEPS=steps, LATE_RANK=1, LATE_MS=LATE_MS, OMP_NUM_THREADS=1, **extra)
 
 
 def ranks_of(out):
@@ -134,13 +133,15 @@ def check_late_rank(by_rank, late=1):
     assert 0.7 * LATE_MS <= shorter_ms <= 1.6 * LATE_MS, shorter_ms
 
 
-@harness.timeout(240)
-def test_comm_ddp_from_start():
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+@harness.timeout(300)
+def test_comm_ddp_from_start(t):
     """record --children -- torchrun ...: every rank's collectives from the job's start."""
+    t.require()
     steps = 16
     db = harness.tmp("ddp.db")
-    p = harness.probing("record", "-o", db, "--children", "--", *torchrun(),
-                        env=job_env(steps, P2P=1, P2P_NUMEL=1000), timeout=200)
+    p = harness.probing("record", "-o", db, "--children", "--", *torchrun(t),
+                        env=job_env(t, steps, P2P=1, P2P_NUMEL=1000), timeout=260)
     assert p.returncode == 0, p.stderr[-3000:]
     ranks = ranks_of(p.stdout)
     assert sorted(ranks.values()) == list(range(NRANKS)), p.stdout[-2000:]
@@ -222,18 +223,20 @@ def test_comm_ddp_from_start():
     assert md["comm"] == "on" and int(md["collectives"]) == len(rows(db)), md
 
 
-@harness.timeout(240)
-def test_comm_attach_to_running_job_and_steps():
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+@harness.timeout(300)
+def test_comm_attach_to_running_job_and_steps(t):
     """record -p RANK_PIDS on a job that is already running (torch loaded, process group made,
     DDP set up): its later collectives, seq the same on every rank. With the PyTorch hooks
     injected into every rank and their rows saved into the recording, the documented query
     "Steps and their communication" splits each step so that its parts add up: the ranks
     that wait for the late one do so in comm_wait_ms, after their backward."""
+    t.require()
     steps = 8
     go, hold = harness.tmp("go"), harness.tmp("hold")
     out_path = harness.tmp("job.out")
-    job = harness.spawn(torchrun(), env=job_env(steps, WAIT_AT="loop", WAIT_FILE=go,
-                                                 HOLD_FILE=hold),
+    job = harness.spawn(torchrun(t), env=job_env(t, steps, WAIT_AT="loop", WAIT_FILE=go,
+                                                  HOLD_FILE=hold),
                         stdout=open(out_path, "w"), stderr=subprocess.STDOUT)
 
     def out():
@@ -245,7 +248,7 @@ def test_comm_attach_to_running_job_and_steps():
             raise AssertionError("the job exited: " + out()[-2000:])
         r = ranks_of(out())
         return r if len(r) == NRANKS else None
-    ranks = harness.wait_for(started, timeout=120, what="3 ranks set up")
+    ranks = harness.wait_for(started, timeout=180, what="3 ranks set up")
     for pid in ranks:
         harness.probing("inject", "-p", pid, "--torch", check=True)
         harness.probing("config", "-p", pid, "torch_every=1", check=True)
@@ -253,8 +256,9 @@ def test_comm_attach_to_running_job_and_steps():
     err_path = harness.tmp("record.err")
     rec = harness.spawn([harness.PROBING, "record", "-v", "-o", db, "-p",
                          ",".join(map(str, ranks))], stderr=open(err_path, "w"))
-    harness.wait_for(lambda: open(err_path).read().count("probe points in /usr/lib/x86_64") ==
-                     NRANKS, timeout=60, what="the probes attached")
+    harness.wait_for(lambda: len(re.findall(r"probe points in \S*/libtorch_cpu\.so",
+                                            open(err_path).read())) == NRANKS,
+                     timeout=60, what="the probes attached")
     open(go, "w").close()
     harness.wait_for(lambda: len(backward_windows(out())) == NRANKS * steps, timeout=120,
                      what="the job's steps")
@@ -300,16 +304,18 @@ def test_comm_attach_to_running_job_and_steps():
             assert 0.7 * LATE_MS <= wait <= 1.6 * LATE_MS, (rank, mine)
 
 
-@harness.timeout(120)
-def test_comm_off_and_single_rank():
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+@harness.timeout(180)
+def test_comm_off_and_single_rank(t):
     """A one-rank gloo job: its allreduces are recorded (group of size 1); with --no-comm
     nothing is, and meta says so."""
-    env = job_env(3, RANK=0, WORLD_SIZE=1, LOCAL_RANK=0, MASTER_ADDR="127.0.0.1",
+    t.require()
+    env = job_env(t, 3, RANK=0, WORLD_SIZE=1, LOCAL_RANK=0, MASTER_ADDR="127.0.0.1",
                   MASTER_PORT=free_port())
     for flag in (None, "--no-comm"):
         db = harness.tmp("one%s.db" % (flag or ""))
         p = harness.probing("record", "-o", db, *([flag] if flag else []), "--",
-                            "/usr/bin/python3", JOB, env=env, timeout=100)
+                            *t.python_argv(JOB), env=env, timeout=150)
         assert p.returncode == 0, p.stderr[-2000:]
         got = rows(db)
         if flag:
