@@ -25,13 +25,16 @@ LAUNCH = os.path.join(harness.PY_WORKLOADS, "torch", "launch.py")
 
 
 class Torch:
-    def __init__(self, label, version, minor, python, in_root):
+    def __init__(self, label, version, minor, python, in_root, backward_leaf):
         self.label = label
         self.version = version      # "2.14"
         self.minor = minor          # the CPython minor it runs under
         self.python = python        # the interpreter's path as the workload sees it
         self.in_root = in_root
         self.thread_name = os.path.basename(python)  # what unnamed threads are called
+        # The innermost Python function of a thread waiting in loss.backward(): 1.13's
+        # torch.autograd.backward calls the engine itself, 2.x's through autograd/graph.py.
+        self.backward_leaf = backward_leaf
 
     def __str__(self):
         return self.label
@@ -70,7 +73,7 @@ class Torch:
         return env
 
 
-HOST = Torch("torch1.13", "1.13", 11, "/usr/bin/python3.11", False)
-SID = Torch("torch2.14", "2.14", 14, "/usr/bin/python3.14", True)
+HOST = Torch("torch1.13", "1.13", 11, "/usr/bin/python3.11", False, "backward")
+SID = Torch("torch2.14", "2.14", 14, "/usr/bin/python3.14", True, "_engine_run_backward")
 ALL = [HOST, SID]
 IDS = [t.label for t in ALL]
