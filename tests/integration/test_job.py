@@ -88,6 +88,7 @@ def test_job_backtrace_hung_rank(t):
     job = Job(t, "--hang-rank", "1")
     hang, backward = marked_line("hang"), marked_line("backward")
     open(job.hang_file, "w").close()
+    seen = []
 
     def hung():
         r = h.probing("backtrace", "-p", job.pid, "--children", "--format", "json")
@@ -96,6 +97,8 @@ def test_job_backtrace_hung_rank(t):
         by_rank = {p["rank"]: p for p in procs}
         if set(by_rank) != {None, *range(NRANKS)}:
             return None
+        seen[:] = [[f["func"] for f in main_thread(by_rank[k])["frames"]] for k in range(NRANKS)]
+        h.log("main threads: %s" % seen)
         leaves = [main_thread(by_rank[k])["frames"][0] for k in range(NRANKS)]
         # The others waiting in their backward (not still on their way to it: a snapshot
         # can catch them in the forward of the step rank 1 never joins).
