@@ -9,7 +9,8 @@ honours USE_LIBUV=0. The ranks themselves can (dist.init_process_group's env:// 
 job tests start them with this instead: the same shape as torchrun's (one Python launcher
 process whose children are the ranks), the same variables (MASTER_ADDR 127.0.0.1,
 MASTER_PORT, RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK,
-ROLE_WORLD_SIZE, TORCHELASTIC_RUN_ID), plus USE_LIBUV=0. Loopback only.
+ROLE_WORLD_SIZE, TORCHELASTIC_RUN_ID), plus USE_LIBUV=0. Loopback only. Like torchrun's
+agent, it has imported torch.
 
 The ranks' output goes to this process's stdout and stderr as it comes (torchrun --tee
 without the prefixes). Exit status: 0 when every rank exits 0, else the first failing rank's
@@ -22,6 +23,10 @@ import socket
 import subprocess
 import sys
 import time
+
+# torchrun's agent is torch itself: a tool that reaches every Python process of the job
+# (inject --children --torch) finds torch imported in the launcher too.
+import torch  # noqa: F401
 
 
 def free_port():
