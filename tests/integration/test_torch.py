@@ -147,7 +147,10 @@ def test_torch_trace_every_module_every_step(tv):
     p = inject(t.pid, "--torch")
     assert "torch: hooks installed (torch %s" % tv.version in p.stdout, p.stdout
     assert "register_module_forward_pre_hook" in p.stdout
-    assert "Optimizer.step wrapped in" in p.stdout, p.stdout
+    # 1.13 has no optimizer step hooks: Optimizer.step is wrapped there (docs/torch.md).
+    assert ("Optimizer.step wrapped in" if tv.version == "1.13" else
+            "register_optimizer_step_pre_hook/register_optimizer_step_post_hook") in p.stdout, \
+        p.stdout
     t.go("PAUSE 8")
     got = rows(t.pid)
     s = status(t.pid)
