@@ -398,3 +398,49 @@ def test_comm_library_without_symbols_is_a_note():
     assert note in p.stderr, p.stderr[-2000:]
     md = meta(db)
     assert md["comm"] == "on" and note in md["comm_notes"] and int(md["collectives"]) == 0, md
+
+
+FSDP2_JOB = os.path.join(harness.PY_WORKLOADS, "torch", "fsdp2_job.py")
+
+
+@harness.timeout(300)
+def test_comm_fsdp2_on_cpu():
+    """FSDP2 (fully_shard, torch 2.x: not in 1.13) on CPU with gloo, 2 ranks, recorded from the
+    start: per step, each Linear's shards all-gathered in forward (Linear(64, 32) first) and
+    again in backward (the other way round), each rank contributing its half (4 bytes x
+    2,080 / 2 and x 264 / 2); then the gradients reduced, Linear(32, 8)'s first (gloo has no
+    reduce-scatter of one tensor: torch reduces the whole gradient with an allreduce). seq the
+    same on every rank for the same collective; the stacks are FSDP's own."""
+    t = torchenv.SID
+    t.require()
+    steps, nranks = 3, 2
+    big, small = 4 * (64 * 32 + 32), 4 * (32 * 8 + 8)
+    db = harness.tmp("fsdp2.db")
+    p = harness.probing("record", "-o", db, "--children", "--",
+                        *t.launch(nranks, FSDP2_JOB, port=free_port()),
+                        env=t.env(STEPS=steps, OMP_NUM_THREADS=1), timeout=260)
+    assert p.returncode == 0, p.stderr[-3000:]
+    ranks = {int(pid): int(r) for r, pid, w in re.findall(r"rank (\d+) pid (\d+) world (\d+)",
+                                                           p.stdout)}
+    assert sorted(ranks.values()) == [0, 1], p.stdout[-2000:]
+    losses = {}
+    for r, s, loss in re.findall(r"STEP rank=(\d) step=(\d+) loss=(\S+)", p.stdout):
+        losses.setdefault(int(s), set()).add(loss)
+    assert sorted(losses) == list(range(steps)) and all(len(v) == 1 for v in losses.values())
+    got = [r for r in rows(db) if r["pid"] in ranks]
+    step = [("allgather", big // nranks), ("allgather", small // nranks),
+            ("allgather", small // nranks), ("allgather", big // nranks),
+            ("allreduce", small), ("allreduce", big)]
+    seqs = None
+    for rank in range(nranks):
+        mine = sorted((r for r in got if r["rank"] == rank), key=lambda r: r["seq"])
+        assert [(r["op"], r["bytes"]) for r in mine] == step * steps, mine
+        assert all(r["grp"] in ("0", None) and r["grp_size"] == nranks and
+                   r["grp_rank"] == rank and r["ns"] is not None for r in mine), mine[0]
+        assert seqs is None or [r["seq"] for r in mine] == seqs
+        seqs = [r["seq"] for r in mine]
+        assert seqs == sorted(set(seqs)), seqs
+        names = [[f for k, f in stack_funcs(db, r["stack_id"]) if k == "python"] for r in mine]
+        for (op, _), fs in zip(step * steps, names):
+            want = "foreach_all_gather" if op == "allgather" else "foreach_reduce"
+            assert want in fs, (op, fs)
