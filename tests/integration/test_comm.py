@@ -435,7 +435,7 @@ def test_comm_fsdp2_on_cpu():
     for rank in range(nranks):
         mine = sorted((r for r in got if r["rank"] == rank), key=lambda r: r["seq"])
         assert [(r["op"], r["bytes"]) for r in mine] == step * steps, mine
-        assert all(r["grp"] in ("0", None) and r["grp_size"] == nranks and
+        assert all(r["grp"] == "0" and r["grp_size"] == nranks and
                    r["grp_rank"] == rank and r["ns"] is not None for r in mine), mine[0]
         assert seqs is None or [r["seq"] for r in mine] == seqs
         seqs = [r["seq"] for r in mine]
