@@ -305,7 +305,7 @@ def test_comm_attach_to_running_job_and_steps(t):
 
 
 @harness.params(torchenv.ALL, ids=torchenv.IDS)
-@harness.timeout(180)
+@harness.timeout(400)
 def test_comm_off_and_single_rank(t):
     """A one-rank gloo job: its allreduces are recorded (group of size 1); with --no-comm
     nothing is, and meta says so."""
@@ -315,7 +315,7 @@ def test_comm_off_and_single_rank(t):
     for flag in (None, "--no-comm"):
         db = harness.tmp("one%s.db" % (flag or ""))
         p = harness.probing("record", "-o", db, *([flag] if flag else []), "--",
-                            *t.python_argv(JOB), env=env, timeout=150)
+                            *t.python_argv(JOB), env=env, timeout=190)
         assert p.returncode == 0, p.stderr[-2000:]
         got = rows(db)
         if flag:
