@@ -258,9 +258,11 @@ def test_torch_off_restores_everything(tv):
     inject(t.pid, "--torch")
     left = evaluate(t.pid, "check_clean()")
     # The check sees the hooks (so it can fail): module hooks, SGD.step, __init_subclass__.
-    for what in ("_global_forward_hooks has 1", "_global_forward_pre_hooks has 1",
-                 "SGD.step replaced", "Optimizer attributes ['__init_subclass__']",
-                 "opt.step is not the original"):
+    # (1.13: SGD.step and the optimizer's own step wrapped; 2.x: its global step hooks.)
+    for what in ("_global_forward_hooks has 1", "_global_forward_pre_hooks has 1") + (
+            ("SGD.step replaced", "Optimizer attributes ['__init_subclass__']",
+             "opt.step is not the original") if tv.version == "1.13" else
+            ("_global_optimizer_pre_hooks has 1", "_global_optimizer_post_hooks has 1")):
         assert what in left, left
     t.go("PAUSE 3")
     assert status(t.pid)["rows"] > 0
@@ -305,16 +307,24 @@ def test_torch_not_imported_then_wait(tv):
     # The finder is gone; the hooks are there (installed inside 'import torch', so the
     # workload's own snapshot already has them: look at them directly).
     assert "_TorchFinder" not in evaluate(t.pid, "[type(f).__name__ for f in sys.meta_path]")
-    hooked = ("[c.__name__ for c in _opt_classes() if getattr(c.__dict__.get('step'), "
-              "'__probing_torch__', False)] + [k for k in torch.optim.Optimizer.__dict__ if k "
-              "== '__init_subclass__']")
-    assert "'SGD'" in evaluate(t.pid, hooked) and "__init_subclass__" in evaluate(t.pid, hooked)
+    if tv.version == "1.13":  # no optimizer step hooks: the classes' step is wrapped
+        hooked = ("[c.__name__ for c in _opt_classes() if getattr(c.__dict__.get('step'), "
+                  "'__probing_torch__', False)] + [k for k in torch.optim.Optimizer.__dict__ "
+                  "if k == '__init_subclass__']")
+        assert "'SGD'" in evaluate(t.pid, hooked) and \
+            "__init_subclass__" in evaluate(t.pid, hooked)
+        unhooked = "[]"
+    else:  # torch 2.x's global optimizer step hooks
+        hooked = ("[len(torch.optim.optimizer._global_optimizer_pre_hooks), "
+                  "len(torch.optim.optimizer._global_optimizer_post_hooks)]")
+        assert evaluate(t.pid, hooked) == "[1, 1]"
+        unhooked = "[0, 0]"
     got = rows(t.pid)
     # Step 1 (the default torch_every=10 records steps 1, 11, ...) has every module.
     assert {r["step"] for r in got} == {1}
     assert sorted({r["module"] for r in got if r["stage"] == "forward"}) == MODULES
     inject(t.pid, "--torch=off")
-    assert evaluate(t.pid, hooked) == "[]"
+    assert evaluate(t.pid, hooked) == unhooked
     assert evaluate(t.pid, "[len(d) for d in (torch.nn.modules.module._global_forward_hooks, "
                     "torch.nn.modules.module._global_forward_pre_hooks)]") == "[0, 0]"
     t.go()
