@@ -315,8 +315,8 @@ def test_torch_not_imported_then_wait(tv):
             "__init_subclass__" in evaluate(t.pid, hooked)
         unhooked = "[]"
     else:  # torch 2.x's global optimizer step hooks
-        hooked = ("[len(torch.optim.optimizer._global_optimizer_pre_hooks), "
-                  "len(torch.optim.optimizer._global_optimizer_post_hooks)]")
+        hooked = ("[len(sys.modules['torch.optim.optimizer']._global_optimizer_pre_hooks), "
+                  "len(sys.modules['torch.optim.optimizer']._global_optimizer_post_hooks)]")
         assert evaluate(t.pid, hooked) == "[1, 1]"
         unhooked = "[0, 0]"
     got = rows(t.pid)
