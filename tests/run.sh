@@ -6,17 +6,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-unit_only=0
-filter=""
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--unit-only) unit_only=1 ;;
-	--filter) filter="$2"; shift ;;
-	*) echo "usage: tests/run.sh [--unit-only] [--filter SUBSTRING]" >&2; exit 2 ;;
-	esac
-	shift
-done
-
 # The suite runs as on a fresh machine, where nothing is mounted on /sys/kernel/tracing:
 # in a private mount namespace with tracefs (and debugfs's view of it) unmounted, so that a
 # dependence on tracefs fails here too, whatever was mounted on this machine by hand.
@@ -31,6 +20,18 @@ if [ -n "${PROBING_TESTS_NO_TRACEFS:-}" ]; then
 		exit 1
 	fi
 fi
+
+
+unit_only=0
+filter=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--unit-only) unit_only=1 ;;
+	--filter) filter="$2"; shift ;;
+	*) echo "usage: tests/run.sh [--unit-only] [--filter SUBSTRING]" >&2; exit 2 ;;
+	esac
+	shift
+done
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -1,0 +1,70 @@
+"""The documentation's map of the code stays true (as bpftool checks its docs against its
+code): every source module of user/, injector/, pyoffsets/ and bpf/ is named in the map of
+docs/architecture.md, and every module the map names exists."""
+import glob
+import os
+import re
+
+import harness as h
+
+DOC = os.path.join(h.ROOT, "docs", "architecture.md")
+# Folder of the map -> the files whose modules it lists (agent*.c: the agent library, named in
+# the text beside the map; gen_*.c: build-time generators).
+FOLDERS = {
+    "user/base/": "user/base/*.[ch]", "user/python/": "user/python/*.[ch]",
+    "user/native/": "user/native/*.[ch]", "user/record/": "user/record/*.[ch]",
+    "user/live/": "user/live/*.[ch]", "user/report/": "user/report/*.[ch]",
+    "user/serve/": "user/serve/*.[ch]", "user/mcp/": "user/mcp/*.[ch]",
+    "user/cmd/": "user/cmd/*.[ch]", "injector/": "injector/*.[ch]",
+}
+
+
+def map_block():
+    text = open(DOC).read()
+    m = re.search(r"## The map\n.*?```\n(.*?)```", text, re.S)
+    assert m, "docs/architecture.md has no code block under '## The map'"
+    return m.group(1)
+
+
+def named_modules():
+    """{folder: set of module names} from the map (names without .c/.h; words in
+    parentheses are remarks)."""
+    named, folder = {}, None
+    for line in map_block().splitlines():
+        line = re.sub(r"\([^)]*\)", " ", line)
+        m = re.match(r"\s*(?:\d+\s+)?(\S*/\S*)\s+(.*)$", line)
+        if m and m.group(1) in FOLDERS:
+            folder, rest = m.group(1), m.group(2)
+        elif m and not m.group(1).startswith("user/") and m.group(1) != "injector/":
+            folder, rest = None, ""  # bpf/*.h, pyoffsets/: described, not listed by module
+        else:
+            rest = line
+        if folder:
+            for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[ch])?", rest):
+                named.setdefault(folder, set()).add(re.sub(r"\.[ch]$", "", w))
+    return named
+
+
+def source_modules():
+    have = {}
+    for folder, pattern in FOLDERS.items():
+        for path in glob.glob(os.path.join(h.ROOT, pattern)):
+            name = os.path.splitext(os.path.basename(path))[0]
+            if folder == "injector/" and name.startswith("agent"):
+                continue
+            have.setdefault(folder, set()).add(name)
+    return have
+
+
+def test_every_module_is_on_the_map():
+    named, have = named_modules(), source_modules()
+    missing = {f: sorted(have[f] - named.get(f, set())) for f in have}
+    missing = {f: v for f, v in missing.items() if v}
+    assert not missing, "modules not named in the map of docs/architecture.md: %s" % missing
+
+
+def test_every_module_on_the_map_exists():
+    named, have = named_modules(), source_modules()
+    stale = {f: sorted(named[f] - have.get(f, set())) for f in named}
+    stale = {f: v for f, v in stale.items() if v}
+    assert not stale, "docs/architecture.md names modules that do not exist: %s" % stale
