@@ -1,6 +1,7 @@
-"""The documentation's map of the code stays true (as bpftool checks its docs against its
-code): every source module of user/, injector/, pyoffsets/ and bpf/ is named in the map of
-docs/architecture.md, and every module the map names exists."""
+"""Conventions the code keeps with its documentation and across commands: the map of the
+code stays true (as bpftool checks its docs against its code: every source module of user/
+and injector/ is named in the map of docs/architecture.md, and every module the map names
+exists), and every command reports a missing option value the same way."""
 import glob
 import os
 import re
@@ -68,3 +69,14 @@ def test_every_module_on_the_map_exists():
     stale = {f: sorted(named[f] - have.get(f, set())) for f in named}
     stale = {f: v for f, v in stale.items() if v}
     assert not stale, "docs/architecture.md names modules that do not exist: %s" % stale
+
+
+def test_a_missing_option_value_is_named_in_every_command():
+    """'-p' with nothing after it is 'needs a value', exit 2, in every command that takes -p
+    (config, debug, eval, inject, memory and repl said 'unknown option' before)."""
+    for cmd in ("record", "backtrace", "query", "export", "config", "debug", "eval", "inject",
+                "memory", "repl", "crashdump"):
+        p = h.probing(cmd, "-p")
+        assert p.returncode == 2, (cmd, p.returncode, p.stderr)
+        assert f"probing {cmd}: option '-p' needs a value" in p.stderr, (cmd, p.stderr)
+        assert f"Try 'probing {cmd} --help'." in p.stderr, (cmd, p.stderr)
