@@ -105,6 +105,8 @@ struct recorder {
 	struct bmap *frame_ids; /* address of a cached (stable) frame -> frame id */
 	struct bmap *pyframes;	/* struct pyframe_key -> (uintptr_t) resolved struct frame * */
 	uint64_t py_gens;	/* interpreters opened so far */
+	recorder_exit_fn on_exit; /* recorder__on_exit */
+	void *on_exit_ctx;
 };
 
 static int fallback_stack(void *ctx, pid_t pid, pid_t tid, uint64_t ip, uint64_t *stack_id);
@@ -1162,6 +1164,8 @@ static int handle_proc(struct recorder *r, const struct proc_change_event *ev, s
 		return 0;
 	case PROC_EXIT:
 		thread_exited(r, t, ev);
+		if (t && r->on_exit && t->alive)
+			r->on_exit(r->on_exit_ctx, t->pid, &t->job, (int)ev->exit_code, ts);
 		if (t)
 			target_exited(r, t, ts, true);
 		return 0;
@@ -1351,4 +1355,15 @@ double recorder__target_cpu(const struct recorder *r)
 		    r->targets[i].cpu_last > r->targets[i].cpu_first)
 			ticks += r->targets[i].cpu_last - r->targets[i].cpu_first;
 	return (double)ticks / sysconf(_SC_CLK_TCK);
+}
+
+void recorder__on_exit(struct recorder *r, recorder_exit_fn fn, void *ctx)
+{
+	r->on_exit = fn;
+	r->on_exit_ctx = ctx;
+}
+
+struct collectives *recorder__collectives(const struct recorder *r)
+{
+	return r->cs;
 }
