@@ -303,6 +303,21 @@ int session__rotate(struct session *s, const char *path)
 	return cs ? collectives__rewrite(cs) : 0;
 }
 
+int session__drain(struct session *s, double budget_s)
+{
+	double end = now_mono_ns() / 1e9 + budget_s;
+	void *data;
+	long len;
+	int n = 0;
+
+	while (now_mono_ns() / 1e9 < end && (len = evqueue__pop(s->q, 0, &data)) > 0) {
+		recorder__handle(s->rec, data, len);
+		free(data);
+		n++;
+	}
+	return n;
+}
+
 struct store *session__store(const struct session *s)
 {
 	return s->st;

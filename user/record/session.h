@@ -95,6 +95,13 @@ int session__run(struct session *s);
  */
 int session__rotate(struct session *s, const char *path);
 
+/*
+ * Handle the records the kernel sent that wait in the queue, for at most @budget_s seconds
+ * (from session__run's on_turn: what the recorder knows is then up to date, or nearly).
+ * Return the number handled.
+ */
+int session__drain(struct session *s, double budget_s);
+
 /* The store, the recorder, and the command started (0 if none) of @s. */
 struct store *session__store(const struct session *s);
 struct recorder *session__recorder(const struct session *s);

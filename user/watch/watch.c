@@ -21,6 +21,7 @@
 #include "bpf/sampler.h"
 #include "live/btjob.h"
 #include "live/livejob.h"
+#include "native/symbolize.h"
 #include "record/collectives.h"
 #include "record/preflight.h"
 #include "record/recorder.h"
@@ -69,6 +70,11 @@ struct watch {
 	int stalls, reports;
 	struct call_now *calls;
 	size_t ncalls, capcalls;
+	/* One symbolizer for every snapshot: the libraries of the job (libtorch...) are read
+	 * once, by a first snapshot taken when the job is up (warm), not at the first stall. */
+	struct symbolizer *sym;
+	bool warm;
+	double last_check;
 };
 
 static volatile sig_atomic_t dump_asked;
@@ -475,6 +481,7 @@ static void capture(struct watch *w, const char *reason, double thr, bool declar
 		.routines = true,
 		.py_depth = SAMPLER_MAX_PYDEPTH,
 		.max_repr = 200,
+		.sym = w->sym,
 	};
 	struct collectives *cs = recorder__collectives(session__recorder(w->s));
 	struct job_procs jp = {0};
@@ -493,11 +500,15 @@ static void capture(struct watch *w, const char *reason, double thr, bool declar
 	char clk[16], *line, *save = NULL, text[sizeof(res.text)];
 	int n, err;
 
+	/* What the recorder has not handled yet (a backlog on a loaded machine): the latest
+	 * calls and completions, within half a second. */
+	session__drain(w->s, 0.5);
 	gather_calls(w, cs);
 	if (live_procs(w, &jp))
 		pr_info("some processes exited while the snapshot was taken");
 	if (jp.n && btjob__collect(&jp, &bo, &j))
 		j = NULL;
+	pr_info("snapshot of %d processes read in %.2f s", jp.n, now_s() - t0);
 	n = build_ranks(w, j, &ranks, &in.world_size);
 	in.n = n > 0 ? n : 0;
 	in.r = ranks;
@@ -519,6 +530,7 @@ static void capture(struct watch *w, const char *reason, double thr, bool declar
 		}
 		err = j ? btjob__save_with(j, w->report, OUTFILE_FORCE_HINT, &x) : -ENOMEM;
 	}
+	pr_info("report written in %.2f s", now_s() - t0);
 	if (!err) {
 		w->reports++;
 		note_latest(w, w->report);
@@ -541,6 +553,27 @@ static void capture(struct watch *w, const char *reason, double thr, bool declar
 	else
 		w->report[0] = '\0';
 	free(ranks);
+	btjob__free(j);
+	livejob__free(&jp);
+}
+
+/*
+ * Once the job's collectives run: a snapshot read and dropped, so that the symbolizer knows
+ * the job's libraries before the first stall (reading libtorch's symbols takes a second).
+ */
+static void warm_up(struct watch *w)
+{
+	struct bt_opts bo = {.native = true, .routines = true, .py_depth = 1, .sym = w->sym};
+	struct job_procs jp = {0};
+	struct bt_job *j = NULL;
+	double t0 = now_s();
+
+	w->warm = true;
+	if (!w->sym || live_procs(w, &jp) || !jp.n)
+		goto out;
+	if (!btjob__collect(&jp, &bo, &j))
+		pr_info("symbols of the job's libraries read in %.2f s", now_s() - t0);
+out:
 	btjob__free(j);
 	livejob__free(&jp);
 }
@@ -570,15 +603,56 @@ static void recovered(struct watch *w)
 	sqlite3_close(db);
 }
 
-/* Once a second: a stall declared, or one that is over. */
+/*
+ * Is there a stall now? Its reason into @reason and the threshold into *@thr: true. The
+ * calls under way are gathered into w->calls.
+ */
+static bool stall_now(struct watch *w, struct collectives *cs, char *reason, size_t size,
+		      double *thr)
+{
+	const struct call_now *worst = NULL;
+	struct coll_progress p;
+	double now = now_s();
+	size_t i;
+
+	collectives__progress(cs, &p);
+	*thr = threshold(w, &p);
+	gather_calls(w, cs);
+	for (i = 0; i < w->ncalls; i++)
+		if (!worst || w->calls[i].entered < worst->entered)
+			worst = &w->calls[i];
+	if (worst && now - worst->entered > *thr) {
+		struct recorder_process *procs = NULL;
+		int n = recorder__processes(session__recorder(w->s), &procs), k, rank = -1;
+
+		for (k = 0; k < n; k++)
+			if (procs[k].pid == worst->pid)
+				rank = procs[k].job->rank;
+		free(procs);
+		if (rank >= 0)
+			snprintf(reason, size,
+				 "%s in flight on rank %d (pid %d) for %.0f s (threshold %.0f s)",
+				 worst->op, rank, worst->pid, now - worst->entered, *thr);
+		else
+			snprintf(reason, size, "%s in flight on pid %d for %.0f s (threshold %.0f s)",
+				 worst->op, worst->pid, now - worst->entered, *thr);
+		return true;
+	}
+	if (!w->ncalls && p.completed && now - p.last_done_ns / 1e9 > *thr) {
+		snprintf(reason, size, "no rank completed a collective for %.0f s (threshold %.0f s)",
+			 now - p.last_done_ns / 1e9, *thr);
+		return true;
+	}
+	return false;
+}
+
+/* Ten times a second: a stall declared, or one that is over. */
 static void check_stall(struct watch *w)
 {
 	struct collectives *cs = recorder__collectives(session__recorder(w->s));
 	struct coll_progress p;
-	const struct call_now *worst = NULL;
 	char reason[256];
 	double now = now_s(), thr;
-	size_t i;
 
 	if (!cs)
 		return;
@@ -588,34 +662,15 @@ static void check_stall(struct watch *w)
 			recovered(w);
 		return;
 	}
-	thr = threshold(w, &p);
-	gather_calls(w, cs);
-	for (i = 0; i < w->ncalls; i++)
-		if (!worst || w->calls[i].entered < worst->entered)
-			worst = &w->calls[i];
-	if (worst && now - worst->entered > thr) {
-		struct recorder_process *procs = NULL;
-		int n = recorder__processes(session__recorder(w->s), &procs), k, rank = -1;
-
-		for (k = 0; k < n; k++)
-			if (procs[k].pid == worst->pid)
-				rank = procs[k].job->rank;
-		free(procs);
-		if (rank >= 0)
-			snprintf(reason, sizeof(reason),
-				 "%s in flight on rank %d (pid %d) for %.0f s (threshold %.0f s)",
-				 worst->op, rank, worst->pid, now - worst->entered, thr);
-		else
-			snprintf(reason, sizeof(reason),
-				 "%s in flight on pid %d for %.0f s (threshold %.0f s)", worst->op,
-				 worst->pid, now - worst->entered, thr);
-	} else if (p.completed && now - p.last_done_ns / 1e9 > thr) {
-		snprintf(reason, sizeof(reason),
-			 "no rank completed a collective for %.0f s (threshold %.0f s)",
-			 now - p.last_done_ns / 1e9, thr);
-	} else {
+	if (!stall_now(w, cs, reason, sizeof(reason), &thr))
 		return;
-	}
+	/*
+	 * What the recorder knows may be behind (records wait in its queue on a loaded
+	 * machine): a call seen under way may have completed meanwhile. Catch up, then look
+	 * again.
+	 */
+	if (session__drain(w->s, 1.0) && !stall_now(w, cs, reason, sizeof(reason), &thr))
+		return;
 	w->stalled = true;
 	w->stalled_at = now;
 	w->stalls++;
@@ -688,11 +743,26 @@ static int on_turn(void *ctx, struct session *s, bool second)
 		dump_asked = 0;
 		capture(w, "asked for (watch --dump or SIGUSR1)", 0, false);
 	}
+	/* Cheap (the calls under way, in memory): ten times a second, so that a stall is
+	 * declared within 0.1 s of its threshold. */
+	if (now_s() - w->last_check >= 0.1) {
+		w->last_check = now_s();
+		check_stall(w);
+	}
 	if (!second)
 		return 0;
 	if (w->hook_pid > 0 && waitpid(w->hook_pid, NULL, WNOHANG) == w->hook_pid)
 		w->hook_pid = 0;
-	check_stall(w);
+	if (!w->warm && w->o->native) {
+		struct collectives *cs = recorder__collectives(session__recorder(w->s));
+		struct coll_progress p;
+
+		if (cs) {
+			collectives__progress(cs, &p);
+			if (p.completed)
+				warm_up(w);
+		}
+	}
 	if (now_s() - w->seg_start >= w->o->segment_s ||
 	    (w->o->max_bytes && segdir__bytes(w->sd) > w->o->max_bytes / 4)) {
 		if (start_segment(w))
@@ -736,6 +806,7 @@ int watch__run(const struct watch_opts *o)
 		return EXIT_FAIL;
 	if (segdir__open(CMD, o->dir, &w.sd))
 		return EXIT_FAIL;
+	w.sym = symbolizer__new(); /* NULL: each snapshot has its own */
 	if (segdir__next_segment(w.sd, first, sizeof(first)))
 		goto cleanup;
 	w.so.output = first;
@@ -764,6 +835,7 @@ cleanup:
 	if (w.hook_pid > 0)
 		waitpid(w.hook_pid, NULL, 0);
 	segdir__free(w.sd);
+	symbolizer__free(w.sym);
 	free(w.deaths);
 	free(w.calls);
 	return ret;
