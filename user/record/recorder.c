@@ -1164,7 +1164,8 @@ static int handle_proc(struct recorder *r, const struct proc_change_event *ev, s
 		return 0;
 	case PROC_EXIT:
 		thread_exited(r, t, ev);
-		if (t && r->on_exit && t->alive)
+		/* Even if a tick found it gone first (its records were still queued). */
+		if (t && r->on_exit)
 			r->on_exit(r->on_exit_ctx, t->pid, &t->job, (int)ev->exit_code, ts);
 		if (t)
 			target_exited(r, t, ts, true);

@@ -682,7 +682,12 @@ static void on_exit_seen(void *ctx, pid_t pid, const struct job_identity *job, i
 {
 	struct watch *w = ctx;
 	struct death *d;
+	size_t i;
 
+	pr_debug("process %d (rank %d) ended: status 0x%x", pid, job->rank, status);
+	for (i = 0; i < w->ndeaths; i++)
+		if (w->deaths[i].pid == pid && w->deaths[i].ts == ts)
+			return;
 	if (grow_array(&w->deaths, &w->capdeaths, w->ndeaths + 1, sizeof(*w->deaths)))
 		return;
 	d = &w->deaths[w->ndeaths++];
@@ -691,8 +696,11 @@ static void on_exit_seen(void *ctx, pid_t pid, const struct job_identity *job, i
 	d->status = status;
 	d->ts = ts;
 	/* A rank's failure is a stall at once (its peers may be killed soon by the launcher). */
-	if (status && (job->rank >= 0 || !w->root || pid != w->root))
+	if (status && job->rank >= 0)
 		w->death_pending = true;
+	for (i = 0; status && i < (size_t)w->o->npids; i++)
+		if (w->o->pids[i] == pid)
+			w->death_pending = true; /* a process named with -p */
 }
 
 /* ---- the loop --------------------------------------------------------------------------- */

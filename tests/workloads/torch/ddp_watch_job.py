@@ -9,7 +9,8 @@ STEP_MS of sleep per step (a steady pace). At step FAULT_STEP, rank FAULT_RANK d
   none     - nothing (a healthy job)
 
 Environment: STEPS (1000000), STEP_MS (100), FAULT (none), FAULT_RANK (1), FAULT_STEP (20).
-Prints "rank R pid P" once set up and "STEP rank=R step=S" per step.
+Prints "rank R pid P" once set up and "STEP rank=R step=S ms=M" per step (M: the step's wall
+time without its STEP_MS sleep, for bench/bench_watch.py).
 """
 import os
 import signal
@@ -56,11 +57,13 @@ def main():
             else:
                 dist.all_reduce(t)
         time.sleep(STEP_MS / 1000)
+        t0 = time.perf_counter()
         loss = ddp(x).sum()
         loss.backward()
         opt.step()
         opt.zero_grad()
-        print(f"STEP rank={rank} step={step}", flush=True)
+        ms = (time.perf_counter() - t0) * 1000
+        print(f"STEP rank={rank} step={step} ms={ms:.3f}", flush=True)
     dist.destroy_process_group()
     return 0
 
