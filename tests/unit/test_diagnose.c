@@ -53,8 +53,9 @@ TEST(one_rank_elsewhere_is_the_culprit)
 	CHECK_EQ(res.culprit_rank, 1);
 	CHECK(strstr(res.text, "rank 1 (pid 101) has been in load_shard (data.py:88) for 312 s, "
 			       "running on a CPU"));
-	CHECK(strstr(res.text, "the other 3 ranks wait in allreduce seq 1843 of group 0, entered "
-			       "312 s ago: rank 0 (pid 100), rank 2 (pid 102), rank 3 (pid 103)\n"));
+	CHECK(strstr(res.text,
+		     "the other 3 ranks wait in allreduce seq 1843 of group 0, entered "
+		     "312 s ago: rank 0 (pid 100), rank 2 (pid 102), rank 3 (pid 103)\n"));
 }
 
 TEST(different_collectives_are_a_mismatch)
@@ -110,7 +111,8 @@ TEST(a_dead_rank_and_its_signal)
 	diagnose(&in, &res);
 	CHECK_EQ(res.kind, DG_DEAD);
 	CHECK_EQ(res.culprit, 401);
-	CHECK(strstr(res.text, "rank 1 (pid 401) died: killed by SIGSEGV (core dumped), 2.0 s ago"));
+	CHECK(strstr(res.text,
+		     "rank 1 (pid 401) died: killed by SIGSEGV (core dumped), 2.0 s ago"));
 	CHECK(strstr(res.text, "the other 1 rank waits in allreduce seq 3"));
 	CHECK_STR(diagnose_exit_str(3 << 8, buf, sizeof(buf)), "exited with status 3");
 	CHECK_STR(diagnose_exit_str(0, buf, sizeof(buf)), "exited normally");

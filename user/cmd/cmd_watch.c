@@ -59,23 +59,27 @@ static const char usage_text[] =
 	"      --stall SECONDS     the stall threshold (default: from the job's pace)\n"
 	"      --stall-floor SECONDS  the least threshold from the job's pace (default 30)\n"
 	"      --window DURATION   samples and collectives in a report: the last (default 5m)\n"
-	"      --on-stall CMD      run CMD (with /bin/sh) at each stall, with PROBING_WATCH_REPORT\n"
+	"      --on-stall CMD      run CMD (with /bin/sh) at each stall, with "
+	"PROBING_WATCH_REPORT\n"
 	"                          (the report's path), PROBING_WATCH_REASON, _KIND, _DIAGNOSIS,\n"
 	"                          _CULPRIT_PID and _CULPRIT_RANK in its environment\n"
 	"      --on-stall-interval DURATION  at most once per (default 5m)\n"
 	"      --no-native         reports' stacks without native frames (nothing is held)\n"
 	"      --max-reports N     reports kept, the oldest removed (default 100)\n"
-	"      --dump DIR          ask the watch writing into DIR for a report now; print its path\n"
+	"      --dump DIR          ask the watch writing into DIR for a report now; print its "
+	"path\n"
 	"  -v, --verbose           more diagnostics\n"
 	"  -h, --help              this help\n"
 	"\n"
 	"Examples:\n"
 	"  sudo probing watch -p $(pgrep -o -f bin/torchrun) --children -o /var/tmp/watch\n"
-	"  sudo probing watch -o watch --on-stall 'notify-send \"$PROBING_WATCH_DIAGNOSIS\"' -- \\\n"
+	"  sudo probing watch -o watch --on-stall 'notify-send \"$PROBING_WATCH_DIAGNOSIS\"' -- "
+	"\\\n"
 	"       torchrun --nproc_per_node 8 train.py\n"
 	"  sudo probing watch --dump /var/tmp/watch\n"
 	"  probing backtrace -i /var/tmp/watch/stall-20250101-031200-1.db\n"
-	"  probing query -i /var/tmp/watch/stall-20250101-031200-1.db \"SELECT * FROM watch_ranks\"\n"
+	"  probing query -i /var/tmp/watch/stall-20250101-031200-1.db \"SELECT * FROM "
+	"watch_ranks\"\n"
 	"  probing flamegraph -i /var/tmp/watch/rec-20250101-030100-7.db -o last-minute.svg\n";
 
 enum {
@@ -228,9 +232,10 @@ int cmd_watch(int argc, char **argv)
 			break;
 		case 'F':
 			if (parse_long(optarg, 1, 1000, &v))
-				return cli_usage_error(
-					CMD, "frequency '%s' must be a whole number of Hz from 1 to 1000",
-					optarg);
+				return cli_usage_error(CMD,
+						       "frequency '%s' must be a whole number of "
+						       "Hz from 1 to 1000",
+						       optarg);
 			o.freq = v;
 			break;
 		case OPT_KEEP:

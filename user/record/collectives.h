@@ -66,9 +66,9 @@ int collectives__rewrite(struct collectives *cs);
 
 /* How the job progresses: its completions (collectives__progress). */
 struct coll_progress {
-	uint64_t completed;    /* calls seen completing */
-	int64_t last_done_ns;  /* unix ns of the latest completion, 0: none */
-	unsigned int gaps;     /* times between two completions of one process known (<= COLL_GAPS) */
+	uint64_t completed;   /* calls seen completing */
+	int64_t last_done_ns; /* unix ns of the latest completion, 0: none */
+	unsigned int gaps; /* times between two completions of one process known (<= COLL_GAPS) */
 	int64_t median_gap_ns; /* their median and largest, 0 without any */
 	int64_t max_gap_ns;
 };

@@ -102,9 +102,9 @@ struct recorder {
 	struct frame frames[MAX_FRAMES];
 	const struct frame *stable[MAX_FRAMES]; /* the cached frame each came from, or NULL */
 	uint64_t ids[MAX_FRAMES];
-	struct bmap *frame_ids; /* address of a cached (stable) frame -> frame id */
-	struct bmap *pyframes;	/* struct pyframe_key -> (uintptr_t) resolved struct frame * */
-	uint64_t py_gens;	/* interpreters opened so far */
+	struct bmap *frame_ids;	  /* address of a cached (stable) frame -> frame id */
+	struct bmap *pyframes;	  /* struct pyframe_key -> (uintptr_t) resolved struct frame * */
+	uint64_t py_gens;	  /* interpreters opened so far */
 	recorder_exit_fn on_exit; /* recorder__on_exit */
 	void *on_exit_ctx;
 };

@@ -131,8 +131,8 @@ double recorder__target_cpu(const struct recorder *r);
  * its place in its job (owned by the recorder, valid during the call), its status as wait(2)
  * reports it (WIFEXITED, WTERMSIG...) and when (unix seconds). Called from recorder__handle.
  */
-typedef void (*recorder_exit_fn)(void *ctx, pid_t pid, const struct job_identity *job,
-				 int status, double ts);
+typedef void (*recorder_exit_fn)(void *ctx, pid_t pid, const struct job_identity *job, int status,
+				 double ts);
 void recorder__on_exit(struct recorder *r, recorder_exit_fn fn, void *ctx);
 
 struct collectives;

@@ -451,13 +451,13 @@ int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, doub
 	char k[REPLAY_KEY_MAX];
 
 	return pending_keyed(st, thread_key(k, 't', pid, tid), false,
-			      "INSERT INTO threads(pid, tid, name, first_seen, last_seen)"
-			      " VALUES(%d, %d, %Q, %.6f, %.6f)"
-			      " ON CONFLICT(pid, tid) DO UPDATE SET"
-			      " name = coalesce(excluded.name, name),"
-			      " first_seen = min(first_seen, excluded.first_seen),"
-			      " last_seen = max(last_seen, excluded.last_seen)",
-			      (int)pid, (int)tid, name, ts, ts);
+			     "INSERT INTO threads(pid, tid, name, first_seen, last_seen)"
+			     " VALUES(%d, %d, %Q, %.6f, %.6f)"
+			     " ON CONFLICT(pid, tid) DO UPDATE SET"
+			     " name = coalesce(excluded.name, name),"
+			     " first_seen = min(first_seen, excluded.first_seen),"
+			     " last_seen = max(last_seen, excluded.last_seen)",
+			     (int)pid, (int)tid, name, ts, ts);
 }
 
 int store__thread_ns_tid(struct store *st, pid_t pid, pid_t tid, pid_t ns_tid)

@@ -34,8 +34,8 @@ const char *diagnose_exit_str(int status, char *buf, size_t size)
 
 	if (WIFSIGNALED(status)) {
 		name = sigabbrev_np(WTERMSIG(status));
-		snprintf(buf, size, "killed by %s%s%s", name ? "SIG" : "signal ",
-			 name ? name : "", WCOREDUMP(status) ? " (core dumped)" : "");
+		snprintf(buf, size, "killed by %s%s%s", name ? "SIG" : "signal ", name ? name : "",
+			 WCOREDUMP(status) ? " (core dumped)" : "");
 		if (!name)
 			snprintf(buf, size, "killed by signal %d%s", WTERMSIG(status),
 				 WCOREDUMP(status) ? " (core dumped)" : "");
@@ -264,12 +264,14 @@ void diagnose(const struct dg_input *in, struct dg_result *out)
 		out->kind = DG_ALL_WAIT;
 		waiters(out, in, "every rank here:");
 		if (in->world_size > 0 && ranks_here < in->world_size)
-			say(out, "the ranks they wait for are not on this node (world size %d, %d "
-				 "here): look at the other nodes' watch reports ('probing merge')\n",
+			say(out,
+			    "the ranks they wait for are not on this node (world size %d, %d "
+			    "here): look at the other nodes' watch reports ('probing merge')\n",
 			    in->world_size, ranks_here);
 		else
-			say(out, "every rank entered it and none completes: the transport (network, "
-				 "gloo or NCCL) or a rank's communication thread\n");
+			say(out,
+			    "every rank entered it and none completes: the transport (network, "
+			    "gloo or NCCL) or a rank's communication thread\n");
 		return;
 	}
 	if (alive) {

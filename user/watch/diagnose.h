@@ -38,12 +38,12 @@ struct dg_rank {
 };
 
 enum dg_kind {
-	DG_NONE = 0,	 /* nothing stalled (ranks progress) */
-	DG_CULPRIT,	 /* ranks elsewhere while the others wait for them */
-	DG_MISMATCH,	 /* ranks in different collectives */
-	DG_ALL_WAIT,	 /* every rank here in the same collective */
-	DG_DEAD,	 /* a rank died */
-	DG_NO_PROGRESS,	 /* no rank in a collective, none completed one */
+	DG_NONE = 0,	/* nothing stalled (ranks progress) */
+	DG_CULPRIT,	/* ranks elsewhere while the others wait for them */
+	DG_MISMATCH,	/* ranks in different collectives */
+	DG_ALL_WAIT,	/* every rank here in the same collective */
+	DG_DEAD,	/* a rank died */
+	DG_NO_PROGRESS, /* no rank in a collective, none completed one */
 };
 
 struct dg_input {

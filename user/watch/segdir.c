@@ -15,8 +15,8 @@
 #include "watch/segdir.h"
 
 struct seg {
-	char *path;	  /* complete name (rec-...db) */
-	char *partial;	  /* its name while written (path.partial) */
+	char *path;	   /* complete name (rec-...db) */
+	char *partial;	   /* its name while written (path.partial) */
 	double start, end; /* unix seconds; end 0: the current one */
 };
 
@@ -46,8 +46,10 @@ int segdir__open(const char *cmd, const char *dir, struct segdir **out)
 		return err;
 	}
 	if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
-		fprintf(stderr, "probing %s: %s is not a directory: -o names the directory where "
-			"the watch keeps its recording and reports\n", cmd, dir);
+		fprintf(stderr,
+			"probing %s: %s is not a directory: -o names the directory where "
+			"the watch keeps its recording and reports\n",
+			cmd, dir);
 		return -ENOTDIR;
 	}
 	if (snprintf(lock, sizeof(lock), "%s/%s", dir, SEGDIR_LOCK) >= (int)sizeof(lock))
@@ -204,8 +206,8 @@ uint64_t segdir__bytes(const struct segdir *sd)
 
 static void remove_file(const char *path)
 {
-	static const char *const sfx[] = {"", "-wal", "-shm", "-journal", ".partial",
-					  ".partial-wal", ".partial-shm"};
+	static const char *const sfx[] = {"",	      "-wal",	      "-shm",	     "-journal",
+					  ".partial", ".partial-wal", ".partial-shm"};
 	char name[PATH_MAX + 16];
 	size_t i;
 

@@ -187,7 +187,8 @@ static int write_report(sqlite3 *db, const struct bt_job *j, void *arg)
 	int i, n, err = 0;
 
 	(void)j;
-	if (sqlite3_prepare_v2(db, "INSERT INTO watch_stall VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)",
+	if (sqlite3_prepare_v2(db,
+			       "INSERT INTO watch_stall VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)",
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_double(st, 1, rc->time);
@@ -253,12 +254,12 @@ static int write_report(sqlite3 *db, const struct bt_job *j, void *arg)
 		return -EIO;
 	err = store__copy_window(db, files, n, (int64_t)from);
 	if (!err) {
-		char *sql = sqlite3_mprintf(
-			"INSERT OR REPLACE INTO meta VALUES('start', %.6f);"
-			"INSERT OR REPLACE INTO meta VALUES('end', %.6f);"
-			"INSERT OR REPLACE INTO meta VALUES('duration', %.6f);"
-			"INSERT OR REPLACE INTO meta VALUES('watch_report', 1);",
-			from, rc->time, rc->time - from);
+		char *sql =
+			sqlite3_mprintf("INSERT OR REPLACE INTO meta VALUES('start', %.6f);"
+					"INSERT OR REPLACE INTO meta VALUES('end', %.6f);"
+					"INSERT OR REPLACE INTO meta VALUES('duration', %.6f);"
+					"INSERT OR REPLACE INTO meta VALUES('watch_report', 1);",
+					from, rc->time, rc->time - from);
 
 		if (!sql || sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
 			err = -EIO;
@@ -304,7 +305,8 @@ static int live_procs(struct watch *w, struct job_procs *jp)
 		return -ENOMEM;
 	}
 	for (i = 0; i < n; i++)
-		if (!kill(procs[i].pid, 0) && recorder__has_target(session__recorder(w->s), procs[i].pid))
+		if (!kill(procs[i].pid, 0) &&
+		    recorder__has_target(session__recorder(w->s), procs[i].pid))
 			pids[k++] = procs[i].pid;
 	free(procs);
 	rc = k ? livejob__resolve(CMD, pids, k, false, jp) : EXIT_OK;
@@ -346,8 +348,7 @@ static void where_from(const struct bt_job *j, struct dg_rank *r)
 }
 
 /* The ranks for the diagnosis: the processes with a rank (all of them if none has one). */
-static int build_ranks(struct watch *w, const struct bt_job *j, struct dg_rank **out,
-		       int *world)
+static int build_ranks(struct watch *w, const struct bt_job *j, struct dg_rank **out, int *world)
 {
 	struct recorder *rec = session__recorder(w->s);
 	struct collectives *cs = recorder__collectives(rec);
@@ -429,8 +430,10 @@ static void run_hook(struct watch *w, const char *reason, const struct dg_result
 	if (!w->o->on_stall)
 		return;
 	if (w->hook_pid > 0 && waitpid(w->hook_pid, NULL, WNOHANG) == 0) {
-		fprintf(stderr, "probing %s: --on-stall: the last command still runs; not run "
-				"again for this stall\n", CMD);
+		fprintf(stderr,
+			"probing %s: --on-stall: the last command still runs; not run "
+			"again for this stall\n",
+			CMD);
 		return;
 	}
 	w->hook_pid = 0;
@@ -597,7 +600,8 @@ static void recovered(struct watch *w)
 		char *sql = sqlite3_mprintf("UPDATE watch_stall SET recovered_at = %.6f", now);
 
 		if (!sql || sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-			pr_warn("cannot note the recovery in %s: %s", w->report, sqlite3_errmsg(db));
+			pr_warn("cannot note the recovery in %s: %s", w->report,
+				sqlite3_errmsg(db));
 		sqlite3_free(sql);
 	}
 	sqlite3_close(db);
@@ -634,12 +638,14 @@ static bool stall_now(struct watch *w, struct collectives *cs, char *reason, siz
 				 "%s in flight on rank %d (pid %d) for %.0f s (threshold %.0f s)",
 				 worst->op, rank, worst->pid, now - worst->entered, *thr);
 		else
-			snprintf(reason, size, "%s in flight on pid %d for %.0f s (threshold %.0f s)",
-				 worst->op, worst->pid, now - worst->entered, *thr);
+			snprintf(reason, size,
+				 "%s in flight on pid %d for %.0f s (threshold %.0f s)", worst->op,
+				 worst->pid, now - worst->entered, *thr);
 		return true;
 	}
 	if (!w->ncalls && p.completed && now - p.last_done_ns / 1e9 > *thr) {
-		snprintf(reason, size, "no rank completed a collective for %.0f s (threshold %.0f s)",
+		snprintf(reason, size,
+			 "no rank completed a collective for %.0f s (threshold %.0f s)",
 			 now - p.last_done_ns / 1e9, *thr);
 		return true;
 	}
@@ -774,8 +780,10 @@ static int on_turn(void *ctx, struct session *s, bool second)
 	if (now_s() - w->seg_start >= w->o->segment_s ||
 	    (w->o->max_bytes && segdir__bytes(w->sd) > w->o->max_bytes / 4)) {
 		if (start_segment(w))
-			fprintf(stderr, "probing %s: cannot start a new segment in %s; the current "
-					"one goes on\n", CMD, w->o->dir);
+			fprintf(stderr,
+				"probing %s: cannot start a new segment in %s; the current "
+				"one goes on\n",
+				CMD, w->o->dir);
 	}
 	segdir__prune(w->sd, w->o->keep_s, w->o->max_bytes);
 	return 0;
@@ -859,8 +867,10 @@ int watch__dump(const char *dir, double timeout_s)
 
 	pid = segdir__watcher(CMD, dir);
 	if (pid == -ESRCH) {
-		fprintf(stderr, "probing %s: no watch runs in %s (it has no watch.lock held by a "
-				"running 'probing watch -o %s')\n", CMD, dir, dir);
+		fprintf(stderr,
+			"probing %s: no watch runs in %s (it has no watch.lock held by a "
+			"running 'probing watch -o %s')\n",
+			CMD, dir, dir);
 		return EXIT_FAIL;
 	}
 	if (pid < 0)
@@ -892,7 +902,9 @@ int watch__dump(const char *dir, double timeout_s)
 		fputs(now, stdout);
 		return EXIT_OK;
 	}
-	fprintf(stderr, "probing %s: the watch (pid %d) wrote no report within %.0f s; its "
-			"output says why\n", CMD, (int)pid, timeout_s);
+	fprintf(stderr,
+		"probing %s: the watch (pid %d) wrote no report within %.0f s; its "
+		"output says why\n",
+		CMD, (int)pid, timeout_s);
 	return EXIT_FAIL;
 }
