@@ -194,7 +194,6 @@ def test_watch_rank_killed_by_sigsegv():
         pids = w.ranks()
         rank, fault_time = w.fault()
         report, seen = w.report()
-        assert seen - fault_time < 3, seen - fault_time
         out = w.out()
         assert re.search(rf"stall at [\d:]+: rank 2 \(pid {pids[2]}\) killed by SIGSEGV", out), \
             out[-3000:]
@@ -203,6 +202,10 @@ def test_watch_rank_killed_by_sigsegv():
         assert st["kind"] == "dead-rank" and st["culprit_pid"] == pids[2], st
         dead = query(report, f"SELECT * FROM watch_ranks WHERE pid = {pids[2]}")[0]
         assert dead["alive"] == 0 and dead["exit_status"] & 0x7f == signal.SIGSEGV, dead
+        # Reported within 2 s of its end (the kernel's time of its exit: after its core dump,
+        # which takes seconds of its own after the fault).
+        assert fault_time <= dead["exit_time"] and seen - dead["exit_time"] < 2, \
+            (fault_time, dead["exit_time"], seen)
         # The other ranks' stacks: read before torchrun tears the job down.
         have = {r["pid"] for r in query(report, "SELECT DISTINCT pid FROM bt_threads")}
         assert {pids[0], pids[1]} <= have, have
