@@ -333,6 +333,8 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	 */
 	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
 		change = PROC_EXIT;
+		/* do_exit set it before the tracepoint (the group's code on a group exit). */
+		ev.exit_code = BPF_CORE_READ(p, exit_code);
 		bpf_map_delete_elem(&py_procs, &ids.pid);
 		bpf_map_delete_elem(&thread_births, &ids.pid);
 	} else {

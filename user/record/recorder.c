@@ -103,9 +103,11 @@ struct recorder {
 	int nframes_last; /* frames in r->frames by the last intern_frames */
 	const struct frame *stable[MAX_FRAMES]; /* the cached frame each came from, or NULL */
 	uint64_t ids[MAX_FRAMES];
-	struct bmap *frame_ids; /* address of a cached (stable) frame -> frame id */
-	struct bmap *pyframes;	/* struct pyframe_key -> (uintptr_t) resolved struct frame * */
-	uint64_t py_gens;	/* interpreters opened so far */
+	struct bmap *frame_ids;	  /* address of a cached (stable) frame -> frame id */
+	struct bmap *pyframes;	  /* struct pyframe_key -> (uintptr_t) resolved struct frame * */
+	uint64_t py_gens;	  /* interpreters opened so far */
+	recorder_exit_fn on_exit; /* recorder__on_exit */
+	void *on_exit_ctx;
 };
 
 static int fallback_stack(void *ctx, pid_t pid, pid_t tid, uint64_t ip, uint64_t *stack_id);
@@ -1182,6 +1184,9 @@ static int handle_proc(struct recorder *r, const struct proc_change_event *ev, s
 		return 0;
 	case PROC_EXIT:
 		thread_exited(r, t, ev);
+		/* Even if a tick found it gone first (its records were still queued). */
+		if (t && r->on_exit)
+			r->on_exit(r->on_exit_ctx, t->pid, &t->job, (int)ev->exit_code, ts);
 		if (t)
 			target_exited(r, t, ts, true);
 		return 0;
@@ -1371,4 +1376,15 @@ double recorder__target_cpu(const struct recorder *r)
 		    r->targets[i].cpu_last > r->targets[i].cpu_first)
 			ticks += r->targets[i].cpu_last - r->targets[i].cpu_first;
 	return (double)ticks / sysconf(_SC_CLK_TCK);
+}
+
+void recorder__on_exit(struct recorder *r, recorder_exit_fn fn, void *ctx)
+{
+	r->on_exit = fn;
+	r->on_exit_ctx = ctx;
+}
+
+struct collectives *recorder__collectives(const struct recorder *r)
+{
+	return r->cs;
 }
