@@ -9,15 +9,11 @@ import re
 import harness as h
 
 DOC = os.path.join(h.ROOT, "docs", "architecture.md")
-# Folder of the map -> the files whose modules it lists (agent*.c: the agent library, named in
-# the text beside the map; gen_*.c: build-time generators).
-FOLDERS = {
-    "user/base/": "user/base/*.[ch]", "user/python/": "user/python/*.[ch]",
-    "user/native/": "user/native/*.[ch]", "user/record/": "user/record/*.[ch]",
-    "user/live/": "user/live/*.[ch]", "user/report/": "user/report/*.[ch]",
-    "user/serve/": "user/serve/*.[ch]", "user/mcp/": "user/mcp/*.[ch]",
-    "user/cmd/": "user/cmd/*.[ch]", "injector/": "injector/*.[ch]",
-}
+# Folder of the map -> the files whose modules it lists: every folder of user/, and injector/
+# (agent*.c: the agent library, named in the text beside the map).
+FOLDERS = {os.path.relpath(d, h.ROOT) + "/": os.path.relpath(d, h.ROOT) + "/*.[ch]"
+           for d in sorted(glob.glob(os.path.join(h.ROOT, "user", "*", "")))}
+FOLDERS["injector/"] = "injector/*.[ch]"
 
 
 def map_block():
@@ -75,7 +71,7 @@ def test_a_missing_option_value_is_named_in_every_command():
     """'-p' with nothing after it is 'needs a value', exit 2, in every command that takes -p
     (config, debug, eval, inject, memory and repl said 'unknown option' before)."""
     for cmd in ("record", "backtrace", "query", "export", "config", "debug", "eval", "inject",
-                "memory", "repl", "crashdump"):
+                "memory", "repl", "crashdump", "watch"):
         p = h.probing(cmd, "-p")
         assert p.returncode == 2, (cmd, p.returncode, p.stderr)
         assert f"probing {cmd}: option '-p' needs a value" in p.stderr, (cmd, p.stderr)
