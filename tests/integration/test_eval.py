@@ -189,6 +189,37 @@ def test_eval_blocked_in_c_leaves_the_agent_serving():
     _finish(t)
 
 
+@harness.timeout(120)
+def test_eval_every_worker_stuck_says_so():
+    """Eight evals blocked in C with their clients gone use up the agent's workers: the next
+    request is refused at once, saying what the workers run and since when and that they free
+    themselves when their calls return, instead of waiting 5 s for a GIL that is free."""
+    t = Target("sleep", seconds=30).wait_ready()
+    assert harness.probing("inject", "-p", t.pid).returncode == 0
+    for _ in range(8):
+        p = subprocess.Popen([harness.PROBING, "eval", "-p", str(t.pid),
+                              "import time; time.sleep(600)"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Long enough to be running (a previous stuck one is retired 0.5 s after its
+        # interrupt, and this one waits for that), then gone.
+        time.sleep(1.2)
+        p.kill()
+        p.wait()
+    time.sleep(1)
+    t0 = time.monotonic()
+    r = harness.probing("eval", "-p", t.pid, "1+1", timeout=20)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert time.monotonic() - t0 < 3
+    assert "its 8 workers are each stuck in a request whose client left" in r.stderr, r.stderr
+    assert r.stderr.count("'eval' for ") == 8, r.stderr
+    assert "free again once its call returns" in r.stderr, r.stderr
+    # What needs no worker is still answered.
+    r = harness.probing("inject", "-p", t.pid)
+    assert r.returncode == 0 and "already running" in r.stdout, r.stdout + r.stderr
+    assert tracer_of(t.pid) == 0
+    _finish(t)
+
+
 # A program that calls a function under a trace function, over and over (as a debugger or a
 # coverage tool makes it do), and counts the calls in n.
 TRACED = ("import sys, time\n"
