@@ -1108,8 +1108,8 @@ static void stuck_workers(char *out, size_t len)
 		const struct worker *w = &wk.workers[i];
 
 		if (w->used && w->running)
-			n += snprintf(out + n, len - n, "%s'%s' for %.0f s", n ? ", " : "",
-				      w->kind, now - w->started);
+			n += snprintf(out + n, len - n, "%s'%s' for %.0f s", n ? ", " : "", w->kind,
+				      now - w->started);
 	}
 }
 
@@ -1426,7 +1426,8 @@ static bool handle_frame(int i, char type, char *p, size_t n)
 				      ag.token, already ? "true" : "false");
 		}
 	} else if (!queue_request(i, kind, body, n - klen - 1, err, sizeof(err))) {
-		r = send_text(c->fd, FRAME_ERROR, "%s", err[0] ? err : "out of memory in the agent");
+		r = send_text(c->fd, FRAME_ERROR, "%s",
+			      err[0] ? err : "out of memory in the agent");
 	}
 	return !r;
 }

@@ -21,9 +21,8 @@ struct job_identity {
 	char *job_id;	      /* TORCHELASTIC_RUN_ID, SLURM_JOB_ID[.STEP], the MPI job; NULL */
 	char *master_addr;    /* MASTER_ADDR (rendezvous host); NULL */
 	int master_port;      /* MASTER_PORT; -1 */
-	/* "torchrun" (RANK with TORCHELASTIC_RUN_ID), "slurm", "mpi", "pmi", or NULL: none, or
-	 * RANK set by something else (a script) (static strings) */
-	const char *launcher;
+	const char *launcher; /* "torchrun" (with TORCHELASTIC_RUN_ID), "slurm", "mpi", "pmi",
+			       * NULL (none, or RANK set by a script); static strings */
 	char host[65];	      /* the host name the process sees (its UTS namespace); "" unknown */
 	int env_error;	      /* 0, or -errno when the environment could not be read (e.g.
 			       * -EACCES: another user's process, without root) */
