@@ -48,6 +48,7 @@ struct target {
 	long long cpu_first, cpu_last; /* its CPU ticks when added and at the last look; -1 */
 	/* Its processes row, kept: /proc may be gone when the row must be written again. */
 	double start_time, end_time; /* unix seconds; end_time 0: not seen to exit */
+	bool end_exact;		     /* end_time is the kernel's (its exit event) */
 	char *command, *exe;
 	char pyver[32];
 	struct job_identity job;   /* its rank, job and host, from its environment */
@@ -646,6 +647,7 @@ static void target_exited(struct recorder *r, struct target *t, double ts, bool 
 {
 	if (from_event || !t->end_time) {
 		t->end_time = ts;
+		t->end_exact = from_event;
 		store__process_end(r->st, t->pid, ts);
 	}
 	if (from_event)
@@ -1108,6 +1110,10 @@ static int handle_offcpu(struct recorder *r, const struct offcpu_event *ev)
 
 	if (!r->oc || !t)
 		return 0; /* a process whose fork event was lost: its stacks say who it is */
+	/* Observed after the process ended (a zombie waits for nothing; the sweep leaves those
+	 * out, bpf/sampler.bpf.c): not its time, and not a sign of its threads. */
+	if (t->end_exact && ts > t->end_time)
+		return 0;
 	if (!t->samples++)
 		r->stats.processes++;
 	th = get_thread(r, t, ev->tid, ev->ns_tid, ev->comm, ts);
