@@ -212,11 +212,15 @@ int store__create(const char *path, unsigned int flags, struct store **out)
 		goto cleanup;
 	}
 	err = schema(&sql);
+	if (!err) {
+		char *rv = rankview_schema_sql();
+
+		err = rv ? sb_puts(&sql, rv) : -ENOMEM;
+		free(rv);
+	}
 	if (err)
 		goto cleanup;
 	rc = sqlite3_exec(st->db, sb_str(&sql), NULL, NULL, &errmsg);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(st->db, rankview_schema_sql, NULL, NULL, &errmsg);
 	if (rc != SQLITE_OK) {
 		pr_warn("%s: cannot create the schema: %s", st->path, errmsg ? errmsg : "?");
 		sqlite3_free(errmsg);
