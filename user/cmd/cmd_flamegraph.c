@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* probing flamegraph: a recording as an interactive SVG flame graph, or as folded stacks. */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,8 +72,11 @@ static void usage(FILE *f)
 		"      --by rank       one flame graph per distributed rank, side by side in one\n"
 		"                      SVG (each scaled to its rank's samples, headed \"rank 3\n"
 		"                      (pid 1234)\"; processes without a rank last), the rank\n"
-		"                      furthest from the median rank flagged with the function\n"
-		"                      where it spends its extra time (the view rank_deviation);\n"
+		"                      that entered most collectives last (the late rank), else\n"
+		"                      the one furthest from the median rank, flagged with the\n"
+		"                      function where it spends its extra time (the view\n"
+		"                      rank_deviation; a late rank's time is seen with\n"
+		"                      record --off-cpu);\n"
 		"                      search shows the share matched in each rank. With\n"
 		"                      --folded: lines led by a frame \"rank N\"\n"
 		"      --title T       the title of the graph (default: \"Flame Graph\")\n"
@@ -210,13 +214,18 @@ static int subtitle_baseline(struct strbuf *sb, const struct profile_filter *bas
 	return err;
 }
 
-/* " · 3 ranks · furthest from the median: rank 1" */
+/* " · 3 ranks · furthest from the median: rank 1", or "· rank 1 entered last in 60 of 61 collectives" */
 static int subtitle_ranks(struct strbuf *sb, const struct rankpanels *rp)
 {
 	int err;
 
 	err = sb_printf(sb, " \xc2\xb7 %zu rank%s", rp->nranks, rp->nranks == 1 ? "" : "s");
-	if (!err && rp->flagged >= 0)
+	if (!err && rp->flag && rp->flag->late)
+		err = sb_printf(sb,
+				" \xc2\xb7 rank %d entered last in %" PRIu64 " of %" PRIu64
+				" collectives",
+				rp->flagged, rp->flag->entered_last, rp->flag->collectives);
+	else if (!err && rp->flagged >= 0)
 		err = sb_printf(sb, " \xc2\xb7 furthest from the median: rank %d", rp->flagged);
 	return err;
 }

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/cli.h"
 #include "base/escape.h"
@@ -142,13 +143,63 @@ static int tools_list(FILE *out, const char *id)
 	return err;
 }
 
+#define PROGRESS_MS 5000 /* between the progress notifications of a long call */
+
+/* The progress notifications of one tools/call whose request has a progressToken. */
+struct progress {
+	FILE *out;
+	const char *token; /* JSON text, as the request had it */
+	const char *name;  /* the tool */
+	uint64_t t0;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* signalled when done is set */
+	bool done;
+};
+
+/*
+ * Every PROGRESS_MS until the call is done, notifications/progress with the seconds it has
+ * run as progress (MCP, "Progress"): a client that resets its request timeout on progress
+ * (the TypeScript SDK's resetTimeoutOnProgress) then waits for a call of minutes.
+ */
+static void *progress_thread(void *arg)
+{
+	struct progress *p = arg;
+	struct timespec at;
+	struct strbuf m = {0};
+	double secs;
+
+	clock_gettime(CLOCK_MONOTONIC, &at);
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		at.tv_sec += PROGRESS_MS / 1000;
+		while (!p->done && pthread_cond_timedwait(&p->cond, &p->lock, &at) != ETIMEDOUT)
+			;
+		if (p->done)
+			break;
+		secs = (now_mono_ns() - p->t0) / 1e9;
+		sb_reset(&m);
+		if (!sb_printf(&m,
+			       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+			       "\"params\":{\"progressToken\":%s,\"progress\":%.0f,"
+			       "\"message\":\"%s: running for %.0f s\"}}",
+			       p->token, secs, p->name, secs) &&
+		    send_line(p->out, &m))
+			out_failed = 1;
+	}
+	pthread_mutex_unlock(&p->lock);
+	sb_free(&m);
+	return NULL;
+}
+
 /* Run the tools/call @msg and answer it, unless @call is cancelled meanwhile. */
 static int tools_call(FILE *out, const char *id, const char *msg, struct tool_call *call)
 {
 	const char *type = jq_type(msg, "$.params.name");
 	struct strbuf text = {0}, r = {0};
-	char *name = NULL, *args = NULL;
-	bool is_error = false;
+	char *name = NULL, *args = NULL, *token = NULL;
+	struct progress prog;
+	pthread_t ticker;
+	bool is_error = false, ticking = false;
 	uint64_t t0 = now_mono_ns();
 	int err, rc;
 
@@ -163,7 +214,34 @@ static int tools_call(FILE *out, const char *id, const char *msg, struct tool_ca
 		err = send_error(out, id, INTERNAL_ERROR, "out of memory");
 		goto cleanup;
 	}
+	/* A name that is not a tool's is never sent back (tools__call refuses it first). */
+	token = strcmp(jq_type(msg, "$.params._meta.progressToken") ?: "", "text") &&
+				strcmp(jq_type(msg, "$.params._meta.progressToken") ?: "", "integer")
+			? NULL
+			: jq_json(msg, "$.params._meta.progressToken");
+	if (token && tools__offered(name)) {
+		pthread_condattr_t ca;
+
+		prog = (struct progress){.out = out, .token = token, .name = name, .t0 = t0};
+		pthread_mutex_init(&prog.lock, NULL);
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&prog.cond, &ca);
+		pthread_condattr_destroy(&ca);
+		ticking = !pthread_create(&ticker, NULL, progress_thread, &prog);
+	}
 	rc = tools__call(name, args, call, &text, &is_error);
+	if (ticking) {
+		pthread_mutex_lock(&prog.lock);
+		prog.done = true;
+		pthread_cond_signal(&prog.cond);
+		pthread_mutex_unlock(&prog.lock);
+		pthread_join(ticker, NULL);
+	}
+	if (token && tools__offered(name)) {
+		pthread_cond_destroy(&prog.cond);
+		pthread_mutex_destroy(&prog.lock);
+	}
 	pr_info("mcp: %s -> %s%s (%.0f ms)", name,
 		call->cancelled ? "cancelled"
 		: rc == -ENOENT ? "unknown tool"
@@ -191,6 +269,7 @@ static int tools_call(FILE *out, const char *id, const char *msg, struct tool_ca
 cleanup:
 	free(name);
 	free(args);
+	free(token);
 	sb_free(&text);
 	sb_free(&r);
 	return err;

@@ -228,11 +228,15 @@ static int open_file(struct store *st, const char *path)
 		goto cleanup;
 	}
 	err = schema(&sql, true);
+	if (!err) {
+		char *rv = rankview_schema_sql();
+
+		err = rv ? sb_puts(&sql, rv) : -ENOMEM;
+		free(rv);
+	}
 	if (err)
 		goto cleanup;
 	rc = sqlite3_exec(st->db, sb_str(&sql), NULL, NULL, &errmsg);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(st->db, rankview_schema_sql, NULL, NULL, &errmsg);
 	if (rc != SQLITE_OK) {
 		pr_warn("%s: cannot create the schema: %s", st->path, errmsg ? errmsg : "?");
 		sqlite3_free(errmsg);
@@ -1027,7 +1031,12 @@ int store__copy_window(sqlite3 *db, const char *const *files, int n, int64_t fro
 
 	err = schema(&sql, false);
 	err = err ?: exec_said(db, "the schema", sb_str(&sql));
-	err = err ?: exec_said(db, "the schema", rankview_schema_sql);
+	if (!err) {
+		char *rv = rankview_schema_sql();
+
+		err = rv ? exec_said(db, "the schema", rv) : -ENOMEM;
+		free(rv);
+	}
 	sb_free(&sql);
 	if (err)
 		return err;

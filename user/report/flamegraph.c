@@ -1269,14 +1269,20 @@ static int render(const struct fg_panel *pns, size_t n, bool panels, const struc
 	if (!err)
 		err = sb_puts(out, "</text>\n");
 	if (!err && o->subtitle && *o->subtitle) {
-		err = sb_printf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">", width / 2);
 		/* Centred, clear of the legend on the right (so as much room on the left). */
+		long room = (long)((width - 2 * (PAD + legend_width(&lg) + 16)) / (FONT * CHAR_W));
+		bool cut = cp_count(o->subtitle, strlen(o->subtitle)) > (size_t)room;
+
+		/* Cut short: the whole of it as the tooltip. */
+		if (cut)
+			err = sb_puts(out, "<g><title>")
+				      ?: xml_escape(out, o->subtitle, strlen(o->subtitle))
+				      ?: sb_puts(out, "</title>");
+		err = err ?: sb_printf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">", width / 2);
 		if (!err)
-			err = append_cut(out, o->subtitle,
-					 (long)((width - 2 * (PAD + legend_width(&lg) + 16)) /
-						(FONT * CHAR_W)));
+			err = append_cut(out, o->subtitle, room);
 		if (!err)
-			err = sb_puts(out, "</text>\n");
+			err = sb_puts(out, cut ? "</text></g>\n" : "</text>\n");
 	}
 	if (!err)
 		err = append_legend(out, &lg, width, 44);

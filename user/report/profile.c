@@ -450,7 +450,14 @@ static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, enum s
 	if (!err && per_second)
 		err = sb_puts(&sql, ") GROUP BY ts ORDER BY ts");
 	if (!err && what == RANK_DEVIATION) {
-		query = rankview_deviation_query(sb_str(&sql));
+		unsigned int has = 0;
+
+		if (has_column(db, "collectives", "seq") == 1 &&
+		    has_column(db, "collectives", "rank") == 1)
+			has |= RANKVIEW_COLLECTIVES;
+		if (has_column(db, "meta", "value") == 1)
+			has |= RANKVIEW_META;
+		query = rankview_deviation_query(sb_str(&sql), has);
 		if (!query)
 			err = -ENOMEM;
 	}
@@ -1011,7 +1018,10 @@ int profile__rank_deviation(sqlite3 *db, const struct profile_filter *f,
 	err = prepare_samples(db, &all, RANK_DEVIATION, &st);
 	if (err)
 		return err;
-	/* rank, pids, samples, deviation, kind, func, file, share, median_share */
+	/*
+	 * rank, pids, samples, deviation, kind, func, file, share, median_share, collectives,
+	 * entered_last, others_wait_ms, note
+	 */
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		err = grow_array(&rows, &cap, *n + 1, sizeof(*rows));
 		if (err)
@@ -1030,6 +1040,11 @@ int profile__rank_deviation(sqlite3 *db, const struct profile_filter *f,
 		r->file = column_dup(st, 6, &err);
 		r->share = sqlite3_column_double(st, 7);
 		r->median_share = sqlite3_column_double(st, 8);
+		r->collectives = sqlite3_column_int64(st, 9);
+		r->entered_last = sqlite3_column_int64(st, 10);
+		r->others_wait_ms = sqlite3_column_double(st, 11);
+		r->late = r->entered_last * 2 > r->collectives && r->collectives > 0;
+		r->note = column_dup(st, 12, &err);
 		if (err)
 			goto cleanup;
 	}
@@ -1053,6 +1068,7 @@ void profile__free_rank_deviation(struct profile_rank_deviation *rows, size_t n)
 	for (i = 0; rows && i < n; i++) {
 		free((char *)rows[i].func);
 		free((char *)rows[i].file);
+		free((char *)rows[i].note);
 	}
 	free(rows);
 }

@@ -157,6 +157,11 @@ struct profile_rank_deviation {
 	const char *file; /* its file (Python) or library (native), or NULL */
 	enum frame_kind kind;
 	double share, median_share; /* that function's share in this rank and the median's */
+	/* Of the collectives it took part in seen on several ranks, those it entered last. */
+	uint64_t collectives, entered_last;
+	double others_wait_ms; /* how long the others had entered those, on average */
+	bool late;	       /* it entered more than half of them last: the late rank */
+	const char *note;      /* rank_deviation.note, or NULL */
 };
 
 /*
