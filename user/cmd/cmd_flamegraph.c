@@ -42,10 +42,11 @@ static void usage(FILE *f)
 		"\n"
 		"Options:\n"
 		"  -i, --input FILE    the recording to read (default: probing.db)\n"
-		"  -o, --output FILE   write to FILE instead of stdout ('-'); an existing file is\n"
-		"                      replaced only once the new one is complete, keeping its\n"
-		"                      permissions; a symbolic link is followed; devices and\n"
-		"                      FIFOs are written in place, directories refused\n"
+		"  -o, --output FILE   write to FILE instead of stdout ('-'; an SVG is not written\n"
+		"                      to a terminal); an existing file is replaced only once\n"
+		"                      the new one is complete, keeping its permissions; a\n"
+		"                      symbolic link is followed; devices and FIFOs are written\n"
+		"                      in place, directories refused\n"
 		"      --force         replace FILE even if it is read-only\n"
 		"      --folded        print folded stacks instead of an SVG: one line per "
 		"distinct\n"
@@ -442,6 +443,12 @@ int cmd_flamegraph(int argc, char **argv)
 		return cli_usage_error("flamegraph",
 				       "--by rank draws the ranks side by side; a differential "
 				       "graph (--diff, --diff-ranks) is drawn alone");
+	/* SVG is a page of markup: on a terminal it is noise (export refuses binary the same). */
+	if (!folded && !strcmp(output, "-") && stdout_is_tty())
+		return cli_usage_error("flamegraph",
+				       "an SVG flame graph is not for a terminal: write it to a "
+				       "file (-o FILE.svg, then open it in a browser), redirect "
+				       "stdout, or print text with --folded");
 	base_flt = flt;
 	if (diff_ranks) {
 		base_flt.flags |= PROFILE_RANK;
