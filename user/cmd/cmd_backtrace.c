@@ -10,7 +10,10 @@
 #include "live/btjob.h"
 #include "live/livejob.h"
 #include "base/cli.h"
+#include "base/escape.h"
+#include "base/jobinfo.h"
 #include "base/outfile.h"
+#include "base/procinfo.h"
 #include "report/recording.h"
 #include "live/live.h"
 #include "live/tasks.h"
@@ -206,17 +209,64 @@ static int from_snapshot(const struct bt_cmd *bc)
 	return rc;
 }
 
+/*
+ * @pid runs no Python (its native stacks were shown): say so, and name the Python processes
+ * under it, if any: a wrapper shell, a pyenv shim, 'sh -c', a launcher that forks.
+ */
+static void note_python_below(pid_t pid)
+{
+	struct strbuf e = {0};
+	pid_t *pids = NULL;
+	int n = 0, i, k = 0;
+	char *cmd;
+
+	if (jobinfo_descendants(pid, &pids, &n))
+		n = 0;
+	for (i = 1; i < n; i++) /* pids[0] is @pid */
+		if (live__is_python(pids[i]) == 1)
+			pids[k++] = pids[i];
+	if (!k)
+		fprintf(stderr,
+			"probing %s: process %d runs no CPython 3.8-3.13 interpreter that probing "
+			"can read, nor does any process under it: these are its native stacks\n",
+			CMD, pid);
+	else
+		fprintf(stderr,
+			"probing %s: process %d runs no Python (its native stacks are above); "
+			"the Python process%s under it:\n",
+			CMD, pid, k == 1 ? "" : "es");
+	for (i = 0; i < k && i < 4; i++) {
+		cmd = procinfo_cmdline(pids[i]);
+		fprintf(stderr, "probing %s:   %s %d (%s): probing backtrace -p %d\n", CMD,
+			procinfo_ppid(pids[i]) == pid ? "its child" : "a descendant", pids[i],
+			cmd ? text_str(&e, cmd, 0) : "?", pids[i]);
+		free(cmd);
+	}
+	if (k > 4)
+		fprintf(stderr,
+			"probing %s:   and %d more ('probing backtrace -p %d --children' shows "
+			"them all)\n",
+			CMD, k - 4, pid);
+	free(pids);
+	sb_free(&e);
+}
+
 /* One process, the way backtrace has always shown it (and the only way with --locals). */
 static int one_process(struct bt_cmd *bc, pid_t pid)
 {
 	struct bt_process *p = NULL;
+	bool not_python = false;
+	char why[512];
 	int err;
 
-	err = backtrace__collect(pid, &bc->o, &p, NULL, 0);
+	err = backtrace__collect(pid, &bc->o, &p, why, sizeof(why));
 	if (err == -ENOENT) {
 		/* Not Python: its native stacks are what there is. */
+		not_python = true;
 		bc->o.native = true;
 		err = backtrace__collect(pid, &bc->o, &p, NULL, 0);
+	} else if (err) {
+		pr_warn("%s", why);
 	}
 	if (err)
 		return EXIT_FAIL;
@@ -226,6 +276,10 @@ static int one_process(struct bt_cmd *bc, pid_t pid)
 	if (bc->tasks && p->python[0])
 		tasks__print(pid, stdout);
 	backtrace__free(p);
+	if (not_python) {
+		fflush(stdout);
+		note_python_below(pid);
+	}
 	return EXIT_OK;
 }
 
