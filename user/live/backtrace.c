@@ -673,7 +673,11 @@ int backtrace__json_rows(pid_t pid, struct strbuf *rows)
 			err = err
 				      ?: (fr->line > 0 ? sb_printf(rows, ",%d", fr->line)
 						       : sb_puts(rows, ",null"));
-			err = err ?: sb_printf(rows, ",\"%s\"]", frame_kind_name(fr->kind));
+			err = err ?: sb_printf(rows, ",\"%s\",", frame_kind_name(fr->kind));
+			/* As the agent's rows: co_qualname (3.11+), else NULL. */
+			err = err ?: (fr->qualname ? jq_quote(rows, fr->qualname)
+						   : sb_puts(rows, "null"));
+			err = err ?: sb_puts(rows, "]");
 		}
 	}
 	err = err ?: sb_puts(rows, "]");

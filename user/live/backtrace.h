@@ -122,7 +122,7 @@ void backtrace__print(const struct bt_process *p, FILE *f);
 
 /*
  * The livedb hook (livedb__set_outside_backtrace): rows [thread, tid, depth, func, file,
- * lineno, kind] of every thread's Python stack, read from outside, as a JSON array.
+ * lineno, kind, qualname] of every thread's Python stack, read from outside, as a JSON array.
  */
 int backtrace__json_rows(pid_t pid, struct strbuf *rows);
 
