@@ -114,3 +114,182 @@ def test_flamegraph_refuses_svg_on_a_terminal():
     assert rc == 0 and "deflate" in out, err
     p = h.probing("flamegraph", "-i", db)
     assert p.returncode == 0 and "<svg" in p.stdout
+
+
+# ---- a 2-rank job (items 4, 6, 7) -----------------------------------------------------------
+TORCHRUN = "/usr/bin/torchrun"
+DDP_JOB = os.path.join(h.PY_WORKLOADS, "torch", "ddp_job.py")
+
+
+def marked_line(path, tag):
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if line.rstrip().endswith("# @" + tag):
+                return i
+    raise AssertionError("no line marked @" + tag)
+
+
+class Job:
+    """torchrun --nproc_per_node NRANKS ddp_job.py, its ranks ready (READY RANK PID)."""
+
+    def __init__(self, nranks, *args):
+        import re
+        self.hang_file = h.tmp("hang")
+        out_path = h.tmp("job.out")
+        self.proc = h.spawn([TORCHRUN, "--nproc_per_node", str(nranks), "--redirects", "1",
+                             "--tee", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+                             "127.0.0.1:0", DDP_JOB, "--hang-file", self.hang_file,
+                             *map(str, args)],
+                            stdout=open(out_path, "w"), stderr=subprocess.STDOUT,
+                            env={"OMP_NUM_THREADS": "1"})
+        self.pid = self.proc.pid
+
+        def ready():
+            text = open(out_path).read()
+            if self.proc.poll() is not None:
+                raise AssertionError("torchrun exited: " + text[-2000:])
+            ranks = {int(r): int(p) for r, p in re.findall(r"READY (\d+) (\d+)", text)}
+            return ranks if len(ranks) == nranks else None
+
+        self.ranks = h.wait_for(ready, timeout=120, interval=0.2, what="every rank READY")
+
+
+@h.timeout(240)
+def test_two_rank_job_says_which_rank_is_where():
+    """Two ranks, rank 1 hung at a known line, rank 0 waiting in backward for it: no rank is
+    'the odd one out' with two, so the view says where each rank's main thread is, and the
+    main threads' groups come first, before the idle gloo/TCPStore threads."""
+    if not os.path.exists(TORCHRUN):
+        raise h.Skip("torchrun (python3-torch) is not installed")
+    job = Job(2, "--hang-rank", "1")
+    hang = marked_line(DDP_JOB, "hang")
+    open(job.hang_file, "w").close()
+    r0, r1 = job.ranks[0], job.ranks[1]
+
+    def settled():
+        r = h.probing("backtrace", "-p", job.pid, "--children")
+        ok = r.returncode == 0 and f"hang_here (ddp_job.py:{hang})" in r.stdout and \
+            "backward (" in r.stdout.split("\n\n")[0]
+        return r.stdout if ok else None
+
+    text = h.wait_for(settled, timeout=60, interval=0.5, what="rank 1 hung, rank 0 waiting")
+    head = text.split("\n\n")[0].splitlines()
+    assert "odd one out" not in text, text[:600]
+    assert head[1] == "The ranks' main threads are in 2 different places:", head
+    places = {line.split(":")[0].strip(): line for line in head[2:4]}
+    assert f"hang_here (ddp_job.py:{hang}), sleeping in clock_nanosleep (sleep)" in \
+        places[f"rank 1 (pid {r1})"], head
+    assert "backward (__init__.py:" in places[f"rank 0 (pid {r0})"], head
+    # The first two groups are the main threads, each rank's own.
+    groups = [b for b in text.split("\n\n")[1:] if b.startswith("[")]
+    assert groups[0].startswith(f'[1] 1 thread: "MainThread" of rank 0 (pid {r0})') or \
+        groups[0].startswith(f'[1] 1 thread: "MainThread" of rank 1 (pid {r1})'), groups[0]
+    assert groups[1].startswith('[2] 1 thread: "MainThread" of rank'), groups[1]
+
+    # README's example: eval on every rank under the launcher. The launcher (torchrun, no
+    # torch in its __main__) fails: reported, not fatal; each rank answers its rank.
+    r = h.probing("eval", "-p", job.pid, "--children", "torch.distributed.get_rank()")
+    assert r.returncode == 0, r.stderr
+    assert f"==> rank 0 (pid {r0}) <==\n0\n" in r.stdout, r.stdout
+    assert f"==> rank 1 (pid {r1}) <==\n1\n" in r.stdout, r.stdout
+    assert f"pid {job.pid}, not a rank" in r.stderr, r.stderr
+    # A rank that fails still fails the command.
+    r = h.probing("eval", "-p", job.pid, "--children", "undefined_name_here")
+    assert r.returncode == 1 and f"rank 0 (pid {r0}): failed" in r.stderr, r.stderr
+
+    # python.torch_trace without the hooks: the command that installs them, with the pid
+    # (the agent is loaded by the eval above, the torch helper is not installed).
+    r = h.probing("query", "-p", r0, "SELECT * FROM python.torch_trace")
+    assert r.returncode != 0 and f"'probing inject -p {r0} --torch'" in r.stderr, r.stderr
+
+
+# ---- item 4: README examples that were wrong; item 6: messages ------------------------------
+def start_sleeper():
+    p = h.spawn(["/usr/bin/python3", "-c",
+                 "import threading, time\n"
+                 "class Worker(threading.Thread):\n"
+                 "    def run(self):\n"
+                 "        while True: time.sleep(0.05)\n"
+                 "Worker(daemon=True, name='worker').start()\n"
+                 "print('ready', flush=True)\n"
+                 "while True: time.sleep(0.05)\n"], stdout=subprocess.PIPE)
+    assert p.stdout.readline().strip() == b"ready"
+    return p
+
+
+def test_eval_readme_examples_and_print():
+    """README's 'import gc; len(gc.get_objects())' in a fresh process prints a count (the
+    statements run, the expression last gives its value); 'print(1+1)' from stdin prints 2
+    and no None; a bare None still prints None."""
+    t = start_sleeper()
+    r = h.probing("eval", "-p", t.pid, "import gc; len(gc.get_objects())")
+    assert r.returncode == 0 and int(r.stdout) > 1000, (r.stdout, r.stderr)
+    r = h.probing("eval", "-p", t.pid, "-", input="print(1+1)\n")
+    assert r.returncode == 0 and r.stdout == "2\n", repr(r.stdout)
+    r = h.probing("eval", "-p", t.pid, "None")
+    assert r.stdout == "None\n", repr(r.stdout)
+    r = h.probing("eval", "-p", t.pid, "x = 20\nx + 22")
+    assert r.stdout == "42\n", repr(r.stdout)
+
+
+def test_torch_trace_without_agent_names_inject_torch():
+    t = start_sleeper()
+    r = h.probing("query", "-p", t.pid, "SELECT * FROM python.torch_trace")
+    assert r.returncode != 0, r.stdout
+    assert f"run 'probing inject -p {t.pid} --torch' first" in r.stderr, r.stderr
+
+
+def test_export_pid_options_explained():
+    """export: -p is a live process, --pid a filter of a recording's samples; each misuse
+    says which is which, with the command to run."""
+    db = recordings.make_db()
+    r = h.probing("export", "-i", db, "--format", "pprof", "-p", "100", "-o", h.tmp("a.pb.gz"))
+    assert r.returncode == 2, r.stderr
+    assert f"'probing export -i {db} --format pprof --pid 100 -o {h.tmp('a.pb.gz')}'" in \
+        r.stderr, r.stderr
+    r = h.probing("export", "--format", "chrome", "--pid", "100", "-o", h.tmp("a.json"))
+    assert r.returncode == 2 and "'probing export -p 100 --format chrome -o OUT'" in r.stderr, \
+        r.stderr
+    r = h.probing("export", "--help")
+    assert "-p, which reads a live process" in r.stdout
+
+
+@h.params(["outside", "agent"])
+def test_python_backtrace_has_the_qualname_backtrace_shows(how):
+    """python.backtrace's qualname is what 'backtrace' prints (Worker.run, not run), read
+    from outside or served by the agent."""
+    t = start_sleeper()
+    if how == "agent":
+        assert h.probing("inject", "-p", t.pid).returncode == 0
+    r = h.probing("query", "-p", t.pid, "--format", "json",
+                  "SELECT thread, depth, func, qualname FROM python.backtrace "
+                  "WHERE thread = 'worker' AND depth = 0")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows == [{"thread": "worker", "depth": 0, "func": "run",
+                     "qualname": "Worker.run"}], rows
+    bt = h.probing("backtrace", "-p", t.pid)
+    assert "Worker.run (" in bt.stdout, bt.stdout
+
+
+# ---- item 5: backtrace of a shell whose child is Python -------------------------------------
+def test_backtrace_of_a_wrapper_shell_names_its_python_child():
+    """A wrapper shell (bash running python3 as a child, as a launch script or a pyenv shim
+    without exec does): backtrace -p SHELL shows the shell's native stacks and says which
+    child is the Python process, with the command for it; not 'use --native'."""
+    script = h.tmp("wrapped.py")
+    with open(script, "w") as f:
+        f.write("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    shell = h.spawn(["/bin/bash", "-c", f"/usr/bin/python3 {script}; echo done"],
+                    stdout=subprocess.PIPE)
+    assert shell.stdout.readline().strip() == b"ready"
+    child = int(open(f"/proc/{shell.pid}/task/{shell.pid}/children").read().split()[0])
+    r = h.probing("backtrace", "-p", shell.pid)
+    assert r.returncode == 0, r.stderr
+    assert f"Process {shell.pid}: /bin/bash" in r.stdout
+    assert f"its child {child} (/usr/bin/python3 {script}): probing backtrace -p {child}" in \
+        r.stderr, r.stderr
+    assert "use --native" not in r.stderr, r.stderr
+    # The child, as the note says: its Python stack.
+    r = h.probing("backtrace", "-p", child)
+    assert r.returncode == 0 and "<module> (" in r.stdout, r.stdout
