@@ -293,3 +293,55 @@ def test_backtrace_of_a_wrapper_shell_names_its_python_child():
     # The child, as the note says: its Python stack.
     r = h.probing("backtrace", "-p", child)
     assert r.returncode == 0 and "<module> (" in r.stdout, r.stdout
+
+
+# ---- item 8: crash files lead with the crash ------------------------------------------------
+CRASH_TARGET = os.path.join(h.PY_WORKLOADS, "live", "crash_target.py")
+
+
+def crash_file(mode):
+    """Run crash_target.py MODE under 'probing run --crash'; return the crash file."""
+    import resource
+    out = h.tmp(f"crash-{mode}.db")
+    p = h.spawn([h.PROBING, "run", f"--crash={out}", "--", "/usr/bin/python3", CRASH_TARGET,
+                 mode], cwd=h.tmp(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+    p.communicate(timeout=60)
+    assert os.path.exists(out), "no crash file"
+    return out
+
+
+def test_crash_file_leads_with_the_crashed_thread():
+    """A worker thread's uncaught exception: backtrace -i shows that thread first, marked with
+    the exception and the function it was raised in, before MainThread and sleeper-1; with
+    --locals, the variables the file holds. A SIGSEGV: its signal, code and faulting frame
+    instead of the handler's '(sleeping) ... holds the GIL'."""
+    db = crash_file("thread_exc")
+    r = h.probing("backtrace", "-i", db)
+    assert r.returncode == 0, r.stderr
+    threads = [line for line in r.stdout.splitlines() if line.startswith("Thread ")]
+    assert threads[0].endswith('"worker-1" crashed: uncaught ValueError: bad batch 7 in '
+                               'fail_batch  <-- the crash'), threads
+    assert "MainThread" in threads[1] and "crashed" not in "".join(threads[1:]), threads
+    r = h.probing("backtrace", "-i", db, "--locals")
+    assert r.returncode == 0, r.stderr
+    block = r.stdout.split("\n\n")[1]
+    assert "fail_batch (" in block and "        batch = 7\n" in block and \
+        "        items = [7, 7, 7]\n" in block, block
+
+    db = crash_file("segv")
+    r = h.probing("backtrace", "-i", db)
+    first = [line for line in r.stdout.splitlines() if line.startswith("Thread ")][0]
+    assert '"MainThread" crashed: SIGSEGV (code 1, address 0x0) in ' in first, first
+    assert "strlen" in first and "sleeping" not in first and "GIL" not in first, first
+    r = h.probing("backtrace", "-i", db, "--locals")
+    assert r.returncode == 0 and "        secret = 4242\n" in r.stdout, r.stdout
+
+
+def test_backtrace_snapshot_locals_refused_with_the_reason():
+    t = start_sleeper()
+    snap = h.tmp("snap.db")
+    assert h.probing("backtrace", "-p", t.pid, "-o", snap).returncode == 0
+    r = h.probing("backtrace", "-i", snap, "--locals")
+    assert r.returncode == 1 and "keeps no local variables" in r.stderr, r.stderr
+    assert f"'probing backtrace -p PID --locals'" in r.stderr

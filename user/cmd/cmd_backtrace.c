@@ -8,6 +8,7 @@
 #include "live/backtrace.h"
 #include "live/agent_client.h"
 #include "live/btjob.h"
+#include "live/crashsnap.h"
 #include "live/livejob.h"
 #include "base/cli.h"
 #include "base/escape.h"
@@ -77,8 +78,10 @@ static const char usage_text[] =
 	"  -o, --output FILE write a snapshot instead (SQLite: the same data as the JSON,\n"
 	"                    docs/sql.md), for 'backtrace -i FILE' or 'query -i FILE' later\n"
 	"      --force       replace FILE even if it is read-only\n"
-	"  -i, --input FILE  show a snapshot written with -o\n"
-	"      --locals      also local variables of Python frames (one process, text)\n"
+	"  -i, --input FILE  show a snapshot written with -o, or a crash file (inject/run\n"
+	"                    --crash: the crashed thread first, with its signal or exception)\n"
+	"      --locals      also local variables of Python frames (one process, text; with\n"
+	"                    -i, those a crash file holds)\n"
 	"      --inject      with --locals: load the agent if it is not running, for full reprs\n"
 	"      --max-repr N  longest repr read from outside, in characters (default 200)\n"
 	"      --tasks       also the asyncio tasks of every event loop\n"
@@ -95,6 +98,7 @@ static const char usage_text[] =
 	"  probing backtrace -p 1234 --children --format json | jq '.[] | {rank, pid}'\n"
 	"  probing backtrace -p 1234 --children -o node1.db && probing backtrace -i node1.db\n"
 	"  probing query -i node1.db \"SELECT * FROM bt_groups\"\n"
+	"  probing backtrace -i probing-crash-1234.db --locals    # after inject --crash\n"
 	"  probing query -p 1234 \"SELECT thread, depth, func, lineno FROM python.backtrace\"\n";
 
 enum {
@@ -197,15 +201,39 @@ static int show_job(const struct bt_cmd *bc, const struct bt_job *j)
 static int from_snapshot(const struct bt_cmd *bc)
 {
 	struct bt_job *j = NULL;
+	struct strbuf e = {0};
 	sqlite3 *db = NULL;
-	int rc = EXIT_FAIL;
+	int rc = EXIT_FAIL, crash;
 
 	if (recording__open_kind(bc->input, RECORDING_BACKTRACE, &db, NULL))
 		return EXIT_FAIL;
-	if (!btjob__load(db, bc->input, &j))
-		rc = show_job(bc, j);
+	if (btjob__load(db, bc->input, &j))
+		goto out;
+	/* A crash file: the crashed thread first, marked; its locals when asked. */
+	crash = crashsnap__load(db, bc->input, j, bc->o.locals);
+	if (crash < 0)
+		goto out;
+	if (bc->o.locals && !crash) {
+		fprintf(stderr,
+			"probing %s: %s is a snapshot of 'backtrace -o', which keeps no local "
+			"variables (crash files of 'inject --crash' and 'run --crash' do); read "
+			"them live: 'probing backtrace -p PID --locals'\n",
+			CMD, text_str(&e, bc->input, 0));
+		goto out;
+	}
+	if (bc->o.locals && j->nprocs != 1) {
+		fprintf(stderr,
+			"probing %s: %s holds %d processes: --locals shows those of one; the "
+			"table bt_locals has them all ('probing query -i %s \"SELECT * FROM "
+			"bt_locals\"')\n",
+			CMD, text_str(&e, bc->input, 0), j->nprocs, text_str(&e, bc->input, 0));
+		goto out;
+	}
+	rc = show_job(bc, j);
+out:
 	btjob__free(j);
 	recording__close(db);
+	sb_free(&e);
 	return rc;
 }
 
@@ -395,9 +423,13 @@ int cmd_backtrace(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-	if (bc.input && (bc.pids || bc.output || bc.children || bc.o.native || bc.o.locals))
+	if (bc.input && (bc.pids || bc.output || bc.children || bc.o.native || bc.inject))
 		return cli_usage_error(CMD, "-i FILE shows a snapshot: it goes without -p, "
-					    "--children, --native, --locals and -o");
+					    "--children, --native, --inject and -o");
+	if (bc.input && bc.o.locals && bc.json)
+		return cli_usage_error(CMD, "--locals shows the variables as text: leave out "
+					    "--format json (the table bt_locals of the file has "
+					    "them for SQL)");
 	if (bc.input)
 		return from_snapshot(&bc);
 	if (!bc.pids)

@@ -207,7 +207,9 @@ static int by_size(const void *a, const void *b)
 {
 	const struct bt_group *x = a, *y = b;
 
-	/* Where the job's code is comes before its many idle helper threads. */
+	/* What crashed first, then where the job's code is, then its idle helper threads. */
+	if (x->crashed != y->crashed)
+		return x->crashed ? -1 : 1;
 	if (x->main != y->main)
 		return x->main ? -1 : 1;
 	if (x->n != y->n)
@@ -341,6 +343,8 @@ int btjob__group(struct bt_job *j)
 		groups[g].m[groups[g].n++].thread = slots[i].thread;
 		if (t->tid == j->procs[slots[i].proc].pid && compared(j, slots[i].proc, nranks))
 			groups[g].main = true;
+		if (t->crash[0])
+			groups[g].crashed = true;
 	}
 	qsort(groups, ngroups, sizeof(*groups), by_size);
 	for (g = 0; g < ngroups; g++)
@@ -663,6 +667,7 @@ void btjob__print(const struct bt_job *j, FILE *f)
 		const struct bt_group *gr = &j->groups[g];
 		const struct bt_thread *t = member_thread(j, &gr->m[0]);
 		bool odd = false;
+		int ncrashed;
 
 		for (k = 0; k < gr->n && !odd; k++)
 			odd = j->procs[gr->m[k].proc].odd &&
@@ -671,12 +676,18 @@ void btjob__print(const struct bt_job *j, FILE *f)
 		group_members(j, gr, &sb);
 		fprintf(f, "\n[%d] %d thread%s: %s%s\n", g + 1, gr->n, gr->n == 1 ? "" : "s",
 			sb_str(&sb), odd ? "  <-- the odd one out" : "");
+		ncrashed = 0;
+		for (k = 0; k < gr->n; k++)
+			if (member_thread(j, &gr->m[k])->crash[0] && ++ncrashed)
+				fprintf(f, "    %s crashed: %s  <-- the crash\n",
+					j->procs[gr->m[k].proc].label,
+					text_str(&e, member_thread(j, &gr->m[k])->crash, 0));
 		sb_reset(&sb);
 		group_states(j, gr, &sb);
-		fprintf(f, "    %s%s\n", sb_str(&sb),
-			t->nframes || t->error[0] ? ""
-						  : "; no Python "
-						    "frames");
+		/* A crashed thread's state is its signal handler's, waiting: not worth saying. */
+		if (ncrashed < gr->n)
+			fprintf(f, "    %s%s\n", sb_str(&sb),
+				t->nframes || t->error[0] ? "" : "; no Python frames");
 		if (t->error[0])
 			fprintf(f, "    [native stack unavailable: %s]\n",
 				text_str(&e, t->error, 0));

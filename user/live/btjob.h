@@ -58,13 +58,15 @@ struct bt_group {
 	struct bt_member *m; /* in the job's order of processes and threads */
 	bool main;	     /* holds the main thread of a rank (of a process, when no process
 			      * has a rank): where the job's own code is */
+	bool crashed;	     /* holds a thread that crashed (a crash file: bt_thread.crash) */
 };
 
 struct bt_job {
 	int nprocs;
 	struct bt_job_proc *procs; /* in the order of job_procs (a launcher, then by rank) */
 	int ngroups;
-	struct bt_group *groups; /* main threads' first (bt_group.main), then largest first */
+	struct bt_group *groups; /* a crashed thread's first, then the main threads'
+				  * (bt_group.main), then largest first */
 	int odd;		 /* processes flagged as the odd one out */
 	double time;		 /* unix seconds it was read */
 	char host[65];		 /* the host it was read on ("" unknown) */
