@@ -345,3 +345,35 @@ def test_backtrace_snapshot_locals_refused_with_the_reason():
     r = h.probing("backtrace", "-i", snap, "--locals")
     assert r.returncode == 1 and "keeps no local variables" in r.stderr, r.stderr
     assert f"'probing backtrace -p PID --locals'" in r.stderr
+
+
+# ---- item 12: after make demo ----------------------------------------------------------------
+@h.timeout(180)
+def test_demo_says_what_next_and_explains_frames_without_symbols():
+    """scripts/demo.sh (make demo): where the binary is, how to install it, three commands
+    to run next on its recording; and every library whose code without symbols ends samples
+    of the recording (the ground truth: the recording's own leaf frames) is named, with the
+    way to get its debug symbols."""
+    out_dir = h.tmp()
+    r = h.run([os.path.join(h.ROOT, "scripts", "demo.sh")], timeout=150,
+              env={"DEMO_SECONDS": "2", "DEMO_DIR": out_dir})
+    assert r.returncode == 0, r.stderr
+    db = os.path.join(out_dir, "demo.db")
+    assert os.path.exists(os.path.join(out_dir, "demo.svg"))
+    text = r.stdout
+    assert f"the binary is {h.PROBING}" in text, text
+    assert "sudo make install" in text
+    nxt = text[text.index("\nNext:\n"):].splitlines()[2:5]
+    assert [line.split()[1] for line in nxt] == ["serve", "flamegraph", "backtrace"], nxt
+    assert f"serve -i {db}" in nxt[0] and f"flamegraph -i {db}" in nxt[1], nxt
+    con = h.db(db)
+    stripped = {f for (f,) in con.execute(
+        "SELECT DISTINCT func FROM frames WHERE kind = 'native' AND depth = 0 "
+        "AND func LIKE '[%]' AND func <> '[unknown]' "
+        "AND stack_id IN (SELECT stack_id FROM samples)")}
+    named = {line.split(":")[0].strip() for line in text.splitlines()
+             if "% of the samples end there" in line}
+    assert named == stripped, (named, stripped)
+    if stripped:
+        assert "native code without symbols" in text and "-dbgsym" in text and \
+            "DEBUGINFOD_URLS=" in text, text
