@@ -89,7 +89,7 @@ static void usage(FILE *f)
 		"  probing flamegraph -i app.db --pid 1234 --title 'trainer, rank 0' -o rank0.svg\n"
 		"  probing flamegraph -i app.db --folded | grep -F 'forward (' | head\n"
 		"  probing flamegraph -i app.db --from 30 --to 40 -o slow-phase.svg\n"
-		"  probing flamegraph -i app.db --diff-ranks 0,3 -o rank3-vs-rank0.svg\n"
+		"  probing flamegraph -i job.db --diff-ranks 0,3 -o rank3-vs-rank0.svg\n"
 		"  probing flamegraph -i job.db --by rank -o ranks.svg\n"
 		"  probing flamegraph -i after.db --diff before.db -o diff.svg\n");
 }

@@ -90,7 +90,7 @@ static const char usage_text[] =
 	"  sudo probing record -o app.db -- ./myprog --input data.bin\n"
 	"  sudo probing record --children -p 4321 -d 30 -o job.db    # 4321: torchrun\n"
 	"  sudo probing record --off-cpu -p 1234 -d 5 -o hang.db    # where a hung job waits\n"
-	"  sudo probing record -p 1234 -d 10 -o app.svg    # a flame graph, app.db kept beside\n"
+	"  sudo probing record -p 1234 -d 10 -o prof.svg   # a flame graph; prof.db kept beside\n"
 	"  probing flamegraph -i app.db -o app.svg\n";
 
 enum {
