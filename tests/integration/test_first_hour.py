@@ -377,3 +377,23 @@ def test_demo_says_what_next_and_explains_frames_without_symbols():
     if stripped:
         assert "native code without symbols" in text and "-dbgsym" in text and \
             "DEBUGINFOD_URLS=" in text, text
+
+
+# ---- item 3: py-spy's --nolineno, --threads, --idle ------------------------------------------
+def test_flamegraph_no_lines_merges_a_functions_lines():
+    """--no-lines (py-spy's --nolineno): one frame per Python function, the counts of its
+    lines summed; native frames untouched; the help names the py-spy options' equivalents."""
+    db = recordings.make_db("@process 100 python app.py\n@pid 100 100 MainThread\n"
+                            "main (/app/a.py:3);work (/app/a.py:10) 5\n"
+                            "main (/app/a.py:3);work (/app/a.py:12) 7\n"
+                            "main (/app/a.py:3);work (/app/a.py:12);memcpy 2\n")
+    p = h.probing("flamegraph", "-i", db, "--folded", "--no-lines")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["main (/app/a.py);work (/app/a.py) 12",
+                                     "main (/app/a.py);work (/app/a.py);memcpy 2"], p.stdout
+    p = h.probing("flamegraph", "-i", db, "--no-lines")
+    assert p.returncode == 0 and p.stdout.count(">work (/app/a.py)<") <= 1
+    help_text = h.probing("flamegraph", "--help").stdout
+    for needle in ("--nolineno is --no-lines", "--threads", "--tid N", "--idle",
+                   "record --off-cpu"):
+        assert needle in help_text, needle

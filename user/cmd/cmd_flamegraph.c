@@ -23,7 +23,7 @@ static void usage(FILE *f)
 		"                          [--rank N] [--from SEC] [--to SEC] [--state STATE]\n"
 		"                          [--diff OTHER.db] [--diff-ranks A,B] [--by rank]\n"
 		"                          [--title T] [--width PX] [--min-width PX] [--inverted]\n"
-		"                          [--force]\n"
+		"                          [--no-lines] [--force]\n"
 		"\n"
 		"Draw the samples of a recording as a flame graph: an interactive SVG to open in "
 		"a\n"
@@ -82,7 +82,14 @@ static void usage(FILE *f)
 		"call\n"
 		"                      (default: 0.1%% of the width); --folded keeps every stack\n"
 		"      --inverted      icicle graph: the root at the top, callees below callers\n"
+		"      --no-lines      one frame per Python function, whatever line it was at\n"
+		"                      (\"train (app.py)\" instead of one per line)\n"
 		"  -h, --help          show this help\n"
+		"\n"
+		"From py-spy: --nolineno is --no-lines; --threads (a graph per thread) is --tid N\n"
+		"for one thread ('probing query -i FILE \"SELECT tid, thread, SUM(count) FROM\n"
+		"samples GROUP BY tid\"' lists them); --idle (idle threads too) is a recording made\n"
+		"with 'record --off-cpu', whose waits are drawn, or left out with --state running.\n"
 		"\n"
 		"Examples:\n"
 		"  probing flamegraph -i app.db -o app.svg\n"
@@ -110,6 +117,7 @@ enum {
 	OPT_DIFF,
 	OPT_DIFF_RANKS,
 	OPT_BY,
+	OPT_NO_LINES,
 };
 
 static const struct option options[] = {
@@ -130,6 +138,7 @@ static const struct option options[] = {
 	{"diff", required_argument, NULL, OPT_DIFF},
 	{"diff-ranks", required_argument, NULL, OPT_DIFF_RANKS},
 	{"by", required_argument, NULL, OPT_BY},
+	{"no-lines", no_argument, NULL, OPT_NO_LINES},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -407,6 +416,9 @@ int cmd_flamegraph(int argc, char **argv)
 					"A,B (the baseline first), e.g. 0,3",
 					optarg);
 			diff_ranks = true;
+			break;
+		case OPT_NO_LINES:
+			flt.flags |= PROFILE_NO_LINES;
 			break;
 		case OPT_BY:
 			if (strcmp(optarg, "rank"))
