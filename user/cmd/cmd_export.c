@@ -375,8 +375,8 @@ int cmd_export(int argc, char **argv)
 				       "the option is --pid N: 'probing export -i %s --format %s "
 				       "--pid %s -o %s'",
 				       format_names(OF_TRACE, ", ", " or ", names, sizeof(names)),
-				       input_given ? input : "FILE", x->name, pid_arg ? pid_arg : "N",
-				       output ? output : "OUT");
+				       input_given ? input : "FILE", x->name,
+				       pid_arg ? pid_arg : "N", output ? output : "OUT");
 	if ((pid_arg || t_arg) && input_given)
 		return cli_usage_error("export", "give either -i FILE or -p PID, not both");
 	if (x->write_trace && (flt.pid || flt.tid))

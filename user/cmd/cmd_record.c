@@ -379,8 +379,7 @@ int cmd_record(int argc, char **argv)
 			return ret;
 		}
 		ret = EXIT_FAIL;
-		fprintf(stderr,
-			"probing: recording into %s; %s (%s) is made from it at the end\n",
+		fprintf(stderr, "probing: recording into %s; %s (%s) is made from it at the end\n",
 			derived_rec, o.output, derived->what);
 		derived_out = o.output;
 		o.output = derived_rec;
@@ -413,8 +412,7 @@ int cmd_record(int argc, char **argv)
 	if ((session__close(s) || err) && ret == EXIT_OK)
 		ret = EXIT_FAIL; /* the reason and where the data is were printed */
 	if (derived && ret == EXIT_OK)
-		ret = derive_output(derived, derived_rec, derived_out,
-				    o.store_flags & STORE_FORCE);
+		ret = derive_output(derived, derived_rec, derived_out, o.store_flags & STORE_FORCE);
 cleanup:
 	free(derived_rec);
 	free(pids);

@@ -646,12 +646,12 @@ void backtrace__print(const struct bt_process *p, FILE *f)
 				;
 			if (t->nframes)
 				fprintf(f, " in %s",
-					text_str(&e[0],
-						 t->frames[0].qualname ?: t->frames[0].func, 0));
+					text_str(&e[0], t->frames[0].qualname ?: t->frames[0].func,
+						 0));
 			if (j > 0 && j < t->nframes) /* native code a Python function called */
 				fprintf(f, ", called from %s (%s:%d)",
-					text_str(&e[0],
-						 t->frames[j].qualname ?: t->frames[j].func, 0),
+					text_str(&e[0], t->frames[j].qualname ?: t->frames[j].func,
+						 0),
 					text_str(&e[1], basename_of(t->frames[j].file), 0),
 					t->frames[j].line);
 			fputs("  <-- the crash\n", f);
@@ -708,8 +708,9 @@ int backtrace__json_rows(pid_t pid, struct strbuf *rows)
 						       : sb_puts(rows, ",null"));
 			err = err ?: sb_printf(rows, ",\"%s\",", frame_kind_name(fr->kind));
 			/* As the agent's rows: co_qualname (3.11+), else NULL. */
-			err = err ?: (fr->qualname ? jq_quote(rows, fr->qualname)
-						   : sb_puts(rows, "null"));
+			err = err
+				      ?: (fr->qualname ? jq_quote(rows, fr->qualname)
+						       : sb_puts(rows, "null"));
 			err = err ?: sb_puts(rows, "]");
 		}
 	}

@@ -481,8 +481,8 @@ static int load_crashes(sqlite3 *db, struct bt_job *j)
 		exc = col_text(st, 7);
 		msg = col_text(st, 8);
 		if (kind && !strcmp(kind, "exception"))
-			snprintf(t->crash, sizeof(t->crash), "uncaught %s%s%s", exc ? exc : "exception",
-				 msg && *msg ? ": " : "", msg ? msg : "");
+			snprintf(t->crash, sizeof(t->crash), "uncaught %s%s%s",
+				 exc ? exc : "exception", msg && *msg ? ": " : "", msg ? msg : "");
 		else if (sqlite3_column_int(st, 5) > 0)
 			snprintf(t->crash, sizeof(t->crash), "%s (code %d, address 0x%llx)",
 				 sig ? sig : "signal", sqlite3_column_int(st, 5),
@@ -534,8 +534,9 @@ int crashsnap__load(sqlite3 *db, const char *path, struct bt_job *j, bool locals
 	err = err ?: btjob__group(j);
 	if (err)
 		pr_warn("cannot read the crash of %s: %s", text_str(&e, path, 0),
-			err == -ENOMEM ? "out of memory" : "its tables crash or bt_locals are not "
-							   "as probing writes them");
+			err == -ENOMEM ? "out of memory"
+				       : "its tables crash or bt_locals are not "
+					 "as probing writes them");
 	sb_free(&e);
 	return err ?: 1;
 }
