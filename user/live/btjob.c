@@ -207,6 +207,11 @@ static int by_size(const void *a, const void *b)
 {
 	const struct bt_group *x = a, *y = b;
 
+	/* What crashed first, then where the job's code is, then its idle helper threads. */
+	if (x->crashed != y->crashed)
+		return x->crashed ? -1 : 1;
+	if (x->main != y->main)
+		return x->main ? -1 : 1;
 	if (x->n != y->n)
 		return x->n > y->n ? -1 : 1;
 	/* Ties: in the order of their first member (the job's order). */
@@ -232,6 +237,22 @@ static int main_thread(const struct bt_job *j, int i)
 	return -1;
 }
 
+/* How many processes have a rank (and were read): the ones compared, when there are any. */
+static int nranked(const struct bt_job *j)
+{
+	int i, n = 0;
+
+	for (i = 0; i < j->nprocs; i++)
+		n += jobinfo_has_rank(&j->procs[i].id) && j->procs[i].bt;
+	return n;
+}
+
+/* Is process @i one of those compared (a rank, or any process when none has a rank)? */
+static bool compared(const struct bt_job *j, int i, int nranks)
+{
+	return j->procs[i].bt && (!nranks || jobinfo_has_rank(&j->procs[i].id));
+}
+
 /*
  * The odd ones out: among the ranks (all processes when none has a rank) whose main thread
  * was read, those whose main thread is in a group no other of them shares, provided some
@@ -239,25 +260,23 @@ static int main_thread(const struct bt_job *j, int i)
  */
 static void find_odd(struct bt_job *j)
 {
-	int i, g, k, nranked = 0, *count = calloc(j->ngroups ? j->ngroups : 1, sizeof(int));
+	int i, g, k, nranks = nranked(j), *count = calloc(j->ngroups ? j->ngroups : 1, sizeof(int));
 	bool shared = false;
 
 	j->odd = 0;
-	for (i = 0; i < j->nprocs; i++) {
+	for (i = 0; i < j->nprocs; i++)
 		j->procs[i].odd = false;
-		nranked += jobinfo_has_rank(&j->procs[i].id) && j->procs[i].bt;
-	}
 	if (!count)
 		return;
 	for (i = 0; i < j->nprocs; i++) {
-		if (!j->procs[i].bt || (nranked && !jobinfo_has_rank(&j->procs[i].id)))
+		if (!compared(j, i, nranks))
 			continue;
 		k = main_thread(j, i);
 		if (k >= 0 && (g = j->procs[i].group[k]) >= 0 && ++count[g] > 1)
 			shared = true;
 	}
 	for (i = 0; shared && i < j->nprocs; i++) {
-		if (!j->procs[i].bt || (nranked && !jobinfo_has_rank(&j->procs[i].id)))
+		if (!compared(j, i, nranks))
 			continue;
 		k = main_thread(j, i);
 		if (k >= 0 && (g = j->procs[i].group[k]) >= 0 && count[g] == 1) {
@@ -272,7 +291,7 @@ int btjob__group(struct bt_job *j)
 {
 	struct slot *slots = NULL;
 	struct bt_group *groups = NULL;
-	int nslots = 0, ngroups = 0, i, k, g, *rep = NULL;
+	int nslots = 0, ngroups = 0, i, k, g, *rep = NULL, nranks = nranked(j);
 
 	for (i = 0; i < j->ngroups; i++)
 		free(j->groups[i].m);
@@ -322,6 +341,10 @@ int btjob__group(struct bt_job *j)
 		}
 		groups[g].m[groups[g].n].proc = slots[i].proc;
 		groups[g].m[groups[g].n++].thread = slots[i].thread;
+		if (t->tid == j->procs[slots[i].proc].pid && compared(j, slots[i].proc, nranks))
+			groups[g].main = true;
+		if (t->crash[0])
+			groups[g].crashed = true;
 	}
 	qsort(groups, ngroups, sizeof(*groups), by_size);
 	for (g = 0; g < ngroups; g++)
@@ -545,6 +568,80 @@ static const char *parent_command(const struct bt_job *j)
 	return NULL;
 }
 
+/* "hang_here (train.py:40)": the innermost Python frame of @t (else its innermost frame). */
+static void where_str(const struct bt_thread *t, struct strbuf *sb)
+{
+	const struct frame *fr = NULL;
+	struct strbuf e = {0};
+	const char *file;
+	int k;
+
+	for (k = 0; k < t->nframes && !fr; k++)
+		if (t->frames[k].kind == FRAME_PYTHON)
+			fr = &t->frames[k];
+	if (!fr && t->nframes)
+		fr = &t->frames[0];
+	if (!fr) {
+		sb_puts(sb, "no Python frames");
+		return;
+	}
+	sb_puts(sb, text_str(&e, fr->qualname ? fr->qualname : fr->func, 0));
+	file = fr->file ? strrchr(fr->file, '/') : NULL;
+	file = file ? file + 1 : fr->file;
+	if (file && fr->line > 0)
+		sb_printf(sb, " (%s:%d)", text_str(&e, file, 0), fr->line);
+	sb_free(&e);
+}
+
+#define PLACES_SHOWN 8
+
+/*
+ * No rank is the odd one out, yet the ranks' main threads are in different places (two ranks
+ * that differ; or no two alike): say which is where, a line per place (the main threads'
+ * groups, first in j->groups).
+ */
+static void print_places(const struct bt_job *j, FILE *f)
+{
+	int nranks = nranked(j), nplaces, g, k, n, procs[PLACES_SHOWN], ones[PLACES_SHOWN];
+	const struct bt_thread *t, *main_t;
+	struct strbuf sb = {0};
+	char wait[96];
+
+	for (nplaces = 0; nplaces < j->ngroups && j->groups[nplaces].main; nplaces++)
+		;
+	if (nplaces < 2)
+		return;
+	fprintf(f, "The %s' main threads are in %d different places:\n",
+		nranks ? "ranks" : "processes", nplaces);
+	for (g = 0; g < nplaces && g < PLACES_SHOWN; g++) {
+		const struct bt_group *gr = &j->groups[g];
+
+		main_t = NULL;
+		for (k = n = 0; k < gr->n; k++) {
+			t = member_thread(j, &gr->m[k]);
+			if (t->tid != j->procs[gr->m[k].proc].pid ||
+			    !compared(j, gr->m[k].proc, nranks))
+				continue;
+			main_t = main_t ? main_t : t;
+			if (n < PLACES_SHOWN) {
+				procs[n] = gr->m[k].proc;
+				ones[n++] = 1;
+			}
+		}
+		sb_reset(&sb);
+		list_procs(j, procs, ones, n, &sb);
+		sb_puts(&sb, ": ");
+		where_str(main_t, &sb);
+		backtrace__wait_str(main_t, wait, sizeof(wait));
+		sb_printf(&sb, ", %s%s%s", backtrace__state_word(main_t->state), wait[0] ? " " : "",
+			  wait);
+		fprintf(f, "  %s  [%d]\n", sb_str(&sb), g + 1);
+	}
+	if (nplaces > PLACES_SHOWN)
+		fprintf(f, "  and %d more places below\n", nplaces - PLACES_SHOWN);
+	sb_free(&sb);
+}
+
 void btjob__print(const struct bt_job *j, FILE *f)
 {
 	struct strbuf sb = {0}, e = {0};
@@ -601,10 +698,13 @@ void btjob__print(const struct bt_job *j, FILE *f)
 				"thread is ([%d] below)\n",
 				j->procs[i].label, proc_ranks ? "rank" : "process",
 				j->procs[i].group[main_thread(j, i)] + 1);
+	if (!j->odd)
+		print_places(j, f);
 	for (g = 0; g < j->ngroups; g++) {
 		const struct bt_group *gr = &j->groups[g];
 		const struct bt_thread *t = member_thread(j, &gr->m[0]);
 		bool odd = false;
+		int ncrashed;
 
 		for (k = 0; k < gr->n && !odd; k++)
 			odd = j->procs[gr->m[k].proc].odd &&
@@ -613,12 +713,18 @@ void btjob__print(const struct bt_job *j, FILE *f)
 		group_members(j, gr, &sb);
 		fprintf(f, "\n[%d] %d thread%s: %s%s\n", g + 1, gr->n, gr->n == 1 ? "" : "s",
 			sb_str(&sb), odd ? "  <-- the odd one out" : "");
+		ncrashed = 0;
+		for (k = 0; k < gr->n; k++)
+			if (member_thread(j, &gr->m[k])->crash[0] && ++ncrashed)
+				fprintf(f, "    %s crashed: %s  <-- the crash\n",
+					j->procs[gr->m[k].proc].label,
+					text_str(&e, member_thread(j, &gr->m[k])->crash, 0));
 		sb_reset(&sb);
 		group_states(j, gr, &sb);
-		fprintf(f, "    %s%s\n", sb_str(&sb),
-			t->nframes || t->error[0] ? ""
-						  : "; no Python "
-						    "frames");
+		/* A crashed thread's state is its signal handler's, waiting: not worth saying. */
+		if (ncrashed < gr->n)
+			fprintf(f, "    %s%s\n", sb_str(&sb),
+				t->nframes || t->error[0] ? "" : "; no Python frames");
 		if (t->error[0])
 			fprintf(f, "    [native stack unavailable: %s]\n",
 				text_str(&e, t->error, 0));

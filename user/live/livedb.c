@@ -324,6 +324,24 @@ static bool python_process(struct livedb *l)
 	return l->python;
 }
 
+/*
+ * The command that makes the agent serve @lt in process @pid, into @buf: a helper's origin
+ * names it ("... for 'probing inject -p PID --torch'"), else 'probing inject -p PID'.
+ */
+static void install_command(const struct live_table *lt, pid_t pid, char *buf, size_t size)
+{
+	static const char head[] = "'probing inject -p PID";
+	const char *s = lt ? strstr(lt->origin, head) : NULL, *end;
+
+	end = s ? strchr(s + 1, '\'') : NULL;
+	if (!end) {
+		snprintf(buf, size, "probing inject -p %d", (int)pid);
+		return;
+	}
+	s += sizeof(head) - 1;
+	snprintf(buf, size, "probing inject -p %d%.*s", (int)pid, (int)(end - s), s);
+}
+
 static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	struct livedb *l = sqlite3_user_data(ctx);
@@ -331,7 +349,8 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	const char *name = (const char *)sqlite3_value_text(argv[1]);
 	struct strbuf sb = {0}, body = {0};
 	struct agent_reply r = {0};
-	char msg[512], *e;
+	const struct live_table *lt;
+	char msg[768], cmd[160], *e;
 	int err;
 
 	if (!schema || !name) {
@@ -421,20 +440,23 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		sb_free(&sb);
 		return;
 	}
-	if (!l->c) {
+	lt = live_table__find("python", name);
+	install_command(lt, l->t.pid, cmd, sizeof(cmd));
+	if (!l->c)
 		snprintf(msg, sizeof(msg),
-			 "python.%s is served by the agent, which is not loaded in process %d: run "
-			 "'probing inject -p %d' first",
-			 name, l->t.pid, l->t.pid);
-	} else {
-		const struct live_table *lt = live_table__find("python", name);
-		const char *src = lt ? lt->origin : "the agent";
-
+			 "python.%s is served by the agent%s%s, which is not loaded in process %d: "
+			 "run '%s' first",
+			 name, lt && strcmp(lt->origin, "the agent") ? "'s " : "",
+			 lt && strcmp(lt->origin, "the agent") ? lt->origin + strlen("its ") : "",
+			 l->t.pid, cmd);
+	else
 		snprintf(msg, sizeof(msg),
 			 "python.%s is not served by the agent running in %s%d (it comes from %s, "
-			 "not installed there)",
-			 name, l->t.pid ? "process " : "", l->t.pid, src);
-	}
+			 "not installed there)%s%s%s",
+			 name, l->t.pid ? "process " : "", l->t.pid, lt ? lt->origin : "the agent",
+			 l->t.pid && lt && strcmp(lt->origin, "the agent") ? ": run '" : "",
+			 l->t.pid && lt && strcmp(lt->origin, "the agent") ? cmd : "",
+			 l->t.pid && lt && strcmp(lt->origin, "the agent") ? "'" : "");
 	sqlite3_result_error(ctx, msg, -1);
 }
 

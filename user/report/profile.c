@@ -124,7 +124,7 @@ static int sql_fail(sqlite3 *db, const char *what)
 	return sqlite3_errcode(db) == SQLITE_NOMEM ? -ENOMEM : -EIO;
 }
 
-static int load_frames(sqlite3 *db, struct profile *p)
+static int load_frames(sqlite3 *db, struct profile *p, bool no_lines)
 {
 	struct priv *pv = p->priv;
 	sqlite3_stmt *st = NULL;
@@ -153,7 +153,7 @@ static int load_frames(sqlite3 *db, struct profile *p)
 			  : !strcmp(kind, "python") ? FRAME_PYTHON
 			  : !strcmp(kind, "kernel") ? FRAME_KERNEL
 						    : FRAME_NATIVE;
-		f->line = sqlite3_column_int(st, 5);
+		f->line = no_lines && f->kind == FRAME_PYTHON ? 0 : sqlite3_column_int(st, 5);
 		err = keep_column(p, st, 2, &f->func);
 		if (!err)
 			err = keep_column(p, st, 3, &f->qualname);
@@ -740,7 +740,7 @@ int profile__load(sqlite3 *db, const struct profile_filter *f, struct profile **
 		in_txn = true;
 	err = load_meta(db, p);
 	if (!err)
-		err = load_frames(db, p);
+		err = load_frames(db, p, f && (f->flags & PROFILE_NO_LINES));
 	if (!err)
 		err = load_stacks(db, p);
 	if (!err)

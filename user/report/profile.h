@@ -78,6 +78,9 @@ struct profile {
 #define PROFILE_BY_TIME 1u /* keep counts per second instead of summing them */
 #define PROFILE_RANK	2u /* only the processes whose processes.rank is .rank */
 #define PROFILE_RANGE	4u /* only the seconds that overlap [.from, .to) */
+#define PROFILE_NO_LINES \
+	8u /* Python frames without their line: a function is one frame,
+			     * whatever line it was at (py-spy's --nolineno) */
 
 struct profile_filter {
 	pid_t pid;	    /* only this process; 0 = all */
