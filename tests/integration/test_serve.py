@@ -51,6 +51,27 @@ def test_token_on_every_request():
     assert s.stop() == 0
 
 
+def test_token_exact_and_bearer_scheme_any_case():
+    """The token must be exactly the token (a NUL after it in the URL does not end it); the
+    Authorization scheme is case-insensitive (RFC 7235 2.1)."""
+    db = serve_helpers.job_db()
+    s = Server("-i", db)
+    for suffix in ("%00", "%00x", "%00" + s.token, "%20"):
+        status, _, body = s.get(f"/api/files?token={s.token}{suffix}", token=None)
+        assert status == 401, (suffix, status, body)
+    status, _, _ = s.get("/api/files?token=%00" + s.token, token=None)
+    assert status == 401
+    for scheme in ("Bearer", "bearer", "BEARER", "bEaReR"):
+        status, _, body = s.get("/api/files", token=None,
+                                headers={"Authorization": f"{scheme} {s.token}"})
+        assert status == 200, (scheme, status, body)
+    for bad in (f"Basic {s.token}", f"Bearer{s.token}", f"Bearerx {s.token}",
+                f"bearer {s.token}x", "bearer "):
+        status, _, _ = s.get("/api/files", token=None, headers={"Authorization": bad})
+        assert status == 401, bad
+    assert s.stop() == 0
+
+
 def test_json_api_against_ground_truth():
     db = serve_helpers.job_db()
     other = recordings.make_db("main;compute 10\nmain;allreduce 30\n", name="other.db")

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <netinet/in.h>
 #include <sys/random.h>
@@ -55,15 +56,18 @@ static int make_token(char *out)
 	return 0;
 }
 
-/* Compare @given with the token in time that does not depend on where they differ. */
-static bool token_ok(const struct http_server *s, const char *given)
+/*
+ * Compare @given (@n bytes, NULs included: "?token=T%00" is not T) with the token, in time
+ * that does not depend on where they differ.
+ */
+static bool token_ok(const struct http_server *s, const char *given, size_t n)
 {
-	size_t n = sizeof(s->token) - 1, i;
+	size_t len = sizeof(s->token) - 1, i;
 	unsigned char diff = 0;
 
-	if (!given || strlen(given) != n)
+	if (!given || n != len)
 		return false;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < len; i++)
 		diff |= (unsigned char)given[i] ^ (unsigned char)s->token[i];
 	return diff == 0;
 }
@@ -145,19 +149,34 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, const cha
 	return ret;
 }
 
-/* The token the request carries: ?token=, Authorization: Bearer, or our cookie. */
-static const char *given_token(struct http_server *s, struct MHD_Connection *c, bool *in_url)
+/*
+ * The token the request carries, and its length in *@n (a value may hold NULs, which end no
+ * token): ?token=, Authorization: Bearer (the scheme in any case, RFC 7235 2.1), or our
+ * cookie.
+ */
+static const char *given_token(struct http_server *s, struct MHD_Connection *c, bool *in_url,
+			       size_t *n)
 {
-	const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token");
-	const char *auth;
+	const char *t = NULL, *auth = NULL;
+	size_t alen = 0;
 
-	*in_url = t != NULL;
-	if (t)
+	*n = 0;
+	*in_url = MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "token", 5, &t, n) ==
+		  MHD_YES;
+	if (*in_url)
 		return t;
-	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	if (auth && !strncmp(auth, "Bearer ", 7))
+	if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+					  strlen(MHD_HTTP_HEADER_AUTHORIZATION), &auth,
+					  &alen) == MHD_YES &&
+	    alen > 7 && !strncasecmp(auth, "Bearer ", 7)) {
+		*n = alen - 7;
 		return auth + 7;
-	return MHD_lookup_connection_value(c, MHD_COOKIE_KIND, s->cookie);
+	}
+	if (MHD_lookup_connection_value_n(c, MHD_COOKIE_KIND, s->cookie, strlen(s->cookie), &t,
+					  n) == MHD_YES)
+		return t;
+	*n = 0;
+	return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -170,10 +189,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	const union MHD_ConnectionInfo *ci;
 	enum MHD_Result ret;
 	bool in_url;
+	size_t tlen;
 
 	if (!st) {
 		/* Headers only so far: refuse what is not ours before reading a byte more. */
-		if (!token_ok(s, given_token(s, c, &in_url))) {
+		const char *given = given_token(s, c, &in_url, &tlen);
+
+		if (!token_ok(s, given, tlen)) {
 			pr_info("serve: %s %s refused: no valid token", method, url);
 			return send_text(c, 401,
 					 "probing serve: this server needs the token of its URL: "
