@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* http: libmicrohttpd set up for `probing serve`: the listening socket, the token, responses. */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 #include "base/log.h"
 #include "injector/hostport.h"
+#include "serve/gate.h"
 #include "serve/http.h"
 
 #define TOKEN_BYTES 16
@@ -32,6 +34,7 @@ struct http_server {
 	char cookie[40]; /* the cookie's name: probing_token_PORT */
 	bool loopback;
 	int fd;
+	struct gate *gate; /* accepts, and hands on the connections that show the token */
 };
 
 /* Per request, from its first call (headers) to its completion. */
@@ -71,6 +74,50 @@ static bool token_ok(const struct http_server *s, const char *given, size_t n)
 		diff |= (unsigned char)given[i] ^ (unsigned char)s->token[i];
 	return diff == 0;
 }
+
+/*
+ * Does the request head @head (@n bytes) carry the token? Each run of exactly as many hex
+ * digits as the token, between other characters, is compared with it: the token stands
+ * so in every place given_token reads (?token=T&, "Bearer T", "name=T;"). The web server
+ * then checks it exactly; this only keeps who has not shown it out of there.
+ */
+static bool head_has_token(void *ctx, const char *head, size_t n)
+{
+	const struct http_server *s = ctx;
+	size_t len = sizeof(s->token) - 1, i = 0, start;
+	bool found = false;
+
+	while (i < n) {
+		if (!isxdigit((unsigned char)head[i])) {
+			i++;
+			continue;
+		}
+		start = i;
+		while (i < n && isxdigit((unsigned char)head[i]))
+			i++;
+		if (i - start == len)
+			found |= token_ok(s, head + start, len);
+	}
+	return found;
+}
+
+static void pass_connection(void *ctx, int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct http_server *s = ctx;
+
+	/* On failure (its connection limit) libmicrohttpd closes the socket itself. */
+	if (MHD_add_connection(s->d, fd, sa, len) != MHD_YES)
+		pr_info("serve: a connection with the token dropped: %s", strerror(errno));
+}
+
+static const char refusal[] = "probing serve: this server needs the token of its URL: open the "
+			      "URL it printed (http://HOST:PORT/?token=...)\n";
+
+static const struct gate_ops gate_ops = {
+	.has_token = head_has_token,
+	.pass = pass_connection,
+	.refusal = refusal,
+};
 
 /* ---- requests ------------------------------------------------------------------------------- */
 
@@ -197,9 +244,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 		if (!token_ok(s, given, tlen)) {
 			pr_info("serve: %s %s refused: no valid token", method, url);
-			return send_text(c, 401,
-					 "probing serve: this server needs the token of its URL: "
-					 "open the URL it printed (http://HOST:PORT/?token=...)\n");
+			return send_text(c, 401, refusal);
 		}
 		if (strcmp(method, "GET") && strcmp(method, "POST"))
 			return send_text(c, 405, "probing serve: only GET and POST are served\n");
@@ -391,15 +436,14 @@ int http__start(const char *listen, http_handler handler, struct http_server **o
 	} else {
 		snprintf(url, url_size, "http://%s:%u/?token=%s", shown, port, s->token);
 	}
+	/* The gate accepts; libmicrohttpd gets only the connections that showed the token. */
 	flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
-		MHD_USE_ERROR_LOG;
+		MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
 	if (bound.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET,
-				s->fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
-				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)32,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)300,
+	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_NOTIFY_COMPLETED,
+				on_completed, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 << 10),
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
 	if (!s->d) {
@@ -407,6 +451,14 @@ int http__start(const char *listen, http_handler handler, struct http_server **o
 		close(s->fd);
 		free(s);
 		return -EIO;
+	}
+	err = gate__start(s->fd, &gate_ops, s, &s->gate);
+	if (err) {
+		pr_warn("cannot start the web server on %s: %s", listen, strerror(-err));
+		MHD_stop_daemon(s->d);
+		close(s->fd);
+		free(s);
+		return err;
 	}
 	*out = s;
 	return 0;
@@ -421,6 +473,8 @@ void http__stop(struct http_server *s)
 {
 	if (!s)
 		return;
-	MHD_stop_daemon(s->d); /* closes the listening socket too */
+	gate__stop(s->gate);
+	MHD_stop_daemon(s->d);
+	close(s->fd);
 	free(s);
 }
