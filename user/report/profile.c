@@ -181,8 +181,8 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 	struct priv *pv = p->priv;
 	sqlite3_stmt *st = NULL;
 	size_t cap = 0, nrefs = 0, i;
-	int64_t cur_id = -1, cur = -1, fi;
-	int rc, err = 0, depth;
+	int64_t cur_id = -1, cur = -1, fi, depth;
+	int rc, err = 0;
 
 	rc = sqlite3_prepare_v2(db,
 				"SELECT stack_id, nframes, truncated FROM stacks ORDER BY stack_id",
@@ -244,13 +244,12 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 			cur_id = id;
 			cur = idmap_find(&pv->stack_ids, id);
 		}
-		depth = sqlite3_column_int(st, 1);
+		depth = sqlite3_column_int64(st, 1);
 		fi = idmap_find(&pv->frame_ids, sqlite3_column_int64(st, 2));
-		if (cur < 0 || fi < 0 || depth < 0 || (uint32_t)depth >= p->stacks[cur].n) {
-			pr_warn("the recording is damaged: stack %lld, depth %d refers to a stack "
-				"or "
-				"frame it does not have",
-				(long long)id, depth);
+		if (cur < 0 || fi < 0 || depth < 0 || depth >= p->stacks[cur].n) {
+			pr_warn("the recording is damaged: stack %lld, depth %lld refers to a "
+				"stack or frame it does not have",
+				(long long)id, (long long)depth);
 			err = -EIO;
 			goto cleanup;
 		}
@@ -532,9 +531,24 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 		count = sqlite3_column_int64(st, 4);
 		if (count <= 0)
 			continue;
-		ns = sqlite3_column_type(st, 6) == SQLITE_NULL
-			     ? count * period
-			     : (uint64_t)sqlite3_column_int64(st, 6);
+		if (sqlite3_column_type(st, 6) == SQLITE_NULL) {
+			if (__builtin_mul_overflow((uint64_t)count, period, &ns)) {
+				pr_warn("the recording is damaged: stack %lld has %lld samples in "
+					"one row, more than any recording holds",
+					(long long)id, (long long)count);
+				err = -EIO;
+				goto cleanup;
+			}
+		} else if (sqlite3_column_int64(st, 6) < 0) {
+			pr_warn("the recording is damaged: a sample of stack %lld (pid %d, tid %d) "
+				"stands for a negative time (ns = %lld)",
+				(long long)id, sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
+				(long long)sqlite3_column_int64(st, 6));
+			err = -EIO;
+			goto cleanup;
+		} else {
+			ns = sqlite3_column_int64(st, 6);
+		}
 		k.ts = by_time ? sqlite3_column_int64(st, 0) : 0;
 		k.pid = sqlite3_column_int(st, 1);
 		k.tid = sqlite3_column_int(st, 2);
@@ -560,10 +574,16 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 			s->count = 0;
 			s->ns = 0;
 		}
+		/* The totals bound every sum of samples: they must not wrap around. */
+		if (__builtin_add_overflow(p->total, (uint64_t)count, &p->total) ||
+		    __builtin_add_overflow(p->total_ns, ns, &p->total_ns)) {
+			pr_warn("the recording is damaged: its samples add up to more than 2^64 "
+				"(counts or ns)");
+			err = -EIO;
+			goto cleanup;
+		}
 		p->samples[*slot].count += count;
 		p->samples[*slot].ns += ns;
-		p->total += count;
-		p->total_ns += ns;
 	}
 	if (rc != SQLITE_DONE) {
 		err = sql_fail(db, "sample counts");
