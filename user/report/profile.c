@@ -145,6 +145,11 @@ static int load_frames(sqlite3 *db, struct profile *p)
 		err = grow_array(&p->frames, &cap, p->nframes + 1, sizeof(*p->frames));
 		if (!err)
 			err = idmap_push(&pv->frame_ids, sqlite3_column_int64(st, 0));
+		if (err == -EINVAL) {
+			pr_warn("the recording is damaged: frame_defs has the id %lld more than once",
+				(long long)sqlite3_column_int64(st, 0));
+			err = -EIO;
+		}
 		if (err)
 			goto cleanup;
 		f = &p->frames[p->nframes++];
@@ -202,6 +207,12 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 		err = grow_array(&p->stacks, &cap, p->nstacks + 1, sizeof(*p->stacks));
 		if (!err)
 			err = idmap_push(&pv->stack_ids, sqlite3_column_int64(st, 0));
+		if (err == -EINVAL) {
+			pr_warn("the recording is damaged: stacks has the stack_id %lld more than "
+				"once",
+				(long long)sqlite3_column_int64(st, 0));
+			err = -EIO;
+		}
 		if (err)
 			goto cleanup;
 		s = &p->stacks[p->nstacks++];
@@ -210,7 +221,9 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 		s->truncated = sqlite3_column_int(st, 2);
 		nrefs += n;
 		if (nrefs > UINT32_MAX) {
-			err = -ENOMEM;
+			pr_warn("the recording is damaged: its stacks claim more than 2^32 frames in "
+				"all (stacks.nframes)");
+			err = -EIO;
 			goto cleanup;
 		}
 	}
@@ -221,6 +234,23 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 	err = idmap_finish(&pv->stack_ids);
 	if (err)
 		goto cleanup;
+	sqlite3_finalize(st);
+	st = NULL;
+	/* Each frame a stack claims is a row of stack_frames: what the stacks claim is checked
+	 * against what the file holds before anything is allocated for it. */
+	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM stack_frames", -1, &st, NULL) !=
+		    SQLITE_OK ||
+	    sqlite3_step(st) != SQLITE_ROW) {
+		err = sql_fail(db, "stack frames");
+		goto cleanup;
+	}
+	if ((int64_t)nrefs != sqlite3_column_int64(st, 0)) {
+		pr_warn("the recording is damaged: its stacks claim %zu frames in all (stacks."
+			"nframes), but stack_frames holds %lld",
+			nrefs, (long long)sqlite3_column_int64(st, 0));
+		err = -EIO;
+		goto cleanup;
+	}
 	p->refs = malloc((nrefs ? nrefs : 1) * sizeof(*p->refs));
 	if (!p->refs) {
 		err = -ENOMEM;
@@ -314,7 +344,7 @@ static int has_column(sqlite3 *db, const char *table, const char *column)
 int profile__has_states(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL;
-	int found = has_column(db, "samples", "state"), rc;
+	int found = has_column(db, "sample_counts", "state"), rc;
 
 	if (found != 1)
 		return found;
@@ -330,18 +360,10 @@ int profile__has_states(sqlite3 *db)
 	sqlite3_finalize(st);
 	st = NULL;
 	found = 0;
-	if (has_column(db, "sample_counts", "state") == 1)
-		rc = sqlite3_prepare_v2(
-			db,
-			"SELECT 1 FROM sample_counts WHERE state NOT IN (0, 'running')"
-			" LIMIT 1",
-			-1, &st, NULL);
-	else
-		rc = sqlite3_prepare_v2(
-			db,
-			"SELECT 1 FROM sample_times WHERE state NOT IN (0, 'running')"
-			" LIMIT 1",
-			-1, &st, NULL);
+	rc = sqlite3_prepare_v2(db,
+				"SELECT 1 FROM sample_counts WHERE state NOT IN (0, 'running')"
+				" LIMIT 1",
+				-1, &st, NULL);
 	if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
 		found = 1;
 	sqlite3_finalize(st);
@@ -385,8 +407,8 @@ int profile__t0(sqlite3 *db, int64_t *t0)
 /*
  * The query that reads the samples @flt selects, with its parameters bound, into *@out: columns
  * ts, pid, tid, stack_id, count, state (a number or a name; 0 when the recording has no states)
- * and ns (NULL when it does not say). Counts come from the physical table sample_counts, or
- * from the view sample_times when only it has the state column (recordings of other writers).
+ * and ns (NULL when it does not say). Counts come from the table sample_counts only: views in
+ * a file are whatever its writer made them (docs/sql.md, "Untrusted files").
  */
 enum samples_query {
 	SAMPLE_ROWS,	   /* (ts, pid, tid, stack_id, count) */
@@ -405,10 +427,9 @@ static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, enum s
 	int64_t t0 = 0;
 	int err, code = -1;
 
+	/* probing's own table only: views in a file are whatever its writer made them. */
 	if (has_column(db, "sample_counts", "state") == 1)
 		state = "state";
-	else if (has_column(db, "sample_times", "state") == 1)
-		table = "sample_times", state = "state";
 	if (has_column(db, table, "ns") == 1)
 		ns = "ns";
 	if (flt && flt->state) {
@@ -894,7 +915,17 @@ static void explain_selection(sqlite3 *db, const char *path, const struct profil
 		sb_reset(&have);
 	}
 	if (f->state) {
-		list_column(db, "SELECT DISTINCT state FROM samples ORDER BY 1", &have);
+		/* From the table (views in a file are its writer's): states by their names. */
+		struct strbuf q = {0};
+		int i;
+
+		sb_puts(&q, "SELECT DISTINCT CASE state");
+		for (i = 0; i < WAIT_NR; i++)
+			sb_printf(&q, " WHEN %d THEN '%s'", i, wait_state_name(i));
+		sb_puts(&q, " ELSE CAST(state AS TEXT) END FROM sample_counts ORDER BY 1");
+		if (q.len)
+			list_column(db, sb_str(&q), &have);
+		sb_free(&q);
 		if (have.len)
 			pr_warn("its samples are in the states %s", sb_str(&have));
 	}
