@@ -157,6 +157,20 @@ static int schema(struct strbuf *sql)
 	return err ?: sb_puts(sql, p);
 }
 
+int store__view_sql(const char *name, struct strbuf *sql)
+{
+	struct strbuf all = {0};
+	int err;
+
+	err = schema(&all);
+	if (!err)
+		err = sql_view_def(sb_str(&all), name, sql);
+	if (err == -ENOENT)
+		err = sql_view_def(rankview_schema_sql, name, sql);
+	sb_free(&all);
+	return err;
+}
+
 int store__create(const char *path, unsigned int flags, struct store **out)
 {
 	struct strbuf sql = {0};
