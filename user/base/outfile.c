@@ -290,7 +290,7 @@ void outpath__release(struct outpath *op)
 struct outfile {
 	FILE *fp;
 	struct outpath op;
-	char *tmp;     /* the temporary file's name; NULL for stdout, streams and anon_dir */
+	char *tmp;	/* the temporary file's name; NULL for stdout, streams and anon_dir */
 	char *anon_dir; /* an O_TMPFILE file of this directory: named only once complete */
 	unsigned int flags;
 };
@@ -346,7 +346,8 @@ static int open_in_place(struct outfile *of)
 /* "DIR/.BASE.XXXXXX" with six random characters, in *@out (to free). */
 static int temporary_name(const char *dir, const char *base, char **out)
 {
-	static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	static const char chars[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 	unsigned char r[6];
 	char suffix[7];
 	size_t i;

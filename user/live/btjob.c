@@ -298,7 +298,8 @@ int btjob__group(struct bt_job *j)
 			g = *v;
 			if (inserted)
 				ngroups++;
-			if (grow_array(&groups[g].m, &caps[g], groups[g].n + 1, sizeof(*groups[g].m)))
+			if (grow_array(&groups[g].m, &caps[g], groups[g].n + 1,
+				       sizeof(*groups[g].m)))
 				goto nomem;
 			groups[g].m[groups[g].n].proc = i;
 			groups[g].m[groups[g].n++].thread = k;

@@ -501,8 +501,7 @@ static int load_threads(sqlite3 *db, struct bt_job *j, struct snap_index *x)
 						 sqlite3_column_int(st, 2));
 
 			v = k ? bmap__upsert(x->threads, k, x->key.len,
-					     (uint64_t)pi << 32 | (uint64_t)bt->nthreads,
-					     &inserted)
+					     (uint64_t)pi << 32 | (uint64_t)bt->nthreads, &inserted)
 			      : NULL;
 			if (!v) {
 				err = -ENOMEM;

@@ -897,11 +897,12 @@ static int create_schema(sqlite3 *db, bool recording, struct strbuf *match, stru
 	sqlite3_stmt *st = NULL;
 	int rc, err = 0;
 
-	rc = sqlite3_prepare_v2(db,
-				"SELECT sql, type, name FROM src.sqlite_master WHERE sql IS NOT NULL"
-				" AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND type IN ('table',"
-				" 'view') ORDER BY type = 'view', rowid",
-				-1, &st, NULL);
+	rc = sqlite3_prepare_v2(
+		db,
+		"SELECT sql, type, name FROM src.sqlite_master WHERE sql IS NOT NULL"
+		" AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND type IN ('table',"
+		" 'view') ORDER BY type = 'view', rowid",
+		-1, &st, NULL);
 	while ((rc == SQLITE_OK || rc == SQLITE_ROW) && !err &&
 	       (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *type = (const char *)sqlite3_column_text(st, 1);

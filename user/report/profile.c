@@ -146,7 +146,8 @@ static int load_frames(sqlite3 *db, struct profile *p)
 		if (!err)
 			err = idmap_push(&pv->frame_ids, sqlite3_column_int64(st, 0));
 		if (err == -EINVAL) {
-			pr_warn("the recording is damaged: frame_defs has the id %lld more than once",
+			pr_warn("the recording is damaged: frame_defs has the id %lld more than "
+				"once",
 				(long long)sqlite3_column_int64(st, 0));
 			err = -EIO;
 		}
@@ -221,7 +222,8 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 		s->truncated = sqlite3_column_int(st, 2);
 		nrefs += n;
 		if (nrefs > UINT32_MAX) {
-			pr_warn("the recording is damaged: its stacks claim more than 2^32 frames in "
+			pr_warn("the recording is damaged: its stacks claim more than 2^32 frames "
+				"in "
 				"all (stacks.nframes)");
 			err = -EIO;
 			goto cleanup;

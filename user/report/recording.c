@@ -54,9 +54,9 @@ static int authorize(void *ctx, int action, const char *a, const char *b, const 
  * column in their place is a file made to look like a recording.
  */
 static const char *const own_tables[] = {
-	"meta",	      "processes",  "threads",	  "frame_defs", "stacks",    "stack_frames",
-	"sample_counts", "collectives_raw", "bt_processes", "bt_threads", "bt_frames", "crash",
-	"bt_locals",  "torch_trace", NULL,
+	"meta",		"processes",	 "threads",	    "frame_defs",   "stacks",
+	"stack_frames", "sample_counts", "collectives_raw", "bt_processes", "bt_threads",
+	"bt_frames",	"crash",	 "bt_locals",	    "torch_trace",  NULL,
 };
 
 /* 0 if each of probing's tables that @db has is an ordinary table; else say which is not. */
@@ -66,7 +66,8 @@ static int check_own_tables(sqlite3 *db, const char *path, const char *what)
 	struct strbuf names = {0};
 	int rc, err = 0, i;
 
-	rc = sqlite3_prepare_v2(db, "SELECT name, type, sql LIKE 'CREATE VIRTUAL%' FROM main."
+	rc = sqlite3_prepare_v2(db,
+				"SELECT name, type, sql LIKE 'CREATE VIRTUAL%' FROM main."
 				"sqlite_schema WHERE name IN (SELECT value FROM json_each(?1))",
 				-1, &st, NULL);
 	if (rc == SQLITE_OK) {
@@ -78,7 +79,8 @@ static int check_own_tables(sqlite3 *db, const char *path, const char *what)
 			rc = sqlite3_bind_text(st, 1, sb_str(&names), -1, SQLITE_STATIC);
 	}
 	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(db, "SELECT name FROM pragma_table_xinfo(?1) WHERE hidden"
+		rc = sqlite3_prepare_v2(db,
+					"SELECT name FROM pragma_table_xinfo(?1) WHERE hidden"
 					" IN (2, 3) LIMIT 1",
 					-1, &gen, NULL);
 	while (!err && rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -90,12 +92,12 @@ static int check_own_tables(sqlite3 *db, const char *path, const char *what)
 				"writes a table (a file made to look like a recording; probing "
 				"reads only its own tables)",
 				path, what, name,
-				!type			    ? "of no type"
-				: !strcmp(type, "table")    ? "a virtual table"
-				: !strcmp(type, "view")	    ? "a view"
-				: !strcmp(type, "trigger")  ? "a trigger"
-				: !strcmp(type, "index")    ? "an index"
-							    : "not a table");
+				!type			   ? "of no type"
+				: !strcmp(type, "table")   ? "a virtual table"
+				: !strcmp(type, "view")	   ? "a view"
+				: !strcmp(type, "trigger") ? "a trigger"
+				: !strcmp(type, "index")   ? "an index"
+							   : "not a table");
 			err = -EPROTO;
 			break;
 		}

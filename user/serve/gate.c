@@ -22,8 +22,8 @@
 #include "serve/gate.h"
 
 #define NSLOTS	     (GATE_OWNER_SLOTS + GATE_OTHER_SLOTS)
-#define ACCEPT_BATCH 64	   /* connections accepted per wake-up */
-#define REPEEK_NS    20000000ull /* a head seen incomplete is looked at again 20 ms later */
+#define ACCEPT_BATCH 64		  /* connections accepted per wake-up */
+#define REPEEK_NS    20000000ull  /* a head seen incomplete is looked at again 20 ms later */
 #define LINGER_NS    500000000ull /* a refused peer's time to read why, its rest is drained */
 #define MS	     1000000ull
 #define STR_(x)	     #x
@@ -31,7 +31,7 @@
 
 enum slot_state {
 	SLOT_FREE,
-	SLOT_WAITING,  /* its request's head has not shown the token yet */
+	SLOT_WAITING,	/* its request's head has not shown the token yet */
 	SLOT_LINGERING, /* answered 401 or 408; what it still sends is read and dropped */
 };
 
