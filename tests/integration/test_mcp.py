@@ -464,3 +464,56 @@ def test_official_typescript_sdk_client():
     assert 12 <= float(lock_rows[0].split("|")[-1]) <= 20, lock_rows
     assert any(r.split("|")[0].strip() == "sleep" and "mcp_holds_the_lock" in r
                for r in rows), waits
+
+
+def test_framing_nul_bytes_and_invalid_utf8():
+    """A NUL inside a line spoils that line only; an id of invalid UTF-8 is never echoed raw:
+    every answer is one line of valid JSON."""
+    c = Client()
+    c.handshake()
+    fd, pending = c.proc.stdout.fileno(), [b""]
+
+    def line():
+        """The next answer line, as bytes (read here: several may come in one read)."""
+        while b"\n" not in pending[0]:
+            ready, _, _ = select.select([fd], [], [], 60)
+            assert ready, "the server did not answer in 60 s"
+            chunk = os.read(fd, 65536)
+            assert chunk, "the server ended"
+            pending[0] += chunk
+        one, pending[0] = pending[0].split(b"\n", 1)
+        return one
+
+    def read():
+        return json.loads(line())
+    # Two requests, the first with a NUL inside: the first is refused, the second answered.
+    c.proc.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"\x00}\n'
+                       b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n')
+    c.proc.stdin.flush()
+    r = read()
+    assert r["id"] is None and r["error"]["code"] == -32700 and "NUL" in r["error"]["message"], r
+    assert read() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    # A NUL at the very start, and one just before the line's end.
+    c.proc.stdin.write(b'\x00\n{"jsonrpc": "2.0", "id": 3, "method": "ping"}\x00\n'
+                       b'{"jsonrpc": "2.0", "id": 4, "method": "ping"}\n')
+    c.proc.stdin.flush()
+    for _ in range(2):
+        r = read()
+        assert r["id"] is None and r["error"]["code"] == -32700, r
+    assert read() == {"jsonrpc": "2.0", "id": 4, "result": {}}
+    # Invalid UTF-8 in the id, and elsewhere: refused with id null, the answer is JSON.
+    for raw in (b'{"jsonrpc": "2.0", "id": "a\xff\xfeb", "method": "ping"}',
+                b'{"jsonrpc": "2.0", "id": "\xc0\xaf", "method": "ping"}',
+                b'{"jsonrpc": "2.0", "id": 5, "method": "pi\xedng"}'):
+        c.proc.stdin.write(raw + b"\n")
+        c.proc.stdin.flush()
+        answer = line()
+        answer.decode("utf-8")  # valid UTF-8
+        r = json.loads(answer)
+        assert r["id"] is None and r["error"]["code"] == -32700, (raw, r)
+        assert "UTF-8" in r["error"]["message"], r
+    # Valid UTF-8 ids (non-ASCII) still come back as sent.
+    c.send_raw(json.dumps({"jsonrpc": "2.0", "id": "caf\u00e9-\U0001f600", "method": "ping"},
+                          ensure_ascii=False))
+    assert read() == {"jsonrpc": "2.0", "id": "caf\u00e9-\U0001f600", "result": {}}
+    assert c.close() == 0

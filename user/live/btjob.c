@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 
+#include "base/bmap.h"
 #include "base/escape.h"
 #include "base/jsonq.h"
 #include "base/strpool.h"
@@ -149,59 +150,47 @@ void btjob__free(struct bt_job *j)
 
 /* ---- grouping -------------------------------------------------------------------------- */
 
-static bool same_str(const char *a, const char *b)
+/* @s onto @key, told apart from NULL and from any other string (its length first). */
+static int key_str(struct strbuf *key, const char *s)
 {
-	return a == b || (a && b && !strcmp(a, b));
+	uint64_t len = s ? strlen(s) : 0;
+	char tag = s ? 1 : 0;
+	int err = sb_append(key, &tag, 1);
+
+	if (!err && s)
+		err = sb_append(key, (const char *)&len, sizeof(len));
+	return err ?: sb_append(key, s ? s : "", len);
 }
 
-static bool same_frame(const struct frame *a, const struct frame *b)
+/*
+ * The key of @t's group in *@key: threads belong together when they have the same frames
+ * (kind, line, function, qualified name, file, and for a native or kernel frame its module),
+ * or, both without frames, the same name and error. Grouping by this key in a hash map costs
+ * time and memory in proportion to the threads' frames, however many there are.
+ */
+static int stack_key(struct strbuf *key, const struct bt_thread *t)
 {
-	return a->kind == b->kind && a->line == b->line && same_str(a->func, b->func) &&
-	       same_str(a->qualname, b->qualname) && same_str(a->file, b->file) &&
-	       (a->kind == FRAME_PYTHON || same_str(a->module, b->module));
-}
+	int err, i;
 
-/* Do @a and @b belong together: the same frames, or, both without frames, the same name. */
-static bool same_stack(const struct bt_thread *a, const struct bt_thread *b)
-{
-	int i;
-
-	if (a->nframes != b->nframes)
-		return false;
-	if (!a->nframes)
-		return !strcmp(a->name, b->name) && !strcmp(a->error, b->error);
-	for (i = 0; i < a->nframes; i++)
-		if (!same_frame(&a->frames[i], &b->frames[i]))
-			return false;
-	return true;
-}
-
-static uint64_t hash_str(uint64_t h, const char *s)
-{
-	for (; s && *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-	return (h ^ 0xff) * 0x100000001b3ULL;
-}
-
-static uint64_t stack_hash(const struct bt_thread *t)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	int i;
-
-	if (!t->nframes)
-		return hash_str(h, t->name);
-	for (i = 0; i < t->nframes; i++) {
-		h = hash_str(h, t->frames[i].func);
-		h = hash_str(h, t->frames[i].file);
-		h = (h ^ (uint64_t)t->frames[i].line) * 0x100000001b3ULL;
+	sb_reset(key);
+	err = sb_append(key, (const char *)&t->nframes, sizeof(t->nframes));
+	if (!t->nframes) {
+		err = err ?: key_str(key, t->name);
+		return err ?: key_str(key, t->error);
 	}
-	return h;
-}
+	for (i = 0; !err && i < t->nframes; i++) {
+		const struct frame *f = &t->frames[i];
+		int32_t kind = f->kind, line = f->line;
 
-struct slot {
-	uint64_t hash;
-	int proc, thread;
-};
+		err = sb_append(key, (const char *)&kind, sizeof(kind));
+		err = err ?: sb_append(key, (const char *)&line, sizeof(line));
+		err = err ?: key_str(key, f->func);
+		err = err ?: key_str(key, f->qualname);
+		err = err ?: key_str(key, f->file);
+		err = err ?: key_str(key, f->kind == FRAME_PYTHON ? NULL : f->module);
+	}
+	return err;
+}
 
 static int by_size(const void *a, const void *b)
 {
@@ -289,9 +278,12 @@ static void find_odd(struct bt_job *j)
 
 int btjob__group(struct bt_job *j)
 {
-	struct slot *slots = NULL;
 	struct bt_group *groups = NULL;
-	int nslots = 0, ngroups = 0, i, k, g, *rep = NULL, nranks = nranked(j);
+	struct strbuf key = {0};
+	struct bmap *index = NULL;
+	size_t *caps = NULL; /* of each group's members */
+	int nthreads = 0, ngroups = 0, i, k, g, inserted, nranks = nranked(j);
+	uint64_t *v;
 
 	for (i = 0; i < j->ngroups; i++)
 		free(j->groups[i].m);
@@ -299,13 +291,13 @@ int btjob__group(struct bt_job *j)
 	j->groups = NULL;
 	j->ngroups = 0;
 	for (i = 0; i < j->nprocs; i++)
-		nslots += j->procs[i].bt ? j->procs[i].bt->nthreads : 0;
-	slots = calloc(nslots ? nslots : 1, sizeof(*slots));
-	groups = calloc(nslots ? nslots : 1, sizeof(*groups));
-	rep = calloc(nslots ? nslots : 1, sizeof(*rep)); /* each group's first slot */
-	if (!slots || !groups || !rep)
+		nthreads += j->procs[i].bt ? j->procs[i].bt->nthreads : 0;
+	groups = calloc(nthreads ? nthreads : 1, sizeof(*groups));
+	caps = calloc(nthreads ? nthreads : 1, sizeof(*caps));
+	index = bmap__new();
+	if (!groups || !caps || !index)
 		goto nomem;
-	nslots = 0;
+	/* Each thread joins the group of its stack, made by its first thread. */
 	for (i = 0; i < j->nprocs; i++) {
 		struct bt_job_proc *p = &j->procs[i];
 
@@ -317,34 +309,24 @@ int btjob__group(struct bt_job *j)
 		if (!p->group)
 			goto nomem;
 		for (k = 0; k < p->bt->nthreads; k++) {
-			struct slot *s = &slots[nslots++];
-
-			s->hash = stack_hash(&p->bt->threads[k]);
-			s->proc = i;
-			s->thread = k;
-		}
-	}
-	/* Each thread joins the first group whose stack is its own (a few hundred threads). */
-	for (i = 0; i < nslots; i++) {
-		const struct bt_thread *t = &j->procs[slots[i].proc].bt->threads[slots[i].thread];
-
-		for (g = 0; g < ngroups; g++)
-			if (slots[rep[g]].hash == slots[i].hash &&
-			    same_stack(member_thread(j, &groups[g].m[0]), t))
-				break;
-		if (g == ngroups) {
-			rep[g] = i;
-			groups[g].m = calloc(nslots - i, sizeof(*groups[g].m));
-			if (!groups[g].m)
+			if (stack_key(&key, &p->bt->threads[k]))
 				goto nomem;
-			ngroups++;
+			v = bmap__upsert(index, key.buf, key.len, ngroups, &inserted);
+			if (!v)
+				goto nomem;
+			g = *v;
+			if (inserted)
+				ngroups++;
+			if (grow_array(&groups[g].m, &caps[g], groups[g].n + 1,
+				       sizeof(*groups[g].m)))
+				goto nomem;
+			groups[g].m[groups[g].n].proc = i;
+			groups[g].m[groups[g].n++].thread = k;
+			if (p->bt->threads[k].tid == p->pid && compared(j, i, nranks))
+				groups[g].main = true;
+			if (p->bt->threads[k].crash[0])
+				groups[g].crashed = true;
 		}
-		groups[g].m[groups[g].n].proc = slots[i].proc;
-		groups[g].m[groups[g].n++].thread = slots[i].thread;
-		if (t->tid == j->procs[slots[i].proc].pid && compared(j, slots[i].proc, nranks))
-			groups[g].main = true;
-		if (t->crash[0])
-			groups[g].crashed = true;
 	}
 	qsort(groups, ngroups, sizeof(*groups), by_size);
 	for (g = 0; g < ngroups; g++)
@@ -352,16 +334,18 @@ int btjob__group(struct bt_job *j)
 			j->procs[groups[g].m[k].proc].group[groups[g].m[k].thread] = g;
 	j->groups = groups;
 	j->ngroups = ngroups;
-	free(slots);
-	free(rep);
+	bmap__free(index);
+	free(caps);
+	sb_free(&key);
 	find_odd(j);
 	return 0;
 nomem:
 	for (g = 0; groups && g < ngroups; g++)
 		free(groups[g].m);
 	free(groups);
-	free(slots);
-	free(rep);
+	free(caps);
+	bmap__free(index);
+	sb_free(&key);
 	return -ENOMEM;
 }
 

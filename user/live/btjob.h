@@ -26,6 +26,13 @@ struct strbuf;
 struct sqlite3;
 struct sqlite3_stmt;
 
+/*
+ * Append probing's own definition of the snapshot view @name (bt_stacks, bt_groups: docs/
+ * sql.md), "CREATE VIEW ...;", to @sql. Return 0, -ENOENT when @name is neither, or -ENOMEM.
+ */
+struct strbuf;
+int btjob__view_sql(const char *name, struct strbuf *sql);
+
 /* A snapshot's meta 'kind' and 'format' (docs/sql.md). */
 #define BTJOB_KIND   "backtrace"
 #define BTJOB_FORMAT 1

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "injector/agent.h"
@@ -471,7 +472,16 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static int authorize(void *ctx, int action, const char *a, const char *b, const char *db,
 		     const char *trigger)
 {
-	return action == SQLITE_ATTACH ? SQLITE_DENY : SQLITE_OK;
+	if (action == SQLITE_ATTACH)
+		return SQLITE_DENY;
+	/* As on recordings: no pragma that moves every temporary file of the process, and no
+	 * fts3_tokenizer() (the addresses of C functions). */
+	if (action == SQLITE_PRAGMA && a &&
+	    (!strcasecmp(a, "temp_store_directory") || !strcasecmp(a, "data_store_directory")))
+		return SQLITE_DENY;
+	if (action == SQLITE_FUNCTION && b && !strcasecmp(b, "fts3_tokenizer"))
+		return SQLITE_DENY;
+	return SQLITE_OK;
 }
 
 /* ---- building the schema -------------------------------------------------------------- */
@@ -613,7 +623,8 @@ int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out)
 	    sqlite3_exec(db, "ATTACH ':memory:' AS system; ATTACH ':memory:' AS python;", NULL,
 			 NULL, NULL) != SQLITE_OK ||
 	    sqlite3_set_authorizer(db, authorize, NULL) != SQLITE_OK ||
-	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK) {
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK ||
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, NULL) != SQLITE_OK) {
 		fprintf(stderr, "probing query: cannot create the live database: %s\n",
 			sqlite3_errmsg(db));
 		livedb_free(l);

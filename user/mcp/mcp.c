@@ -443,38 +443,68 @@ cleanup:
 }
 
 /*
- * Read one line of @in into @line (without its end). Return 1, 0 at the end of input, or -1
- * when it was longer than MCP_MAX_MESSAGE (the rest of it is skipped).
+ * Read one line of @in into @line (without its end), NUL bytes included: a NUL inside a line
+ * neither ends it nor hides its newline, so it spoils that line only. Return 1, 0 at the end
+ * of input, or -1 when it was longer than MCP_MAX_MESSAGE (the rest of it is skipped).
  */
 static int read_line(FILE *in, struct strbuf *line)
 {
-	char buf[65536];
+	char buf[4096];
 	bool too_long = false, any = false;
-	size_t n;
+	size_t n = 0;
+	int c = EOF;
 
 	sb_reset(line);
-	while (!stopping && fgets(buf, sizeof(buf), in)) {
+	flockfile(in);
+	while (!stopping && (c = getc_unlocked(in)) != EOF) {
 		any = true;
-		n = strlen(buf);
-		if (!too_long && line->len + n > MCP_MAX_MESSAGE)
-			too_long = true;
-		if (!too_long && sb_append(line, buf, n))
-			too_long = true;
-		if (n && buf[n - 1] == '\n')
+		if (c == '\n')
 			break;
+		buf[n++] = (char)c;
+		if (n < sizeof(buf))
+			continue;
+		if (!too_long && (line->len + n > MCP_MAX_MESSAGE || sb_append(line, buf, n)))
+			too_long = true;
+		n = 0;
 	}
+	funlockfile(in);
+	if (n && !too_long && (line->len + n > MCP_MAX_MESSAGE || sb_append(line, buf, n)))
+		too_long = true;
 	if (!any || stopping)
 		return 0;
 	if (too_long)
 		return -1;
-	while (line->len && (line->buf[line->len - 1] == '\n' || line->buf[line->len - 1] == '\r'))
+	while (line->len && line->buf[line->len - 1] == '\r')
 		line->buf[--line->len] = '\0';
 	return 1;
+}
+
+/* Why the line @s (@n bytes) cannot be JSON text at all (RFC 8259: UTF-8), or NULL. */
+static const char *not_json_text(const char *s, size_t n)
+{
+	size_t i = 0;
+	uint32_t cp;
+	int len;
+
+	if (memchr(s, '\0', n))
+		return "not valid JSON: the line has a NUL byte";
+	while (i < n) {
+		if ((unsigned char)s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		len = utf8_decode(s + i, n - i, &cp);
+		if (!len)
+			return "not valid JSON: the line is not valid UTF-8";
+		i += len;
+	}
+	return NULL;
 }
 
 int mcp__serve(FILE *in, FILE *out)
 {
 	struct strbuf line = {0};
+	const char *why;
 	int rc, err = 0;
 
 	while (!err && !out_failed && (rc = read_line(in, &line)) != 0) {
@@ -484,7 +514,8 @@ int mcp__serve(FILE *in, FILE *out)
 		}
 		if (strspn(sb_str(&line), " \t") == line.len)
 			continue;
-		err = handle(out, sb_str(&line));
+		why = not_json_text(line.buf, line.len);
+		err = why ? send_error(out, NULL, PARSE_ERROR, why) : handle(out, sb_str(&line));
 	}
 	sb_free(&line);
 	/*

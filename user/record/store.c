@@ -183,6 +183,24 @@ static int schema(struct strbuf *sql, bool head)
 	return err ?: sb_puts(sql, p);
 }
 
+int store__view_sql(const char *name, struct strbuf *sql)
+{
+	struct strbuf all = {0};
+	char *rv;
+	int err;
+
+	err = schema(&all, true);
+	if (!err)
+		err = sql_view_def(sb_str(&all), name, sql);
+	if (err == -ENOENT) {
+		rv = rankview_schema_sql();
+		err = rv ? sql_view_def(rv, name, sql) : -ENOMEM;
+		free(rv);
+	}
+	sb_free(&all);
+	return err;
+}
+
 /*
  * Create the file of @path (@path.partial, with the schema) for @st, whose maps are set up.
  * 0 or -errno, said; nothing of it is left behind on failure.
