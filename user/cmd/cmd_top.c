@@ -41,7 +41,8 @@ static const char usage_text[] =
 	"Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).\n"
 	"\n"
 	"Keys (on a terminal): q quit (or Ctrl-C), r next rank (all, 0, 1, ...), i waits shown\n"
-	"or not (on-CPU time only), n native functions shown or not, 1 sort by own time, 2 sort by total time, R reset the\n"
+	"or not (on-CPU time only), n native functions shown or not, 1 sort by own time, 2 sort by "
+	"total time, R reset the\n"
 	"times. The screen is drawn with plain ANSI escapes (any terminal, over SSH) and\n"
 	"restored on quitting.\n"
 	"When standard output is not a terminal, or with --once, no screen is drawn: the table\n"
@@ -98,13 +99,13 @@ struct top {
 	struct topview_opts vo;
 	struct topview tv;
 	struct strbuf out;
-	bool screen;	/* drawing on the terminal (else printing text) */
-	bool keys;	/* reading keys from the terminal on stdin */
-	bool once;	/* printing once at the end */
-	bool quit;	/* 'q' */
-	int rows;	/* functions in a printed table */
-	double start;	/* CLOCK_MONOTONIC seconds */
-	int tables;	/* printed so far */
+	bool screen;  /* drawing on the terminal (else printing text) */
+	bool keys;    /* reading keys from the terminal on stdin */
+	bool once;    /* printing once at the end */
+	bool quit;    /* 'q' */
+	int rows;     /* functions in a printed table */
+	double start; /* CLOCK_MONOTONIC seconds */
+	int tables;   /* printed so far */
 };
 
 /* The terminal as it was, restored at exit whatever happens (atexit). */
@@ -257,7 +258,8 @@ static int show(struct top *t, struct session *s)
 		err = sb_printf(&body,
 				"keys: q quit  r rank  i waits (%s)  n native (%s)  1/2 sort by "
 				"own/total  R reset\n",
-				t->vo.waits ? "shown" : "hidden", t->vo.native ? "shown" : "hidden");
+				t->vo.waits ? "shown" : "hidden",
+				t->vo.native ? "shown" : "hidden");
 	if (!err)
 		err = topview__render(&t->tv, &t->vo, cols, t->screen ? lines - 2 : 0, &body);
 	if (err)
@@ -380,8 +382,9 @@ static int make_temp(char *dir, size_t size, char *file, size_t fsize)
 
 static void remove_temp(const char *dir, const char *file)
 {
-	static const char *const sfx[] = {"", ".partial", "-wal", "-shm", "-journal",
-					  ".partial-wal", ".partial-shm", ".partial-journal"};
+	static const char *const sfx[] = {
+		"",	    ".partial",	    "-wal",	    "-shm",
+		"-journal", ".partial-wal", ".partial-shm", ".partial-journal"};
 	char path[PATH_MAX + 32];
 	size_t i;
 
@@ -395,15 +398,20 @@ static void remove_temp(const char *dir, const char *file)
 int cmd_top(int argc, char **argv)
 {
 	struct top t = {
-		.so = {
-			.sampling = {.freq = 99, .stack_size = SAMPLER_MAX_STACK, .python = true,
-				     .off_cpu = true},
-			.recorder = {.native = true, .python = true, .py_depth = 128,
-				     .off_cpu = true},
-			.argc = argc,
-			.argv = argv,
-			.quiet = true,
-		},
+		.so =
+			{
+				.sampling = {.freq = 99,
+					     .stack_size = SAMPLER_MAX_STACK,
+					     .python = true,
+					     .off_cpu = true},
+				.recorder = {.native = true,
+					     .python = true,
+					     .py_depth = 128,
+					     .off_cpu = true},
+				.argc = argc,
+				.argv = argv,
+				.quiet = true,
+			},
 		.vo = {.waits = true, .rank = -1},
 		.rows = 20,
 	};

@@ -15,8 +15,8 @@
 #include "report/topview.h"
 
 /* The time per (stack, state) read, as a CTE named c; %s: the conditions. */
-#define TV_COUNTS                                                                       \
-	"c AS (SELECT stack_id, state, SUM(ns) AS w FROM sample_counts\n"             \
+#define TV_COUNTS                                                         \
+	"c AS (SELECT stack_id, state, SUM(ns) AS w FROM sample_counts\n" \
 	"  WHERE %s GROUP BY stack_id, state)"
 
 /*
@@ -25,39 +25,39 @@
  * the Python function that called it, as py-spy does), its native frames where it has none.
  * %s: "1" (native) or "0".
  */
-#define TV_FUNCS                                                                        \
-	"defs AS (SELECT id, kind, coalesce(qualname, func) AS func,\n"                  \
-	"    coalesce(CASE kind WHEN 'python' THEN file ELSE module END, '') AS file,\n"   \
-	"    lineno FROM frame_defs),\n"                                                   \
-	"fns AS (SELECT min(id) AS fn, kind, func, file FROM defs GROUP BY kind, func, file),\n" \
-	"fn_of AS (SELECT d.id AS frame_id, f.fn AS fn, d.kind AS kind, d.lineno AS lineno\n" \
+#define TV_FUNCS                                                                                  \
+	"defs AS (SELECT id, kind, coalesce(qualname, func) AS func,\n"                           \
+	"    coalesce(CASE kind WHEN 'python' THEN file ELSE module END, '') AS file,\n"          \
+	"    lineno FROM frame_defs),\n"                                                          \
+	"fns AS (SELECT min(id) AS fn, kind, func, file FROM defs GROUP BY kind, func, file),\n"  \
+	"fn_of AS (SELECT d.id AS frame_id, f.fn AS fn, d.kind AS kind, d.lineno AS lineno\n"     \
 	"  FROM defs d JOIN fns f ON f.kind = d.kind AND f.func = d.func AND f.file = d.file),\n" \
-	"sfr AS (SELECT sf.stack_id AS stack_id, sf.depth AS depth, o.fn AS fn,\n"         \
-	"    o.kind AS kind, o.lineno AS lineno\n"                                         \
-	"  FROM stack_frames sf JOIN fn_of o ON o.frame_id = sf.frame_id\n"                \
-	"  WHERE sf.stack_id IN (SELECT stack_id FROM c)),\n"                              \
-	"sfv AS (SELECT * FROM sfr WHERE %s OR kind = 'python' OR stack_id NOT IN\n"       \
-	"  (SELECT stack_id FROM sfr WHERE kind = 'python')),\n"                           \
-	"sfn AS (SELECT DISTINCT stack_id, fn FROM sfv),\n"                                \
-	"incl AS (SELECT s.fn AS fn, SUM(c.w) AS total,\n"                                 \
-	"    SUM(iif(c.state = 0, c.w, 0)) AS s0, SUM(iif(c.state = 1, c.w, 0)) AS s1,\n"   \
-	"    SUM(iif(c.state = 2, c.w, 0)) AS s2, SUM(iif(c.state = 3, c.w, 0)) AS s3,\n"   \
-	"    SUM(iif(c.state = 4, c.w, 0)) AS s4, SUM(iif(c.state = 5, c.w, 0)) AS s5,\n"   \
-	"    SUM(iif(c.state = 6, c.w, 0)) AS s6\n"                                        \
-	"  FROM c JOIN sfn s ON s.stack_id = c.stack_id GROUP BY s.fn),\n"                 \
-	"leaf AS (SELECT stack_id, fn, min(depth) FROM sfv GROUP BY stack_id),\n"          \
-	"own AS (SELECT f.fn AS fn, SUM(c.w) AS w FROM c\n"                                \
-	"  JOIN leaf f ON f.stack_id = c.stack_id GROUP BY f.fn),\n"                       \
-	"lw AS (SELECT l.fn AS fn, l.lineno AS lineno, SUM(c.w) AS w FROM c\n"             \
-	"  JOIN (SELECT DISTINCT stack_id, fn, lineno FROM sfv WHERE lineno > 0) l\n"      \
-	"    ON l.stack_id = c.stack_id GROUP BY l.fn, l.lineno),\n"                       \
+	"sfr AS (SELECT sf.stack_id AS stack_id, sf.depth AS depth, o.fn AS fn,\n"                \
+	"    o.kind AS kind, o.lineno AS lineno\n"                                                \
+	"  FROM stack_frames sf JOIN fn_of o ON o.frame_id = sf.frame_id\n"                       \
+	"  WHERE sf.stack_id IN (SELECT stack_id FROM c)),\n"                                     \
+	"sfv AS (SELECT * FROM sfr WHERE %s OR kind = 'python' OR stack_id NOT IN\n"              \
+	"  (SELECT stack_id FROM sfr WHERE kind = 'python')),\n"                                  \
+	"sfn AS (SELECT DISTINCT stack_id, fn FROM sfv),\n"                                       \
+	"incl AS (SELECT s.fn AS fn, SUM(c.w) AS total,\n"                                        \
+	"    SUM(iif(c.state = 0, c.w, 0)) AS s0, SUM(iif(c.state = 1, c.w, 0)) AS s1,\n"         \
+	"    SUM(iif(c.state = 2, c.w, 0)) AS s2, SUM(iif(c.state = 3, c.w, 0)) AS s3,\n"         \
+	"    SUM(iif(c.state = 4, c.w, 0)) AS s4, SUM(iif(c.state = 5, c.w, 0)) AS s5,\n"         \
+	"    SUM(iif(c.state = 6, c.w, 0)) AS s6\n"                                               \
+	"  FROM c JOIN sfn s ON s.stack_id = c.stack_id GROUP BY s.fn),\n"                        \
+	"leaf AS (SELECT stack_id, fn, min(depth) FROM sfv GROUP BY stack_id),\n"                 \
+	"own AS (SELECT f.fn AS fn, SUM(c.w) AS w FROM c\n"                                       \
+	"  JOIN leaf f ON f.stack_id = c.stack_id GROUP BY f.fn),\n"                              \
+	"lw AS (SELECT l.fn AS fn, l.lineno AS lineno, SUM(c.w) AS w FROM c\n"                    \
+	"  JOIN (SELECT DISTINCT stack_id, fn, lineno FROM sfv WHERE lineno > 0) l\n"             \
+	"    ON l.stack_id = c.stack_id GROUP BY l.fn, l.lineno),\n"                              \
 	"hot AS (SELECT fn, lineno, max(w) FROM lw GROUP BY fn)\n"
 
-#define TV_SELECT                                                                       \
-	"SELECT f.kind, f.func, nullif(f.file, ''), coalesce(h.lineno, 0),\n"            \
-	"  coalesce(o.w, 0), i.total, i.s0, i.s1, i.s2, i.s3, i.s4, i.s5, i.s6\n"          \
-	"FROM incl i JOIN fns f ON f.fn = i.fn LEFT JOIN own o ON o.fn = i.fn\n"           \
-	"LEFT JOIN hot h ON h.fn = i.fn\n"                                                 \
+#define TV_SELECT                                                                 \
+	"SELECT f.kind, f.func, nullif(f.file, ''), coalesce(h.lineno, 0),\n"     \
+	"  coalesce(o.w, 0), i.total, i.s0, i.s1, i.s2, i.s3, i.s4, i.s5, i.s6\n" \
+	"FROM incl i JOIN fns f ON f.fn = i.fn LEFT JOIN own o ON o.fn = i.fn\n"  \
+	"LEFT JOIN hot h ON h.fn = i.fn\n"                                        \
 	"ORDER BY %s DESC, i.total DESC, f.func LIMIT %d"
 
 static double num(const char *s)
@@ -79,9 +79,10 @@ static int add_row(void *ctx, int n, const char *const *v)
 	tv->rows = rows;
 	r = &rows[tv->nrows];
 	memset(r, 0, sizeof(*r));
-	r->kind = !v[0] ? "native" : !strcmp(v[0], "python") ? "python"
-			       : !strcmp(v[0], "kernel")   ? "kernel"
-							   : "native";
+	r->kind = !v[0]			    ? "native"
+		  : !strcmp(v[0], "python") ? "python"
+		  : !strcmp(v[0], "kernel") ? "kernel"
+					    : "native";
 	r->func = strdup(v[1] ? v[1] : "?");
 	r->file = v[2] ? strdup(v[2]) : NULL;
 	if (!r->func || (v[2] && !r->file)) {
@@ -262,8 +263,8 @@ static int append_cut(struct strbuf *sb, const char *s, int cols)
 	return sb_append(sb, s, i);
 }
 
-int topview__render(const struct topview *tv, const struct topview_opts *o, int width,
-		    int height, struct strbuf *sb)
+int topview__render(const struct topview *tv, const struct topview_opts *o, int width, int height,
+		    struct strbuf *sb)
 {
 	struct strbuf name = {0}, esc = {0};
 	char own[16], total[16], wait[32];
@@ -303,8 +304,9 @@ int topview__render(const struct topview *tv, const struct topview_opts *o, int 
 		sb_reset(&name);
 		err = sb_puts(&name, r->func);
 		if (!err && !strcmp(r->kind, "python") && r->file)
-			err = r->line > 0 ? sb_printf(&name, " (%s:%d)", base_name(r->file), r->line)
-					  : sb_printf(&name, " (%s)", base_name(r->file));
+			err = r->line > 0
+				      ? sb_printf(&name, " (%s:%d)", base_name(r->file), r->line)
+				      : sb_printf(&name, " (%s)", base_name(r->file));
 		else if (!err && !strcmp(r->kind, "kernel"))
 			err = sb_puts(&name, " [kernel]");
 		if (err)

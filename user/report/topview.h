@@ -22,23 +22,23 @@
 #include "record/store.h"
 
 struct topview_opts {
-	bool waits;	  /* count time off the CPU too (else only state 'running') */
-	bool by_total;	  /* order by inclusive time (else by self time) */
-	bool native;	  /* native frames of stacks with Python frames too (else a stack's
+	bool waits;    /* count time off the CPU too (else only state 'running') */
+	bool by_total; /* order by inclusive time (else by self time) */
+	bool native;   /* native frames of stacks with Python frames too (else a stack's
 			   * Python frames only, where it has any: native code is counted
 			   * in the Python function that called it, as py-spy does) */
-	int rank;	  /* only the processes of this rank; -1: every process */
-	int64_t since;	  /* only sample_counts rows after this rowid (a reset: topview__mark) */
-	int limit;	  /* at most this many functions (1-1000) */
+	int rank;      /* only the processes of this rank; -1: every process */
+	int64_t since; /* only sample_counts rows after this rowid (a reset: topview__mark) */
+	int limit;     /* at most this many functions (1-1000) */
 };
 
 struct topview_row {
-	const char *kind; /* "python", "native", "kernel" */
-	char *func;	  /* the function (Python: its qualified name) */
-	char *file;	  /* Python: its file; native: its library; NULL when unknown */
-	int line;	  /* Python: its line with the most time; 0: unknown */
-	double own_ns;	  /* time with it as the leaf */
-	double total_ns;  /* time with it anywhere on the stack */
+	const char *kind;	  /* "python", "native", "kernel" */
+	char *func;		  /* the function (Python: its qualified name) */
+	char *file;		  /* Python: its file; native: its library; NULL when unknown */
+	int line;		  /* Python: its line with the most time; 0: unknown */
+	double own_ns;		  /* time with it as the leaf */
+	double total_ns;	  /* time with it anywhere on the stack */
 	double state_ns[WAIT_NR]; /* total_ns by thread state (enum wait_state) */
 };
 
@@ -68,8 +68,8 @@ int64_t topview__mark(struct store *st);
  * nothing from the target reaches the terminal as a control character. Lines end in "\n".
  * Return 0 or -ENOMEM.
  */
-int topview__render(const struct topview *tv, const struct topview_opts *o, int width,
-		    int height, struct strbuf *sb);
+int topview__render(const struct topview *tv, const struct topview_opts *o, int width, int height,
+		    struct strbuf *sb);
 
 /* Free what topview__read allocated; *@tv is then empty. */
 void topview__free(struct topview *tv);
