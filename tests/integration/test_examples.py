@@ -37,6 +37,10 @@ SKIPPED = [
     (r"\brepl\b|--repl", "an interactive prompt (test_repl runs it)"),
     (r"\bprobing run\b", "starts the user's own train.py/serve.py"),
     (r"\bprobing debug\b", "waits for VS Code to attach (test_debug runs it)"),
+    (r"\bprobing top\b(?!.*(-d|--duration) )", "a live view that runs until q or Ctrl-C "
+     "(test_top drives it in tmux)"),
+    (r"\bprobing watch\b(?!.*--dump)", "watches a job until stopped (test_watch runs it on "
+     "real jobs)"),
     (r"-- \./myprog|-- python3 train\.py|-- torchrun", "starts the user's own program"),
     (r"--listen", "a fixed TCP port (9400, 8080) that tests running side by side would share"),
     (r"--show-token", "needs the agent's TCP port (--listen, above)"),

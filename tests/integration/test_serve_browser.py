@@ -308,3 +308,46 @@ def test_browser_live_page():
     assert s.stop() == 0
     t.go()
     t.result()
+
+
+@harness.timeout(120)
+def test_browser_flame_starts_on_what_is_hot():
+    """Import-time stacks at a process's start (60 frames deep, 10% of the time) do not push
+    the frames that matter below the fold (issue 20 item 10): the graph starts zoomed on the
+    hottest subtree below the common root chain (train, 90%), the import tower is hidden and
+    the image is only as high as the frames shown, the page says so; Reset Zoom shows
+    everything again at full height."""
+    chain = "_start;__libc_start_main;main;Py_RunMain;<module> (/app/train.py:1)"
+    imports = ";".join("_find_and_load (<frozen importlib._bootstrap>:%d)" % (1000 + i)
+                       for i in range(60))
+    db = recordings.make_db(
+        f"{chain};{imports};exec_module 100\n"
+        f"{chain};train (/app/train.py:10);step (/app/train.py:20);matmul 600\n"
+        f"{chain};train (/app/train.py:10);step (/app/train.py:20);forward 300\n",
+        name="imports.db")
+    s = Server("-i", db)
+    with cdp.Browser(width=1280, height=900) as b:
+        b.goto(s.url)
+        frames = wait_flame(b, "f=0")
+        assert frames["all"]["n"] == 1000
+        train = frames["train (/app/train.py:10)"]
+        assert train["visible"] and abs(train["w"] - frames["all"]["w"]) < 0.5, train
+        assert not frames["exec_module"]["visible"]
+        note = b.eval("document.getElementById('fg-zoom').textContent")
+        assert "train (/app/train.py:10)" in note and "90.0%" in note, note
+        # As high as the frames shown: 9 rows (root to matmul), not 66; on the first screen.
+        height = b.eval("document.getElementById('fg-frame').getBoundingClientRect().height")
+        top = b.eval("document.getElementById('fg-frame').getBoundingClientRect().top")
+        assert height < 400 and top + height < 900, (top, height)
+        matmul = frames["matmul"]
+        assert matmul["visible"]
+        shot(b, "flame-hot.png")
+        # Reset Zoom: everything, the import tower too, at full height.
+        b.eval("document.getElementById('fg-frame').contentDocument"
+               ".getElementById('reset').dispatchEvent(new MouseEvent('click'))")
+        frames = b.eval(FRAMES_JS)
+        assert frames["exec_module"]["visible"]
+        assert frames["train (/app/train.py:10)"]["w"] < 0.95 * frames["all"]["w"]
+        full = b.eval("document.getElementById('fg-frame').getBoundingClientRect().height")
+        assert full > 66 * 16, full
+        shot(b, "flame-hot-reset.png")

@@ -309,6 +309,14 @@ function flameLoaded() {
     return;
   }
   frame.style.height = (+doc.documentElement.getAttribute("height") + 4) + "px";
+  /* Start on what is hot: import-time stacks at the start and idle threads (a quarter of
+     the time at most) must not push the frames that matter below the fold. */
+  var hot = !$("fg-inverted").checked && frame.contentWindow.probingZoomHot ?
+    frame.contentWindow.probingZoomHot() : null;
+  $("fg-zoom").textContent = hot ? "Zoomed on what is hot: " + hot.name + " (" +
+    (100 * hot.share).toFixed(1) + "% of the time); Reset Zoom (or a click on the bottom " +
+    "frame) shows everything." : "";
+  show($("fg-zoom"), !!hot);
   frame.dataset.ready = "1";
 }
 
