@@ -216,7 +216,8 @@ static int tools_call(FILE *out, const char *id, const char *msg, struct tool_ca
 	}
 	/* A name that is not a tool's is never sent back (tools__call refuses it first). */
 	token = strcmp(jq_type(msg, "$.params._meta.progressToken") ?: "", "text") &&
-				strcmp(jq_type(msg, "$.params._meta.progressToken") ?: "", "integer")
+				strcmp(jq_type(msg, "$.params._meta.progressToken") ?: "",
+				       "integer")
 			? NULL
 			: jq_json(msg, "$.params._meta.progressToken");
 	if (token && tools__offered(name)) {

@@ -329,16 +329,18 @@ static void summary_table(const char *db, const char *heading, const char *sql, 
 	" coalesce(f.file, '?') || ')' ELSE f.func || coalesce(' [' || replace(f.module," \
 	" rtrim(f.module, replace(f.module, '/', '')), '') || ']', '') END"
 /* A Python line: "qualname (file:line)". */
-#define LINE_LABEL                                                                   \
-	"coalesce(f.qualname, f.func) || ' (' || coalesce(f.file, '?') || ':' ||"    \
+#define LINE_LABEL                                                                \
+	"coalesce(f.qualname, f.func) || ' (' || coalesce(f.file, '?') || ':' ||" \
 	" coalesce(f.lineno, '?') || ')'"
 /* On-CPU samples of the recording (every sample without --off-cpu). */
 #define RUNNING "s.state = 'running'"
 #define SHARE                                                                        \
-	"round(100.0 * SUM(s.count) / (SELECT SUM(count) FROM samples WHERE state ="  \
+	"round(100.0 * SUM(s.count) / (SELECT SUM(count) FROM samples WHERE state =" \
 	" 'running'), 1)"
 /* Each stack's innermost Python frame (depth). */
-#define PY_LEAF "(SELECT stack_id, min(depth) AS depth FROM frames WHERE kind = 'python' GROUP BY stack_id)"
+#define PY_LEAF                                                                             \
+	"(SELECT stack_id, min(depth) AS depth FROM frames WHERE kind = 'python' GROUP BY " \
+	"stack_id)"
 
 /*
  * The result of a one-row query on @db as JSON-compact's first row, into @v (@n columns,
@@ -441,14 +443,15 @@ static int tool_record(const char *args, struct strbuf *text, bool *is_error)
 		*is_error = true;
 		return 0;
 	}
-	query_numbers(db,
-		      "SELECT (SELECT coalesce(SUM(count), 0) FROM samples WHERE state = 'running'),"
-		      " (SELECT COUNT(DISTINCT tid) FROM samples WHERE state = 'running'),"
-		      " (SELECT value FROM meta WHERE key = 'duration'),"
-		      " (SELECT coalesce(SUM(ns), 0) / 1e9 FROM samples WHERE state <> 'running'),"
-		      " (SELECT COUNT(DISTINCT tid) FROM samples WHERE state <> 'running'),"
-		      " (SELECT coalesce(SUM(ns), 0) / 1e9 FROM samples WHERE state = 'runnable')",
-		      t, 6);
+	query_numbers(
+		db,
+		"SELECT (SELECT coalesce(SUM(count), 0) FROM samples WHERE state = 'running'),"
+		" (SELECT COUNT(DISTINCT tid) FROM samples WHERE state = 'running'),"
+		" (SELECT value FROM meta WHERE key = 'duration'),"
+		" (SELECT coalesce(SUM(ns), 0) / 1e9 FROM samples WHERE state <> 'running'),"
+		" (SELECT COUNT(DISTINCT tid) FROM samples WHERE state <> 'running'),"
+		" (SELECT coalesce(SUM(ns), 0) / 1e9 FROM samples WHERE state = 'runnable')",
+		t, 6);
 	sb_printf(text, "Recorded process %ld%s for %ld s at %ld Hz%s: ", pid,
 		  children ? " and its children" : "", seconds, hz,
 		  off_cpu ? ", with off-CPU time" : "");
@@ -462,9 +465,10 @@ static int tool_record(const char *args, struct strbuf *text, bool *is_error)
 			  "; %.1f s of waiting off the CPU in %.0f threads (%.1f s of it runnable: "
 			  "ready, waiting for a CPU)",
 			  t[3], t[4], t[5]);
-	sb_printf(text, ". The recording is %s (the query tool reads it: views samples, frames, "
-			"sample_times, processes, threads, meta; it is removed when this server "
-			"ends).\n",
+	sb_printf(text,
+		  ". The recording is %s (the query tool reads it: views samples, frames, "
+		  "sample_times, processes, threads, meta; it is removed when this server "
+		  "ends).\n",
 		  db);
 	if (r.err.len) {
 		sb_puts(text, "\nThe recorder said:\n");
@@ -492,33 +496,34 @@ static int tool_record(const char *args, struct strbuf *text, bool *is_error)
 			      text);
 	}
 	if (off_cpu && t[3] > t[5])
-		summary_table(db,
-			      "Where threads wait off the CPU (seconds of wall-clock time, by state: "
-			      "sleep, lock, io, gil, other)",
-			      "SELECT s.state, " FRAME_LABEL " AS waits_in, (SELECT " LINE_LABEL
-			      " FROM frames f JOIN " PY_LEAF " l ON l.stack_id = f.stack_id AND"
-			      " l.depth = f.depth WHERE f.stack_id = s.stack_id) AS python_line,"
-			      " COUNT(DISTINCT s.tid) AS threads,"
-			      " round(SUM(s.ns) / 1e9, 2) AS seconds FROM samples s JOIN frames f ON"
-			      " f.stack_id = s.stack_id AND f.depth = 0"
-			      " WHERE s.state NOT IN ('running', 'runnable')"
-			      " GROUP BY s.state, waits_in, python_line ORDER BY seconds DESC LIMIT 12",
-			      text);
+		summary_table(
+			db,
+			"Where threads wait off the CPU (seconds of wall-clock time, by state: "
+			"sleep, lock, io, gil, other)",
+			"SELECT s.state, " FRAME_LABEL " AS waits_in, (SELECT " LINE_LABEL
+			" FROM frames f JOIN " PY_LEAF " l ON l.stack_id = f.stack_id AND"
+			" l.depth = f.depth WHERE f.stack_id = s.stack_id) AS python_line,"
+			" COUNT(DISTINCT s.tid) AS threads,"
+			" round(SUM(s.ns) / 1e9, 2) AS seconds FROM samples s JOIN frames f ON"
+			" f.stack_id = s.stack_id AND f.depth = 0"
+			" WHERE s.state NOT IN ('running', 'runnable')"
+			" GROUP BY s.state, waits_in, python_line ORDER BY seconds DESC LIMIT 12",
+			text);
 	if (t[0]) {
 		summary_table(db, "Busiest threads (on-CPU samples)",
 			      "SELECT s.pid, s.tid, s.thread, SUM(s.count) AS samples, " SHARE
 			      " AS pct FROM samples s WHERE " RUNNING " GROUP BY s.pid, s.tid"
 			      " ORDER BY samples DESC LIMIT 10",
 			      text);
-		summary_table(db,
-			      "Python functions by inclusive time (on the stack, callees included)",
-			      "SELECT function, SUM(count) AS samples, round(100.0 * SUM(count) /"
-			      " (SELECT SUM(count) FROM samples WHERE state = 'running'), 1) AS pct"
-			      " FROM (SELECT DISTINCT s.pid, s.tid, s.stack_id, s.count, " FRAME_LABEL
-			      " AS function FROM samples s JOIN frames f ON f.stack_id = s.stack_id"
-			      " WHERE f.kind = 'python' AND " RUNNING
-			      ") GROUP BY function ORDER BY samples DESC LIMIT 10",
-			      text);
+		summary_table(
+			db, "Python functions by inclusive time (on the stack, callees included)",
+			"SELECT function, SUM(count) AS samples, round(100.0 * SUM(count) /"
+			" (SELECT SUM(count) FROM samples WHERE state = 'running'), 1) AS pct"
+			" FROM (SELECT DISTINCT s.pid, s.tid, s.stack_id, s.count, " FRAME_LABEL
+			" AS function FROM samples s JOIN frames f ON f.stack_id = s.stack_id"
+			" WHERE f.kind = 'python' AND " RUNNING
+			") GROUP BY function ORDER BY samples DESC LIMIT 10",
+			text);
 	}
 	if (!off_cpu && t[0])
 		sb_puts(text, "\n(on-CPU time only: off_cpu=true also records where threads wait, "
@@ -543,9 +548,10 @@ static int tool_query(const char *args, struct strbuf *text, bool *is_error)
 	err = err ?: arg_text(args, "format", false, &format, text);
 	if (!err && !file == !pid) {
 		/* The schema cannot say "one of the two": the assistant reads why and calls again. */
-		sb_puts(text, file ? "give 'file' (a recording) or 'pid' (a live process), not both"
-				   : "give 'file' (a recording, e.g. the one record_and_summarize "
-				     "made) or 'pid' (a live process): the query runs on one of them");
+		sb_puts(text,
+			file ? "give 'file' (a recording) or 'pid' (a live process), not both"
+			     : "give 'file' (a recording, e.g. the one record_and_summarize "
+			       "made) or 'pid' (a live process): the query runs on one of them");
 		*is_error = true;
 		goto cleanup;
 	}
