@@ -389,10 +389,11 @@ struct pyproc *pyproc__open(pid_t pid)
 		if (err == -ESRCH)
 			goto cleanup;
 		if (err && newer) {
-			pr_warn("pid %d: Python %s (%s) is newer than probing knows (" PY_VERSIONS
-				"), and its _Py_DebugOffsets cannot be read as %u.%u's (%s); "
-				"Python frames will be missing",
-				(int)pid, pp->version_str, pp->elf_path, PY_VER_MAJOR(table->version),
+			pr_warn("pid %d: Python %s (%s) is newer than probing knows (3.%u-3.%u), "
+				"and its _Py_DebugOffsets cannot be read as %u.%u's (%s); Python "
+				"frames will be missing",
+				(int)pid, pp->version_str, pp->elf_path, PY_MINOR_MIN,
+				PY_VER_MINOR(table->version), PY_VER_MAJOR(table->version),
 				PY_VER_MINOR(table->version), strerror(-err));
 			err = -ENOTSUP;
 			goto cleanup;
@@ -409,10 +410,11 @@ struct pyproc *pyproc__open(pid_t pid)
 
 		err = confirm_layout(pp, why, sizeof(why));
 		if (err) {
-			pr_warn("pid %d: Python %s (%s) is newer than probing knows (" PY_VERSIONS
-				"); read with %u.%u's layout, the process does not confirm it: %s. "
+			pr_warn("pid %d: Python %s (%s) is newer than probing knows (3.%u-3.%u); "
+				"read with %u.%u's layout, the process does not confirm it: %s. "
 				"Python frames will be missing",
-				(int)pid, pp->version_str, pp->elf_path, PY_VER_MAJOR(table->version),
+				(int)pid, pp->version_str, pp->elf_path, PY_MINOR_MIN,
+				PY_VER_MINOR(table->version), PY_VER_MAJOR(table->version),
 				PY_VER_MINOR(table->version), why);
 			goto cleanup;
 		}
@@ -421,11 +423,11 @@ struct pyproc *pyproc__open(pid_t pid)
 		pp->off.rt_gil = PYO_NONE;
 		pp->off.rt_tss = PYO_NONE;
 		pp->newer = true;
-		pr_info("pid %d: Python %s is newer than probing knows (" PY_VERSIONS "); %u.%u's "
+		pr_info("pid %d: Python %s is newer than probing knows (3.%u-3.%u); %u.%u's "
 			"layout with the interpreter's own _Py_DebugOffsets reads it, confirmed by "
 			"its threads and frames",
-			(int)pid, pp->version_str, PY_VER_MAJOR(table->version),
-			PY_VER_MINOR(table->version));
+			(int)pid, pp->version_str, PY_MINOR_MIN, PY_VER_MINOR(table->version),
+			PY_VER_MAJOR(table->version), PY_VER_MINOR(table->version));
 	}
 	pr_debug("pid %d: Python %s in %s, _PyRuntime at %#llx", (int)pid, pp->version_str,
 		 pp->elf_path, (unsigned long long)pp->runtime);
