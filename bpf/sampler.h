@@ -276,7 +276,8 @@ struct py_proc_cfg {
 	__u64 tss_key_addr;	/* address of the Py_tss_t holding the thread-state TSS key */
 	__u64 code_type_addr;	/* &PyCode_Type, to validate code objects; 0 = skip check */
 	__s32 pthread_specific; /* offsetof(struct pthread, specific_1stblock); -1 unknown */
-	__u32 _pad;
+	__s32 tls_tstate;	/* 3.15+: the thread's state is the pointer at fs base + this
+				 * (a thread-local of the interpreter); 0: none (TSS key, map) */
 	struct py_bpf_offsets off;
 	/* [gil_lo, gil_hi): the main interpreter's GIL struct (a futex there is a GIL wait,
 	 * waitclass.h); 0, 0 if unknown */

@@ -651,8 +651,10 @@ int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 	if (err)
 		return err;
 	cfg->pthread_specific = pyproc__pthread_specific(pp);
-	if (cfg->pthread_specific >= 0)
+	if (cfg->pthread_specific >= 0 && pp->off.rt_tss != PYO_NONE)
 		cfg->tss_key_addr = pp->runtime + pp->off.rt_tss;
+	if (pp->off.rt_tss == PYO_NONE && pyproc__tls_tstate(pp, &cfg->tls_tstate))
+		cfg->tls_tstate = 0;
 	/* For off-CPU recording: a futex wait inside it is a wait for the GIL. */
 	if (!pyproc__gil_range(pp, &lo, &hi)) {
 		cfg->gil_lo = lo;
