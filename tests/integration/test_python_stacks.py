@@ -127,6 +127,10 @@ def test_newer_version_read_exactly_or_refused():
             continue
         p, out, truth = pc.start_workload(sidroot.python(minor))
         full = pc.pystacks(p.pid)
+        # The confirmation itself accepts the right layout (PROBING_PY_CONFIRM: the checks a
+        # newer version gets, on this known one): what a compatible 3.16 would pass.
+        r = h.run([pc.tool(pc.PYSTACKS), "--raw", str(p.pid)], env={"PROBING_PY_CONFIRM": "1"})
+        assert r.returncode == 0 and "does not confirm" not in r.stderr, r.stderr
         r = h.run([pc.tool(pc.PYSTACKS), "--raw", str(p.pid)],
                   env={"PROBING_PY_KNOWN_MAX": f"3.{minor - 1}"})
         if r.returncode == 0:

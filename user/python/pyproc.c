@@ -405,10 +405,18 @@ struct pyproc *pyproc__open(pid_t pid)
 			format_version(pp, dhex);
 		err = 0;
 	}
-	if (newer) {
+	/* PROBING_PY_CONFIRM=1: the same confirmation for a known version (tests: a correct
+	 * layout must pass it). */
+	if (newer || (table->dbg_size != PYO_NONE && getenv("PROBING_PY_CONFIRM"))) {
 		char why[160];
 
 		err = confirm_layout(pp, why, sizeof(why));
+		if (err && !newer) {
+			pr_warn("pid %d: Python %s (%s): the process does not confirm probing's "
+				"layout: %s",
+				(int)pid, pp->version_str, pp->elf_path, why);
+			goto cleanup;
+		}
 		if (err) {
 			pr_warn("pid %d: Python %s (%s) is newer than probing knows (3.%u-3.%u); "
 				"read with %u.%u's layout, the process does not confirm it: %s. "
@@ -418,6 +426,8 @@ struct pyproc *pyproc__open(pid_t pid)
 				PY_VER_MINOR(table->version), why);
 			goto cleanup;
 		}
+	}
+	if (newer) {
 		/* What only the table says (no debug offset) is not trusted for a newer
 		 * version: no GIL (off-CPU states), no TSS key (BPF uses its map), no locals. */
 		pp->off.rt_gil = PYO_NONE;
