@@ -258,7 +258,7 @@ struct py_bpf_offsets {
 	__u16 _pad16;
 };
 
-#define PY_OFF_NONE		 0xffff
+#define PY_OFF_NONE 0xffff
 /* Frames whose owner is this or above are no Python frames (3.12+): the entry frame of each
  * _PyEval_EvalFrameDefault call. 3.12, 3.13: FRAME_OWNED_BY_CSTACK = 3, the highest owner;
  * 3.14: FRAME_OWNED_BY_INTERPRETER = 3, FRAME_OWNED_BY_CSTACK = 4; 3.15:
@@ -266,7 +266,7 @@ struct py_bpf_offsets {
  * pycore_interpframe_structs.h; CPython 3.14+ tests owner >= FRAME_OWNED_BY_INTERPRETER in
  * _PyFrame_IsIncomplete). */
 #define PY_FRAME_OWNED_BY_SHIM 3
-#define PY_HDR_MAX		 256 /* largest frame_size / code_size */
+#define PY_HDR_MAX	       256 /* largest frame_size / code_size */
 
 /* Per target process (map py_procs, key: tgid). */
 struct py_proc_cfg {

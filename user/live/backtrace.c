@@ -439,7 +439,8 @@ int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **o
 	if (!pv->py && !o->native) {
 		err = -ENOENT;
 		explain(why, whysize,
-			"process %d runs no CPython " PY_VERSIONS " interpreter that probing can read; "
+			"process %d runs no CPython " PY_VERSIONS
+			" interpreter that probing can read; "
 			"use --native for its native stacks",
 			pid);
 		goto fail;

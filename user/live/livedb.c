@@ -392,7 +392,8 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		char desc[128];
 
 		snprintf(msg, sizeof(msg),
-			 "python.%s: %s is not a Python process (no CPython " PY_VERSIONS " interpreter "
+			 "python.%s: %s is not a Python process (no CPython " PY_VERSIONS
+			 " interpreter "
 			 "in it); its system.process and system.threads can be queried, and "
 			 "'probing backtrace -p %d' shows its native stacks",
 			 name, live__describe(&l->t, desc, sizeof(desc)), l->t.pid);

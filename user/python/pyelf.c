@@ -250,9 +250,9 @@ struct fde_hits {
 
 /* The binary-search table of .eh_frame_hdr (PT_GNU_EH_FRAME). */
 struct eh_table {
-	uint64_t hdr;	 /* its address */
-	uint32_t count;	 /* entries: (initial location, FDE address), datarel sdata4 each */
-	uint8_t *data;	 /* count * 8 bytes */
+	uint64_t hdr;	/* its address */
+	uint32_t count; /* entries: (initial location, FDE address), datarel sdata4 each */
+	uint8_t *data;	/* count * 8 bytes */
 };
 
 /* DW_EH_PE_datarel | DW_EH_PE_sdata4, DW_EH_PE_udata4, DW_EH_PE_pcrel | DW_EH_PE_sdata4 */
@@ -277,8 +277,8 @@ static int eh_table_load(struct pyelf *e, struct eh_table *t)
 	t->hdr = ph.p_vaddr;
 	/* version 1, eh_frame_ptr encoding, fde_count encoding, table encoding; eh_frame_ptr
 	 * (sdata4 as GCC and lld write it), fde_count */
-	if (pyelf__read(e, t->hdr, head, sizeof(head)) || head[0] != 1 ||
-	    head[2] != EH_UDATA4 || head[3] != EH_DATAREL_SDATA4 || (head[1] & 0x0f) != 0x0b)
+	if (pyelf__read(e, t->hdr, head, sizeof(head)) || head[0] != 1 || head[2] != EH_UDATA4 ||
+	    head[3] != EH_DATAREL_SDATA4 || (head[1] & 0x0f) != 0x0b)
 		return -ENOENT;
 	memcpy(&t->count, head + 8, 4);
 	if (!t->count || t->count > (1u << 24))

@@ -368,7 +368,8 @@ static void calibrate_tls(struct pyproc *pp)
 	for (t = 0; t < pp->nthreads && nb < 8; t++) {
 		uint64_t pt = pp->threads[t].pthread;
 
-		if (!pt || pt < TLS_SCAN || pp_read(pp, pt - TLS_SCAN, bufs + nb * TLS_SCAN, TLS_SCAN))
+		if (!pt || pt < TLS_SCAN ||
+		    pp_read(pp, pt - TLS_SCAN, bufs + nb * TLS_SCAN, TLS_SCAN))
 			continue;
 		ts[nb++] = pp->threads[t].tstate;
 	}
@@ -689,8 +690,7 @@ int pyproc__refresh_threads(struct pyproc *pp)
 		}
 	}
 	/* 3.15+ has no TSS key: a thread-local variable holds each thread's state. */
-	if (pp->off.rt_tss == PYO_NONE && pp->tls_state != TLS_FINAL && pp->nthreads &&
-	    !pp->newer)
+	if (pp->off.rt_tss == PYO_NONE && pp->tls_state != TLS_FINAL && pp->nthreads && !pp->newer)
 		calibrate_tls(pp);
 	if (pp->tls_state != TLS_NONE) {
 		for (i = 0; i < pp->nthreads; i++) {
