@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 
+#include "pyoffsets/pyoffsets.h"
 #include "base/cli.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -23,8 +24,9 @@ static const char usage_text[] =
 	"       probing record [OPTIONS] -- COMMAND [ARGS...]\n"
 	"\n"
 	"Sample the native and Python stacks of every thread of running processes, or of a\n"
-	"command it starts (not both), into a recording file (SQLite). Python frames (CPython\n"
-	"3.8-3.13) are merged with the native frames: C extensions and libraries appear under\n"
+	"command it starts (not both), into a recording file (SQLite). Python frames "
+	"(CPython\n" PY_VERSIONS
+	") are merged with the native frames: C extensions and libraries appear under\n"
 	"the Python function that called them. Recording ends after -d seconds, on Ctrl-C or\n"
 	"SIGTERM, or when every target has exited; the data is saved in every case.\n"
 	"Needs root (or the capabilities CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).\n"

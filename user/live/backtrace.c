@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 
+#include "pyoffsets/pyoffsets.h"
 #include "live/backtrace.h"
 #include "native/dwproc.h"
 #include "base/escape.h"
@@ -452,7 +453,8 @@ int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **o
 	if (!pv->py && !o->native) {
 		err = -ENOENT;
 		explain(why, whysize,
-			"process %d runs no CPython 3.8-3.13 interpreter that probing can read; "
+			"process %d runs no CPython " PY_VERSIONS
+			" interpreter that probing can read; "
 			"use --native for its native stacks",
 			pid);
 		goto fail;

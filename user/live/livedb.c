@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "pyoffsets/pyoffsets.h"
 #include "injector/agent.h"
 #include "live/agent_client.h"
 #include "base/jsonq.h"
@@ -79,7 +80,7 @@ static void outside_rows(sqlite3_context *ctx, pid_t pid, const char *name, live
 		else
 			snprintf(msg, sizeof(msg), "python.%s of process %d: %s", name, pid,
 				 err == -ENOENT	 ? "its Python interpreter cannot be read from "
-						   "outside (not CPython 3.8-3.13?)"
+						   "outside (not CPython " PY_VERSIONS "?)"
 				 : err == -ESRCH ? "no such process (it exited?)"
 						 : strerror(-err));
 		sqlite3_result_error(ctx, msg, -1);
@@ -411,7 +412,8 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		char desc[128];
 
 		snprintf(msg, sizeof(msg),
-			 "python.%s: %s is not a Python process (no CPython 3.8-3.13 interpreter "
+			 "python.%s: %s is not a Python process (no CPython " PY_VERSIONS
+			 " interpreter "
 			 "in it); its system.process and system.threads can be queried, and "
 			 "'probing backtrace -p %d' shows its native stacks",
 			 name, live__describe(&l->t, desc, sizeof(desc)), l->t.pid);
@@ -431,7 +433,7 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			snprintf(msg, sizeof(msg), "python.backtrace of process %d: %s", l->t.pid,
 				 err == -ENOENT
 					 ? "its Python interpreter cannot be read from outside "
-					   "(not CPython 3.8-3.13?)"
+					   "(not CPython " PY_VERSIONS "?)"
 				 : err == -ESRCH ? "no such process (it exited?)"
 						 : strerror(-err));
 			sqlite3_result_error(ctx, msg, -1);
