@@ -102,7 +102,12 @@ struct proc_change_event {
 	__u32 type;   /* EVENT_PROC */
 	__u32 change; /* enum proc_change */
 	__u32 pid;
-	__u32 ppid; /* PROC_FORK: the parent */
+	union {
+		__u32 ppid;	 /* PROC_FORK: the parent */
+		__u32 exit_code; /* PROC_EXIT: the process's status as wait(2) reports it
+				  * (task->exit_code: exit status << 8, or the signal that
+				  * killed it, | 0x80 with a core dump) */
+	};
 	__u64 time_ns;
 	__u32 tid;    /* PROC_EXIT, PROC_THREAD_EXIT: the thread that exited */
 	__u32 ns_pid; /* pid and tid in the task's own PID namespace */
@@ -258,7 +263,7 @@ struct py_bpf_offsets {
 	__u16 _pad16;
 };
 
-#define PY_OFF_NONE		 0xffff
+#define PY_OFF_NONE 0xffff
 /* Frames whose owner is this or above are no Python frames (3.12+): the entry frame of each
  * _PyEval_EvalFrameDefault call. 3.12, 3.13: FRAME_OWNED_BY_CSTACK = 3, the highest owner;
  * 3.14: FRAME_OWNED_BY_INTERPRETER = 3, FRAME_OWNED_BY_CSTACK = 4; 3.15:
@@ -266,7 +271,7 @@ struct py_bpf_offsets {
  * pycore_interpframe_structs.h; CPython 3.14+ tests owner >= FRAME_OWNED_BY_INTERPRETER in
  * _PyFrame_IsIncomplete). */
 #define PY_FRAME_OWNED_BY_SHIM 3
-#define PY_HDR_MAX		 256 /* largest frame_size / code_size */
+#define PY_HDR_MAX	       256 /* largest frame_size / code_size */
 
 /* Per target process (map py_procs, key: tgid). */
 struct py_proc_cfg {
@@ -276,7 +281,8 @@ struct py_proc_cfg {
 	__u64 tss_key_addr;	/* address of the Py_tss_t holding the thread-state TSS key */
 	__u64 code_type_addr;	/* &PyCode_Type, to validate code objects; 0 = skip check */
 	__s32 pthread_specific; /* offsetof(struct pthread, specific_1stblock); -1 unknown */
-	__u32 _pad;
+	__s32 tls_tstate;	/* 3.15+: the thread's state is the pointer at fs base + this
+				 * (a thread-local of the interpreter); 0: none (TSS key, map) */
 	struct py_bpf_offsets off;
 	/* [gil_lo, gil_hi): the main interpreter's GIL struct (a futex there is a GIL wait,
 	 * waitclass.h); 0, 0 if unknown */

@@ -4,7 +4,7 @@
 #  - 3.8-3.13: the DWARF of the pyenv build of that version;
 #  - 3.14 and later (HEADERS_FROM): the DWARF of the header probe (pyoffsets/gen_probe.c) compiled
 #    against that version's own headers, public and internal, from Debian's libpython3.X-dev
-#    in the root file system $PYOFFSETS_ROOT (default /var/cache/probing/sid-root): Debian's
+#    in the root file system $PYOFFSETS_ROOT (its Python headers only: the C library's are the host's) (default /var/cache/probing/sid-root): Debian's
 #    interpreters are stripped, their headers are what they were built from.
 #   pyoffsets/gen-tables.sh build/pyoffsets-gen > pyoffsets/tables.c
 set -euo pipefail
@@ -37,7 +37,7 @@ for minor in $(seq "$min" "$max"); do
 			echo "gen-tables: no headers of CPython 3.$minor in $inc (libpython3.$minor-dev)" >&2
 			exit 1
 		}
-		"$cc" -g -shared -fPIC -o "$tmp/probe3.$minor.so" -I "$inc" -I "$inc/python3.$minor" \
+		"$cc" -g -shared -fPIC -o "$tmp/probe3.$minor.so" -I "$inc/python3.$minor" -idirafter "$inc" \
 			"$here/gen_probe.c"
 		"$gen" --version "3.$minor" "$tmp/probe3.$minor.so"
 		echo

@@ -46,42 +46,42 @@
  * member of the same group: py_offsets.dbg_bound[]), so the reader needs no hand-written
  * copy of the struct and checks every value against its struct's size.
  */
-#define PY_DEBUG_FIELDS(X) \
+#define PY_DEBUG_FIELDS(X)                                            \
 	X(rt_interpreters_head, "runtime_state.interpreters_head", 8) \
-	X(is_next, "interpreter_state.next", 8) \
-	X(is_tstate_head, "interpreter_state.threads_head", 8) \
-	X(is_modules, "interpreter_state.imports_modules", 8) \
-	X(ts_next, "thread_state.next", 8) \
-	X(ts_interp, "thread_state.interp", 8) \
-	X(ts_current_frame, "thread_state.current_frame", 8) \
-	X(ts_thread_id, "thread_state.thread_id", 8) \
-	X(ts_native_thread_id, "thread_state.native_thread_id", 8) \
-	X(if_previous, "interpreter_frame.previous", 8) \
-	X(if_code, "interpreter_frame.executable", 8) \
-	X(if_instr, "interpreter_frame.instr_ptr", 8) \
-	X(if_owner, "interpreter_frame.owner", 1) \
-	X(if_localsplus, "interpreter_frame.localsplus", 8) \
-	X(co_filename, "code_object.filename", 8) \
-	X(co_name, "code_object.name", 8) \
-	X(co_qualname, "code_object.qualname", 8) \
-	X(co_linetable, "code_object.linetable", 8) \
-	X(co_firstlineno, "code_object.firstlineno", 4) \
-	X(co_code_adaptive, "code_object.co_code_adaptive", 8) \
-	X(co_argcount, "code_object.argcount", 4) \
-	X(co_localsplusnames, "code_object.localsplusnames", 8) \
-	X(co_localspluskinds, "code_object.localspluskinds", 8) \
-	X(ob_type, "pyobject.ob_type", 8) \
-	X(tp_name, "type_object.tp_name", 8) \
-	X(tp_flags, "type_object.tp_flags", 8) \
-	X(tuple_item, "tuple_object.ob_item", 8) \
-	X(dict_ma_keys, "dict_object.ma_keys", 8) \
-	X(dict_ma_values, "dict_object.ma_values", 8) \
-	X(float_fval, "float_object.ob_fval", 8) \
-	X(long_lv_tag, "long_object.lv_tag", 8) \
-	X(long_digit, "long_object.ob_digit", 4) \
-	X(bytes_sval, "bytes_object.ob_sval", 1) \
-	X(unicode_state, "unicode_object.state", 4) \
-	X(unicode_length, "unicode_object.length", 8) \
+	X(is_next, "interpreter_state.next", 8)                       \
+	X(is_tstate_head, "interpreter_state.threads_head", 8)        \
+	X(is_modules, "interpreter_state.imports_modules", 8)         \
+	X(ts_next, "thread_state.next", 8)                            \
+	X(ts_interp, "thread_state.interp", 8)                        \
+	X(ts_current_frame, "thread_state.current_frame", 8)          \
+	X(ts_thread_id, "thread_state.thread_id", 8)                  \
+	X(ts_native_thread_id, "thread_state.native_thread_id", 8)    \
+	X(if_previous, "interpreter_frame.previous", 8)               \
+	X(if_code, "interpreter_frame.executable", 8)                 \
+	X(if_instr, "interpreter_frame.instr_ptr", 8)                 \
+	X(if_owner, "interpreter_frame.owner", 1)                     \
+	X(if_localsplus, "interpreter_frame.localsplus", 8)           \
+	X(co_filename, "code_object.filename", 8)                     \
+	X(co_name, "code_object.name", 8)                             \
+	X(co_qualname, "code_object.qualname", 8)                     \
+	X(co_linetable, "code_object.linetable", 8)                   \
+	X(co_firstlineno, "code_object.firstlineno", 4)               \
+	X(co_code_adaptive, "code_object.co_code_adaptive", 8)        \
+	X(co_argcount, "code_object.argcount", 4)                     \
+	X(co_localsplusnames, "code_object.localsplusnames", 8)       \
+	X(co_localspluskinds, "code_object.localspluskinds", 8)       \
+	X(ob_type, "pyobject.ob_type", 8)                             \
+	X(tp_name, "type_object.tp_name", 8)                          \
+	X(tp_flags, "type_object.tp_flags", 8)                        \
+	X(tuple_item, "tuple_object.ob_item", 8)                      \
+	X(dict_ma_keys, "dict_object.ma_keys", 8)                     \
+	X(dict_ma_values, "dict_object.ma_values", 8)                 \
+	X(float_fval, "float_object.ob_fval", 8)                      \
+	X(long_lv_tag, "long_object.lv_tag", 8)                       \
+	X(long_digit, "long_object.ob_digit", 4)                      \
+	X(bytes_sval, "bytes_object.ob_sval", 1)                      \
+	X(unicode_state, "unicode_object.state", 4)                   \
+	X(unicode_length, "unicode_object.length", 8)                 \
 	X(ascii_size, "unicode_object.asciiobject_size", 0)
 
 #define PY_DBG_ENUM_(name, path, width) PY_DBG_##name,

@@ -304,6 +304,76 @@ def test_comm_attach_to_running_job_and_steps(t):
             assert 0.7 * LATE_MS <= wait <= 1.6 * LATE_MS, (rank, mine)
 
 
+@harness.timeout(360)
+def test_rank_deviation_of_a_rank_late_off_its_cpu():
+    """Rank 1 sleeps LATE_MS before every step: the others wait for it in the allreduce, and
+    the time it is late is off its CPU. rank_deviation puts it first with how often it
+    entered a collective last; with --off-cpu it names the sleep it spends the time in
+    (weighed by samples.ns), on-CPU only it names no noise as the reason and says --off-cpu
+    is needed. flamegraph --by rank flags it the same way."""
+    go, hold = harness.tmp("go"), harness.tmp("hold")
+    out_path = harness.tmp("late.out")
+    t = torchenv.HOST  # the views do not depend on the torch (test_record_job runs both)
+    job = harness.spawn(torchrun(t), env=job_env(t, 100000, WAIT_AT="loop", WAIT_FILE=go,
+                                                   HOLD_FILE=hold),
+                        stdout=open(out_path, "w"), stderr=subprocess.STDOUT)
+
+    def started():
+        if job.poll() is not None:
+            raise AssertionError("the job exited: " + open(out_path).read()[-2000:])
+        r = ranks_of(open(out_path).read())
+        return r if len(r) == NRANKS else None
+    ranks = harness.wait_for(started, timeout=180, what="3 ranks set up")
+    open(go, "w").close()
+    harness.wait_for(lambda: len(backward_windows(open(out_path).read())) >= NRANKS * 5,
+                     timeout=60, what="the job's first steps")
+    pids = ",".join(map(str, ranks))
+    dbs = {}
+    for mode in ("on", "off"):
+        dbs[mode] = harness.tmp("late-%s.db" % mode)
+        p = harness.probing("record", "-o", dbs[mode], "-p", pids, "-d", "5",
+                            *(["--off-cpu"] if mode == "off" else []), timeout=60)
+        assert p.returncode == 0, p.stderr[-2000:]
+    job.kill()
+
+    for mode, db in dbs.items():
+        con = sqlite3.connect(db)
+        con.row_factory = sqlite3.Row
+        try:
+            dev = [dict(r) for r in con.execute("SELECT * FROM rank_deviation")]
+        finally:
+            con.close()
+        harness.log(mode + ": " + "\n".join(map(str, dev)))
+        assert [d["rank"] for d in dev][0] == 1, dev
+        late = dev[0]
+        # About one allreduce per step of ~LATE_MS: rank 1 enters nearly all of them last.
+        assert late["collectives"] >= 30 and late["entered_last"] >= 0.9 * late["collectives"], late
+        assert 0.7 * LATE_MS <= late["others_wait_ms"] <= 1.6 * LATE_MS, late
+        assert all(d["entered_last"] <= 0.1 * d["collectives"] for d in dev[1:]), dev
+        assert late["func"] != "[unknown]", late
+        if mode == "off":
+            # Its time goes to sleeping: clock_nanosleep (libc) or the kernel's nanosleep.
+            assert "nanosleep" in late["func"] or late["func"] == "sleep", late
+            assert late["deviation"] >= 0.05, late
+            assert late["note"].startswith("entered last in %d of %d collectives" % (
+                late["entered_last"], late["collectives"])), late
+            assert "--off-cpu" not in late["note"], late
+        else:
+            assert "--off-cpu" in late["note"] and "entered last" in late["note"], late
+            assert all("--off-cpu" in d["note"] for d in dev), dev
+        svg = harness.tmp("late-%s.svg" % mode)
+        p = harness.probing("flamegraph", "-i", db, "--by", "rank", "-o", svg)
+        assert p.returncode == 0, p.stderr[-2000:]
+        text = open(svg).read()
+        assert "rank 1 entered last in %d of %d collectives" % (
+            late["entered_last"], late["collectives"]) in text, text[:3000]
+        if mode == "off":
+            assert re.search(r"entered last in \d+ of \d+ collectives \(the others waited "
+                             r"[\d.]+ ms\) · [^<]*nanosleep[^<]*: \d+%, median rank 0%", text)
+        else:
+            assert "its late time is off its CPU: record with --off-cpu" in text
+
+
 @harness.params(torchenv.ALL, ids=torchenv.IDS)
 @harness.timeout(400)
 def test_comm_off_and_single_rank(t):

@@ -15,7 +15,10 @@ SPLIT = os.path.join(PYDIR, "wallsplit.py")
 WAITS = os.path.join(PYDIR, "waits.py")
 PARTS = {"compute": "compute", "sleeper": "sleep", "waiter": "wait"}
 # The interpreters the issue names: the oldest, a recent one, and Debian's stripped 3.11.
-PYTHONS = [(label, exe) for label, exe in h.pythons() if label in ("3.8", "3.12", "debian-3.11")]
+PYTHONS = [(label, exe) for label, exe in h.pythons()
+           if label in ("3.8", "3.12", "3.14", "3.15", "debian-3.11")]
+# Stripped Debian builds (no symbol for take_gil: the GIL is told by its address).
+STRIPPED = [(label, exe) for label, exe in h.pythons() if label in ("debian-3.11", "3.14", "3.15")]
 
 
 def _record(*args, timeout=120):
@@ -106,12 +109,12 @@ def test_wall_split_of_compute_sleep_and_wait(exe):
 
 
 @h.timeout(120)
-def test_two_cpu_bound_threads_wait_for_the_gil_and_blocked_threads_keep_their_state():
+@h.params([p for _, p in STRIPPED], ids=[label for label, _ in STRIPPED])
+def test_two_cpu_bound_threads_wait_for_the_gil_and_blocked_threads_keep_their_state(exe):
     """waits.py: two Python threads spin (each can run only while it holds the GIL: about
     half its time it waits for it), three block in time.sleep, Event.wait and a pipe read.
-    Recorded by pid for 2 s, on Debian's python3.11 (no symbols for take_gil: the GIL is
-    told by its address)."""
-    exe = dict(h.pythons()).get("debian-3.11") or h.pythons()[-1][1]
+    Recorded by pid for 2 s, on Debian's python3.11, 3.14 and 3.15 (no symbols for
+    take_gil: the GIL is told by its address)."""
     p = h.spawn([exe, WAITS], stdout=subprocess.PIPE)
     assert p.stdout.readline().strip() == b"ready"
     db, _ = _record("-p", p.pid, "-d", "2")
@@ -243,3 +246,49 @@ def test_ddp_rank_waits_for_the_slower_rank_in_backward():
     blocked = sum(v for s, v in waits.items() if s in ("lock", "io"))
     assert blocked >= 0.6 * steps * slow * 1e9, (waits, running)
     assert blocked > 2 * running, (waits, running)
+
+
+ZOMBIE_PARENT = r"""
+import os, sys, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(0.5)
+    os._exit(0)
+print(pid, flush=True)
+time.sleep(4)           # the child is a zombie from 0.5 s to here
+os.waitpid(pid, 0)
+time.sleep(0.5)
+"""
+
+
+@h.timeout(120)
+def test_zombie_child_has_no_off_cpu_time_after_its_end():
+    """A child that exits at 0.5 s and is reaped by its parent only at 4 s (issue 17): a
+    zombie waits for nothing, so it has no off-CPU time after its end (it had 3.5 s of 'io'
+    under '[unknown]'), its time is about its 0.5 s of life, and its thread was not first
+    seen after the process ended."""
+    exe = dict(h.pythons()).get("3.12") or h.pythons()[-1][1]
+    db, err = _record("--children", "--", exe, "-c", ZOMBIE_PARENT)
+    con = h.db(db)
+    (parent,) = con.execute("SELECT pid FROM processes WHERE ppid NOT IN"
+                            " (SELECT pid FROM processes)").fetchone()
+    rows = con.execute("SELECT pid, start_time, end_time FROM processes WHERE ppid = ?",
+                       (parent,)).fetchall()
+    assert len(rows) == 1, rows
+    child, start, end = rows[0]
+    h.log(f"child {child}: {start} .. {end}\n" + json.dumps(
+        con.execute("SELECT ts, tid, state, ns FROM sample_times WHERE pid = ?"
+                    " ORDER BY ts", (child,)).fetchall()) + "\n" + json.dumps(
+        con.execute("SELECT * FROM threads WHERE pid = ?", (child,)).fetchall()) + err)
+    assert end is not None and 0.3 <= end - start <= 1.5, (start, end)
+    after = con.execute("SELECT SUM(ns) FROM sample_times WHERE pid = ? AND ts > ?",
+                        (child, int(end))).fetchone()[0]
+    assert not after, f"{after} ns of the child after its end"
+    (total,) = con.execute("SELECT SUM(ns) FROM samples WHERE pid = ?", (child,)).fetchone()
+    assert total and total <= (end - start + 0.3) * 1e9, (total, start, end)
+    for tid, first, last in con.execute("SELECT tid, first_seen, last_seen FROM threads"
+                                        " WHERE pid = ?", (child,)):
+        assert first <= end and last <= end + 0.1, (tid, first, last, end)
+    # The parent's own time is unchanged: its 5 s, almost all asleep.
+    (ptotal,) = con.execute("SELECT SUM(ns) FROM samples WHERE pid = ?", (parent,)).fetchone()
+    assert 4.2e9 <= ptotal <= 5.5e9, ptotal

@@ -210,8 +210,7 @@ TEST(debug_offsets_rejected)
 	buf[0] = 'X';
 	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, PY_VER(3, 13), &out, NULL), -EINVAL);
 	/* No _Py_DebugOffsets before 3.13. */
-	CHECK_EQ(py_offsets_apply_debug(t12, buf, sizeof(buf), PY_VER(3, 12), &out, NULL),
-		 -EINVAL);
+	CHECK_EQ(py_offsets_apply_debug(t12, buf, sizeof(buf), PY_VER(3, 12), &out, NULL), -EINVAL);
 }
 
 TEST_MAIN()

@@ -21,19 +21,19 @@ static void usage(FILE *f)
 		"\n"
 		"Run Python CODE inside a running process, in its __main__ namespace (the "
 		"script's\n"
-		"globals are visible), injecting the agent first if it is not loaded. An "
-		"expression\n"
-		"prints its repr(); statements print what they write to stdout/stderr. An "
-		"exception\n"
-		"prints its traceback on stderr and exits with status 1. CODE '-' is read from "
-		"stdin.\n"
+		"globals are visible), injecting the agent first if it is not loaded. Statements\n"
+		"print what they write to stdout/stderr; an expression last prints its repr(), as\n"
+		"Python's prompt does ('import gc; len(gc.get_objects())' prints the count), but\n"
+		"not the None of a call that printed ('print(2)' prints 2). An exception prints\n"
+		"its traceback on stderr and exits with status 1. CODE '-' is read from stdin.\n"
 		"The code runs on the agent's own thread, holding the GIL like any thread.\n"
 		"\n"
 		"With several PIDs or --children (each PID and all its descendants now: the\n"
 		"ranks of a job under their launcher), CODE runs in every Python process in\n"
 		"turn, each one's output under a header \"==> rank 3 (pid 1234) <==\" (the rank\n"
 		"from its environment: torchrun, Slurm, Open MPI, PMI). The exit status is 1 if\n"
-		"it failed in any of them.\n"
+		"it failed in any rank (a process without a rank among ranks, the job's launcher,\n"
+		"is reported, not counted: torchrun has no torch.distributed of its own).\n"
 		"\n"
 		"Options:\n"
 		"  -p, --pid PID[,PID...]  the process(es)\n"
@@ -48,7 +48,7 @@ static void usage(FILE *f)
 		"  -h, --help           this help\n"
 		"\n"
 		"Examples:\n"
-		"  probing eval -p 1234 'import gc; print(len(gc.get_objects()))'\n"
+		"  probing eval -p 1234 'import gc; len(gc.get_objects())'\n"
 		"  probing eval -p 1234 'import threading; print(threading.enumerate())'\n"
 		"  probing eval -p 1234 'model.training'          # a global of the script\n"
 		"  probing eval -p 1234 - < snippet.py\n"
@@ -139,7 +139,7 @@ static int cmd_eval(int argc, char **argv)
 	int ch, rc;
 
 	cli_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "+p:t:vh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:p:t:vh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'N':
 			r.inject = false;

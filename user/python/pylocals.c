@@ -226,9 +226,9 @@ unreadable:
 /* The code object the frame runs now. */
 static int frame_code(struct pyproc *pp, uint64_t frame, uint64_t *code)
 {
-	int err = pp_ptr(pp,
-			 frame + (pp->frames == PY_FRAMES_OBJECT ? pp->off.f_code : pp->off.if_code),
-			 code);
+	int err = pp_ptr(
+		pp, frame + (pp->frames == PY_FRAMES_OBJECT ? pp->off.f_code : pp->off.if_code),
+		code);
 
 	if (!err)
 		*code = py_ref_obj(pp, *code);

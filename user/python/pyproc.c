@@ -389,10 +389,11 @@ struct pyproc *pyproc__open(pid_t pid)
 		if (err == -ESRCH)
 			goto cleanup;
 		if (err && newer) {
-			pr_warn("pid %d: Python %s (%s) is newer than probing knows (" PY_VERSIONS
-				"), and its _Py_DebugOffsets cannot be read as %u.%u's (%s); "
-				"Python frames will be missing",
-				(int)pid, pp->version_str, pp->elf_path, PY_VER_MAJOR(table->version),
+			pr_warn("pid %d: Python %s (%s) is newer than probing knows (3.%u-3.%u), "
+				"and its _Py_DebugOffsets cannot be read as %u.%u's (%s); Python "
+				"frames will be missing",
+				(int)pid, pp->version_str, pp->elf_path, PY_MINOR_MIN,
+				PY_VER_MINOR(table->version), PY_VER_MAJOR(table->version),
 				PY_VER_MINOR(table->version), strerror(-err));
 			err = -ENOTSUP;
 			goto cleanup;
@@ -404,28 +405,39 @@ struct pyproc *pyproc__open(pid_t pid)
 			format_version(pp, dhex);
 		err = 0;
 	}
-	if (newer) {
+	/* PROBING_PY_CONFIRM=1: the same confirmation for a known version (tests: a correct
+	 * layout must pass it). */
+	if (newer || (table->dbg_size != PYO_NONE && getenv("PROBING_PY_CONFIRM"))) {
 		char why[160];
 
 		err = confirm_layout(pp, why, sizeof(why));
+		if (err && !newer) {
+			pr_warn("pid %d: Python %s (%s): the process does not confirm probing's "
+				"layout: %s",
+				(int)pid, pp->version_str, pp->elf_path, why);
+			goto cleanup;
+		}
 		if (err) {
-			pr_warn("pid %d: Python %s (%s) is newer than probing knows (" PY_VERSIONS
-				"); read with %u.%u's layout, the process does not confirm it: %s. "
+			pr_warn("pid %d: Python %s (%s) is newer than probing knows (3.%u-3.%u); "
+				"read with %u.%u's layout, the process does not confirm it: %s. "
 				"Python frames will be missing",
-				(int)pid, pp->version_str, pp->elf_path, PY_VER_MAJOR(table->version),
+				(int)pid, pp->version_str, pp->elf_path, PY_MINOR_MIN,
+				PY_VER_MINOR(table->version), PY_VER_MAJOR(table->version),
 				PY_VER_MINOR(table->version), why);
 			goto cleanup;
 		}
+	}
+	if (newer) {
 		/* What only the table says (no debug offset) is not trusted for a newer
 		 * version: no GIL (off-CPU states), no TSS key (BPF uses its map), no locals. */
 		pp->off.rt_gil = PYO_NONE;
 		pp->off.rt_tss = PYO_NONE;
 		pp->newer = true;
-		pr_info("pid %d: Python %s is newer than probing knows (" PY_VERSIONS "); %u.%u's "
+		pr_info("pid %d: Python %s is newer than probing knows (3.%u-3.%u); %u.%u's "
 			"layout with the interpreter's own _Py_DebugOffsets reads it, confirmed by "
 			"its threads and frames",
-			(int)pid, pp->version_str, PY_VER_MAJOR(table->version),
-			PY_VER_MINOR(table->version));
+			(int)pid, pp->version_str, PY_MINOR_MIN, PY_VER_MINOR(table->version),
+			PY_VER_MAJOR(table->version), PY_VER_MINOR(table->version));
 	}
 	pr_debug("pid %d: Python %s in %s, _PyRuntime at %#llx", (int)pid, pp->version_str,
 		 pp->elf_path, (unsigned long long)pp->runtime);
@@ -649,8 +661,10 @@ int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 	if (err)
 		return err;
 	cfg->pthread_specific = pyproc__pthread_specific(pp);
-	if (cfg->pthread_specific >= 0)
+	if (cfg->pthread_specific >= 0 && pp->off.rt_tss != PYO_NONE)
 		cfg->tss_key_addr = pp->runtime + pp->off.rt_tss;
+	if (pp->off.rt_tss == PYO_NONE && pyproc__tls_tstate(pp, &cfg->tls_tstate))
+		cfg->tls_tstate = 0;
 	/* For off-CPU recording: a futex wait inside it is a wait for the GIL. */
 	if (!pyproc__gil_range(pp, &lo, &hi)) {
 		cfg->gil_lo = lo;

@@ -82,6 +82,9 @@ struct pyproc {
 	size_t nthreads, capthreads;
 	int pthread_specific; /* -2 not calibrated yet, -1 unusable */
 	int pthread_tid_off;  /* struct pthread.tid offset; -2 not calibrated, -1 unknown */
+	/* 3.15+: the thread-local holding each thread's state, at fs base + tls_off */
+	enum { TLS_NONE = 0, TLS_TENTATIVE, TLS_FINAL } tls_state;
+	int64_t tls_off;
 
 	struct strpool *strs; /* names, files, thread names: valid until pyproc__free */
 	struct bmap *codes;   /* (code addr, checksum) -> index + 1 into code_arr */
