@@ -90,6 +90,9 @@ struct recorder {
 				  * sample statistics leave it out */
 	struct comm *comm;	 /* probes on collectives libraries, or NULL (recorder__use_comm) */
 	struct collectives *cs;	 /* their events joined into rows */
+	struct bmap *sites;	 /* call site id -> struct call_site * (comm.h: struct comm_site) */
+	uint64_t next_site;
+	uint64_t comm_copies, comm_site_calls; /* calls with a stack copy, calls from a site */
 	int64_t mono_to_real_ns;
 	struct recorder_stats stats;
 	int live;		   /* targets not yet seen to exit */
@@ -101,6 +104,10 @@ struct recorder {
 	struct pym_frame merged[MAX_FRAMES];
 	struct frame frames[MAX_FRAMES];
 	int nframes_last; /* frames in r->frames by the last intern_frames */
+	/* The last native_frames: frames unwound (r->nat) and built (r->nframes), its view. */
+	int nat_last, nn_last;
+	bool nat_complete;
+	struct dwproc *nat_dp;
 	const struct frame *stable[MAX_FRAMES]; /* the cached frame each came from, or NULL */
 	uint64_t ids[MAX_FRAMES];
 	struct bmap *frame_ids; /* address of a cached (stable) frame -> frame id */
@@ -125,7 +132,9 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 	r->thread_idx = bmap__new();
 	r->frame_ids = bmap__new();
 	r->pyframes = bmap__new();
-	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids || !r->pyframes)
+	r->sites = bmap__new();
+	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids || !r->pyframes ||
+	    !r->sites)
 		goto nomem;
 	if (opts->off_cpu && !(r->oc = offcpu__new(st, fallback_stack, r)))
 		goto nomem;
@@ -174,8 +183,20 @@ struct pyframe_key {
 static int free_pyframe(const void *key, size_t len, uint64_t *value, void *ctx)
 {
 	free((void *)(uintptr_t)*value);
+	*value = 0;
 	return 0;
 }
+
+/*
+ * A call site of the collectives probes (bpf/comm.h, struct comm_site): the native frames of
+ * its calls, unwound once.
+ */
+struct call_site {
+	pid_t pid;
+	unsigned int trunc; /* STACK_TRUNC_NATIVE or 0 */
+	int nn;
+	struct pym_frame f[]; /* as native_frames built them */
+};
 
 /* Forget @t's glibc thread layout (read again lazily: after an exec, another libc). */
 static void free_layout(struct target *t)
@@ -212,6 +233,9 @@ void recorder__free(struct recorder *r)
 	if (r->pyframes)
 		bmap__for_each(r->pyframes, free_pyframe, NULL);
 	bmap__free(r->pyframes);
+	if (r->sites)
+		bmap__for_each(r->sites, free_pyframe, NULL);
+	bmap__free(r->sites);
 	symbolizer__free(r->sym);
 	kallsyms__free(r->ks);
 	free(r);
@@ -493,11 +517,23 @@ static void start_target(struct recorder *r, struct target *t)
 		comm__scan(r->comm, t->pid);
 }
 
+static int forget_site(const void *key, size_t len, uint64_t *value, void *arg)
+{
+	struct call_site *cs = (struct call_site *)(uintptr_t)*value;
+
+	if (cs && cs->pid == *(const pid_t *)arg) {
+		free(cs);
+		*value = 0;
+	}
+	return 0;
+}
+
 /* @t's collectives probes and what waits for their events belong to its old program. */
 static void forget_comm(struct recorder *r, struct target *t)
 {
 	if (r->comm)
 		comm__forget(r->comm, t->pid);
+	bmap__for_each(r->sites, forget_site, &t->pid);
 	if (r->cs)
 		collectives__forget(r->cs, t->pid);
 }
@@ -845,6 +881,8 @@ static int native_frames(struct recorder *r, struct target *t, const struct samp
 	uint64_t pc;
 	int nn;
 
+	r->nat_last = r->nn_last = 0;
+	r->nat_dp = NULL;
 	if (!dp) {
 		r->stats.unresolved += !r->capture;
 		*trunc |= STACK_TRUNC_NATIVE;
@@ -873,7 +911,11 @@ again:
 		r->stats.complete += !r->capture;
 	else
 		*trunc |= STACK_TRUNC_NATIVE;
-	return stackbuild_native(dp, r->sym, t->py, r->nat, nn, r->nframes, MAX_FRAMES);
+	r->nat_last = nn;
+	r->nat_complete = complete;
+	r->nat_dp = dp;
+	r->nn_last = stackbuild_native(dp, r->sym, t->py, r->nat, nn, r->nframes, MAX_FRAMES);
+	return r->nn_last;
 }
 
 /* Resolve the sample's Python frames into r->pframes. Return their number. */
@@ -1129,13 +1171,88 @@ static bool nested_nccl_call(const struct recorder *r)
 	return false;
 }
 
+/*
+ * The call @e (a stack copy follows it) of @t was just unwound: make its call site known to the
+ * probes, with the checks that prove a later call's native frames the same (dwproc.h), so that
+ * later calls from it send no copy. Nothing is done where that cannot be proven.
+ */
+static void learn_site(struct recorder *r, struct target *t, const struct comm_call_event *e,
+		       const void *stack)
+{
+	const struct sample_event *s = &e->s;
+	struct comm_site_key k = {.pid = s->pid, .tid = s->tid, .ip = s->regs[DWREG_RIP],
+				  .sp = s->regs[DWREG_RSP]};
+	struct comm_site site = {};
+	struct call_site *cs;
+	uint64_t *slot;
+	int n, i;
+
+	_Static_assert(DWPROC_CHECK_REG == COMM_SITE_REG, "check of a register");
+	if (!r->comm || !r->opts.native || t->dp_shared || r->nat_dp != t->dp || !r->nat_last ||
+	    !r->nn_last || (s->flags & (SAMPLE_F_STACK_SHORT | SAMPLE_F_NO_USER_REGS)))
+		return;
+	n = dwproc__unwind_checks(t->dp, s->tid, (const uint64_t *)s->regs, stack, s->stack_len,
+				  r->nat, r->nat_last, r->nat_complete, site.off, (uint64_t *)site.val,
+				  COMM_SITE_CHECKS);
+	if (n <= 0)
+		return;
+	cs = malloc(sizeof(*cs) + sizeof(cs->f[0]) * r->nn_last);
+	if (!cs)
+		return;
+	cs->pid = s->pid;
+	cs->trunc = r->nat_complete ? 0 : STACK_TRUNC_NATIVE;
+	cs->nn = r->nn_last;
+	memcpy(cs->f, r->nframes, sizeof(cs->f[0]) * r->nn_last);
+	site.id = ++r->next_site;
+	site.n = n;
+	slot = bmap__upsert(r->sites, &site.id, sizeof(site.id), 0, NULL);
+	if (!slot) {
+		free(cs);
+		return;
+	}
+	*slot = (uintptr_t)cs;
+	for (i = 0; i < n; i++)
+		if (!(site.off[i] & COMM_SITE_REG) && site.off[i] + 8 > site.span)
+			site.span = site.off[i] + 8;
+	if (comm__site_put(r->comm, &k, &site))
+		pr_debug("pid %d: call site not given to the probes", s->pid);
+}
+
+/*
+ * The stack of the call @e of @t from a known call site (COMM_F_SITE): the site's native frames
+ * with the call's own Python frames, interned. -ENOENT if the site is not known (forgotten).
+ */
+static int site_stack(struct recorder *r, struct target *t, const struct comm_call_event *e,
+		      uint64_t *stack_id)
+{
+	const struct py_frame_rec *py = (const void *)(&e->s + 1);
+	uint64_t *slot = bmap__find(r->sites, &e->site, sizeof(e->site));
+	const struct call_site *cs = slot ? (const void *)(uintptr_t)*slot : NULL;
+	unsigned int trunc;
+	int np, nm, i;
+
+	if (!cs || cs->pid != (pid_t)e->s.pid)
+		return -ENOENT;
+	trunc = cs->trunc;
+	memcpy(r->nframes, cs->f, sizeof(cs->f[0]) * cs->nn);
+	np = python_frames(r, t, &e->s, py, &trunc);
+	nm = pymerge(r->nframes, cs->nn, r->pframes, np, r->merged, MAX_FRAMES);
+	for (i = 0; i < nm; i++) {
+		r->frames[i] = r->merged[i].f;
+		r->stable[i] = r->merged[i].stable;
+	}
+	return intern_frames(r, nm, trunc, stack_id);
+}
+
 /* An event of the collectives probes: a call's stack is interned like a sample's. */
 static int handle_comm(struct recorder *r, const struct comm_event *h, size_t len)
 {
 	const struct comm_call_event *e = (const void *)h;
+	const struct py_frame_rec *py;
 	struct recorder_stats keep;
 	struct target *t;
 	uint64_t stack_id = 0;
+	int err;
 
 	if (!r->cs)
 		return 0;
@@ -1146,14 +1263,25 @@ static int handle_comm(struct recorder *r, const struct comm_event *h, size_t le
 	}
 	if (h->ev != COMM_EV_CALL)
 		return collectives__event(r->cs, h);
-	if (len < sizeof(*e) || !sample_fits(&e->s, len - offsetof(struct comm_call_event, s)))
+	if (len < sizeof(*e) || !sample_fits(&e->s, len - offsetof(struct comm_call_event, s)) ||
+	    ((h->flags & COMM_F_SITE) && (e->s.stack_len || e->s.kstack_len)))
 		return -EINVAL;
 	t = find_target(r, h->pid);
 	if (t && t->alive) {
 		/* A call is no sample: the sample statistics stay as they were. */
 		keep = r->stats;
 		r->nframes_last = 0;
-		if (intern_stack(r, t, &e->s, &stack_id))
+		if (h->flags & COMM_F_SITE) {
+			r->comm_site_calls++;
+			err = site_stack(r, t, e, &stack_id);
+		} else {
+			r->comm_copies++;
+			err = intern_stack(r, t, &e->s, &stack_id);
+			py = (const void *)(&e->s + 1);
+			if (!err && !e->s.kstack_len)
+				learn_site(r, t, e, py + e->s.py_len);
+		}
+		if (err)
 			stack_id = 0;
 		r->stats = keep;
 		if (COMM_COOKIE_ROLE(h->cookie) == COMM_R_NCCL_CALL && nested_nccl_call(r))
@@ -1316,6 +1444,12 @@ void recorder__comm_counts(const struct recorder *r, uint64_t *rows, uint64_t *c
 	*rows = *completed = *processes = 0;
 	if (r->cs)
 		collectives__counts(r->cs, rows, completed, processes);
+}
+
+void recorder__comm_stacks(const struct recorder *r, uint64_t *copies, uint64_t *site_calls)
+{
+	*copies = r->comm_copies;
+	*site_calls = r->comm_site_calls;
 }
 
 int recorder__comm_summary(struct recorder *r, char *buf, size_t size)
