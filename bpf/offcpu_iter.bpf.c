@@ -93,8 +93,8 @@ int off_fetch(struct bpf_iter__task *ctx)
 		return 0;
 	block = want->block;
 	want->block = 0;
-	if (task->on_cpu || task->nvcsw + task->nivcsw != block)
-		return 0; /* that block is over */
+	if (task->on_cpu || task->exit_state || task->nvcsw + task->nivcsw != block)
+		return 0; /* that block is over (or the thread ended) */
 	ktid = task->pid;
 	th = bpf_map_lookup_elem(&off_threads, &ktid);
 	s = bpf_map_lookup_elem(&iter_scratch, &zero);

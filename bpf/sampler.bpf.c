@@ -333,6 +333,8 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	 */
 	if (BPF_CORE_READ(p, signal, live.counter) == 0) {
 		change = PROC_EXIT;
+		/* do_exit set it before the tracepoint (the group's code on a group exit). */
+		ev.exit_code = BPF_CORE_READ(p, exit_code);
 		bpf_map_delete_elem(&py_procs, &ids.pid);
 		bpf_map_delete_elem(&thread_births, &ids.pid);
 	} else {
@@ -385,6 +387,8 @@ static __always_inline void off_register(struct task_struct *task, __u64 flags)
 	__u32 ktid = BPF_CORE_READ(task, pid);
 	long err;
 
+	if (BPF_CORE_READ(task, exit_state))
+		return; /* ended (a zombie the iterator still lists): it waits for nothing */
 	view_ids(task, &ids);
 	if (!ids.pid || !ids.tid || !bpf_map_lookup_elem(&targets, &ids.pid))
 		return;
@@ -499,6 +503,14 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 		off_send(th, NULL);
 		bpf_map_delete_elem(map, ktid);
 		return 0;
+	}
+	if (t->exit_state) {
+		/* A zombie (or dead, not released yet): it ended, it waits for nothing (its parent
+		 * may reap it much later). Nothing from its end on is counted: what it had not
+		 * sent, then forget it, as for a thread gone. */
+		off_send(th, t);
+		bpf_map_delete_elem(map, ktid);
+		goto out;
 	}
 	/* The time since it was last looked at (by a sweep at every period, or every few with
 	 * more threads than offcpu_max_threads); none if a sweep with a later time already did

@@ -102,7 +102,12 @@ struct proc_change_event {
 	__u32 type;   /* EVENT_PROC */
 	__u32 change; /* enum proc_change */
 	__u32 pid;
-	__u32 ppid; /* PROC_FORK: the parent */
+	union {
+		__u32 ppid;	 /* PROC_FORK: the parent */
+		__u32 exit_code; /* PROC_EXIT: the process's status as wait(2) reports it
+				  * (task->exit_code: exit status << 8, or the signal that
+				  * killed it, | 0x80 with a core dump) */
+	};
 	__u64 time_ns;
 	__u32 tid;    /* PROC_EXIT, PROC_THREAD_EXIT: the thread that exited */
 	__u32 ns_pid; /* pid and tid in the task's own PID namespace */

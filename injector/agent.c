@@ -28,7 +28,10 @@
  *    while it runs code the helper declared interruptible (user code of eval, read-only
  *    kinds): never into the loading of the helpers, nor into code that changes the agent's
  *    state, which an exception at any bytecode could leave half done. A request cancelled
- *    before or between such sections does not enter the next one.
+ *    before or between such sections does not enter the next one;
+ *  - a cancelled request blocked in C (the interrupt waits for the call to return) does not
+ *    block the others: its worker is retired (left to it) and a fresh one serves the queue
+ *    (struct worker).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -212,21 +215,41 @@ struct pyreq {
 	size_t blen;
 };
 
-/* The worker, its queue, and the watchdog's orders; all guarded by wk.lock. */
+/*
+ * A worker thread. One serves the queue at a time; a worker whose request was cancelled but
+ * does not end within STUCK_S of it (blocked in C code that an exception cannot stop until
+ * it returns: time.sleep(600), a read) is retired: it is left to that request and ends with
+ * it, and a fresh worker serves the queue. At most MAX_WORKERS exist, retired ones included.
+ */
+#define MAX_WORKERS 8
+#define STUCK_S	    0.5
+
+struct worker {
+	bool used;	     /* the slot holds a thread */
+	bool retired;	     /* left to its stuck request: it ends with it, takes no other */
+	uint64_t running;    /* id of the request it runs (0: none) */
+	int slot;	     /* ...its client (ag.clients index), -1 the agent's own */
+	char kind[32];	     /* ...its kind, for the message when every worker is stuck */
+	double started;	     /* ...when it started (mono_time) */
+	bool running_py;     /* ...and it is inside Python (between Ensure and Release) */
+	bool interruptible;  /* ...in a section the helper declared interruptible */
+	bool sent;	     /* the watchdog sent it a KeyboardInterrupt, maybe not raised yet */
+	uint64_t cancel_id;  /* its running request, to interrupt */
+	uint64_t delivered;  /* the last id the watchdog interrupted */
+	double cancel_at;    /* when the watchdog came to interrupt it (mono_time) */
+	unsigned long ident; /* its thread ident, for PyThreadState_SetAsyncExc */
+};
+
+/* The workers, their queue, and the watchdog's orders; all guarded by wk.lock. */
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t work;   /* the worker waits for requests */
 	pthread_cond_t cancel; /* the watchdog waits for cancels */
-	bool worker_started, watchdog_started;
+	bool watchdog_started;
+	struct worker *cur; /* the worker serving the queue (NULL: none yet, or retired) */
+	struct worker workers[MAX_WORKERS];
 	struct pyreq *head, *tail;
 	uint64_t next_id;
-	uint64_t running;    /* id of the request the worker runs (0: none) */
-	bool running_py;     /* ...and it is inside Python (between Ensure and Release) */
-	bool interruptible;  /* ...in a section the helper declared interruptible */
-	bool sent;	     /* the watchdog sent it a KeyboardInterrupt, maybe not raised yet */
-	uint64_t cancel_id;  /* the running request to interrupt */
-	uint64_t delivered;  /* the last id the watchdog interrupted */
-	unsigned long ident; /* the worker's thread ident, for PyThreadState_SetAsyncExc */
 } wk = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.work = PTHREAD_COND_INITIALIZER,
@@ -419,13 +442,13 @@ static PyObject *instances_of(PyObject *get_objects, PyObject *cls)
  * in its RESUME. So the interrupt is sent again (exactly one is pending now) and raised, in
  * agent.py's _drop_interrupt(), which swallows it; raising it lowers the flag.
  */
-static void drop_sent_interrupt(void)
+static void drop_sent_interrupt(const struct worker *w)
 {
 	PyObject *r;
 
 	if (!ag.drop_interrupt || ag.py_gone)
 		return;
-	py.SetAsyncExc(wk.ident, *py.ExcKeyboardInterrupt);
+	py.SetAsyncExc(w->ident, *py.ExcKeyboardInterrupt);
 	r = py.CallFunctionObjArgs(ag.drop_interrupt, NULL);
 	if (r)
 		py.DecRef(r);
@@ -445,19 +468,25 @@ static void drop_sent_interrupt(void)
 static PyObject *set_interruptible(bool on)
 {
 	bool cancelled = false, sent = false;
+	struct worker *w = NULL;
+	int i;
 
 	pthread_mutex_lock(&wk.lock);
-	if (wk.running_py && wk.ident == (unsigned long)pthread_self()) {
-		cancelled = on && wk.cancel_id == wk.running;
-		wk.interruptible = on && !cancelled;
+	for (i = 0; i < MAX_WORKERS && !w; i++)
+		if (wk.workers[i].used && wk.workers[i].running_py &&
+		    wk.workers[i].ident == (unsigned long)pthread_self())
+			w = &wk.workers[i];
+	if (w) {
+		cancelled = on && w->cancel_id == w->running;
+		w->interruptible = on && !cancelled;
 		if (!on) {
-			sent = wk.sent;
-			wk.sent = false;
+			sent = w->sent;
+			w->sent = false;
 		}
 	}
 	pthread_mutex_unlock(&wk.lock);
 	if (sent)
-		drop_sent_interrupt();
+		drop_sent_interrupt(w);
 	if (cancelled) {
 		py.ErrSetNone(*py.ExcKeyboardInterrupt);
 		return NULL;
@@ -685,44 +714,117 @@ static void wake_io(void)
 	}
 }
 
-static bool start_thread(void *(*fn)(void *), const char *name)
+static bool start_thread_arg(void *(*fn)(void *), void *arg, const char *name)
 {
 	pthread_t t;
 
 	/* Every signal stays blocked: this thread inherits the agent thread's mask. */
-	if (pthread_create(&t, NULL, fn, NULL))
+	if (pthread_create(&t, NULL, fn, arg))
 		return false;
 	pthread_setname_np(t, name);
 	pthread_detach(t);
 	return true;
 }
 
+static bool start_thread(void *(*fn)(void *), const char *name)
+{
+	return start_thread_arg(fn, NULL, name);
+}
+
 /* ---- the watchdog: interrupts a running request -------------------------------------- */
+
+static bool start_worker(void);
+
+/* A worker whose request is to be interrupted and was not yet (wk.lock held), or NULL. */
+static struct worker *to_interrupt(void)
+{
+	struct worker *w;
+	int i;
+
+	for (i = 0; i < MAX_WORKERS; i++) {
+		w = &wk.workers[i];
+		if (w->used && w->running && w->cancel_id == w->running &&
+		    w->delivered != w->cancel_id)
+			return w;
+	}
+	return NULL;
+}
+
+/*
+ * Retire the workers whose cancelled request has run STUCK_S past the interrupt (wk.lock
+ * held): a fresh worker serves the queue. Return when the next one is due (mono_time), or
+ * 0 if none is.
+ */
+static double retire_stuck(double now)
+{
+	double next = 0, due;
+	struct worker *w;
+	int i;
+
+	for (i = 0; i < MAX_WORKERS; i++) {
+		w = &wk.workers[i];
+		if (!w->used || w->retired || !w->running || w->delivered != w->running)
+			continue;
+		due = w->cancel_at + STUCK_S;
+		if (now < due) {
+			next = next && next < due ? next : due;
+			continue;
+		}
+		w->retired = true;
+		if (wk.cur == w)
+			wk.cur = NULL;
+		if (wk.head)
+			start_worker();
+	}
+	return next;
+}
 
 static void *watchdog_main(void *arg)
 {
+	struct worker *w;
+	struct timespec ts;
+	double next, now;
 	uint64_t id;
 	int st;
 
 	pthread_mutex_lock(&wk.lock);
 	for (;;) {
-		while (!ag.stop && (!wk.cancel_id || wk.cancel_id == wk.delivered))
-			pthread_cond_wait(&wk.cancel, &wk.lock);
 		if (ag.stop || ag.py_gone)
 			break;
-		id = wk.cancel_id;
-		wk.delivered = id;
+		w = to_interrupt();
+		if (!w) {
+			next = retire_stuck(mono_time());
+			if (!next) {
+				pthread_cond_wait(&wk.cancel, &wk.lock);
+				continue;
+			}
+			/* The condition variable waits on CLOCK_REALTIME: the delay, from now. */
+			now = mono_time();
+			clock_gettime(CLOCK_REALTIME, &ts);
+			next = ts.tv_sec + ts.tv_nsec / 1e9 + (next - now) + 0.001;
+			ts.tv_sec = (time_t)next;
+			ts.tv_nsec = (long)((next - ts.tv_sec) * 1e9);
+			pthread_cond_timedwait(&wk.cancel, &wk.lock, &ts);
+			continue;
+		}
+		id = w->cancel_id;
+		w->delivered = id;
+		w->cancel_at = mono_time();
 		pthread_mutex_unlock(&wk.lock);
 		/* Taking the GIL works whenever the running code lets it go (every switch
-		 * interval for Python code). wk.lock is not held meanwhile: the others take it.
-		 * Outside an interruptible section nothing is raised: entering the next section
-		 * fails instead (set_interruptible), and the request ends at its next one. */
+		 * interval for Python code, or a call into C that releases it). wk.lock is not
+		 * held meanwhile: the others take it. Outside an interruptible section nothing
+		 * is raised: entering the next section fails instead (set_interruptible), and the
+		 * request ends at its next one. */
 		st = py.GILState_Ensure();
 		pthread_mutex_lock(&wk.lock);
-		if (wk.running == id && wk.running_py && wk.interruptible) {
-			py.SetAsyncExc(wk.ident, *py.ExcKeyboardInterrupt);
-			wk.sent = true;
+		if (w->running == id && w->running_py && w->interruptible) {
+			py.SetAsyncExc(w->ident, *py.ExcKeyboardInterrupt);
+			w->sent = true;
 		}
+		/* An interrupt is raised at the next bytecode: code blocked in C meets it only
+		 * when the call returns. Counted from now: retired if not over by then. */
+		w->cancel_at = mono_time();
 		pthread_mutex_unlock(&wk.lock);
 		py.GILState_Release(st);
 		pthread_mutex_lock(&wk.lock);
@@ -738,6 +840,7 @@ static bool cancel_request(int slot)
 {
 	struct pyreq **pp, *r;
 	bool dropped = false;
+	int i;
 
 	pthread_mutex_lock(&wk.lock);
 	for (pp = &wk.head; *pp; pp = &(*pp)->next) {
@@ -757,8 +860,12 @@ static bool cancel_request(int slot)
 		dropped = true;
 		break;
 	}
-	if (!dropped && wk.running && ag.clients[slot].inflight) {
-		wk.cancel_id = wk.running;
+	for (i = 0; !dropped && i < MAX_WORKERS && ag.clients[slot].inflight; i++) {
+		struct worker *w = &wk.workers[i];
+
+		if (!w->used || !w->running || w->slot != slot)
+			continue;
+		w->cancel_id = w->running;
 		if (!wk.watchdog_started)
 			wk.watchdog_started = start_thread(watchdog_main, "probing-watch");
 		pthread_cond_signal(&wk.cancel);
@@ -777,7 +884,7 @@ static int hello(int fd);
 
 /* Wait, up to PY_INIT_WAIT_MS, for Python to be initialized; give up early if @req is
  * cancelled or its client leaves. Return true once Python can be called. */
-static bool py_wait_initialized(const struct pyreq *req)
+static bool py_wait_initialized(const struct worker *w, const struct pyreq *req)
 {
 	bool stop;
 	int i;
@@ -786,7 +893,7 @@ static bool py_wait_initialized(const struct pyreq *req)
 		if (py.IsInitialized())
 			return true;
 		pthread_mutex_lock(&wk.lock);
-		stop = wk.cancel_id == req->id || (req->slot >= 0 && ag.clients[req->slot].hup) ||
+		stop = w->cancel_id == req->id || (req->slot >= 0 && ag.clients[req->slot].hup) ||
 		       ag.py_gone;
 		pthread_mutex_unlock(&wk.lock);
 		if (stop)
@@ -815,7 +922,7 @@ static void crash_gate_open(void)
 	pthread_mutex_unlock(&gate.lock);
 }
 
-static void python_request(int fd, struct pyreq *req)
+static void python_request(struct worker *w, int fd, struct pyreq *req)
 {
 	PyObject *k = NULL, *b = NULL, *r = NULL;
 	char *out = NULL, *data;
@@ -833,7 +940,7 @@ static void python_request(int fd, struct pyreq *req)
 		send_text(fd, FRAME_ERROR, "process %d has no Python interpreter", (int)getpid());
 		return;
 	}
-	if (!py_wait_initialized(req)) {
+	if (!py_wait_initialized(w, req)) {
 		send_text(fd, FRAME_ERROR,
 			  "the Python interpreter of process %d is not initialized (yet)",
 			  (int)getpid());
@@ -841,11 +948,11 @@ static void python_request(int fd, struct pyreq *req)
 	}
 	st = py.GILState_Ensure();
 	pthread_mutex_lock(&wk.lock);
-	wk.ident = (unsigned long)pthread_self();
+	w->ident = (unsigned long)pthread_self();
 	/* Cancelled, or its client left, while we waited for the GIL: do not run it late. */
-	skip = wk.cancel_id == req->id || (req->slot >= 0 && ag.clients[req->slot].hup) ||
+	skip = w->cancel_id == req->id || (req->slot >= 0 && ag.clients[req->slot].hup) ||
 	       ag.py_gone;
-	wk.running_py = !skip;
+	w->running_py = !skip;
 	pthread_mutex_unlock(&wk.lock);
 	if (skip) {
 		py.GILState_Release(st);
@@ -863,7 +970,7 @@ static void python_request(int fd, struct pyreq *req)
 	}
 	/* Cancelled while the helpers loaded (that is never interrupted): do not start it. */
 	pthread_mutex_lock(&wk.lock);
-	skip = wk.cancel_id == req->id;
+	skip = w->cancel_id == req->id;
 	pthread_mutex_unlock(&wk.lock);
 	if (skip) {
 		out = strdup("the request was cancelled before it started");
@@ -900,14 +1007,14 @@ release:
 		py.DecRef(r);
 	pthread_mutex_lock(&wk.lock);
 	/* An interrupt that came too late to be raised in a section dies with the request (it
-	 * was sent once: wk.delivered; nothing is sent once running_py is false). */
-	sent = wk.sent;
-	wk.sent = wk.interruptible = false;
+	 * was sent once: w->delivered; nothing is sent once running_py is false). */
+	sent = w->sent;
+	w->sent = w->interruptible = false;
 	pthread_mutex_unlock(&wk.lock);
 	if (sent)
-		drop_sent_interrupt();
+		drop_sent_interrupt(w);
 	pthread_mutex_lock(&wk.lock);
-	wk.running_py = false;
+	w->running_py = false;
 	pthread_mutex_unlock(&wk.lock);
 	py.GILState_Release(st);
 	if (out && fd >= 0)
@@ -921,30 +1028,35 @@ release:
 
 static void *worker_main(void *arg)
 {
+	struct worker *w = arg;
 	struct pyreq *req;
 	int fd;
 
 	pthread_mutex_lock(&wk.lock);
 	for (;;) {
-		while (!ag.stop && !wk.head)
+		while (!ag.stop && !w->retired && !wk.head)
 			pthread_cond_wait(&wk.work, &wk.lock);
-		if (ag.stop)
+		if (ag.stop || w->retired)
 			break;
 		req = wk.head;
 		wk.head = req->next;
 		if (!wk.head)
 			wk.tail = NULL;
-		wk.running = req->id;
+		w->running = req->id;
+		w->slot = req->slot;
+		snprintf(w->kind, sizeof(w->kind), "%s", req->kind);
+		w->started = mono_time();
 		/* The I/O thread never closes the socket of a client with a request in flight. */
 		fd = req->slot >= 0 ? ag.clients[req->slot].fd : -1;
 		pthread_mutex_unlock(&wk.lock);
 
-		python_request(fd, req);
+		python_request(w, fd, req);
 		if (req->slot < 0 && !strcmp(req->kind, "crash.install"))
 			crash_gate_open();
 
 		pthread_mutex_lock(&wk.lock);
-		wk.running = 0;
+		w->running = 0;
+		w->slot = -1;
 		if (req->slot >= 0)
 			ag.clients[req->slot].inflight = false;
 		free(req->kind);
@@ -952,18 +1064,68 @@ static void *worker_main(void *arg)
 		free(req);
 		wake_io(); /* it may now read that client's next request, or close it */
 	}
-	wk.worker_started = false;
+	/* Retired (its stuck request is over now) or stopping: the slot is free again. */
+	if (wk.cur == w)
+		wk.cur = NULL;
+	memset(w, 0, sizeof(*w));
 	pthread_mutex_unlock(&wk.lock);
 	return NULL;
 }
 
-/* Queue a Python request of client @slot (-1: the agent's own, answered by nobody). False: out
- * of memory or no worker. */
-static bool queue_request(int slot, const char *kind, const char *body, size_t blen)
+/* Start a worker to serve the queue, if there is room for one (wk.lock held). */
+static bool start_worker(void)
+{
+	struct worker *w = NULL;
+	int i;
+
+	for (i = 0; i < MAX_WORKERS && !w; i++)
+		if (!wk.workers[i].used)
+			w = &wk.workers[i];
+	if (!w)
+		return false;
+	memset(w, 0, sizeof(*w));
+	w->used = true;
+	w->slot = -1;
+	if (!start_thread_arg(worker_main, w, "probing-python")) {
+		w->used = false;
+		return false;
+	}
+	wk.cur = w;
+	return true;
+}
+
+/*
+ * Every worker is stuck (wk.lock held): what they run, for the client's error message.
+ */
+static void stuck_workers(char *out, size_t len)
+{
+	double now = mono_time();
+	size_t n = 0;
+	int i;
+
+	out[0] = '\0';
+	for (i = 0; i < MAX_WORKERS && n < len; i++) {
+		const struct worker *w = &wk.workers[i];
+
+		if (w->used && w->running)
+			n += snprintf(out + n, len - n, "%s'%s' for %.0f s", n ? ", " : "", w->kind,
+				      now - w->started);
+	}
+}
+
+/*
+ * Queue a Python request of client @slot (-1: the agent's own, answered by nobody). False: out
+ * of memory, or no worker (@why says why, @whylen bytes; "" out of memory).
+ */
+static bool queue_request(int slot, const char *kind, const char *body, size_t blen, char *why,
+			  size_t whylen)
 {
 	struct pyreq *r = calloc(1, sizeof(*r));
+	char stuck[512];
 	bool ok = false;
 
+	if (why)
+		why[0] = '\0';
 	if (!r)
 		return false;
 	r->slot = slot;
@@ -975,9 +1137,16 @@ static bool queue_request(int slot, const char *kind, const char *body, size_t b
 	r->body[blen] = '\0';
 	r->blen = blen;
 	pthread_mutex_lock(&wk.lock);
-	if (!wk.worker_started)
-		wk.worker_started = start_thread(worker_main, "probing-python");
-	if (wk.worker_started) {
+	if (!wk.cur && !start_worker() && why) {
+		stuck_workers(stuck, sizeof(stuck));
+		snprintf(why, whylen,
+			 "the agent of process %d cannot run Python requests now: its %d workers "
+			 "are each stuck in a request whose client left, blocked in code that "
+			 "cannot be interrupted until the call it is in returns (%s); each is "
+			 "free again once its call returns (e.g. time.sleep ends)",
+			 (int)getpid(), MAX_WORKERS, stuck);
+	}
+	if (wk.cur) {
 		r->id = wk.next_id++;
 		if (wk.tail)
 			wk.tail->next = r;
@@ -986,7 +1155,7 @@ static bool queue_request(int slot, const char *kind, const char *body, size_t b
 		wk.tail = r;
 		if (slot >= 0)
 			ag.clients[slot].inflight = true;
-		pthread_cond_signal(&wk.work);
+		pthread_cond_broadcast(&wk.work);
 		ok = true;
 	}
 	pthread_mutex_unlock(&wk.lock);
@@ -1027,7 +1196,7 @@ static int hello(int fd)
 	bool ready = py_resolve() && !ag.py_gone && py.IsInitialized(), busy;
 
 	pthread_mutex_lock(&wk.lock);
-	busy = wk.running != 0;
+	busy = wk.cur && wk.cur->running != 0;
 	pthread_mutex_unlock(&wk.lock);
 	if (ready)
 		json_str(ver, sizeof(ver), py.GetVersion());
@@ -1211,7 +1380,7 @@ static bool authenticate(int i, const char *p, size_t n)
 static bool handle_frame(int i, char type, char *p, size_t n)
 {
 	struct client *c = &ag.clients[i];
-	char *kind, *body, err[256], a[160];
+	char *kind, *body, err[1024], a[160];
 	bool already = false;
 	size_t klen;
 	int r = 0;
@@ -1256,8 +1425,9 @@ static bool handle_frame(int i, char type, char *p, size_t n)
 				      "{\"listen\": %s, \"token\": \"%s\", \"already\": %s}", a,
 				      ag.token, already ? "true" : "false");
 		}
-	} else if (!queue_request(i, kind, body, n - klen - 1)) {
-		r = send_text(c->fd, FRAME_ERROR, "out of memory in the agent");
+	} else if (!queue_request(i, kind, body, n - klen - 1, err, sizeof(err))) {
+		r = send_text(c->fd, FRAME_ERROR, "%s",
+			      err[0] ? err : "out of memory in the agent");
 	}
 	return !r;
 }
@@ -1823,11 +1993,10 @@ static void atfork_child(void)
 	memset(ag.fails, 0, sizeof(ag.fails));
 	ag.accept_pause = 0;
 	ag.io_thread_set = false;
-	wk.worker_started = wk.watchdog_started = false;
+	wk.watchdog_started = false;
 	wk.head = wk.tail = NULL;
-	wk.running = 0;
-	wk.running_py = wk.interruptible = wk.sent = false;
-	wk.cancel_id = wk.delivered = 0;
+	wk.cur = NULL;
+	memset(wk.workers, 0, sizeof(wk.workers));
 }
 
 /*
@@ -1888,7 +2057,7 @@ static int crash_audit(const char *event, PyObject *args, void *data)
 	/* The worker, if started here, must not take the program's signals. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	queued = queue_request(-1, "crash.install", gate.body, strlen(gate.body));
+	queued = queue_request(-1, "crash.install", gate.body, strlen(gate.body), NULL, 0);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!queued) {
 		fprintf(stderr,

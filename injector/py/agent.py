@@ -43,7 +43,6 @@ _tables = {}
 _settings = {}
 _native = None
 _info = {}
-_agent_ident = None
 
 
 # ---- registries --------------------------------------------------------------------------
@@ -146,17 +145,19 @@ def _drop_interrupt():
 # ---- output capture ------------------------------------------------------------------------
 class _ThreadStream(object):
     """Stands in for sys.stdout/sys.stderr while the agent runs user code: writes made by the
-    agent's thread go to a buffer, everyone else's (the target's own threads, which may run
-    while user code releases the GIL) to the original stream, untouched."""
+    agent's thread that runs it go to a buffer, everyone else's (the target's own threads,
+    which may run while user code releases the GIL, and another worker of the agent, while
+    one is stuck in a call: agent.c) to the original stream, untouched."""
 
     def __init__(self, orig, buf, limit):
+        self._owner = _thread.get_ident()
         self._orig = orig
         self._buf = buf
         self._limit = limit
         self._cut = False
 
     def write(self, s):
-        if _thread.get_ident() != _agent_ident:
+        if _thread.get_ident() != self._owner:
             return self._orig.write(s)
         if not isinstance(s, str):
             raise TypeError("write() argument must be str, not %s" % type(s).__name__)
@@ -174,11 +175,11 @@ class _ThreadStream(object):
             self.write(s)
 
     def flush(self):
-        if _thread.get_ident() != _agent_ident and self._orig is not None:
+        if _thread.get_ident() != self._owner and self._orig is not None:
             return self._orig.flush()
 
     def isatty(self):
-        if _thread.get_ident() != _agent_ident and self._orig is not None:
+        if _thread.get_ident() != self._owner and self._orig is not None:
             return self._orig.isatty()
         return False
 
@@ -200,7 +201,7 @@ class _Capture(object):
         self.values = []
 
     def displayhook(self, value):
-        if _thread.get_ident() != _agent_ident:
+        if _thread.get_ident() != self.out._owner:
             return self._saved_hook(value)
         if value is not None:
             self.out.write(_repr(value) + "\n")
@@ -573,10 +574,9 @@ def _at_exit():
 
 
 def _init(native, info):
-    global _native, _info, _agent_ident
+    global _native, _info
     _native = native
     _info = json.loads(info.decode("utf-8"))
-    _agent_ident = _thread.get_ident()
     import atexit
     atexit.register(_at_exit)
 

@@ -7,6 +7,11 @@ traceback, innermost frame first, with each frame's local variables (full reprs,
 here), to a JSON file and runs ``probing crashdump``, which reads every thread's stacks from
 outside and writes the crash file; then it calls the hook it replaced, so that what is
 printed and the exit status stay as they were.
+
+Exceptions of several threads at about the same time (a burst: each raised while another's
+capture was running or waiting) are captured together: one capture runs at a time, and the
+next one writes the file with every exception of the burst (one crash row each), so that
+none is lost; the summary of each is printed once.
 """
 import _thread
 import json
@@ -21,11 +26,19 @@ _state = {
     "sys": None,    # the sys.excepthook we replaced
     "thr": None,    # the threading.excepthook we replaced
 }
-_busy = _thread.allocate_lock()
+_busy = _thread.allocate_lock()   # one capture at a time
+_lock = _thread.allocate_lock()   # guards _burst
+_burst = {
+    "docs": [],     # the exceptions of the burst in progress (crash.py's JSON documents)
+    "active": 0,    # hooks between their exception and the end of their capture
+    "owner": None,  # the thread ident running a capture
+}
 
 MAX_FRAMES = 256
 MAX_LOCALS = 200
 TIMEOUT_S = 60
+# How long a hook waits for the captures before it: a few of them, each at most TIMEOUT_S.
+WAIT_S = 3 * TIMEOUT_S
 
 
 def _frames(tb):
@@ -64,39 +77,83 @@ def _describe(exc_type, exc, tb, thread_name, tid):
             "frames": frames}
 
 
-def _capture(exc_type, exc, tb, thread_name):
-    """Write the crash file for this exception; never raises."""
-    if _state["bin"] is None or issubclass(exc_type, (KeyboardInterrupt, SystemExit)):
-        return
-    if not _busy.acquire(False):
-        return  # another thread is capturing (or we failed inside a capture)
-    path = None
+def _run_capture(docs):
+    """Run probing crashdump with every exception of @docs; never raises."""
+    import subprocess
+    import tempfile
+    paths = []
     try:
-        import subprocess
-        import tempfile
-        tid = _thread.get_native_id() if hasattr(_thread, "get_native_id") else os.getpid()
-        doc = _describe(exc_type, exc, tb, thread_name, tid)
-        fd, path = tempfile.mkstemp(prefix="probing-exc-", suffix=".json")
-        with os.fdopen(fd, "w") as out:
-            json.dump(doc, out)
+        for doc in docs:
+            fd, path = tempfile.mkstemp(prefix="probing-exc-", suffix=".json")
+            paths.append(path)
+            with os.fdopen(fd, "w") as out:
+                json.dump(doc, out)
         pid = os.getpid()
+        tid = _thread.get_native_id() if hasattr(_thread, "get_native_id") else pid
         target = _state["file"].replace("%p", str(pid))
+        cmd = [_state["bin"], "crashdump", "-p", str(pid), "--tid", str(tid)]
+        for path in paths:
+            cmd += ["--exception", path]
         sys.stderr.flush()
-        subprocess.run([_state["bin"], "crashdump", "-p", str(pid), "--tid", str(tid),
-                        "--exception", path, "-o", target],
-                       stdin=subprocess.DEVNULL, stdout=2, timeout=TIMEOUT_S, check=False)
+        subprocess.run(cmd + ["-o", target], stdin=subprocess.DEVNULL, stdout=2,
+                       timeout=TIMEOUT_S, check=False)
     except BaseException as e:  # noqa: B902 - the program's own hook must still run
         try:
             sys.stderr.write("probing: crash capture failed: %s: %s\n" % (type(e).__name__, e))
         except BaseException:  # noqa: B902
             pass
     finally:
-        if path:
+        for path in paths:
             try:
                 os.unlink(path)
             except OSError:
                 pass
-        _busy.release()
+
+
+def _capture(exc_type, exc, tb, thread_name):
+    """Write the crash file for this exception (and the others of its burst); never raises."""
+    if _state["bin"] is None or issubclass(exc_type, (KeyboardInterrupt, SystemExit)):
+        return
+    me = _thread.get_ident()
+    if _burst["owner"] == me:
+        return  # raised inside our own capture
+    try:
+        tid = _thread.get_native_id() if hasattr(_thread, "get_native_id") else os.getpid()
+        doc = _describe(exc_type, exc, tb, thread_name, tid)
+        doc["reported"] = False
+    except BaseException as e:  # noqa: B902
+        try:
+            sys.stderr.write("probing: crash capture failed: %s: %s\n" % (type(e).__name__, e))
+        except BaseException:  # noqa: B902
+            pass
+        return
+    with _lock:
+        _burst["active"] += 1
+        _burst["docs"].append(doc)
+    try:
+        if not _busy.acquire(True, WAIT_S):
+            sys.stderr.write("probing: the uncaught exception %s in thread %d was not "
+                             "captured: the captures before it took more than %d s\n"
+                             % (doc["type"], tid, WAIT_S))
+            return
+        try:
+            _burst["owner"] = me
+            with _lock:
+                docs = list(_burst["docs"]) if not doc.get("captured") else None
+            if docs:
+                _run_capture([{k: v for k, v in d.items() if k != "captured"}
+                              for d in docs])
+                with _lock:
+                    for d in docs:
+                        d["captured"] = d["reported"] = True
+        finally:
+            _burst["owner"] = None
+            _busy.release()
+    finally:
+        with _lock:
+            _burst["active"] -= 1
+            if not _burst["active"]:
+                del _burst["docs"][:]
 
 
 def _sys_hook(exc_type, exc, tb):

@@ -6,6 +6,7 @@ output); and bad input: a process that is not Python, --crash twice, a capture t
 crashes itself."""
 import json
 import os
+import re
 import resource
 import signal
 import sqlite3
@@ -287,3 +288,67 @@ def test_crash_bad_input():
     assert os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGSEGV, hex(st)
     assert "crash capture failed: probing crashdump was killed by signal 11" in err, err
     assert not os.path.exists(os.path.join(d, "x.db"))
+
+
+BURST = r"""
+import os, sys, threading, time
+N = 4
+go = sys.argv[1]
+print("ready", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.01)
+barrier = threading.Barrier(N)
+
+
+def work(i):
+    batch = 10 * i
+    barrier.wait()
+    raise ValueError("bad batch %d" % batch)  # LINE_BURST
+
+
+threads = [threading.Thread(target=work, args=(i,), name="worker-%d" % i) for i in range(N)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("main done", flush=True)
+"""
+
+
+@h.timeout(120)
+def test_crash_inject_four_threads_raise_at_once():
+    """inject --crash, then 4 threads raise at the same moment (a barrier): each exception is
+    captured, with its thread, its message and its traceback's locals (issue 17: 4
+    tracebacks were printed but one exception captured, the others neither captured nor
+    mentioned). The program's own output and exit status stay as they were."""
+    d = h.tmp()
+    script, go, db = (os.path.join(d, n) for n in ("burst.py", "go", "burst.db"))
+    with open(script, "w") as f:
+        f.write(BURST)
+    line = next(n for n, text in enumerate(BURST.splitlines(), 1) if "LINE_BURST" in text)
+    p = start([PYTHONS[-1][1], script, go], d)
+    wait_ready(p)
+    r = h.probing("inject", "-p", p.pid, "--crash=" + db, timeout=60)
+    assert r.returncode == 0, r.stderr
+    open(go, "w").close()
+    st, out, err = finish(p)
+    assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, hex(st)
+    assert out == "main done\n", out
+    # Python's own report of each (the threads print at once: lines may interleave).
+    for i in range(4):
+        assert re.search(rf"^ValueError: bad batch {10 * i}$", err, re.M), err
+    # Each summarized once.
+    assert err.count("probing: uncaught exception ValueError: bad batch") == 4, err
+    for i in range(4):
+        assert err.count(f"ValueError: bad batch {10 * i} in thread") == 1, err
+    got = rows(db, "SELECT tid, kind, exception, message FROM crash ORDER BY message")
+    assert [g[1:] for g in got] == [("exception", "ValueError", f"bad batch {10 * i}")
+                                    for i in range(4)], got
+    tids = [g[0] for g in got]
+    assert len(set(tids)) == 4 and p.pid not in tids, tids
+    names = dict(rows(db, "SELECT tid, name FROM bt_threads"))
+    for i, tid in enumerate(tids):
+        assert names.get(tid) == f"worker-{i}", (tid, names)
+        fr = frames(db, tid)
+        assert fr[0][1:] == ("python", "work", script, line), fr
+        assert local_vars(db, tid, 0) == {"i": str(i), "batch": str(10 * i)}

@@ -147,6 +147,79 @@ def test_eval_interrupted_when_client_leaves():
     _finish(t)
 
 
+@harness.timeout(90)
+def test_eval_blocked_in_c_leaves_the_agent_serving():
+    """An eval blocked in C (time.sleep(600): an interrupt is raised only when the call
+    returns) whose client gave up (killed, or its own --timeout) must not leave the agent
+    unusable (issue 17: every later eval and live query failed after 5 s with 'looks hung'
+    while the target was fine): the next eval and a live query are answered at once, by a
+    fresh worker, while the stuck one stays where it is; the target is undisturbed."""
+    t = Target("sleep", seconds=8).wait_ready()
+    assert harness.probing("inject", "-p", t.pid).returncode == 0
+    p = subprocess.Popen([harness.PROBING, "eval", "-p", str(t.pid),
+                          "import time; time.sleep(600)"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    p.kill()
+    p.wait()
+    t0 = time.monotonic()
+    r = harness.probing("eval", "-p", t.pid, "1+1", timeout=20)
+    took = time.monotonic() - t0
+    assert r.returncode == 0 and r.stdout == "2\n", r.stdout + r.stderr
+    assert took < 3, took
+    # The eval's output is its own, not the stuck one's.
+    r = harness.probing("eval", "-p", t.pid, "x = 1; print('mine')", timeout=20)
+    assert r.returncode == 0 and r.stdout == "mine\n", r.stdout + r.stderr
+    t0 = time.monotonic()
+    r = harness.probing("query", "-p", t.pid, "--format", "json",
+                        "SELECT COUNT(*) AS n FROM python.threads", timeout=20)
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["n"] >= 1, r.stdout + r.stderr
+    assert time.monotonic() - t0 < 3
+    # Two more stuck the same way: still served.
+    for _ in range(2):
+        p = subprocess.Popen([harness.PROBING, "eval", "-p", str(t.pid),
+                              "import time; time.sleep(600)"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.5)
+        p.kill()
+        p.wait()
+    r = harness.probing("eval", "-p", t.pid, "TOKEN", timeout=20)
+    assert r.returncode == 0 and r.stdout == "'tok'\n", r.stdout + r.stderr
+    assert maps_count(t.pid) == 1 and tracer_of(t.pid) == 0
+    _finish(t)
+
+
+@harness.timeout(120)
+def test_eval_every_worker_stuck_says_so():
+    """Eight evals blocked in C with their clients gone use up the agent's workers: the next
+    request is refused at once, saying what the workers run and since when and that they free
+    themselves when their calls return, instead of waiting 5 s for a GIL that is free."""
+    t = Target("sleep", seconds=30).wait_ready()
+    assert harness.probing("inject", "-p", t.pid).returncode == 0
+    for _ in range(8):
+        p = subprocess.Popen([harness.PROBING, "eval", "-p", str(t.pid),
+                              "import time; time.sleep(600)"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Long enough to be running (a previous stuck one is retired 0.5 s after its
+        # interrupt, and this one waits for that), then gone.
+        time.sleep(1.2)
+        p.kill()
+        p.wait()
+    time.sleep(1)
+    t0 = time.monotonic()
+    r = harness.probing("eval", "-p", t.pid, "1+1", timeout=20)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert time.monotonic() - t0 < 3
+    assert "its 8 workers are each stuck in a request whose client left" in r.stderr, r.stderr
+    assert r.stderr.count("'eval' for ") == 8, r.stderr
+    assert "free again once its call returns" in r.stderr, r.stderr
+    # What needs no worker is still answered.
+    r = harness.probing("inject", "-p", t.pid)
+    assert r.returncode == 0 and "already running" in r.stdout, r.stdout + r.stderr
+    assert tracer_of(t.pid) == 0
+    _finish(t)
+
+
 # A program that calls a function under a trace function, over and over (as a debugger or a
 # coverage tool makes it do), and counts the calls in n.
 TRACED = ("import sys, time\n"

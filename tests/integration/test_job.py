@@ -377,3 +377,58 @@ def test_job_record_thread_names():
         assert got & routines, (k, got)
         assert "python3.11" not in got, (k, got)
     assert_undisturbed(job.pids())
+
+
+SCRIPT_RANK = r"""
+import os, sys, time
+print("READY", os.environ["RANK"], os.getpid(), flush=True)
+time.sleep(120)
+"""
+
+
+def _script_job(name, port, extra_env=""):
+    """sh NAME: a shell script that starts two Python ranks itself (RANK, WORLD_SIZE,
+    MASTER_ADDR and MASTER_PORT set by hand, @extra_env too); returns (sh, {rank: pid})."""
+    worker = h.tmp("rank.py")
+    with open(worker, "w") as f:
+        f.write(SCRIPT_RANK)
+    script = h.tmp(name)
+    with open(script, "w") as f:
+        f.write("export MASTER_ADDR=127.0.0.1 MASTER_PORT=%d WORLD_SIZE=2 %s\n"
+                "RANK=0 LOCAL_RANK=0 %s %s &\nRANK=1 LOCAL_RANK=1 %s %s &\nwait\n"
+                % (port, extra_env, PY, worker, PY, worker))
+    out = h.tmp(name + ".out")
+    sh = h.spawn(["sh", script], stdout=open(out, "w"), stderr=subprocess.STDOUT)
+
+    def ready():
+        ranks = {int(r): int(p) for r, p in re.findall(r"READY (\d+) (\d+)", open(out).read())}
+        return ranks if len(ranks) == 2 else None
+    return sh, h.wait_for(ready, timeout=30, what="both ranks READY")
+
+
+def test_job_launched_by_a_shell_script_is_named_by_its_command():
+    """Ranks started by 'sh launch.sh' with RANK set by hand (issue 17): the job's launcher
+    is the script, not torchrun, in backtrace's job header and in list --all (the web UI's
+    job line); and torchrun's TORCHELASTIC_RUN_ID=none (no --rdzv_id) names no job: the job
+    is the rendezvous address, not "none"."""
+    sh, ranks = _script_job("launch.sh", 29561)
+    r = h.probing("backtrace", "-p", sh.pid, "--children")
+    assert r.returncode == 0, r.stderr
+    header = r.stdout.splitlines()[0]
+    assert header.startswith("Job: 3 processes, 2 ranks of 2 (sh "), header
+    assert "launch.sh)" in header and "torchrun" not in header, header
+    # A job of torchrun's workers without --rdzv_id (as torchrun sets it: RANK with
+    # TORCHELASTIC_RUN_ID=none).
+    _, tranks = _script_job("torchrun-like.sh", 29562, "TORCHELASTIC_RUN_ID=none")
+    r = h.probing("list", "--all", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    jobs = {tuple(j["ranks"]): j for j in doc["jobs"]}
+    mine = jobs[(ranks[0], ranks[1])]
+    assert mine["job"] == "127.0.0.1:29561", mine
+    assert mine["launched_by"].startswith("sh ") and \
+        mine["launched_by"].endswith("launch.sh"), mine
+    other = jobs[(tranks[0], tranks[1])]
+    assert other["job"] == "127.0.0.1:29562" and other["launched_by"] == "torchrun", other
+    assert "none" not in [j["job"] for j in doc["jobs"]], doc["jobs"]
+    assert_undisturbed([sh.pid, *ranks.values()])

@@ -243,3 +243,49 @@ def test_ddp_rank_waits_for_the_slower_rank_in_backward():
     blocked = sum(v for s, v in waits.items() if s in ("lock", "io"))
     assert blocked >= 0.6 * steps * slow * 1e9, (waits, running)
     assert blocked > 2 * running, (waits, running)
+
+
+ZOMBIE_PARENT = r"""
+import os, sys, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(0.5)
+    os._exit(0)
+print(pid, flush=True)
+time.sleep(4)           # the child is a zombie from 0.5 s to here
+os.waitpid(pid, 0)
+time.sleep(0.5)
+"""
+
+
+@h.timeout(120)
+def test_zombie_child_has_no_off_cpu_time_after_its_end():
+    """A child that exits at 0.5 s and is reaped by its parent only at 4 s (issue 17): a
+    zombie waits for nothing, so it has no off-CPU time after its end (it had 3.5 s of 'io'
+    under '[unknown]'), its time is about its 0.5 s of life, and its thread was not first
+    seen after the process ended."""
+    exe = dict(h.pythons()).get("3.12") or h.pythons()[-1][1]
+    db, err = _record("--children", "--", exe, "-c", ZOMBIE_PARENT)
+    con = h.db(db)
+    (parent,) = con.execute("SELECT pid FROM processes WHERE ppid NOT IN"
+                            " (SELECT pid FROM processes)").fetchone()
+    rows = con.execute("SELECT pid, start_time, end_time FROM processes WHERE ppid = ?",
+                       (parent,)).fetchall()
+    assert len(rows) == 1, rows
+    child, start, end = rows[0]
+    h.log(f"child {child}: {start} .. {end}\n" + json.dumps(
+        con.execute("SELECT ts, tid, state, ns FROM sample_times WHERE pid = ?"
+                    " ORDER BY ts", (child,)).fetchall()) + "\n" + json.dumps(
+        con.execute("SELECT * FROM threads WHERE pid = ?", (child,)).fetchall()) + err)
+    assert end is not None and 0.3 <= end - start <= 1.5, (start, end)
+    after = con.execute("SELECT SUM(ns) FROM sample_times WHERE pid = ? AND ts > ?",
+                        (child, int(end))).fetchone()[0]
+    assert not after, f"{after} ns of the child after its end"
+    (total,) = con.execute("SELECT SUM(ns) FROM samples WHERE pid = ?", (child,)).fetchone()
+    assert total and total <= (end - start + 0.3) * 1e9, (total, start, end)
+    for tid, first, last in con.execute("SELECT tid, first_seen, last_seen FROM threads"
+                                        " WHERE pid = ?", (child,)):
+        assert first <= end and last <= end + 0.1, (tid, first, last, end)
+    # The parent's own time is unchanged: its 5 s, almost all asleep.
+    (ptotal,) = con.execute("SELECT SUM(ns) FROM samples WHERE pid = ?", (parent,)).fetchone()
+    assert 4.2e9 <= ptotal <= 5.5e9, ptotal

@@ -59,12 +59,40 @@ TEST(torchrun_environment)
 	CHECK_EQ(j.group_rank, 1);
 	CHECK_EQ(j.master_port, 29500);
 	CHECK_STR(j.job_id, "job42");
+	CHECK_STR(jobinfo_job_name(&j), "job42");
 	CHECK_STR(j.master_addr, "10.0.0.1");
 	CHECK_STR(j.launcher, "torchrun");
 	CHECK(j.host[0] != '\0');
 	CHECK(jobinfo_has_rank(&j));
 	snprintf(label, sizeof(label), "rank 3 (pid %d)", (int)pid);
 	CHECK_STR(jobinfo_label(&j, pid, false, (char[128]){0}, 128), label);
+	jobinfo_free(&j);
+	reap(pid);
+}
+
+TEST(rank_set_by_a_script_and_torchruns_none)
+{
+	/* RANK without torchrun's TORCHELASTIC_RUN_ID: set by a script, not torchrun. */
+	char *script[] = {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500",
+			  NULL};
+	/* torchrun without --rdzv_id: its job id is "none", which names no job. */
+	char *noid[] = {"RANK=0", "WORLD_SIZE=2", "TORCHELASTIC_RUN_ID=none", NULL};
+	struct job_identity j;
+	pid_t pid;
+
+	pid = spawn_env(script, 0);
+	REQUIRE(jobinfo_read(pid, &j) == 0);
+	CHECK_EQ(j.rank, 1);
+	CHECK(j.launcher == NULL);
+	CHECK(jobinfo_job_name(&j) == NULL);
+	jobinfo_free(&j);
+	reap(pid);
+
+	pid = spawn_env(noid, 0);
+	REQUIRE(jobinfo_read(pid, &j) == 0);
+	CHECK_STR(j.launcher, "torchrun");
+	CHECK_STR(j.job_id, "none");
+	CHECK(jobinfo_job_name(&j) == NULL);
 	jobinfo_free(&j);
 	reap(pid);
 }

@@ -56,8 +56,13 @@ static char *env_dup(const struct environ *e, const char *name)
 	return v && *v ? strdup(v) : NULL;
 }
 
-/* The launcher whose variable gave the rank. */
-static const char *launcher_of(const char *var)
+/*
+ * The launcher whose variable gave the rank. RANK alone is not torchrun's: a shell script
+ * (or any program) sets it too; torchrun's agent also gives every worker
+ * TORCHELASTIC_RUN_ID. NULL: not known from the environment (the ranks' parent is what
+ * launched them: btjob and pyscan name it by its command).
+ */
+static const char *launcher_of(const struct environ *e, const char *var)
 {
 	if (!var)
 		return NULL;
@@ -67,7 +72,7 @@ static const char *launcher_of(const char *var)
 		return "mpi";
 	if (!strncmp(var, "PMI", 3))
 		return "pmi";
-	return "torchrun";
+	return env_get(e, "TORCHELASTIC_RUN_ID") ? "torchrun" : NULL;
 }
 
 /*
@@ -133,7 +138,7 @@ int jobinfo_read(pid_t pid, struct job_identity *out)
 	if (!e.text)
 		return procinfo_alive(pid) ? 0 : -ESRCH;
 	out->rank = env_int(&e, rank_vars, &which);
-	out->launcher = launcher_of(which);
+	out->launcher = launcher_of(&e, which);
 	out->local_rank = env_int(&e, local_vars, NULL);
 	out->world_size = env_int(&e, world_vars, NULL);
 	out->group_rank = env_int(&e, group_vars, NULL);
@@ -167,6 +172,11 @@ void jobinfo_free(struct job_identity *j)
 bool jobinfo_has_rank(const struct job_identity *j)
 {
 	return j && j->rank >= 0;
+}
+
+const char *jobinfo_job_name(const struct job_identity *j)
+{
+	return j && j->job_id && strcmp(j->job_id, "none") ? j->job_id : NULL;
 }
 
 char *jobinfo_label(const struct job_identity *j, pid_t pid, bool host, char *buf, size_t size)

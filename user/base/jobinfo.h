@@ -21,7 +21,8 @@ struct job_identity {
 	char *job_id;	      /* TORCHELASTIC_RUN_ID, SLURM_JOB_ID[.STEP], the MPI job; NULL */
 	char *master_addr;    /* MASTER_ADDR (rendezvous host); NULL */
 	int master_port;      /* MASTER_PORT; -1 */
-	const char *launcher; /* "torchrun", "slurm", "mpi", "pmi", or NULL (static strings) */
+	const char *launcher; /* "torchrun" (with TORCHELASTIC_RUN_ID), "slurm", "mpi", "pmi",
+			       * NULL (none, or RANK set by a script); static strings */
 	char host[65];	      /* the host name the process sees (its UTS namespace); "" unknown */
 	int env_error;	      /* 0, or -errno when the environment could not be read (e.g.
 			       * -EACCES: another user's process, without root) */
@@ -39,6 +40,12 @@ void jobinfo_free(struct job_identity *j);
 
 /* true if @j places its process in a job (a rank is known). */
 bool jobinfo_has_rank(const struct job_identity *j);
+
+/*
+ * The job's id worth showing: @j->job_id, except torchrun's "none" (TORCHELASTIC_RUN_ID of a
+ * job started without --rdzv_id), which names no job. NULL if none.
+ */
+const char *jobinfo_job_name(const struct job_identity *j);
 
 /*
  * How a process is named wherever probing shows one: "rank 3 (pid 1234)", or "pid 1234"

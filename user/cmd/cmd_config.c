@@ -108,7 +108,7 @@ static int cmd_config(int argc, char **argv)
 	int ch, rc, i;
 
 	cli_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "p:t:vh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":p:t:vh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'h':
 			usage(stdout);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "base/cli.h"
+#include "base/jsonq.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "bpf/sampler.h"
@@ -20,8 +21,10 @@
 
 #define CMD "crashdump"
 
+#define MAX_EXC 64 /* --exception given at most this often */
+
 static const char usage_text[] =
-	"Usage: probing crashdump -p PID --tid TID (--signal SIG | --exception JSON) -o FILE\n"
+	"Usage: probing crashdump -p PID --tid TID (--signal SIG | --exception JSON...) -o FILE\n"
 	"\n"
 	"Capture a crashing process: every thread's Python and native stacks and the local\n"
 	"variables of its Python frames (read from outside, as 'probing backtrace --native\n"
@@ -35,7 +38,9 @@ static const char usage_text[] =
 	"      --signal SIG      the fatal signal (number), with --code and --addr from its\n"
 	"                        siginfo\n"
 	"      --exception JSON  an uncaught exception: its traceback and locals, as the\n"
-	"                        agent's exception hook wrote them\n"
+	"                        agent's exception hook wrote them (its thread: the JSON's\n"
+	"                        tid, else TID); repeated for exceptions raised at about the\n"
+	"                        same time in several threads (at most %d): one crash row each\n"
 	"  -o, --output FILE     the crash file (SQLite; docs/sql.md \"Crash files\")\n"
 	"  -h, --help            this help\n";
 
@@ -63,12 +68,13 @@ static int cmd_crashdump(int argc, char **argv)
 			    .waits = true,
 			    .routines = true};
 	struct crash_info ci = {0};
+	struct crash_exc exc[MAX_EXC] = {0};
 	struct bt_process *p = NULL;
-	const char *out = NULL, *exc = NULL;
-	char *json = NULL;
+	const char *out = NULL, *exc_path[MAX_EXC];
+	char *json[MAX_EXC] = {0}, *v_tid, *v_rep;
 	long pid = 0, v;
 	struct timespec ts;
-	int c, err, rc = EXIT_FAIL;
+	int c, i, err, nexc = 0, rc = EXIT_FAIL;
 
 	cli_getopt_reset();
 	while ((c = getopt_long(argc, argv, ":p:o:vh", long_opts, NULL)) != -1) {
@@ -96,7 +102,10 @@ static int cmd_crashdump(int argc, char **argv)
 			ci.addr = strtoul(optarg, NULL, 0);
 			break;
 		case OPT_EXC:
-			exc = optarg;
+			if (nexc == MAX_EXC)
+				return cli_usage_error(CMD, "--exception given more than %d times",
+						       MAX_EXC);
+			exc_path[nexc++] = optarg;
 			break;
 		case 'o':
 			out = optarg;
@@ -105,7 +114,7 @@ static int cmd_crashdump(int argc, char **argv)
 			log_verbosity++;
 			break;
 		case 'h':
-			fputs(usage_text, stdout);
+			printf(usage_text, MAX_EXC);
 			return EXIT_OK;
 		default:
 			return cli_bad_option(CMD, c, argv);
@@ -116,17 +125,25 @@ static int cmd_crashdump(int argc, char **argv)
 	if (!pid || !ci.tid || !out)
 		return cli_usage_error(CMD, "say which process, thread and file: -p PID --tid TID "
 					    "-o FILE");
-	if (!exc == !ci.signal)
+	if (!nexc == !ci.signal)
 		return cli_usage_error(CMD, "say what happened: --signal SIG or --exception JSON");
-	if (exc) {
-		json = read_file(exc, 64 << 20, NULL);
-		if (!json) {
-			fprintf(stderr, "probing %s: cannot read %s: %s\n", CMD, exc,
+	for (i = 0; i < nexc; i++) {
+		json[i] = read_file(exc_path[i], 64 << 20, NULL);
+		if (!json[i]) {
+			fprintf(stderr, "probing %s: cannot read %s: %s\n", CMD, exc_path[i],
 				strerror(errno));
-			return EXIT_FAIL;
+			goto out;
 		}
-		ci.exc_json = json;
+		exc[i].json = json[i];
+		v_tid = jq_text(json[i], "$.tid");
+		v_rep = jq_text(json[i], "$.reported");
+		exc[i].tid = v_tid && !parse_long(v_tid, 1, 0x7fffffff, &v) ? (pid_t)v : ci.tid;
+		exc[i].reported = v_rep && strcmp(v_rep, "0");
+		free(v_tid);
+		free(v_rep);
 	}
+	ci.exc = exc;
+	ci.nexc = nexc;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ci.time = ts.tv_sec + ts.tv_nsec / 1e9;
 	if (cli_check_pid(CMD, pid))
@@ -141,7 +158,8 @@ static int cmd_crashdump(int argc, char **argv)
 	rc = EXIT_OK;
 out:
 	backtrace__free(p);
-	free(json);
+	for (i = 0; i < nexc; i++)
+		free(json[i]);
 	return rc;
 }
 

@@ -297,7 +297,7 @@ static int cmd_debug(int argc, char **argv)
 	int ch, rc;
 
 	cli_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "+p:t:vh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:p:t:vh", opts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_LISTEN:
 			listen = optarg;

@@ -520,7 +520,7 @@ static int cmd_inject(int argc, char **argv)
 	int ch, rc;
 
 	cli_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "p:t:vh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":p:t:vh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'L':
 			listen = optarg;

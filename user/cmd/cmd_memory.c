@@ -348,7 +348,7 @@ static int cmd_memory(int argc, char **argv)
 	long v;
 
 	cli_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "p:t:n:vh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":p:t:n:vh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'n':
 			if (parse_long(optarg, 1, 100000, &v))

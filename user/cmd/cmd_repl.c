@@ -58,7 +58,7 @@ static int cmd_repl(int argc, char **argv)
 	bool inject = true;
 
 	cli_getopt_reset();
-	while ((ch = getopt_long(argc, argv, "p:t:vh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":p:t:vh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'N':
 			inject = false;

@@ -129,7 +129,7 @@ static int cmd_run(int argc, char **argv)
 
 	cli_getopt_reset();
 	/* '+': stop at CMD, whose own options are not ours. */
-	while ((ch = getopt_long(argc, argv, "+vh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:vh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'L':
 			listen = optarg;

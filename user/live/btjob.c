@@ -516,11 +516,40 @@ static void group_states(const struct bt_job *j, const struct bt_group *g, struc
 	free(what);
 }
 
+/* Longest launcher command line in the header (the rest is cut: "..."). */
+#define LAUNCHER_CMD_MAX 80
+
+/*
+ * What launched the ranks of @j when their environment does not say (RANK set by a script):
+ * the command of their one parent when that parent is a process of the job ("sh launch.sh",
+ * with backtrace --children from it). NULL if unknown.
+ */
+static const char *parent_command(const struct bt_job *j)
+{
+	pid_t ppid = -1;
+	int i;
+
+	for (i = 0; i < j->nprocs; i++) {
+		const struct bt_job_proc *p = &j->procs[i];
+
+		if (!jobinfo_has_rank(&p->id) || !p->bt)
+			continue;
+		if (p->bt->ppid <= 0 || (ppid > 0 && p->bt->ppid != ppid))
+			return NULL;
+		ppid = p->bt->ppid;
+	}
+	for (i = 0; ppid > 0 && i < j->nprocs; i++)
+		if (j->procs[i].pid == ppid && j->procs[i].bt && j->procs[i].bt->command &&
+		    j->procs[i].bt->command[0])
+			return j->procs[i].bt->command;
+	return NULL;
+}
+
 void btjob__print(const struct bt_job *j, FILE *f)
 {
 	struct strbuf sb = {0}, e = {0};
 	int i, g, k, nranks = 0, nthreads = 0, world = -1, proc_ranks = 0;
-	const char *launcher = NULL;
+	const char *launcher = NULL, *cmd;
 
 	for (i = 0; i < j->nprocs; i++) {
 		const struct bt_job_proc *p = &j->procs[i];
@@ -542,6 +571,14 @@ void btjob__print(const struct bt_job *j, FILE *f)
 			fprintf(f, " of %d", world);
 		if (launcher)
 			fprintf(f, " (%s)", launcher);
+		else if ((cmd = parent_command(j))) {
+			char cut[LAUNCHER_CMD_MAX + 1];
+
+			snprintf(cut, sizeof(cut), "%s", cmd);
+			if (strlen(cmd) > LAUNCHER_CMD_MAX)
+				strcpy(cut + LAUNCHER_CMD_MAX - 3, "...");
+			fprintf(f, " (%s)", text_str(&e, cut, 0));
+		}
 	}
 	if (j->nhosts > 1)
 		fprintf(f, " on %d hosts", j->nhosts);

@@ -40,7 +40,7 @@ static int first_frame(const struct bt_thread *t, const struct crash_info *ci)
 	bool handler = false;
 	int i;
 
-	if (ci->exc_json)
+	if (ci->nexc)
 		return 0;
 	for (i = 0; i < t->nframes && i < 24; i++) {
 		if (t->frames[i].kind != FRAME_NATIVE)
@@ -162,7 +162,9 @@ static int exc_thread(struct bt_thread *t, const char *json, struct exc_stack *x
 	return 0;
 }
 
-static int write_crash_row(sqlite3 *db, const struct bt_job_proc *jp, const struct crash_info *ci)
+/* One row of the table crash: the signal (@exc NULL), or the exception @exc. */
+static int write_crash_row(sqlite3 *db, const struct bt_job_proc *jp, const struct crash_info *ci,
+			   const struct crash_exc *exc)
 {
 	sqlite3_stmt *st = NULL;
 	char *type = NULL, *msg = NULL;
@@ -175,9 +177,9 @@ static int write_crash_row(sqlite3 *db, const struct bt_job_proc *jp, const stru
 		return -EIO;
 	btjob__bind_text(st, 1, jp->id.host);
 	sqlite3_bind_int(st, 2, jp->pid);
-	sqlite3_bind_int(st, 3, ci->tid);
-	btjob__bind_text(st, 4, ci->exc_json ? "exception" : "signal");
-	if (!ci->exc_json) {
+	sqlite3_bind_int(st, 3, exc ? exc->tid : ci->tid);
+	btjob__bind_text(st, 4, exc ? "exception" : "signal");
+	if (!exc) {
 		sqlite3_bind_int(st, 5, ci->signal);
 		btjob__bind_text(st, 6, crash_signal_name(ci->signal));
 		sqlite3_bind_int(st, 7, ci->code);
@@ -185,8 +187,8 @@ static int write_crash_row(sqlite3 *db, const struct bt_job_proc *jp, const stru
 		if (ci->code > 0)
 			sqlite3_bind_int64(st, 8, (sqlite3_int64)ci->addr);
 	} else {
-		type = jq_text(ci->exc_json, "$.type");
-		msg = jq_text(ci->exc_json, "$.message");
+		type = jq_text(exc->json, "$.type");
+		msg = jq_text(exc->json, "$.message");
 		btjob__bind_text(st, 9, type);
 		btjob__bind_text(st, 10, msg);
 	}
@@ -234,9 +236,25 @@ static int write_locals(sqlite3 *db, const struct bt_job_proc *jp)
 
 static int write_extra(sqlite3 *db, const struct bt_job *j, void *arg)
 {
-	int err = write_crash_row(db, &j->procs[0], arg);
+	const struct crash_info *ci = arg;
+	int err = 0, i;
 
+	if (!ci->nexc)
+		err = write_crash_row(db, &j->procs[0], ci, NULL);
+	for (i = 0; !err && i < ci->nexc; i++)
+		err = write_crash_row(db, &j->procs[0], ci, &ci->exc[i]);
 	return err ?: write_locals(db, &j->procs[0]);
+}
+
+/* The exception raised in thread @tid (the latest given for it), or NULL. */
+static int exc_of(const struct crash_info *ci, pid_t tid)
+{
+	int i;
+
+	for (i = ci->nexc - 1; i >= 0; i--)
+		if (ci->exc[i].tid == tid)
+			return i;
+	return -1;
 }
 
 int crashsnap__save(const struct bt_process *p, const struct crash_info *ci, const char *path)
@@ -249,8 +267,8 @@ int crashsnap__save(const struct bt_process *p, const struct crash_info *ci, con
 	struct bt_process cp = *p;
 	struct bt_job_proc jp = {.pid = p->pid, .status = BT_OK, .bt = &cp};
 	struct bt_job j = {.nprocs = 1, .procs = &jp, .time = ci->time, .native = true};
-	struct exc_stack exc = {0};
-	int err = 0, i, top;
+	struct exc_stack *exc = NULL;
+	int err = 0, i, k, top;
 
 	/* Its rank and job when it is part of one, and the host it sees. */
 	jobinfo_read(p->pid, &jp.id);
@@ -258,15 +276,17 @@ int crashsnap__save(const struct bt_process *p, const struct crash_info *ci, con
 	if (!jp.id.host[0])
 		snprintf(jp.id.host, sizeof(jp.id.host), "%s", j.host);
 	/* The threads as the file shows them: stacks start where the crash happened. */
-	cp.threads = calloc(p->nthreads ? p->nthreads : 1, sizeof(*cp.threads));
-	if (!cp.threads)
+	cp.threads = calloc(p->nthreads + ci->nexc + 1, sizeof(*cp.threads));
+	exc = calloc(ci->nexc ? ci->nexc : 1, sizeof(*exc));
+	if (!cp.threads || !exc)
 		err = -ENOMEM;
 	for (i = 0; !err && i < p->nthreads; i++) {
 		struct bt_thread *t = &cp.threads[i];
 
 		*t = p->threads[i];
-		if (ci->exc_json && t->tid == ci->tid) {
-			err = exc_thread(t, ci->exc_json, &exc);
+		k = exc_of(ci, t->tid);
+		if (k >= 0) {
+			err = exc_thread(t, ci->exc[k].json, &exc[k]);
 			continue;
 		}
 		top = first_frame(t, ci);
@@ -275,6 +295,22 @@ int crashsnap__save(const struct bt_process *p, const struct crash_info *ci, con
 		if (t->locals)
 			t->locals += top;
 	}
+	/* An exception whose thread ended before this capture (one of a burst, captured after
+	 * its thread's own hook finished): its traceback only. */
+	for (k = 0; !err && k < ci->nexc; k++) {
+		struct bt_thread *t = &cp.threads[cp.nthreads];
+
+		for (i = 0; i < cp.nthreads && cp.threads[i].tid != ci->exc[k].tid; i++)
+			;
+		if (i < cp.nthreads)
+			continue;
+		t->tid = ci->exc[k].tid;
+		t->state = 'X';
+		err = exc_thread(t, ci->exc[k].json, &exc[k]);
+		snprintf(t->error, sizeof(t->error),
+			 "the thread ended before the capture: its traceback only");
+		cp.nthreads++;
+	}
 	if (err)
 		pr_warn("cannot write the crash file: %s",
 			err == -ENOMEM ? strerror(ENOMEM)
@@ -282,7 +318,9 @@ int crashsnap__save(const struct bt_process *p, const struct crash_info *ci, con
 	else
 		err = btjob__save_with(&j, path, 0, &x);
 	free(cp.threads);
-	exc_stack_free(&exc);
+	for (k = 0; exc && k < ci->nexc; k++)
+		exc_stack_free(&exc[k]);
+	free(exc);
 	jobinfo_free(&jp.id);
 	return err;
 }
@@ -342,36 +380,50 @@ static int sum_frame(char **v, int n, void *arg)
 	return 0;
 }
 
+/* An exception's header and traceback (innermost first, with the locals of a few frames). */
+static void print_exception(const struct bt_process *p, const struct crash_exc *x, FILE *f,
+			    struct strbuf *e)
+{
+	static const char *const paths[] = {"$.func", "$.qualname", "$.file", "$.line", "$.locals"};
+	char *type = jq_text(x->json, "$.type"), *msg = jq_text(x->json, "$.message");
+	struct sum_ctx s = {f, e, 0};
+
+	fprintf(f, "probing: uncaught exception %s", text_str(e, type ? type : "?", 0));
+	fprintf(f, ": %s in thread %d", text_str(e, msg ? msg : "", 0), x->tid);
+	fprintf(f, " of process %d (%s)\n", p->pid, text_str(e, p->command ?: "?", 0));
+	fprintf(f, "  traceback, innermost first:\n");
+	jq_each(x->json, "$.frames", paths, 5, sum_frame, &s);
+	free(type);
+	free(msg);
+}
+
 void crashsnap__summary(const struct bt_process *p, const struct crash_info *ci, const char *path,
 			FILE *f)
 {
-	static const char *const paths[] = {"$.func", "$.qualname", "$.file", "$.line", "$.locals"};
 	const struct bt_thread *t = crashed_thread(p, ci->tid);
 	struct strbuf e = {0};
-	struct sum_ctx s = {f, &e, 0};
 	int i, j, py = 0;
 
-	if (ci->exc_json) {
-		char *type = jq_text(ci->exc_json, "$.type"),
-		     *msg = jq_text(ci->exc_json, "$.message");
-
-		fprintf(f, "probing: uncaught exception %s", text_str(&e, type ? type : "?", 0));
-		fprintf(f, ": %s in thread %d", text_str(&e, msg ? msg : "", 0), ci->tid);
-		free(type);
-		free(msg);
-	} else {
+	for (i = 0; i < ci->nexc; i++)
+		if (!ci->exc[i].reported)
+			print_exception(p, &ci->exc[i], f, &e);
+	if (ci->nexc > 1) {
+		fprintf(f, "probing: %d uncaught exceptions at about the same time, in threads",
+			ci->nexc);
+		for (i = 0; i < ci->nexc; i++)
+			fprintf(f, "%s %d", i ? "," : "", ci->exc[i].tid);
+		fprintf(f, ": each has its row in the file\n");
+	}
+	if (!ci->nexc) {
 		fprintf(f, "probing: fatal signal %s", crash_signal_name(ci->signal) ?: "?");
 		if (ci->code > 0)
 			fprintf(f, " (code %d, address 0x%lx)", ci->code, ci->addr);
 		else
 			fprintf(f, " (sent by kill, raise or abort)");
 		fprintf(f, " in thread %d", ci->tid);
+		fprintf(f, " of process %d (%s)\n", p->pid, text_str(&e, p->command ?: "?", 0));
 	}
-	fprintf(f, " of process %d (%s)\n", p->pid, text_str(&e, p->command ?: "?", 0));
-	if (ci->exc_json) {
-		fprintf(f, "  traceback, innermost first:\n");
-		jq_each(ci->exc_json, "$.frames", paths, 5, sum_frame, &s);
-	} else if (t) {
+	if (!ci->nexc && t) {
 		fprintf(f, "  thread %d (%s), innermost first:\n", t->tid,
 			text_str(&e, t->name, 0));
 		for (i = first_frame(t, ci); i < t->nframes; i++) {
@@ -391,7 +443,7 @@ void crashsnap__summary(const struct bt_process *p, const struct crash_info *ci,
 		const struct bt_thread *o = &p->threads[i];
 		const struct frame *top = NULL;
 
-		if (o->tid == ci->tid)
+		if (ci->nexc ? exc_of(ci, o->tid) >= 0 : o->tid == ci->tid)
 			continue;
 		for (j = 0; j < o->nframes && !top; j++)
 			if (o->frames[j].kind == FRAME_PYTHON)

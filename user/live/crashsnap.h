@@ -9,32 +9,43 @@
 #ifndef PROBING_CRASHSNAP_H
 #define PROBING_CRASHSNAP_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
 
 #include "live/backtrace.h"
 
+/* An uncaught exception: crash.py's JSON (its type, message, thread, tid and traceback). */
+struct crash_exc {
+	pid_t tid;	  /* the thread it was raised in */
+	const char *json; /* crash.py's JSON */
+	bool reported;	  /* its summary was printed by an earlier capture of the same burst */
+};
+
 /* What happened. */
 struct crash_info {
-	pid_t tid;	      /* the thread it happened in */
-	int signal;	      /* the fatal signal, 0 for an exception */
-	int code;	      /* its si_code */
-	unsigned long addr;   /* its si_addr */
-	const char *exc_json; /* an uncaught exception: crash.py's JSON, else NULL */
-	double time;	      /* unix seconds */
+	pid_t tid;		     /* the thread it happened in (that runs the capture) */
+	int signal;		     /* the fatal signal, 0 for exceptions */
+	int code;		     /* its si_code */
+	unsigned long addr;	     /* its si_addr */
+	const struct crash_exc *exc; /* uncaught exceptions (raised at about the same time) */
+	int nexc;		     /* how many; 0 for a signal */
+	double time;		     /* unix seconds */
 };
 
 /*
  * Write @p (read with native frames and locals) and @ci into the new SQLite file @path
- * (written beside it, renamed over it when complete). For an exception, the thread it was
- * raised in gets the traceback's frames and locals from @ci->exc_json instead of the stack
- * the thread is at now (in the exception hook). Return 0 or -errno with what failed printed.
+ * (written beside it, renamed over it when complete): one crash row per exception (or the
+ * signal). For an exception, the thread it was raised in gets the traceback's frames and
+ * locals from its JSON instead of the stack the thread is at now (in the exception hook).
+ * Return 0 or -errno with what failed printed.
  */
 int crashsnap__save(const struct bt_process *p, const struct crash_info *ci, const char *path);
 
 /*
- * The summary on @f: what happened, the stack of the thread it happened in (innermost
- * first, with locals), one line for each other thread, and how to read the file.
+ * The summary on @f: what happened (each exception not reported yet, with its traceback and
+ * the locals of its innermost frames; or the signal, with the stack of the thread it happened
+ * in), one line for each other thread, and how to read the file.
  */
 void crashsnap__summary(const struct bt_process *p, const struct crash_info *ci, const char *path,
 			FILE *f);

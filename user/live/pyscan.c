@@ -167,8 +167,8 @@ static int assign_jobs(struct pyscan_proc *p, int n)
 		const struct job_identity *id = &p[i].id;
 		int rc = 0;
 
-		if (id->job_id)
-			p[i].job = strdup(id->job_id);
+		if (jobinfo_job_name(id))
+			p[i].job = strdup(jobinfo_job_name(id));
 		else if (id->master_addr && id->master_port >= 0 && jobinfo_has_rank(id))
 			rc = asprintf(&p[i].job, "%s:%d", id->master_addr, id->master_port);
 		else if (jobinfo_has_rank(id))
@@ -316,6 +316,43 @@ static int json_text(struct strbuf *out, const char *key, const char *s)
 	return err ? err : json_string(out, s, s ? strlen(s) : 0);
 }
 
+/* Longest launcher command line shown (the rest is cut: "..."). */
+#define LAUNCHER_CMD_MAX 160
+
+/*
+ * What launched the ranks @p[@i..@j) of one job when their environment does not say (RANK set
+ * by a script): the command of their parent, if they have one parent, from the list or from
+ * /proc ("sh launch.sh"). malloc'd, or NULL.
+ */
+static char *parent_command(const struct pyscan_proc *p, int n, int i, int j)
+{
+	pid_t ppid = -1;
+	char *cmd = NULL;
+	int k;
+
+	for (k = i; k < j; k++) {
+		if (p[k].launcher || p[k].worker || !jobinfo_has_rank(&p[k].id))
+			continue;
+		if (p[k].ppid <= 0 || (ppid > 0 && p[k].ppid != ppid))
+			return NULL;
+		ppid = p[k].ppid;
+	}
+	if (ppid <= 0)
+		return NULL;
+	for (k = 0; k < n && !cmd; k++)
+		if (p[k].pid == ppid && p[k].command && p[k].command[0])
+			cmd = strdup(p[k].command);
+	if (!cmd)
+		cmd = procinfo_cmdline(ppid);
+	if (cmd && !cmd[0]) {
+		free(cmd);
+		return NULL;
+	}
+	if (cmd && strlen(cmd) > LAUNCHER_CMD_MAX)
+		strcpy(cmd + LAUNCHER_CMD_MAX - 3, "...");
+	return cmd;
+}
+
 int pyscan__json(const struct pyscan_proc *p, int n, struct strbuf *out)
 {
 	int i, j, err;
@@ -343,6 +380,7 @@ int pyscan__json(const struct pyscan_proc *p, int n, struct strbuf *out)
 	/* The list is sorted by job: each job's processes are one run. */
 	for (i = 0; !err && i < n; i = j) {
 		const char *launched_by = NULL;
+		char *cmd;
 		int world = -1, k, first = 1;
 		pid_t launcher = 0;
 
@@ -356,10 +394,12 @@ int pyscan__json(const struct pyscan_proc *p, int n, struct strbuf *out)
 		}
 		if (j == i) /* processes of no job: the rest of the list */
 			break;
+		cmd = launched_by ? NULL : parent_command(p, n, i, j);
 		err = sb_printf(out, "%s{", i ? ",\n" : "\n");
 		err = err ?: sb_puts(out, "\"job\":");
 		err = err ?: json_string(out, p[i].job, strlen(p[i].job));
-		err = err ?: json_text(out, "launched_by", launched_by);
+		err = err ?: json_text(out, "launched_by", launched_by ? launched_by : cmd);
+		free(cmd);
 		err = err ?: json_num(out, "world_size", world);
 		err = err ?: sb_puts(out, ",\"ranks\":[");
 		for (k = i; !err && k < j; k++) {

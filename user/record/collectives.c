@@ -60,6 +60,12 @@ struct collectives {
 	size_t ngrouped, capgrouped;
 	struct bmap *pids; /* processes with rows */
 	uint64_t rows, completed;
+	/* Progress (collectives__progress): per process the unix ns of its latest completion,
+	 * and the last COLL_GAPS times between two completions of one process. */
+	struct bmap *last_done;
+	int64_t last_done_ns;
+	int64_t gaps[COLL_GAPS];
+	unsigned int ngaps;
 };
 
 struct collectives *collectives__new(struct store *st, struct comm *c)
@@ -76,7 +82,9 @@ struct collectives *collectives__new(struct store *st, struct comm *c)
 	cs->groups = bmap__new();
 	cs->depth = bmap__new();
 	cs->pids = bmap__new();
-	if (!cs->pending || !cs->inflight || !cs->groups || !cs->depth || !cs->pids)
+	cs->last_done = bmap__new();
+	if (!cs->pending || !cs->inflight || !cs->groups || !cs->depth || !cs->pids ||
+	    !cs->last_done)
 		goto nomem;
 	/* CLOCK_TAI runs ahead of CLOCK_REALTIME by the TAI offset the time daemon set (0 if it
 	 * set none); unlike a monotonic offset it follows the clock's slewing. */
@@ -116,6 +124,7 @@ void collectives__free(struct collectives *cs)
 	bmap__free(cs->groups);
 	bmap__free(cs->depth);
 	bmap__free(cs->pids);
+	bmap__free(cs->last_done);
 	free(cs);
 }
 
@@ -286,6 +295,20 @@ static int group_end(struct collectives *cs, const struct tkey *tk, const struct
 	return err;
 }
 
+/* Process @pid completed a call at @ns (unix): its progress. */
+static void note_done(struct collectives *cs, pid_t pid, int64_t ns)
+{
+	uint32_t k = pid;
+	uint64_t *last = bmap__upsert(cs->last_done, &k, sizeof(k), 0, NULL);
+
+	if (last && *last && ns > (int64_t)*last)
+		cs->gaps[cs->ngaps++ % COLL_GAPS] = ns - (int64_t)*last;
+	if (last)
+		*last = ns;
+	if (ns > cs->last_done_ns)
+		cs->last_done_ns = ns;
+}
+
 int collectives__event(struct collectives *cs, const struct comm_event *e)
 {
 	struct tkey tk = {e->pid, e->tid};
@@ -318,6 +341,7 @@ int collectives__event(struct collectives *cs, const struct comm_event *e)
 		c->row.error = e->flags & COMM_F_ERROR;
 		err = store__collective(cs->st, &c->row);
 		cs->completed++;
+		note_done(cs, c->row.pid, unix_ns(cs, e));
 		free(c);
 		return err;
 	case COMM_EV_GROUP_START:
@@ -371,6 +395,7 @@ void collectives__forget(struct collectives *cs, pid_t pid)
 	bmap__for_each(cs->inflight, forget_entry, &f);
 	bmap__for_each(cs->groups, forget_entry, &f);
 	bmap__for_each(cs->depth, forget_depth, &f);
+	bmap__for_each(cs->last_done, forget_depth, &f);
 	for (i = 0; i < cs->ngrouped;) {
 		if (cs->grouped[i]->row.pid == pid) {
 			free(cs->grouped[i]);
@@ -443,4 +468,77 @@ int collectives__summary(struct collectives *cs, char *buf, size_t size)
 		snprintf(buf, size, "%s", sb_str(&sb));
 	sb_free(&sb);
 	return err;
+}
+
+struct each_ctx {
+	int (*fn)(void *ctx, const struct store_collective *row, bool queued);
+	void *ctx;
+	bool queued;
+};
+
+static int each_call(const void *key, size_t len, uint64_t *value, void *arg)
+{
+	struct each_ctx *e = arg;
+	const struct call *c = (const struct call *)(uintptr_t)*value;
+
+	return c ? e->fn(e->ctx, &c->row, e->queued) : 0;
+}
+
+int collectives__under_way(struct collectives *cs,
+			   int (*fn)(void *ctx, const struct store_collective *row, bool queued),
+			   void *ctx)
+{
+	struct each_ctx e = {fn, ctx, false};
+	int err;
+
+	err = bmap__for_each(cs->pending, each_call, &e);
+	e.queued = true;
+	return err ?: bmap__for_each(cs->inflight, each_call, &e);
+}
+
+static int rewrite_one(void *arg, const struct store_collective *row, bool queued)
+{
+	struct collectives *cs = arg;
+
+	/* A gloo call before its work is queued has no row yet; a p2p call has one. */
+	if (!queued && !row->has_peer)
+		return 0;
+	return store__collective(cs->st, row);
+}
+
+int collectives__rewrite(struct collectives *cs)
+{
+	return collectives__under_way(cs, rewrite_one, cs);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void collectives__progress(const struct collectives *cs, struct coll_progress *out)
+{
+	int64_t g[COLL_GAPS];
+	unsigned int n = cs->ngaps < COLL_GAPS ? cs->ngaps : COLL_GAPS;
+
+	memset(out, 0, sizeof(*out));
+	out->completed = cs->completed;
+	out->last_done_ns = cs->last_done_ns;
+	out->gaps = n;
+	if (!n)
+		return;
+	memcpy(g, cs->gaps, n * sizeof(*g));
+	qsort(g, n, sizeof(*g), cmp_i64);
+	out->median_gap_ns = g[n / 2];
+	out->max_gap_ns = g[n - 1];
+}
+
+int64_t collectives__last_done(const struct collectives *cs, pid_t pid)
+{
+	uint32_t k = pid;
+	uint64_t *v = bmap__find(cs->last_done, &k, sizeof(k));
+
+	return v ? (int64_t)*v : 0;
 }

@@ -10,6 +10,7 @@
 #ifndef PROBING_COLLECTIVES_H
 #define PROBING_COLLECTIVES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -19,6 +20,8 @@
 #include "record/store.h"
 
 struct collectives;
+
+#define COLL_GAPS 1024 /* times between completions kept for collectives__progress */
 
 /*
  * New joiner writing rows to @st, asking @c for payload sizes. Times are converted to unix
@@ -48,5 +51,30 @@ void collectives__counts(const struct collectives *cs, uint64_t *rows, uint64_t 
  * (empty if none). 0 or -errno.
  */
 int collectives__summary(struct collectives *cs, char *buf, size_t size);
+
+/*
+ * Call @fn for each call under way: called and not completed (@queued: its work was queued,
+ * or for a p2p call, its buffer posted; a gloo call not yet queued has no row yet). @row is
+ * valid during the call. A non-zero return from @fn stops and is returned.
+ */
+int collectives__under_way(struct collectives *cs,
+			   int (*fn)(void *ctx, const struct store_collective *row, bool queued),
+			   void *ctx);
+
+/* Write the rows of the calls under way again (a new file of a rotating store). 0 or -errno. */
+int collectives__rewrite(struct collectives *cs);
+
+/* How the job progresses: its completions (collectives__progress). */
+struct coll_progress {
+	uint64_t completed;   /* calls seen completing */
+	int64_t last_done_ns; /* unix ns of the latest completion, 0: none */
+	unsigned int gaps; /* times between two completions of one process known (<= COLL_GAPS) */
+	int64_t median_gap_ns; /* their median and largest, 0 without any */
+	int64_t max_gap_ns;
+};
+void collectives__progress(const struct collectives *cs, struct coll_progress *out);
+
+/* Unix ns of @pid's latest completion, 0 if none was seen. */
+int64_t collectives__last_done(const struct collectives *cs, pid_t pid);
 
 #endif

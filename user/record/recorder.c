@@ -48,6 +48,7 @@ struct target {
 	long long cpu_first, cpu_last; /* its CPU ticks when added and at the last look; -1 */
 	/* Its processes row, kept: /proc may be gone when the row must be written again. */
 	double start_time, end_time; /* unix seconds; end_time 0: not seen to exit */
+	bool end_exact;		     /* end_time is the kernel's (its exit event) */
 	char *command, *exe;
 	char pyver[32];
 	struct job_identity job;   /* its rank, job and host, from its environment */
@@ -110,9 +111,11 @@ struct recorder {
 	struct dwproc *nat_dp;
 	const struct frame *stable[MAX_FRAMES]; /* the cached frame each came from, or NULL */
 	uint64_t ids[MAX_FRAMES];
-	struct bmap *frame_ids; /* address of a cached (stable) frame -> frame id */
-	struct bmap *pyframes;	/* struct pyframe_key -> (uintptr_t) resolved struct frame * */
-	uint64_t py_gens;	/* interpreters opened so far */
+	struct bmap *frame_ids;	  /* address of a cached (stable) frame -> frame id */
+	struct bmap *pyframes;	  /* struct pyframe_key -> (uintptr_t) resolved struct frame * */
+	uint64_t py_gens;	  /* interpreters opened so far */
+	recorder_exit_fn on_exit; /* recorder__on_exit */
+	void *on_exit_ctx;
 };
 
 static int fallback_stack(void *ctx, pid_t pid, pid_t tid, uint64_t ip, uint64_t *stack_id);
@@ -680,6 +683,7 @@ static void target_exited(struct recorder *r, struct target *t, double ts, bool 
 {
 	if (from_event || !t->end_time) {
 		t->end_time = ts;
+		t->end_exact = from_event;
 		store__process_end(r->st, t->pid, ts);
 	}
 	if (from_event)
@@ -1148,6 +1152,10 @@ static int handle_offcpu(struct recorder *r, const struct offcpu_event *ev)
 
 	if (!r->oc || !t)
 		return 0; /* a process whose fork event was lost: its stacks say who it is */
+	/* Observed after the process ended (a zombie waits for nothing; the sweep leaves those
+	 * out, bpf/sampler.bpf.c): not its time, and not a sign of its threads. */
+	if (t->end_exact && ts > t->end_time)
+		return 0;
 	if (!t->samples++)
 		r->stats.processes++;
 	th = get_thread(r, t, ev->tid, ev->ns_tid, ev->comm, ts);
@@ -1310,6 +1318,9 @@ static int handle_proc(struct recorder *r, const struct proc_change_event *ev, s
 		return 0;
 	case PROC_EXIT:
 		thread_exited(r, t, ev);
+		/* Even if a tick found it gone first (its records were still queued). */
+		if (t && r->on_exit)
+			r->on_exit(r->on_exit_ctx, t->pid, &t->job, (int)ev->exit_code, ts);
 		if (t)
 			target_exited(r, t, ts, true);
 		return 0;
@@ -1505,4 +1516,15 @@ double recorder__target_cpu(const struct recorder *r)
 		    r->targets[i].cpu_last > r->targets[i].cpu_first)
 			ticks += r->targets[i].cpu_last - r->targets[i].cpu_first;
 	return (double)ticks / sysconf(_SC_CLK_TCK);
+}
+
+void recorder__on_exit(struct recorder *r, recorder_exit_fn fn, void *ctx)
+{
+	r->on_exit = fn;
+	r->on_exit_ctx = ctx;
+}
+
+struct collectives *recorder__collectives(const struct recorder *r)
+{
+	return r->cs;
 }

@@ -132,4 +132,18 @@ int recorder__processes(const struct recorder *r, struct recorder_process **out)
  */
 double recorder__target_cpu(const struct recorder *r);
 
+/*
+ * Call @fn when a target process ends (its last thread's exit, seen by the sampler), with
+ * its place in its job (owned by the recorder, valid during the call), its status as wait(2)
+ * reports it (WIFEXITED, WTERMSIG...) and when (unix seconds). Called from recorder__handle.
+ */
+typedef void (*recorder_exit_fn)(void *ctx, pid_t pid, const struct job_identity *job, int status,
+				 double ts);
+void recorder__on_exit(struct recorder *r, recorder_exit_fn fn, void *ctx);
+
+struct collectives;
+
+/* The collectives joiner (record/collectives.h) once recorder__use_comm succeeded, or NULL. */
+struct collectives *recorder__collectives(const struct recorder *r);
+
 #endif

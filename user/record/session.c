@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/procinfo.h"
 #include "base/util.h"
+#include "record/collectives.h"
 #include "record/comm.h"
 #include "record/evqueue.h"
 #include "record/launch.h"
@@ -27,6 +28,7 @@ struct session {
 	struct launch child;		/* the command it started, if any */
 	double start;			/* CLOCK_MONOTONIC seconds when sampling started */
 	double start_real;		/* the same instant in unix seconds */
+	double file_start;		/* unix seconds when the file being written started */
 	double end;			/* CLOCK_MONOTONIC seconds when the loop ended */
 	struct recorder_process *procs; /* for the summary (session__finish) */
 };
@@ -210,6 +212,7 @@ int session__open(const struct session_opts *o, struct session **out)
 	}
 	s->start = now_mono_ns() / 1e9;
 	s->start_real = now_real_ns() / 1e9;
+	s->file_start = s->start_real;
 	meta__write_start(s->st, o, s->start_real);
 	pr_info("recording at %u Hz into %s (%s once complete)", o->sampling.freq,
 		store__path(s->st), o->output);
@@ -223,9 +226,9 @@ fail:
 	return err;
 }
 
-static void show_progress(double elapsed, uint64_t samples, int live)
+static void show_progress(const struct session *s, double elapsed, uint64_t samples, int live)
 {
-	if (!stderr_is_tty() || log_verbosity > 0)
+	if (!stderr_is_tty() || log_verbosity > 0 || s->o->quiet)
 		return;
 	fprintf(stderr, "\rprobing: recording %d process%s: %.0f s, %llu samples   ", live,
 		live == 1 ? "" : "es", elapsed, (unsigned long long)samples);
@@ -264,15 +267,70 @@ int session__run(struct session *s)
 				break;
 			}
 			sampling__stats(s->smp, &samples, &lost);
-			show_progress(now - s->start, samples, live);
+			show_progress(s, now - s->start, samples, live);
+			if (s->o->on_turn && (err = s->o->on_turn(s->o->turn_ctx, s, true)))
+				break;
+		} else if (s->o->on_turn && (err = s->o->on_turn(s->o->turn_ctx, s, false))) {
+			break;
 		}
 		if (s->o->duration > 0 && now - s->start >= s->o->duration)
 			break;
 	}
 	s->end = now_mono_ns() / 1e9;
-	if (stderr_is_tty() && log_verbosity == 0)
+	if (stderr_is_tty() && log_verbosity == 0 && !s->o->quiet)
 		fputs("\r\033[K", stderr); /* the progress line */
-	return err;
+	return err > 0 ? 0 : err;
+}
+
+int session__rotate(struct session *s, const char *path)
+{
+	struct collectives *cs = recorder__collectives(s->rec);
+	double now = now_real_ns() / 1e9;
+	int err;
+
+	if (store__is_open(s->st)) {
+		store__meta_real(s->st, "end", now);
+		store__meta_real(s->st, "duration", now - s->file_start);
+	}
+	err = store__rotate(s->st, path);
+	if (err)
+		return err;
+	s->file_start = now;
+	store__meta_real(s->st, "start", now);
+	/* Not this file's: the previous one's end. */
+	store__meta_real(s->st, "end", now);
+	store__meta_real(s->st, "duration", 0);
+	return cs ? collectives__rewrite(cs) : 0;
+}
+
+int session__drain(struct session *s, double budget_s)
+{
+	double end = now_mono_ns() / 1e9 + budget_s;
+	void *data;
+	long len;
+	int n = 0;
+
+	while (now_mono_ns() / 1e9 < end && (len = evqueue__pop(s->q, 0, &data)) > 0) {
+		recorder__handle(s->rec, data, len);
+		free(data);
+		n++;
+	}
+	return n;
+}
+
+struct store *session__store(const struct session *s)
+{
+	return s->st;
+}
+
+struct recorder *session__recorder(const struct session *s)
+{
+	return s->rec;
+}
+
+pid_t session__child(const struct session *s)
+{
+	return s->child.pid;
 }
 
 /* A segment of off-CPU time the sweep had not sent (sampling__offcpu_drain). */

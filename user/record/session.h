@@ -32,6 +32,14 @@ struct session_opts {
 	char **command; /* ... or a command to start (argv, NULL-terminated) */
 	int argc;	/* probing's own arguments ("record", options...), for meta */
 	char **argv;
+	/*
+	 * Called by session__run at every turn of its loop (every few milliseconds), with
+	 * @second set about once a second, after the recording was flushed. A non-zero return
+	 * stops the loop; a negative one is returned by session__run. NULL: none.
+	 */
+	int (*on_turn)(void *ctx, struct session *s, bool second);
+	void *turn_ctx;
+	bool quiet; /* no progress line on a terminal */
 };
 
 /* What a finished recording counted (session__finish). */
@@ -80,6 +88,26 @@ int session__open(const struct session_opts *o, struct session **out);
  * -errno that stopped it; what was recorded until then is kept either way.
  */
 int session__run(struct session *s);
+
+/*
+ * Go on in a new file @path (a session whose store_flags have STORE_ROTATE): the file being
+ * written gets its meta 'end' and 'duration' and is completed under its name, @path gets
+ * meta 'start' now, and the collectives under way are written in it again. Return 0, or
+ * -errno said (store__rotate: nothing is written until a rotation succeeds).
+ */
+int session__rotate(struct session *s, const char *path);
+
+/*
+ * Handle the records the kernel sent that wait in the queue, for at most @budget_s seconds
+ * (from session__run's on_turn: what the recorder knows is then up to date, or nearly).
+ * Return the number handled.
+ */
+int session__drain(struct session *s, double budget_s);
+
+/* The store, the recorder, and the command started (0 if none) of @s. */
+struct store *session__store(const struct session *s);
+struct recorder *session__recorder(const struct session *s);
+pid_t session__child(const struct session *s);
 
 /*
  * Stop sampling, store every record the kernel sent before, and fill *@t; its meta rows are

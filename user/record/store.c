@@ -94,6 +94,20 @@ struct pending_stack {
 	uint64_t *ids;
 };
 
+/* Every frame and stack interned, for a rotating store (store__rotate): a file gets those its
+ * rows use, the first time they use them (gen: the file that last got it). */
+struct frame_def {
+	struct frame f; /* strings in the store's pool */
+	uint32_t gen;
+};
+
+struct stack_def {
+	uint64_t *ids;
+	int n;
+	unsigned int flags;
+	uint32_t gen;
+};
+
 struct store {
 	sqlite3 *db;
 	char *path;	    /* the file written: DEST.partial */
@@ -112,6 +126,17 @@ struct store {
 	struct strbuf pending_sql; /* meta, processes, threads: small statements, run at flush */
 	struct strpool *strings;   /* the strings of interned frames, one copy of each */
 	struct strbuf key;	   /* scratch for serializing frames */
+	/* STORE_ROTATE: the files' number (1: the first), every frame and stack by id - 1,
+	 * and the statements that make meta, processes and threads of a new file (by key). */
+	bool rotating;
+	uint32_t gen;
+	struct frame_def *fdefs;
+	size_t nfdefs, capfdefs;
+	struct stack_def *sdefs;
+	size_t nsdefs, capsdefs;
+	struct bmap *replay_keys; /* key -> index in replay + 1 */
+	char **replay;
+	size_t nreplay, capreplay;
 };
 
 static int sql_err(struct store *st, int rc, const char *what)
@@ -141,9 +166,10 @@ static void remove_side_files(const char *path)
  * The schema: schema_sql with @STATE@ replaced by the expression that names sample_counts.state
  * as waitclass.h does, so that the views and the BPF side share one list of states.
  */
-static int schema(struct strbuf *sql)
+static int schema(struct strbuf *sql, bool head)
 {
-	const char *p = schema_sql, *at;
+	/* Without its head (the journal mode and meta): the tables and views of the rows. */
+	const char *p = head ? schema_sql : strstr(schema_sql, "CREATE TABLE processes"), *at;
 	int err = 0, i;
 
 	while (!err && (at = strstr(p, "@STATE@"))) {
@@ -157,29 +183,19 @@ static int schema(struct strbuf *sql)
 	return err ?: sb_puts(sql, p);
 }
 
-int store__create(const char *path, unsigned int flags, struct store **out)
+/*
+ * Create the file of @path (@path.partial, with the schema) for @st, whose maps are set up.
+ * 0 or -errno, said; nothing of it is left behind on failure.
+ */
+static int open_file(struct store *st, const char *path)
 {
 	struct strbuf sql = {0};
-	struct store *st = NULL;
 	char *errmsg = NULL;
 	int rc, fd, err = 0;
 
-	st = calloc(1, sizeof(*st));
-	if (!st)
-		return -ENOMEM;
-	st->frames = bmap__new();
-	st->stacks = bmap__new();
-	st->counts = bmap__new();
-	st->strings = strpool__new();
-	st->period_ns = 1000000000ULL / 99; /* record's default -F, until store__set_frequency */
-	if (!st->frames || !st->stacks || !st->counts || !st->strings) {
-		err = -ENOMEM;
-		goto cleanup;
-	}
-	st->out_flags = OUTFILE_FORCE_HINT | (flags & STORE_FORCE ? OUTFILE_FORCE : 0);
 	err = outpath__check(path, st->out_flags, &st->out);
 	if (err)
-		goto cleanup;
+		return err;
 	if (asprintf(&st->path, "%s.partial", st->out.dest) < 0) {
 		st->path = NULL;
 		err = -ENOMEM;
@@ -211,7 +227,7 @@ int store__create(const char *path, unsigned int flags, struct store **out)
 		err = st->db ? sql_err(st, rc, "cannot create") : -ENOMEM;
 		goto cleanup;
 	}
-	err = schema(&sql);
+	err = schema(&sql, true);
 	if (err)
 		goto cleanup;
 	rc = sqlite3_exec(st->db, sb_str(&sql), NULL, NULL, &errmsg);
@@ -224,10 +240,51 @@ int store__create(const char *path, unsigned int flags, struct store **out)
 		goto cleanup;
 	}
 	sb_free(&sql);
-	*out = st;
 	return 0;
 cleanup:
 	sb_free(&sql);
+	if (st->db)
+		sqlite3_close(st->db);
+	st->db = NULL;
+	if (st->path) {
+		unlink(st->path);
+		remove_side_files(st->path);
+	}
+	free(st->path);
+	st->path = NULL;
+	outpath__release(&st->out);
+	return err;
+}
+
+int store__create(const char *path, unsigned int flags, struct store **out)
+{
+	struct store *st = NULL;
+	int err = 0;
+
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->frames = bmap__new();
+	st->stacks = bmap__new();
+	st->counts = bmap__new();
+	st->strings = strpool__new();
+	st->period_ns = 1000000000ULL / 99; /* record's default -F, until store__set_frequency */
+	st->rotating = flags & STORE_ROTATE;
+	st->gen = 1;
+	if (st->rotating)
+		st->replay_keys = bmap__new();
+	if (!st->frames || !st->stacks || !st->counts || !st->strings ||
+	    (st->rotating && !st->replay_keys)) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	st->out_flags = OUTFILE_FORCE_HINT | (flags & STORE_FORCE ? OUTFILE_FORCE : 0);
+	err = open_file(st, path);
+	if (err)
+		goto cleanup;
+	*out = st;
+	return 0;
+cleanup:
 	store__discard(st);
 	return err;
 }
@@ -243,8 +300,48 @@ const char *store__path(const struct store *st)
 	return st->path;
 }
 
-/* Queue one SQL statement built with sqlite3_mprintf (%Q quotes, or NULL). */
-static int pending_append(struct store *st, const char *fmt, ...)
+/*
+ * A rotating store keeps @sql under @key (replacing what was there, or after it with
+ * @append), to make the same row in the next file (store__rotate).
+ */
+static int replay_keep(struct store *st, const char *key, bool append, const char *sql)
+{
+	uint64_t *slot;
+	char *old, *s;
+	int inserted;
+
+	slot = bmap__upsert(st->replay_keys, key, strlen(key), st->nreplay + 1, &inserted);
+	if (!slot)
+		return -ENOMEM;
+	if (inserted) {
+		if (grow_array(&st->replay, &st->capreplay, st->nreplay + 1, sizeof(*st->replay))) {
+			*slot = 0;
+			return -ENOMEM;
+		}
+		st->replay[st->nreplay++] = NULL;
+	}
+	if (!*slot)
+		return -ENOMEM;
+	old = st->replay[*slot - 1];
+	if (append && old) {
+		if (asprintf(&s, "%s;\n%s", old, sql) < 0)
+			return -ENOMEM;
+	} else {
+		s = strdup(sql);
+		if (!s)
+			return -ENOMEM;
+	}
+	free(old);
+	st->replay[*slot - 1] = s;
+	return 0;
+}
+
+/*
+ * Queue one SQL statement built with sqlite3_mprintf (%Q quotes, or NULL); a rotating store
+ * keeps it under @key (NULL: not kept) for the next file, replacing (or with @append, after)
+ * what that key had.
+ */
+static int pending_keyed(struct store *st, const char *key, bool append, const char *fmt, ...)
 {
 	va_list ap;
 	char *sql;
@@ -258,24 +355,56 @@ static int pending_append(struct store *st, const char *fmt, ...)
 	err = sb_puts(&st->pending_sql, sql);
 	if (!err)
 		err = sb_puts(&st->pending_sql, ";\n");
+	if (!err && st->rotating && key)
+		err = replay_keep(st, key, append, sql);
 	sqlite3_free(sql);
 	return err;
 }
 
+#define pending_append(st, ...) pending_keyed(st, NULL, false, __VA_ARGS__)
+
+/* The replay key of meta @key, of process @pid, of thread @tid of @pid. */
+#define REPLAY_KEY_MAX 96
+static const char *meta_key(char *buf, const char *key)
+{
+	snprintf(buf, REPLAY_KEY_MAX, "m%s", key);
+	return buf;
+}
+
+static const char *proc_key(char *buf, pid_t pid)
+{
+	snprintf(buf, REPLAY_KEY_MAX, "p%d", (int)pid);
+	return buf;
+}
+
+static const char *thread_key(char *buf, char kind, pid_t pid, pid_t tid)
+{
+	snprintf(buf, REPLAY_KEY_MAX, "%c%d.%d", kind, (int)pid, (int)tid);
+	return buf;
+}
+
 int store__meta_text(struct store *st, const char *key, const char *value)
 {
-	return pending_append(st, "INSERT OR REPLACE INTO meta VALUES(%Q, %Q)", key, value);
+	char k[REPLAY_KEY_MAX];
+
+	return pending_keyed(st, meta_key(k, key), false,
+			     "INSERT OR REPLACE INTO meta VALUES(%Q, %Q)", key, value);
 }
 
 int store__meta_int(struct store *st, const char *key, int64_t value)
 {
-	return pending_append(st, "INSERT OR REPLACE INTO meta VALUES(%Q, %lld)", key,
-			      (long long)value);
+	char k[REPLAY_KEY_MAX];
+
+	return pending_keyed(st, meta_key(k, key), false,
+			     "INSERT OR REPLACE INTO meta VALUES(%Q, %lld)", key, (long long)value);
 }
 
 int store__meta_real(struct store *st, const char *key, double value)
 {
-	return pending_append(st, "INSERT OR REPLACE INTO meta VALUES(%Q, %.6f)", key, value);
+	char k[REPLAY_KEY_MAX];
+
+	return pending_keyed(st, meta_key(k, key), false,
+			     "INSERT OR REPLACE INTO meta VALUES(%Q, %.6f)", key, value);
 }
 
 static void int_or_null(char *buf, size_t n, long v)
@@ -288,7 +417,7 @@ static void int_or_null(char *buf, size_t n, long v)
 
 int store__process(struct store *st, const struct store_process *p)
 {
-	char rank[24], lrank[24], ws[24], grank[24], nspid[24], end[32];
+	char rank[24], lrank[24], ws[24], grank[24], nspid[24], end[32], k[REPLAY_KEY_MAX];
 
 	int_or_null(rank, sizeof(rank), p->rank);
 	int_or_null(grank, sizeof(grank), p->group_rank);
@@ -299,8 +428,8 @@ int store__process(struct store *st, const struct store_process *p)
 		snprintf(end, sizeof(end), "%.6f", p->end_time);
 	else
 		snprintf(end, sizeof(end), "NULL");
-	return pending_append(
-		st,
+	return pending_keyed(
+		st, proc_key(k, p->pid), false,
 		"INSERT OR REPLACE INTO processes(pid, ppid, command, exe, start_time, end_time,"
 		" rank, local_rank, world_size, python_version, ns_pid, group_rank, job_id, host)"
 		" VALUES(%d, %d, %Q, %Q, %.6f, %s, %s, %s, %s, %Q, %s, %s, %Q, %Q)",
@@ -310,27 +439,37 @@ int store__process(struct store *st, const struct store_process *p)
 
 int store__process_end(struct store *st, pid_t pid, double end_time)
 {
-	return pending_append(st, "UPDATE processes SET end_time = %.6f WHERE pid = %d", end_time,
-			      (int)pid);
+	char k[REPLAY_KEY_MAX];
+
+	return pending_keyed(st, proc_key(k, pid), true,
+			     "UPDATE processes SET end_time = %.6f WHERE pid = %d", end_time,
+			     (int)pid);
 }
 
 int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, double ts)
 {
-	return pending_append(st,
-			      "INSERT INTO threads(pid, tid, name, first_seen, last_seen)"
-			      " VALUES(%d, %d, %Q, %.6f, %.6f)"
-			      " ON CONFLICT(pid, tid) DO UPDATE SET"
-			      " name = coalesce(excluded.name, name),"
-			      " first_seen = min(first_seen, excluded.first_seen),"
-			      " last_seen = max(last_seen, excluded.last_seen)",
-			      (int)pid, (int)tid, name, ts, ts);
+	char k[REPLAY_KEY_MAX];
+
+	return pending_keyed(st, thread_key(k, 't', pid, tid), false,
+			     "INSERT INTO threads(pid, tid, name, first_seen, last_seen)"
+			     " VALUES(%d, %d, %Q, %.6f, %.6f)"
+			     " ON CONFLICT(pid, tid) DO UPDATE SET"
+			     " name = coalesce(excluded.name, name),"
+			     " first_seen = min(first_seen, excluded.first_seen),"
+			     " last_seen = max(last_seen, excluded.last_seen)",
+			     (int)pid, (int)tid, name, ts, ts);
 }
 
 int store__thread_ns_tid(struct store *st, pid_t pid, pid_t tid, pid_t ns_tid)
 {
-	return pending_append(st, "UPDATE threads SET ns_tid = %d WHERE pid = %d AND tid = %d",
-			      (int)ns_tid, (int)pid, (int)tid);
+	char k[REPLAY_KEY_MAX];
+
+	return pending_keyed(st, thread_key(k, 'n', pid, tid), false,
+			     "UPDATE threads SET ns_tid = %d WHERE pid = %d AND tid = %d",
+			     (int)ns_tid, (int)pid, (int)tid);
 }
+
+static int ensure_stack(struct store *st, uint64_t id);
 
 /* An integer column's SQL: its value, or NULL when @known is false. */
 static const char *int_sql(char *buf, size_t n, bool known, int64_t v)
@@ -346,6 +485,8 @@ int store__collective(struct store *st, const struct store_collective *c)
 	char bytes[24], seq[24], ns[24], stack[24], grank[24], gsize[24], peer[24], tag[24],
 		worker[24];
 
+	if (ensure_stack(st, c->stack_id))
+		return -ENOMEM;
 	return pending_append(
 		st,
 		"INSERT OR REPLACE INTO collectives_raw(id, pid, tid, op, grp, bytes, seq,"
@@ -439,6 +580,60 @@ int store__frame_id(struct store *st, const struct frame *f, uint64_t *id)
 	if (!pf->f.func || (f->qualname && !pf->f.qualname) || (f->file && !pf->f.file) ||
 	    (f->module && !pf->f.module))
 		return -ENOMEM;
+	if (!st->rotating)
+		return 0;
+	/* Ids are handed out in order: fdefs[id - 1] is this frame. */
+	if (grow_array(&st->fdefs, &st->capfdefs, st->nfdefs + 1, sizeof(*st->fdefs)))
+		return -ENOMEM;
+	st->fdefs[st->nfdefs++] = (struct frame_def){.f = pf->f, .gen = st->gen};
+	return 0;
+}
+
+/* A rotating store's frame @id goes into the file being written if it is not there yet. */
+static int ensure_frame(struct store *st, uint64_t id)
+{
+	struct frame_def *d;
+
+	if (!id || id > st->nfdefs || st->fdefs[id - 1].gen == st->gen)
+		return 0;
+	d = &st->fdefs[id - 1];
+	if (grow_array(&st->pframes, &st->cappframes, st->npframes + 1, sizeof(*st->pframes)))
+		return -ENOMEM;
+	st->pframes[st->npframes++] = (struct pending_frame){.id = id, .f = d->f};
+	d->gen = st->gen;
+	return 0;
+}
+
+/*
+ * A rotating store's stack @id (and its frames) goes into the file being written if it is not
+ * there yet: a file has every stack its rows use. 0 or -ENOMEM.
+ */
+static int ensure_stack(struct store *st, uint64_t id)
+{
+	struct pending_stack *ps;
+	struct stack_def *d;
+	int i, err;
+
+	if (!st->rotating || !id || id > st->nsdefs || st->sdefs[id - 1].gen == st->gen)
+		return 0;
+	d = &st->sdefs[id - 1];
+	for (i = 0; i < d->n; i++) {
+		err = ensure_frame(st, d->ids[i]);
+		if (err)
+			return err;
+	}
+	if (grow_array(&st->pstacks, &st->cappstacks, st->npstacks + 1, sizeof(*st->pstacks)))
+		return -ENOMEM;
+	ps = &st->pstacks[st->npstacks];
+	ps->ids = malloc((d->n ? d->n : 1) * sizeof(*ps->ids));
+	if (!ps->ids)
+		return -ENOMEM;
+	memcpy(ps->ids, d->ids, d->n * sizeof(*ps->ids));
+	ps->n = d->n;
+	ps->flags = d->flags;
+	ps->id = id;
+	st->npstacks++;
+	d->gen = st->gen;
 	return 0;
 }
 
@@ -472,6 +667,16 @@ int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int f
 	ps->flags = flags;
 	ps->id = *id;
 	st->npstacks++;
+	if (!st->rotating)
+		return 0;
+	if (grow_array(&st->sdefs, &st->capsdefs, st->nsdefs + 1, sizeof(*st->sdefs)))
+		return -ENOMEM;
+	st->sdefs[st->nsdefs] = (struct stack_def){.n = n, .flags = flags, .gen = st->gen};
+	st->sdefs[st->nsdefs].ids = malloc((n ? n : 1) * sizeof(*ids));
+	if (!st->sdefs[st->nsdefs].ids)
+		return -ENOMEM;
+	memcpy(st->sdefs[st->nsdefs].ids, ids, n * sizeof(*ids));
+	st->nsdefs++;
 	return 0;
 }
 
@@ -482,6 +687,8 @@ int store__count_state(struct store *st, pid_t pid, pid_t tid, uint64_t stack_id
 	uint64_t *slot;
 	int inserted;
 
+	if (ensure_stack(st, stack_id))
+		return -ENOMEM;
 	memset(&k, 0, sizeof(k));
 	k.ts = ts;
 	k.pid = pid;
@@ -656,6 +863,14 @@ static void store_free(struct store *st)
 		free(st->pstacks[i].ids);
 	free(st->pstacks);
 	free(st->pframes);
+	for (i = 0; i < st->nsdefs; i++)
+		free(st->sdefs[i].ids);
+	free(st->sdefs);
+	free(st->fdefs);
+	for (i = 0; i < st->nreplay; i++)
+		free(st->replay[i]);
+	free(st->replay);
+	bmap__free(st->replay_keys);
 	strpool__free(st->strings);
 	bmap__free(st->frames);
 	bmap__free(st->stacks);
@@ -743,4 +958,120 @@ void store__discard(struct store *st)
 		remove_side_files(st->path);
 	}
 	store_free(st);
+}
+
+int store__rotate(struct store *st, const char *path)
+{
+	size_t i;
+	int err;
+
+	if (!st->rotating)
+		return -EINVAL;
+	if (st->db) {
+		err = store__flush(st);
+		if (err)
+			return err; /* still in the file being written: try again later */
+		leave_wal(st);
+		if (sqlite3_close(st->db) != SQLITE_OK)
+			pr_warn("%s: cannot close", st->path);
+		st->db = NULL;
+		/* Complete: under its own name; the file replaced is no one's (a new name). */
+		if (publish(st))
+			pr_warn("%s stays under that name", st->path);
+		outpath__release(&st->out);
+		free(st->path);
+		st->path = NULL;
+	}
+	err = open_file(st, path);
+	if (err)
+		return err;
+	/* A new file: every frame and stack goes in again when a row uses it, and the rows of
+	 * meta, processes and threads are made again. */
+	st->gen++;
+	/* What a file that could not be opened kept pending goes into this one, once. */
+	for (i = 0; i < st->npframes; i++)
+		if (st->pframes[i].id <= st->nfdefs)
+			st->fdefs[st->pframes[i].id - 1].gen = st->gen;
+	for (i = 0; i < st->npstacks; i++)
+		if (st->pstacks[i].id <= st->nsdefs)
+			st->sdefs[st->pstacks[i].id - 1].gen = st->gen;
+	for (i = 0; !err && i < st->nreplay; i++)
+		if (st->replay[i])
+			err = sb_printf(&st->pending_sql, "%s;\n", st->replay[i]);
+	return err;
+}
+
+bool store__is_open(const struct store *st)
+{
+	return st && st->db;
+}
+
+/* Run @sql on @db; 0 or -EIO with the reason said for @what. */
+static int exec_said(sqlite3 *db, const char *what, const char *sql)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK)
+		return 0;
+	pr_warn("cannot copy %s: %s", what, msg ? msg : sqlite3_errmsg(db));
+	sqlite3_free(msg);
+	return sqlite3_errcode(db) == SQLITE_FULL ? -ENOSPC : -EIO;
+}
+
+int store__copy_window(sqlite3 *db, const char *const *files, int n, int64_t from_ts)
+{
+	struct strbuf sql = {0};
+	sqlite3_stmt *at = NULL;
+	char *copy = NULL;
+	int i, err;
+
+	err = schema(&sql, false);
+	err = err ?: exec_said(db, "the schema", sb_str(&sql));
+	err = err ?: exec_said(db, "the schema", rankview_schema_sql);
+	sb_free(&sql);
+	if (err)
+		return err;
+	copy = sqlite3_mprintf(
+		"INSERT INTO main.sample_counts SELECT * FROM seg.sample_counts WHERE ts >= %lld;\n"
+		/* Later files hold the later state of a call (written again there). */
+		"INSERT OR REPLACE INTO main.collectives_raw SELECT * FROM seg.collectives_raw"
+		" WHERE ns IS NULL OR start_ns + ns >= %lld * 1000000000;\n"
+		"INSERT OR REPLACE INTO main.processes SELECT * FROM seg.processes;\n"
+		"INSERT INTO main.threads SELECT * FROM seg.threads WHERE true"
+		" ON CONFLICT(pid, tid) DO UPDATE SET name = coalesce(excluded.name, name),"
+		" first_seen = min(first_seen, excluded.first_seen),"
+		" last_seen = max(last_seen, excluded.last_seen),"
+		" ns_tid = coalesce(excluded.ns_tid, ns_tid);\n"
+		/* The stacks the rows use: every file has those its rows use (one id space). */
+		"INSERT OR IGNORE INTO main.stacks SELECT * FROM seg.stacks WHERE stack_id IN"
+		" (SELECT stack_id FROM main.sample_counts UNION"
+		"  SELECT stack_id FROM main.collectives_raw);\n"
+		"INSERT OR IGNORE INTO main.stack_frames SELECT * FROM seg.stack_frames"
+		" WHERE stack_id IN (SELECT stack_id FROM main.stacks);\n"
+		"INSERT OR IGNORE INTO main.frame_defs SELECT * FROM seg.frame_defs"
+		" WHERE id IN (SELECT frame_id FROM main.stack_frames);\n"
+		"INSERT OR IGNORE INTO main.meta SELECT * FROM seg.meta;\n",
+		(long long)from_ts, (long long)from_ts);
+	if (!copy)
+		return -ENOMEM;
+	for (i = 0; !err && i < n; i++) {
+		if (sqlite3_prepare_v2(db, "ATTACH ?1 AS seg", -1, &at, NULL) != SQLITE_OK) {
+			err = exec_said(db, "the recording", "SELECT 1 FROM nothing");
+			break;
+		}
+		sqlite3_bind_text(at, 1, files[i], -1, SQLITE_STATIC);
+		if (sqlite3_step(at) != SQLITE_DONE) {
+			/* Deleted meanwhile (the oldest, pruned): the others still go in. */
+			pr_debug("cannot read %s: %s", files[i], sqlite3_errmsg(db));
+			sqlite3_finalize(at);
+			at = NULL;
+			continue;
+		}
+		sqlite3_finalize(at);
+		at = NULL;
+		err = exec_said(db, files[i], copy);
+		sqlite3_exec(db, "DETACH seg", NULL, NULL, NULL);
+	}
+	sqlite3_free(copy);
+	return err;
 }

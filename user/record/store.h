@@ -20,7 +20,8 @@ struct store;
 #define STACK_TRUNC_PYTHON 1u /* the Python stack was deeper than --py-depth */
 #define STACK_TRUNC_NATIVE 2u /* native unwinding stopped before the outermost frame */
 
-#define STORE_FORCE 1u /* replace a read-only file too (record --force) */
+#define STORE_FORCE  1u /* replace a read-only file too (record --force) */
+#define STORE_ROTATE 2u /* a store of several files in turn (store__rotate) */
 
 /*
  * Create the recording @path with the schema and views. The data goes to @path.partial (in
@@ -143,5 +144,32 @@ int store__select(struct store *st, const char *sql,
 
 /* Write everything pending in one transaction. Return 0 or -errno. */
 int store__flush(struct store *st);
+
+/*
+ * A store created with STORE_ROTATE goes on in a new file: what is pending is written, the
+ * file being written is completed and moved to its name (as store__close does), and @path is
+ * created as store__create creates its file. Ids (frames, stacks, collectives) go on from
+ * where they were, so that the files share one id space: each file holds the frames and
+ * stacks its own rows use, written the first time a row of that file uses them, and the
+ * meta, processes and threads rows written so far are made again in it (their latest state).
+ * Return 0, or -errno with the reason said: the store then writes nothing until a
+ * store__rotate succeeds (store__is_open is false), and keeps what is pending.
+ */
+int store__rotate(struct store *st, const char *path);
+
+/* Does @st have a file to write to (store__rotate may have failed to open one)? */
+bool store__is_open(const struct store *st);
+
+struct sqlite3;
+
+/*
+ * Into @db (a writable database, with a meta table of its own), the schema of a recording
+ * (its tables and views, not meta) and the rows of the recordings @files (@n of them, oldest
+ * first: files of one rotating store, which share ids) from the second @from_ts (unix) on:
+ * samples, collectives under way or ended since, the processes and threads, the stacks and
+ * frames they use, and the meta keys @db does not have yet. A file that cannot be opened
+ * (pruned meanwhile) is skipped. Return 0 or -errno, said.
+ */
+int store__copy_window(struct sqlite3 *db, const char *const *files, int n, int64_t from_ts);
 
 #endif

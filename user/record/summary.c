@@ -93,9 +93,8 @@ static void print_ranks(const struct record_totals *t)
 	for (i = 0; i < n; i++) {
 		if (p[i].job->world_size > world)
 			world = p[i].job->world_size;
-		/* torchrun's TORCHELASTIC_RUN_ID is "none" unless --rdzv_id names the job. */
-		if (!job_id && p[i].job->job_id && strcmp(p[i].job->job_id, "none"))
-			job_id = p[i].job->job_id;
+		if (!job_id)
+			job_id = jobinfo_job_name(p[i].job);
 	}
 	fprintf(stderr, "probing: ranks of %s%s%s", job_id ? "job " : "a distributed job",
 		job_id ? text_str(&text, job_id, 0) : "", world > 0 ? "" : ":\n");

@@ -166,7 +166,9 @@ int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, u
 		}
 		goto cleanup;
 	}
-	if (n != 2 && is_snapshot(db)) {
+	/* A watch report is both (a snapshot with the recording of the last minutes): read as
+	 * a recording where one is accepted, else as the snapshot. */
+	if (is_snapshot(db) && (n != 2 || !(accept & RECORDING_SAMPLES))) {
 		if (!(accept & RECORDING_BACKTRACE)) {
 			pr_warn("%s is a backtrace snapshot (probing backtrace -o), not a "
 				"recording: "

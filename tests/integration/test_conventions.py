@@ -1,6 +1,7 @@
-"""The documentation's map of the code stays true (as bpftool checks its docs against its
-code): every source module of user/, injector/, pyoffsets/ and bpf/ is named in the map of
-docs/architecture.md, and every module the map names exists."""
+"""Conventions the code keeps with its documentation and across commands: the map of the
+code stays true (as bpftool checks its docs against its code: every source module of user/
+and injector/ is named in the map of docs/architecture.md, and every module the map names
+exists), and every command reports a missing option value the same way."""
 import glob
 import os
 import re
@@ -8,15 +9,11 @@ import re
 import harness as h
 
 DOC = os.path.join(h.ROOT, "docs", "architecture.md")
-# Folder of the map -> the files whose modules it lists (agent*.c: the agent library, named in
-# the text beside the map; gen_*.c: build-time generators).
-FOLDERS = {
-    "user/base/": "user/base/*.[ch]", "user/python/": "user/python/*.[ch]",
-    "user/native/": "user/native/*.[ch]", "user/record/": "user/record/*.[ch]",
-    "user/live/": "user/live/*.[ch]", "user/report/": "user/report/*.[ch]",
-    "user/serve/": "user/serve/*.[ch]", "user/mcp/": "user/mcp/*.[ch]",
-    "user/cmd/": "user/cmd/*.[ch]", "injector/": "injector/*.[ch]",
-}
+# Folder of the map -> the files whose modules it lists: every folder of user/, and injector/
+# (agent*.c: the agent library, named in the text beside the map).
+FOLDERS = {os.path.relpath(d, h.ROOT) + "/": os.path.relpath(d, h.ROOT) + "/*.[ch]"
+           for d in sorted(glob.glob(os.path.join(h.ROOT, "user", "*", "")))}
+FOLDERS["injector/"] = "injector/*.[ch]"
 
 
 def map_block():
@@ -68,3 +65,14 @@ def test_every_module_on_the_map_exists():
     stale = {f: sorted(named[f] - have.get(f, set())) for f in named}
     stale = {f: v for f, v in stale.items() if v}
     assert not stale, "docs/architecture.md names modules that do not exist: %s" % stale
+
+
+def test_a_missing_option_value_is_named_in_every_command():
+    """'-p' with nothing after it is 'needs a value', exit 2, in every command that takes -p
+    (config, debug, eval, inject, memory and repl said 'unknown option' before)."""
+    for cmd in ("record", "backtrace", "query", "export", "config", "debug", "eval", "inject",
+                "memory", "repl", "crashdump", "watch"):
+        p = h.probing(cmd, "-p")
+        assert p.returncode == 2, (cmd, p.returncode, p.stderr)
+        assert f"probing {cmd}: option '-p' needs a value" in p.stderr, (cmd, p.stderr)
+        assert f"Try 'probing {cmd} --help'." in p.stderr, (cmd, p.stderr)

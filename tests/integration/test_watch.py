@@ -1,0 +1,283 @@
+"""probing watch (issue 19): a real 3-rank gloo DDP job (tests/workloads/torch/ddp_watch_job.py,
+Debian's python3.11 with python3-torch 1.13, torchrun on loopback) watched from its start.
+
+Ground truth comes from the job itself: each rank prints its pid, and the faulty rank prints
+the moment it goes wrong (FAULT ... time=); the line where a hung rank sleeps for good is the
+one marked HANG_LINE in the workload.
+"""
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+
+import harness
+
+TORCHRUN = "/usr/bin/torchrun"
+JOB = os.path.join(harness.PY_WORKLOADS, "torch", "ddp_watch_job.py")
+NRANKS = 3
+
+
+def hang_line():
+    with open(JOB) as f:
+        for n, line in enumerate(f, 1):
+            if "# HANG_LINE" in line:
+                return n
+    raise AssertionError("no HANG_LINE in the workload")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun():
+    return [TORCHRUN, "--nproc_per_node", str(NRANKS), "--master_addr", "127.0.0.1",
+            "--master_port", str(free_port()), "--redirects", "1", "--tee", "1", JOB]
+
+
+class Watch:
+    """probing watch -o DIR [ARGS] -- torchrun ...: its output in a file, read as it grows."""
+
+    def __init__(self, args, **env):
+        self.dir = harness.tmp("watch")
+        self.out_path = harness.tmp("watch.out")
+        self.err_path = harness.tmp("watch.err")
+        env = {"OMP_NUM_THREADS": "1", **{k: str(v) for k, v in env.items()}}
+        self.p = harness.spawn([harness.PROBING, "watch", "-o", self.dir, *map(str, args), "--",
+                                *torchrun()], env=env, stdout=open(self.out_path, "w"),
+                               stderr=open(self.err_path, "w"))
+
+    def out(self):
+        with open(self.out_path) as f:
+            return f.read()
+
+    def err(self):
+        with open(self.err_path) as f:
+            return f.read()
+
+    def ranks(self):
+        """{rank: pid} once every rank is set up."""
+        def started():
+            if self.p.poll() is not None:
+                raise AssertionError("the watch exited: " + self.err()[-2000:])
+            r = {int(a): int(b) for a, b in re.findall(r"rank (\d+) pid (\d+)", self.out())}
+            return r if len(r) == NRANKS else None
+        return harness.wait_for(started, timeout=120, what="3 ranks set up")
+
+    def fault(self):
+        """(rank, unix time) of the job's fault, once it printed it."""
+        m = harness.wait_for(lambda: re.search(r"FAULT \w+ rank=(\d+) step=\d+ time=([\d.]+)",
+                                               self.out()), timeout=120, what="the fault")
+        return int(m.group(1)), float(m.group(2))
+
+    def report(self, timeout=60):
+        """The first report's path, and when it appeared (unix time)."""
+        latest = os.path.join(self.dir, "latest-report")
+        harness.wait_for(lambda: os.path.exists(latest), timeout=timeout, interval=0.05,
+                         what="a report")
+        t = time.time()
+        with open(latest) as f:
+            return f.read().strip(), t
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGINT)
+            try:
+                self.p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+        harness.log(self.out()[-4000:] + self.err()[-3000:])
+
+
+def query(path, sql):
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(sql)]
+    finally:
+        con.close()
+
+
+def traced_or_stopped(pid):
+    """The threads of @pid that are stopped or traced (a watch must leave none)."""
+    bad = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            st = f.read()
+        state = re.search(r"State:\s+(\S)", st).group(1)
+        tracer = int(re.search(r"TracerPid:\s+(\d+)", st).group(1))
+        if state in "tT" or tracer:
+            bad.append((tid, state, tracer))
+    return bad
+
+
+@harness.timeout(240)
+def test_watch_hung_rank_is_the_culprit():
+    """One rank stops for good at a known line: within the threshold + 2 s a stall names it
+    and that line as the culprit, and the others with the allreduce and seq they wait in.
+    The report reads as a snapshot (backtrace -i) and as a recording (flamegraph -i, query
+    -i). Killed with SIGKILL afterwards, the watch leaves the ranks running, untraced."""
+    stall = 5
+    w = Watch(["--stall", stall, "--segment", "10s"], FAULT="hang", FAULT_RANK=1,
+              FAULT_STEP=30, STEP_MS=100)
+    try:
+        pids = w.ranks()
+        rank, fault_time = w.fault()
+        report, seen = w.report()
+        # The others enter the next allreduce within a step of the fault (100 ms).
+        assert seen - fault_time <= stall + 2 + 0.2, (seen - fault_time, w.out()[-2000:])
+        out = w.out()
+        assert re.search(r"probing watch: stall at [\d:]+: allreduce in flight on rank [02]",
+                         out), out[-3000:]
+        line = hang_line()
+        culprit = (f"rank 1 (pid {pids[1]}) has been in hang_here "
+                   f"({JOB}:{line}) for ")
+        assert culprit in out, out[-3000:]
+        m = re.search(r"the other 2 ranks wait in allreduce seq (\d+) of group \S+, entered "
+                      r"[\d.]+ s ago: rank 0 \(pid (\d+)\), rank 2 \(pid (\d+)\)", out)
+        assert m and int(m.group(2)) == pids[0] and int(m.group(3)) == pids[2], out[-3000:]
+        seq = int(m.group(1))
+
+        st = query(report, "SELECT * FROM watch_stall")
+        assert len(st) == 1 and st[0]["kind"] == "culprit", st
+        assert st[0]["culprit_pid"] == pids[1] and st[0]["culprit_rank"] == 1, st
+        ranks = {r["rank"]: r for r in query(report, "SELECT * FROM watch_ranks")}
+        assert set(ranks) == {0, 1, 2}, ranks
+        assert ranks[1]["op"] is None and ranks[1]["func"] == "hang_here", ranks[1]
+        assert ranks[1]["lineno"] == line and ranks[1]["file"] == JOB, ranks[1]
+        for r in (0, 2):
+            assert ranks[r]["op"] == "allreduce" and ranks[r]["seq"] == seq, ranks[r]
+        # The collectives of the last minutes: every rank's allreduce up to seq - 1, and
+        # the two ranks that wait, in seq, not completed.
+        rows = query(report, "SELECT rank, seq, ns FROM collectives WHERE op = 'allreduce'")
+        for r in range(NRANKS):
+            assert any(x["rank"] == r and x["seq"] == seq - 1 and x["ns"] is not None
+                       for x in rows), (r, seq)
+        waiting = {x["rank"] for x in rows if x["seq"] == seq and x["ns"] is None}
+        assert waiting == {0, 2}, rows[-6:]
+
+        bt = harness.probing("backtrace", "-i", report, check=True).stdout
+        assert f"The odd one out: rank 1 (pid {pids[1]})" in bt, bt[:2000]
+        assert f"hang_here ({JOB}:{line})" in bt, bt[:3000]
+        folded = harness.probing("flamegraph", "-i", report, "--folded", "--pid", pids[1],
+                                 check=True).stdout
+        assert f"hang_here ({JOB}:{line})" in folded, folded[:2000]
+        segs = [f for f in os.listdir(w.dir) if re.fullmatch(r"rec-\d+-\d+-\d+\.db", f)]
+        assert segs, os.listdir(w.dir)
+        q = harness.probing("query", "-i", os.path.join(w.dir, sorted(segs)[0]),
+                            "SELECT count(*) AS n FROM samples", "-f", "csv", check=True)
+        assert int(q.stdout.split()[-1]) > 0, q.stdout
+
+        # The watch killed at any instant leaves the job as it was.
+        w.p.send_signal(signal.SIGKILL)
+        w.p.wait(timeout=30)
+        time.sleep(0.5)
+        for r in (0, 2):
+            os.kill(pids[r], 0)  # alive
+            assert traced_or_stopped(pids[r]) == [], (r, traced_or_stopped(pids[r]))
+    finally:
+        w.stop()
+
+
+@harness.timeout(240)
+def test_watch_rank_killed_by_sigsegv():
+    """A rank killed by SIGSEGV: a stall at once naming its death and signal, with the other
+    ranks' stacks in the report. The fault comes 15 s into the loop: at its start the watch is
+    still reading the job's libraries (libtorch's debug information) for its first samples,
+    and an exit waits in its queue behind them (docs/watch.md, "Not done yet")."""
+    w = Watch(["--segment", "10s"], FAULT="segv", FAULT_RANK=2, FAULT_STEP=150, STEP_MS=100)
+    try:
+        pids = w.ranks()
+        rank, fault_time = w.fault()
+        report, seen = w.report()
+        out = w.out()
+        assert re.search(rf"stall at [\d:]+: rank 2 \(pid {pids[2]}\) killed by SIGSEGV", out), \
+            out[-3000:]
+        assert f"rank 2 (pid {pids[2]}) died: killed by SIGSEGV" in out, out[-3000:]
+        st = query(report, "SELECT * FROM watch_stall")[0]
+        assert st["kind"] == "dead-rank" and st["culprit_pid"] == pids[2], st
+        dead = query(report, f"SELECT * FROM watch_ranks WHERE pid = {pids[2]}")[0]
+        assert dead["alive"] == 0 and dead["exit_status"] & 0x7f == signal.SIGSEGV, dead
+        # Reported within 2 s of its end (the kernel's time of its exit: after its core dump,
+        # which takes seconds of its own after the fault).
+        assert fault_time <= dead["exit_time"] and seen - dead["exit_time"] < 2, \
+            (fault_time, dead["exit_time"], seen)
+        # The other ranks' stacks: read before torchrun tears the job down.
+        have = {r["pid"] for r in query(report, "SELECT DISTINCT pid FROM bt_threads")}
+        assert {pids[0], pids[1]} <= have, have
+    finally:
+        w.stop()
+
+
+@harness.timeout(300)
+def test_watch_healthy_job_and_bounds():
+    """A healthy job with slow, steady steps watched for a minute: no stall. Meanwhile the
+    segments keep to --keep (20 s, several times shorter than the run) and --max-size."""
+    keep, seg, max_size = 20, 4, 3 << 20
+    w = Watch(["--keep", f"{keep}s", "--segment", f"{seg}s", "--max-size", max_size,
+               "--stall-floor", 5], FAULT="none", STEP_MS=300)
+    try:
+        w.ranks()
+        end = time.time() + 60
+        worst_age, worst_bytes = 0, 0
+        while time.time() < end:
+            assert w.p.poll() is None, w.err()[-2000:]
+            now = time.time()
+            files = [os.path.join(w.dir, f) for f in os.listdir(w.dir) if f.startswith("rec-")]
+            done = [f for f in files if f.endswith(".db")]
+            # A complete segment ended at its file's last change: none older than keep
+            # (pruned once a second).
+            if done:
+                worst_age = max(worst_age, now - min(os.path.getmtime(f) for f in done))
+            size = 0
+            for f in files:
+                try:
+                    size += os.path.getsize(f)
+                except FileNotFoundError:
+                    pass
+            worst_bytes = max(worst_bytes, size)
+            time.sleep(1)
+        assert worst_age <= keep + 2, worst_age
+        assert worst_bytes <= max_size, worst_bytes
+        assert "stall" not in w.out(), w.out()[-3000:]
+        assert not os.path.exists(os.path.join(w.dir, "latest-report"))
+        # On demand: a report, and no stall in it.
+        d = harness.probing("watch", "--dump", w.dir, check=True)
+        report = d.stdout.strip()
+        st = query(report, "SELECT reason, kind FROM watch_stall")[0]
+        assert st["reason"].startswith("asked for"), st
+        assert "probing watch: report at" in w.out(), w.out()[-2000:]
+    finally:
+        w.stop()
+
+
+def test_watch_bad_input():
+    """Clear messages and exit status 2 or 1, nothing started."""
+    p = harness.probing("watch", "-p", "1")
+    assert p.returncode == 2 and "-o DIR" in p.stderr, p.stderr
+    p = harness.probing("watch", "-o", harness.tmp("d"))
+    assert p.returncode == 2 and "-p PID, or -- COMMAND" in p.stderr, p.stderr
+    p = harness.probing("watch", "-o", harness.tmp("d"), "--keep", "soon", "--", "true")
+    assert p.returncode == 2 and "--keep 'soon'" in p.stderr, p.stderr
+    f = harness.tmp("file")
+    open(f, "w").close()
+    p = harness.probing("watch", "-o", f, "--", "true")
+    assert p.returncode == 1 and "is not a directory" in p.stderr, p.stderr
+    p = harness.probing("watch", "--dump", harness.tmp())
+    assert p.returncode == 1 and "no watch runs in" in p.stderr, p.stderr
+    p = harness.probing("watch", "-o", harness.tmp("d2"), "-p", "999999999")
+    assert p.returncode in (1, 2) and "999999999" in p.stderr, p.stderr
+    # A second watch on a directory in use is refused.
+    d = harness.tmp("busy")
+    first = harness.spawn([harness.PROBING, "watch", "-o", d, "--", "sleep", "30"])
+    harness.wait_for(lambda: os.path.exists(os.path.join(d, "watch.lock")) and
+                     open(os.path.join(d, "watch.lock")).read().strip(), timeout=30,
+                     what="the first watch")
+    p = harness.probing("watch", "-o", d, "--", "true")
+    assert p.returncode == 1 and "another watch" in p.stderr, p.stderr
+    first.send_signal(signal.SIGINT)
+    assert first.wait(timeout=30) == 0

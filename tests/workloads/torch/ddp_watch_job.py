@@ -1,0 +1,72 @@
+"""A data-parallel job that stalls on purpose, for tests/integration/test_watch.py.
+
+Run under torchrun with gloo on CPU: a small DDP model, one gradient allreduce per step,
+STEP_MS of sleep per step (a steady pace). At step FAULT_STEP, rank FAULT_RANK does FAULT:
+  hang     - calls hang_here(), which sleeps for good at the line marked HANG_LINE: the other
+             ranks wait in the next allreduce
+  segv     - kills itself with SIGSEGV
+  mismatch - calls dist.broadcast while the others call dist.all_reduce (the same seq)
+  none     - nothing (a healthy job)
+
+Environment: STEPS (1000000), STEP_MS (100), FAULT (none), FAULT_RANK (1), FAULT_STEP (20).
+Prints "rank R pid P" once set up and "STEP rank=R step=S ms=M" per step (M: the step's wall
+time without its STEP_MS sleep, for bench/bench_watch.py).
+"""
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+STEPS = int(os.environ.get("STEPS", "1000000"))
+STEP_MS = float(os.environ.get("STEP_MS", "100"))
+FAULT = os.environ.get("FAULT", "none")
+FAULT_RANK = int(os.environ.get("FAULT_RANK", "1"))
+FAULT_STEP = int(os.environ.get("FAULT_STEP", "20"))
+
+
+def hang_here():
+    while True:
+        time.sleep(1)  # HANG_LINE
+
+
+def main():
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(100, 50), torch.nn.ReLU(), torch.nn.Linear(50, 10))
+    ddp = DDP(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    x = torch.randn(32, 100)
+    print(f"rank {rank} pid {os.getpid()}", flush=True)
+    for step in range(STEPS):
+        if step == FAULT_STEP and rank == FAULT_RANK:
+            print(f"FAULT {FAULT} rank={rank} step={step} time={time.time()}", flush=True)
+            if FAULT == "hang":
+                hang_here()
+            elif FAULT == "segv":
+                os.kill(os.getpid(), signal.SIGSEGV)
+        if step == FAULT_STEP and FAULT == "mismatch":
+            t = torch.ones(10)
+            if rank == FAULT_RANK:
+                dist.broadcast(t, src=0)
+            else:
+                dist.all_reduce(t)
+        time.sleep(STEP_MS / 1000)
+        t0 = time.perf_counter()
+        loss = ddp(x).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        ms = (time.perf_counter() - t0) * 1000
+        print(f"STEP rank={rank} step={step} ms={ms:.3f}", flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

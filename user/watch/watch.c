@@ -1,0 +1,910 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/cli.h"
+#include "base/escape.h"
+#include "base/jobinfo.h"
+#include "base/log.h"
+#include "base/outfile.h"
+#include "base/util.h"
+#include "bpf/sampler.h"
+#include "live/btjob.h"
+#include "live/livejob.h"
+#include "native/symbolize.h"
+#include "record/collectives.h"
+#include "record/preflight.h"
+#include "record/recorder.h"
+#include "record/session.h"
+#include "record/store.h"
+#include "watch/diagnose.h"
+#include "watch/segdir.h"
+#include "watch/watch.h"
+
+#define CMD	    "watch"
+#define LATEST_FILE "latest-report"
+#define GAP_FACTOR  5 /* the default threshold: this many times the longest recent gap */
+
+/* A process that ended while watched. */
+struct death {
+	pid_t pid;
+	int rank;
+	int status;
+	double ts;
+};
+
+/* A rank's oldest call under way. */
+struct call_now {
+	pid_t pid;
+	char op[32], grp[64];
+	int64_t seq;
+	double entered;
+};
+
+struct watch {
+	const struct watch_opts *o;
+	struct session_opts so;
+	struct segdir *sd;
+	struct session *s;
+	pid_t root; /* the command started, when there is one */
+	double seg_start;
+	struct death *deaths;
+	size_t ndeaths, capdeaths;
+	bool death_pending;
+	/* The stall being reported, if any: when declared, and its report. */
+	bool stalled;
+	double stalled_at;
+	char report[PATH_MAX];
+	double last_hook;
+	pid_t hook_pid;
+	int stalls, reports;
+	struct call_now *calls;
+	size_t ncalls, capcalls;
+	/* One symbolizer for every snapshot: the libraries of the job (libtorch...) are read
+	 * once, by a first snapshot taken when the job is up (warm), not at the first stall. */
+	struct symbolizer *sym;
+	bool warm;
+	double last_check;
+};
+
+static volatile sig_atomic_t dump_asked;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	dump_asked = 1;
+}
+
+static double now_s(void)
+{
+	return now_real_ns() / 1e9;
+}
+
+static const char *clock_str(double t, char *buf, size_t size)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	localtime_r(&tt, &tm);
+	strftime(buf, size, "%H:%M:%S", &tm);
+	return buf;
+}
+
+/* ---- what the collectives say --------------------------------------------------------- */
+
+static int gather_call(void *ctx, const struct store_collective *row, bool queued)
+{
+	struct watch *w = ctx;
+	struct call_now *c;
+	size_t i;
+
+	(void)queued;
+	for (i = 0; i < w->ncalls; i++)
+		if (w->calls[i].pid == row->pid) {
+			if (row->start_ns / 1e9 >= w->calls[i].entered)
+				return 0; /* keep its oldest */
+			break;
+		}
+	if (i == w->ncalls) {
+		if (grow_array(&w->calls, &w->capcalls, w->ncalls + 1, sizeof(*w->calls)))
+			return -ENOMEM;
+		w->ncalls++;
+	}
+	c = &w->calls[i];
+	c->pid = row->pid;
+	snprintf(c->op, sizeof(c->op), "%s", row->op ? row->op : "?");
+	snprintf(c->grp, sizeof(c->grp), "%s", row->grp ? row->grp : "");
+	c->seq = row->seq;
+	c->entered = row->start_ns / 1e9;
+	return 0;
+}
+
+/* The calls under way now, one per process (its oldest), into w->calls. */
+static void gather_calls(struct watch *w, struct collectives *cs)
+{
+	w->ncalls = 0;
+	if (cs)
+		collectives__under_way(cs, gather_call, w);
+}
+
+static const struct call_now *call_of(const struct watch *w, pid_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < w->ncalls; i++)
+		if (w->calls[i].pid == pid)
+			return &w->calls[i];
+	return NULL;
+}
+
+/* The threshold now: --stall, or GAP_FACTOR times the longest recent gap, with the floor. */
+static double threshold(const struct watch *w, const struct coll_progress *p)
+{
+	double t;
+
+	if (w->o->stall_s > 0)
+		return w->o->stall_s;
+	t = p->gaps ? GAP_FACTOR * p->max_gap_ns / 1e9 : 0;
+	return t > w->o->stall_floor_s ? t : w->o->stall_floor_s;
+}
+
+/* ---- the report ---------------------------------------------------------------------- */
+
+static const char watch_schema[] =
+	"CREATE TABLE watch_stall(time REAL NOT NULL, reason TEXT NOT NULL, kind TEXT NOT NULL,"
+	" culprit_pid INTEGER, culprit_rank INTEGER, diagnosis TEXT NOT NULL,"
+	" threshold REAL, recovered_at REAL);\n"
+	"CREATE TABLE watch_ranks(pid INTEGER NOT NULL, rank INTEGER, label TEXT,"
+	" alive INTEGER NOT NULL, exit_status INTEGER, exit_time REAL, op TEXT, grp TEXT,"
+	" seq INTEGER, entered REAL, last_done REAL, func TEXT, file TEXT, lineno INTEGER,"
+	" state TEXT, wait TEXT);\n";
+
+struct report_ctx {
+	struct watch *w;
+	const char *reason;
+	double time, thr;
+	const struct dg_input *in;
+	const struct dg_result *res;
+};
+
+static int write_report(sqlite3 *db, const struct bt_job *j, void *arg)
+{
+	struct report_ctx *rc = arg;
+	const char *const *files;
+	sqlite3_stmt *st = NULL;
+	char state[2] = {0};
+	double from = rc->time - rc->w->o->window_s;
+	int i, n, err = 0;
+
+	(void)j;
+	if (sqlite3_prepare_v2(db,
+			       "INSERT INTO watch_stall VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_double(st, 1, rc->time);
+	btjob__bind_text(st, 2, rc->reason);
+	btjob__bind_text(st, 3, diagnose_kind_name(rc->res->kind));
+	if (rc->res->culprit)
+		sqlite3_bind_int(st, 4, rc->res->culprit);
+	if (rc->res->culprit && rc->res->culprit_rank >= 0)
+		sqlite3_bind_int(st, 5, rc->res->culprit_rank);
+	btjob__bind_text(st, 6, rc->res->text);
+	sqlite3_bind_double(st, 7, rc->thr);
+	err = btjob__step(st);
+	sqlite3_finalize(st);
+	if (err)
+		return err;
+	if (sqlite3_prepare_v2(db,
+			       "INSERT INTO watch_ranks VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+			       " ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	for (i = 0; !err && i < rc->in->n; i++) {
+		const struct dg_rank *r = &rc->in->r[i];
+
+		sqlite3_bind_int(st, 1, r->pid);
+		if (r->rank >= 0)
+			sqlite3_bind_int(st, 2, r->rank);
+		btjob__bind_text(st, 3, r->label);
+		sqlite3_bind_int(st, 4, !r->dead);
+		if (r->dead) {
+			sqlite3_bind_int(st, 5, r->status);
+			sqlite3_bind_double(st, 6, r->exit_ts);
+		}
+		if (r->in_coll) {
+			btjob__bind_text(st, 7, r->op);
+			btjob__bind_text(st, 8, r->grp[0] ? r->grp : NULL);
+			if (r->seq >= 0)
+				sqlite3_bind_int64(st, 9, r->seq);
+			sqlite3_bind_double(st, 10, r->entered);
+		}
+		if (r->last_done > 0)
+			sqlite3_bind_double(st, 11, r->last_done);
+		btjob__bind_text(st, 12, r->func[0] ? r->func : NULL);
+		btjob__bind_text(st, 13, r->file[0] ? r->file : NULL);
+		if (r->line > 0)
+			sqlite3_bind_int(st, 14, r->line);
+		state[0] = r->state;
+		btjob__bind_text(st, 15, r->state ? state : NULL);
+		btjob__bind_text(st, 16, r->wait[0] ? r->wait : NULL);
+		err = btjob__step(st);
+	}
+	sqlite3_finalize(st);
+	if (err)
+		return err;
+	/*
+	 * The last minutes of the recording. ATTACH (store__copy_window) cannot run inside a
+	 * transaction: what is written so far is committed (the file is still a temporary one,
+	 * renamed once complete), and a transaction is open again for the snapshot's COMMIT.
+	 */
+	if (store__flush(session__store(rc->w->s)))
+		pr_warn("the latest samples could not be written; the report has those before");
+	n = segdir__since(rc->w->sd, from, &files);
+	if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+		return -EIO;
+	err = store__copy_window(db, files, n, (int64_t)from);
+	if (!err) {
+		char *sql =
+			sqlite3_mprintf("INSERT OR REPLACE INTO meta VALUES('start', %.6f);"
+					"INSERT OR REPLACE INTO meta VALUES('end', %.6f);"
+					"INSERT OR REPLACE INTO meta VALUES('duration', %.6f);"
+					"INSERT OR REPLACE INTO meta VALUES('watch_report', 1);",
+					from, rc->time, rc->time - from);
+
+		if (!sql || sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+			err = -EIO;
+		sqlite3_free(sql);
+	}
+	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+		err = err ?: -EIO;
+	return err;
+}
+
+/* Write DIR/latest-report: the path of the last report, for watch --dump. */
+static void note_latest(struct watch *w, const char *path)
+{
+	char name[PATH_MAX], tmp[PATH_MAX + 8];
+	FILE *f;
+
+	snprintf(name, sizeof(name), "%s/%s", w->o->dir, LATEST_FILE);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	f = fopen(tmp, "we");
+	if (!f)
+		return;
+	fprintf(f, "%s\n", path);
+	if (fclose(f) || rename(tmp, name))
+		unlink(tmp);
+}
+
+/* ---- a stall ----------------------------------------------------------------------------- */
+
+/* The processes a snapshot reads: the watched ones that are alive. */
+static int live_procs(struct watch *w, struct job_procs *jp)
+{
+	struct recorder_process *procs = NULL;
+	pid_t *pids;
+	int n, i, k = 0, rc;
+
+	memset(jp, 0, sizeof(*jp));
+	n = recorder__processes(session__recorder(w->s), &procs);
+	if (n <= 0)
+		return n;
+	pids = calloc(n, sizeof(*pids));
+	if (!pids) {
+		free(procs);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++)
+		if (!kill(procs[i].pid, 0) &&
+		    recorder__has_target(session__recorder(w->s), procs[i].pid))
+			pids[k++] = procs[i].pid;
+	free(procs);
+	rc = k ? livejob__resolve(CMD, pids, k, false, jp) : EXIT_OK;
+	free(pids);
+	return rc == EXIT_OK ? 0 : -ESRCH;
+}
+
+/* Where the main thread of @pid is, from @j, into @r. */
+static void where_from(const struct bt_job *j, struct dg_rank *r)
+{
+	const struct bt_thread *t = NULL;
+	const struct bt_process *p = NULL;
+	int i;
+
+	for (i = 0; j && i < j->nprocs; i++)
+		if (j->procs[i].pid == r->pid && j->procs[i].bt)
+			p = j->procs[i].bt;
+	if (!p || !p->nthreads)
+		return;
+	for (i = 0; i < p->nthreads; i++)
+		if (p->threads[i].tid == p->pid)
+			t = &p->threads[i];
+	if (!t)
+		t = &p->threads[0];
+	r->state = t->state;
+	backtrace__wait_str(t, r->wait, sizeof(r->wait));
+	for (i = 0; i < t->nframes; i++)
+		if (t->frames[i].kind == FRAME_PYTHON)
+			break;
+	if (i == t->nframes)
+		i = 0; /* no Python frame: its innermost native one */
+	if (i < t->nframes) {
+		const struct frame *f = &t->frames[i];
+
+		snprintf(r->func, sizeof(r->func), "%s", f->qualname ? f->qualname : f->func);
+		snprintf(r->file, sizeof(r->file), "%s", f->file ? f->file : "");
+		r->line = f->line;
+	}
+}
+
+/* The ranks for the diagnosis: the processes with a rank (all of them if none has one). */
+static int build_ranks(struct watch *w, const struct bt_job *j, struct dg_rank **out, int *world)
+{
+	struct recorder *rec = session__recorder(w->s);
+	struct collectives *cs = recorder__collectives(rec);
+	struct recorder_process *procs = NULL;
+	struct dg_rank *rs;
+	bool any_rank = false;
+	int n, i, k = 0;
+	size_t d;
+
+	*world = -1;
+	n = recorder__processes(rec, &procs);
+	if (n < 0)
+		return n;
+	rs = calloc(n ? n : 1, sizeof(*rs));
+	if (!rs) {
+		free(procs);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++)
+		any_rank |= procs[i].job->rank >= 0;
+	for (i = 0; i < n; i++) {
+		const struct job_identity *id = procs[i].job;
+		const struct call_now *c;
+		struct dg_rank *r;
+		bool dead = false, seen = false;
+		int m;
+
+		if (any_rank && id->rank < 0)
+			continue;
+		for (m = 0; m < k && !seen; m++)
+			seen = rs[m].pid == procs[i].pid;
+		if (seen)
+			continue; /* pid reuse: the latest */
+		for (d = 0; d < w->ndeaths; d++)
+			dead |= w->deaths[d].pid == procs[i].pid;
+		if (!dead && !recorder__has_target(rec, procs[i].pid))
+			continue; /* ended before the watch saw how */
+		r = &rs[k++];
+		r->pid = procs[i].pid;
+		r->rank = id->rank;
+		r->seq = -1;
+		if (id->world_size > 0)
+			*world = id->world_size;
+		if (id->rank >= 0)
+			snprintf(r->label, sizeof(r->label), "rank %d (pid %d)", id->rank, r->pid);
+		else
+			snprintf(r->label, sizeof(r->label), "pid %d", r->pid);
+		for (d = 0; d < w->ndeaths; d++)
+			if (w->deaths[d].pid == r->pid) {
+				r->dead = true;
+				r->status = w->deaths[d].status;
+				r->exit_ts = w->deaths[d].ts;
+			}
+		c = call_of(w, r->pid);
+		if (c && !r->dead) {
+			r->in_coll = true;
+			snprintf(r->op, sizeof(r->op), "%s", c->op);
+			snprintf(r->grp, sizeof(r->grp), "%s", c->grp);
+			r->seq = c->seq;
+			r->entered = c->entered;
+		}
+		if (cs)
+			r->last_done = collectives__last_done(cs, r->pid) / 1e9;
+		if (!r->dead)
+			where_from(j, r);
+	}
+	free(procs);
+	*out = rs;
+	return k;
+}
+
+/* Run --on-stall's command (at most once per interval) with the report in its environment. */
+static void run_hook(struct watch *w, const char *reason, const struct dg_result *res)
+{
+	char num[32];
+	double now = now_s();
+	pid_t pid;
+
+	if (!w->o->on_stall)
+		return;
+	if (w->hook_pid > 0 && waitpid(w->hook_pid, NULL, WNOHANG) == 0) {
+		fprintf(stderr,
+			"probing %s: --on-stall: the last command still runs; not run "
+			"again for this stall\n",
+			CMD);
+		return;
+	}
+	w->hook_pid = 0;
+	if (w->last_hook > 0 && now - w->last_hook < w->o->on_stall_interval_s) {
+		fprintf(stderr,
+			"probing %s: --on-stall: not run, it ran %.0f s ago (at most once per %.0f "
+			"s: --on-stall-interval)\n",
+			CMD, now - w->last_hook, w->o->on_stall_interval_s);
+		return;
+	}
+	w->last_hook = now;
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "probing %s: cannot run --on-stall: %s\n", CMD, strerror(errno));
+		return;
+	}
+	if (!pid) {
+		int fd = open("/dev/null", O_RDONLY);
+
+		if (fd >= 0) {
+			dup2(fd, 0);
+			close(fd);
+		}
+		signal(SIGPIPE, SIG_DFL);
+		setenv("PROBING_WATCH_REPORT", w->report, 1);
+		setenv("PROBING_WATCH_REASON", reason, 1);
+		setenv("PROBING_WATCH_KIND", diagnose_kind_name(res->kind), 1);
+		setenv("PROBING_WATCH_DIAGNOSIS", res->text, 1);
+		snprintf(num, sizeof(num), "%d", (int)res->culprit);
+		setenv("PROBING_WATCH_CULPRIT_PID", res->culprit ? num : "", 1);
+		snprintf(num, sizeof(num), "%d", res->culprit_rank);
+		setenv("PROBING_WATCH_CULPRIT_RANK",
+		       res->culprit && res->culprit_rank >= 0 ? num : "", 1);
+		execl("/bin/sh", "sh", "-c", w->o->on_stall, (char *)NULL);
+		_exit(127);
+	}
+	w->hook_pid = pid;
+}
+
+/* A stall (or a dump): snapshot, diagnosis, report, said. @declared: a stall, not a dump. */
+static void capture(struct watch *w, const char *reason, double thr, bool declared)
+{
+	struct bt_opts bo = {
+		.native = w->o->native,
+		.waits = true,
+		.routines = true,
+		.py_depth = SAMPLER_MAX_PYDEPTH,
+		.max_repr = 200,
+		.sym = w->sym,
+	};
+	struct collectives *cs = recorder__collectives(session__recorder(w->s));
+	struct job_procs jp = {0};
+	struct bt_job *j = NULL;
+	struct dg_rank *ranks = NULL;
+	struct dg_input in = {0};
+	struct dg_result res;
+	struct report_ctx rc;
+	struct btjob_extra x = {
+		.what = "watch report",
+		.created_by = "probing watch",
+		.schema = watch_schema,
+		.write = write_report,
+	};
+	double t0 = now_s();
+	char clk[16], *line, *save = NULL, text[sizeof(res.text)];
+	int n, err;
+
+	/* What the recorder has not handled yet (a backlog on a loaded machine): the latest
+	 * calls and completions, within half a second. */
+	session__drain(w->s, 0.5);
+	gather_calls(w, cs);
+	if (live_procs(w, &jp))
+		pr_info("some processes exited while the snapshot was taken");
+	if (jp.n && btjob__collect(&jp, &bo, &j))
+		j = NULL;
+	pr_info("snapshot of %d processes read in %.2f s", jp.n, now_s() - t0);
+	n = build_ranks(w, j, &ranks, &in.world_size);
+	in.n = n > 0 ? n : 0;
+	in.r = ranks;
+	in.now = t0;
+	diagnose(&in, &res);
+	if (!declared && res.kind == DG_NONE)
+		snprintf(res.text, sizeof(res.text), "no rank is watched\n");
+	if (segdir__next_report(w->sd, w->report, sizeof(w->report)))
+		w->report[0] = '\0';
+	rc = (struct report_ctx){w, reason, t0, thr, &in, &res};
+	x.arg = &rc;
+	err = -EIO;
+	if (w->report[0]) {
+		if (!j) {
+			/* Nothing could be read: a snapshot of no process still says so. */
+			j = calloc(1, sizeof(*j));
+			if (j)
+				j->time = t0;
+		}
+		err = j ? btjob__save_with(j, w->report, OUTFILE_FORCE_HINT, &x) : -ENOMEM;
+	}
+	pr_info("report written in %.2f s", now_s() - t0);
+	if (!err) {
+		w->reports++;
+		note_latest(w, w->report);
+		segdir__prune_reports(w->sd, w->o->max_reports);
+	}
+	printf("probing watch: %s at %s: %s\n", declared ? "stall" : "report",
+	       clock_str(t0, clk, sizeof(clk)), reason);
+	snprintf(text, sizeof(text), "%s", res.text);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		printf("  %s\n", line);
+	if (!err)
+		printf("  report: %s (written in %.1f s)\n", w->report, now_s() - t0);
+	else
+		printf("  no report could be written (see above)\n");
+	fflush(stdout);
+	if (declared && !err)
+		run_hook(w, reason, &res);
+	if (!err)
+		; /* keep the report's name for the recovery note */
+	else
+		w->report[0] = '\0';
+	free(ranks);
+	btjob__free(j);
+	livejob__free(&jp);
+}
+
+/*
+ * Once the job's collectives run: a snapshot read and dropped, so that the symbolizer knows
+ * the job's libraries before the first stall (reading libtorch's symbols takes a second).
+ */
+static void warm_up(struct watch *w)
+{
+	struct bt_opts bo = {.native = true, .routines = true, .py_depth = 1, .sym = w->sym};
+	struct job_procs jp = {0};
+	struct bt_job *j = NULL;
+	double t0 = now_s();
+
+	w->warm = true;
+	if (!w->sym || live_procs(w, &jp) || !jp.n)
+		goto out;
+	if (!btjob__collect(&jp, &bo, &j))
+		pr_info("symbols of the job's libraries read in %.2f s", now_s() - t0);
+out:
+	btjob__free(j);
+	livejob__free(&jp);
+}
+
+/* The stall is over: say so, and note it in its report. */
+static void recovered(struct watch *w)
+{
+	double now = now_s();
+	sqlite3 *db = NULL;
+	char clk[16];
+
+	printf("probing watch: recovered at %s, after %.0f s: collectives complete again%s%s\n",
+	       clock_str(now, clk, sizeof(clk)), now - w->stalled_at,
+	       w->report[0] ? "; noted in " : "", w->report);
+	fflush(stdout);
+	w->stalled = false;
+	if (!w->report[0])
+		return;
+	if (sqlite3_open_v2(w->report, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) ==
+	    SQLITE_OK) {
+		char *sql = sqlite3_mprintf("UPDATE watch_stall SET recovered_at = %.6f", now);
+
+		if (!sql || sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+			pr_warn("cannot note the recovery in %s: %s", w->report,
+				sqlite3_errmsg(db));
+		sqlite3_free(sql);
+	}
+	sqlite3_close(db);
+}
+
+/*
+ * Is there a stall now? Its reason into @reason and the threshold into *@thr: true. The
+ * calls under way are gathered into w->calls.
+ */
+static bool stall_now(struct watch *w, struct collectives *cs, char *reason, size_t size,
+		      double *thr)
+{
+	const struct call_now *worst = NULL;
+	struct coll_progress p;
+	double now = now_s();
+	size_t i;
+
+	collectives__progress(cs, &p);
+	*thr = threshold(w, &p);
+	gather_calls(w, cs);
+	for (i = 0; i < w->ncalls; i++)
+		if (!worst || w->calls[i].entered < worst->entered)
+			worst = &w->calls[i];
+	if (worst && now - worst->entered > *thr) {
+		struct recorder_process *procs = NULL;
+		int n = recorder__processes(session__recorder(w->s), &procs), k, rank = -1;
+
+		for (k = 0; k < n; k++)
+			if (procs[k].pid == worst->pid)
+				rank = procs[k].job->rank;
+		free(procs);
+		if (rank >= 0)
+			snprintf(reason, size,
+				 "%s in flight on rank %d (pid %d) for %.0f s (threshold %.0f s)",
+				 worst->op, rank, worst->pid, now - worst->entered, *thr);
+		else
+			snprintf(reason, size,
+				 "%s in flight on pid %d for %.0f s (threshold %.0f s)", worst->op,
+				 worst->pid, now - worst->entered, *thr);
+		return true;
+	}
+	if (!w->ncalls && p.completed && now - p.last_done_ns / 1e9 > *thr) {
+		snprintf(reason, size,
+			 "no rank completed a collective for %.0f s (threshold %.0f s)",
+			 now - p.last_done_ns / 1e9, *thr);
+		return true;
+	}
+	return false;
+}
+
+/* Ten times a second: a stall declared, or one that is over. */
+static void check_stall(struct watch *w)
+{
+	struct collectives *cs = recorder__collectives(session__recorder(w->s));
+	struct coll_progress p;
+	char reason[256];
+	double now = now_s(), thr;
+
+	if (!cs)
+		return;
+	collectives__progress(cs, &p);
+	if (w->stalled) {
+		if (p.last_done_ns / 1e9 > w->stalled_at)
+			recovered(w);
+		return;
+	}
+	if (!stall_now(w, cs, reason, sizeof(reason), &thr))
+		return;
+	/*
+	 * What the recorder knows may be behind (records wait in its queue on a loaded
+	 * machine): a call seen under way may have completed meanwhile. Catch up, then look
+	 * again.
+	 */
+	if (session__drain(w->s, 1.0) && !stall_now(w, cs, reason, sizeof(reason), &thr))
+		return;
+	w->stalled = true;
+	w->stalled_at = now;
+	w->stalls++;
+	capture(w, reason, thr, true);
+}
+
+static void on_exit_seen(void *ctx, pid_t pid, const struct job_identity *job, int status,
+			 double ts)
+{
+	struct watch *w = ctx;
+	struct death *d;
+	size_t i;
+
+	pr_debug("process %d (rank %d) ended: status 0x%x", pid, job->rank, status);
+	for (i = 0; i < w->ndeaths; i++)
+		if (w->deaths[i].pid == pid && w->deaths[i].ts == ts)
+			return;
+	if (grow_array(&w->deaths, &w->capdeaths, w->ndeaths + 1, sizeof(*w->deaths)))
+		return;
+	d = &w->deaths[w->ndeaths++];
+	d->pid = pid;
+	d->rank = job->rank;
+	d->status = status;
+	d->ts = ts;
+	/* A rank's failure is a stall at once (its peers may be killed soon by the launcher). */
+	if (status && job->rank >= 0)
+		w->death_pending = true;
+	for (i = 0; status && i < (size_t)w->o->npids; i++)
+		if (w->o->pids[i] == pid)
+			w->death_pending = true; /* a process named with -p */
+}
+
+/* ---- the loop --------------------------------------------------------------------------- */
+
+static int start_segment(struct watch *w)
+{
+	char path[PATH_MAX];
+	int err;
+
+	err = segdir__next_segment(w->sd, path, sizeof(path));
+	if (!err)
+		err = session__rotate(w->s, path);
+	if (!err)
+		w->seg_start = now_s();
+	return err;
+}
+
+static int on_turn(void *ctx, struct session *s, bool second)
+{
+	struct watch *w = ctx;
+	char reason[256];
+	size_t i;
+
+	(void)s;
+	if (w->death_pending) {
+		w->death_pending = false;
+		for (i = 0; i < w->ndeaths; i++) {
+			const struct death *d = &w->deaths[i];
+			char how[96];
+
+			if (!d->status)
+				continue;
+			if (d->rank >= 0)
+				snprintf(reason, sizeof(reason), "rank %d (pid %d) %s", d->rank,
+					 d->pid, diagnose_exit_str(d->status, how, sizeof(how)));
+			else
+				snprintf(reason, sizeof(reason), "pid %d %s", d->pid,
+					 diagnose_exit_str(d->status, how, sizeof(how)));
+		}
+		if (!w->stalled) {
+			w->stalled = true;
+			w->stalled_at = now_s();
+			w->stalls++;
+			capture(w, reason, 0, true);
+		}
+	}
+	if (dump_asked) {
+		dump_asked = 0;
+		capture(w, "asked for (watch --dump or SIGUSR1)", 0, false);
+	}
+	/* Cheap (the calls under way, in memory): ten times a second, so that a stall is
+	 * declared within 0.1 s of its threshold. */
+	if (now_s() - w->last_check >= 0.1) {
+		w->last_check = now_s();
+		check_stall(w);
+	}
+	if (!second)
+		return 0;
+	if (w->hook_pid > 0 && waitpid(w->hook_pid, NULL, WNOHANG) == w->hook_pid)
+		w->hook_pid = 0;
+	if (!w->warm && w->o->native) {
+		struct collectives *cs = recorder__collectives(session__recorder(w->s));
+		struct coll_progress p;
+
+		if (cs) {
+			collectives__progress(cs, &p);
+			if (p.completed)
+				warm_up(w);
+		}
+	}
+	if (now_s() - w->seg_start >= w->o->segment_s ||
+	    (w->o->max_bytes && segdir__bytes(w->sd) > w->o->max_bytes / 4)) {
+		if (start_segment(w))
+			fprintf(stderr,
+				"probing %s: cannot start a new segment in %s; the current "
+				"one goes on\n",
+				CMD, w->o->dir);
+	}
+	segdir__prune(w->sd, w->o->keep_s, w->o->max_bytes);
+	return 0;
+}
+
+int watch__run(const struct watch_opts *o)
+{
+	struct watch w = {.o = o};
+	struct record_totals t;
+	struct sigaction sa = {0};
+	char first[PATH_MAX];
+	int err, ret = EXIT_FAIL, i;
+
+	w.so = (struct session_opts){
+		.sampling = {.freq = o->freq,
+			     .stack_size = SAMPLER_MAX_STACK,
+			     .python = true,
+			     .off_cpu = true,
+			     .children = o->children || o->command},
+		.recorder = {.native = true, .python = true, .py_depth = 128, .off_cpu = true},
+		.store_flags = STORE_ROTATE,
+		.comm = true,
+		.pids = o->pids,
+		.npids = o->npids,
+		.command = o->command,
+		.argc = o->argc,
+		.argv = o->argv,
+		.on_turn = on_turn,
+		.turn_ctx = &w,
+		.quiet = true,
+	};
+	for (i = 0; i < o->npids; i++)
+		if (preflight_target(o->pids[i], false))
+			return EXIT_FAIL;
+	if (preflight_privileges() || preflight_pidns(&w.so.sampling.pidns_inum))
+		return EXIT_FAIL;
+	if (segdir__open(CMD, o->dir, &w.sd))
+		return EXIT_FAIL;
+	w.sym = symbolizer__new(); /* NULL: each snapshot has its own */
+	if (segdir__next_segment(w.sd, first, sizeof(first)))
+		goto cleanup;
+	w.so.output = first;
+	sa.sa_handler = on_usr1;
+	sigaction(SIGUSR1, &sa, NULL);
+	if (session__open(&w.so, &w.s))
+		goto cleanup;
+	w.seg_start = now_s();
+	w.root = session__child(w.s);
+	recorder__on_exit(session__recorder(w.s), on_exit_seen, &w);
+	fprintf(stderr,
+		"probing %s: watching %s at %u Hz into %s (keep %.0f s, at most %.0f MB; stall "
+		"threshold %s); SIGUSR1 or 'probing watch --dump %s' writes a report now\n",
+		CMD, o->command ? o->command[0] : "the processes", o->freq, o->dir, o->keep_s,
+		o->max_bytes / 1e6, o->stall_s > 0 ? "fixed" : "from the job's pace", o->dir);
+	err = session__run(w.s);
+	/* A death seen in the last records, or a dump asked at the very end. */
+	on_turn(&w, w.s, false);
+	session__finish(w.s, &t);
+	fprintf(stderr, "probing %s: watched %.0f s, %d stall%s, %d report%s in %s\n", CMD,
+		t.seconds, w.stalls, w.stalls == 1 ? "" : "s", w.reports, w.reports == 1 ? "" : "s",
+		o->dir);
+	ret = (session__close(w.s) || err) ? EXIT_FAIL : EXIT_OK;
+	w.s = NULL;
+cleanup:
+	if (w.hook_pid > 0)
+		waitpid(w.hook_pid, NULL, 0);
+	segdir__free(w.sd);
+	symbolizer__free(w.sym);
+	free(w.deaths);
+	free(w.calls);
+	return ret;
+}
+
+int watch__dump(const char *dir, double timeout_s)
+{
+	char name[PATH_MAX], before[PATH_MAX] = "", now[PATH_MAX];
+	double end = now_s() + timeout_s;
+	struct stat sb0 = {0}, sb;
+	pid_t pid;
+	FILE *f;
+
+	pid = segdir__watcher(CMD, dir);
+	if (pid == -ESRCH) {
+		fprintf(stderr,
+			"probing %s: no watch runs in %s (it has no watch.lock held by a "
+			"running 'probing watch -o %s')\n",
+			CMD, dir, dir);
+		return EXIT_FAIL;
+	}
+	if (pid < 0)
+		return EXIT_FAIL;
+	snprintf(name, sizeof(name), "%s/%s", dir, LATEST_FILE);
+	if (!stat(name, &sb0) && (f = fopen(name, "re"))) {
+		if (!fgets(before, sizeof(before), f))
+			before[0] = '\0';
+		fclose(f);
+	}
+	if (kill(pid, SIGUSR1)) {
+		fprintf(stderr, "probing %s: cannot signal the watch (pid %d): %s\n", CMD, (int)pid,
+			strerror(errno));
+		return EXIT_FAIL;
+	}
+	while (now_s() < end) {
+		usleep(50000);
+		if (stat(name, &sb) || (sb.st_mtim.tv_sec == sb0.st_mtim.tv_sec &&
+					sb.st_mtim.tv_nsec == sb0.st_mtim.tv_nsec))
+			continue;
+		f = fopen(name, "re");
+		if (!f)
+			continue;
+		if (!fgets(now, sizeof(now), f))
+			now[0] = '\0';
+		fclose(f);
+		if (!now[0] || !strcmp(now, before))
+			continue;
+		fputs(now, stdout);
+		return EXIT_OK;
+	}
+	fprintf(stderr,
+		"probing %s: the watch (pid %d) wrote no report within %.0f s; its "
+		"output says why\n",
+		CMD, (int)pid, timeout_s);
+	return EXIT_FAIL;
+}
