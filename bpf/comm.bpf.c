@@ -404,7 +404,6 @@ static __always_inline __u64 known_site(const struct comm_call_event *e, __u8 *b
 
 	if (!site)
 		return 0;
-
 	n = site->n;
 	if (!n || n > COMM_SITE_CHECKS)
 		return 0;
