@@ -68,17 +68,26 @@ class Lines:
 
 
 def comm_bpf_ns(rec_pid):
-    """(run_time_ns, run_cnt) of the comm_probe programs the recorder @rec_pid holds, summed;
-    (0, 0) without bpftool or kernel.bpf_stats_enabled."""
+    """(run_time_ns, run_cnt) of the comm_probe programs the recorder @rec_pid holds (found by
+    its descriptors' fdinfo), summed; (0, 0) without bpftool or kernel.bpf_stats_enabled."""
+    ids = set()
+    fdinfo = "/proc/%d/fdinfo" % rec_pid
     try:
+        for fd in os.listdir(fdinfo):
+            try:
+                with open(os.path.join(fdinfo, fd)) as f:
+                    m = re.search(r"^prog_id:\s*(\d+)", f.read(), re.M)
+            except OSError:
+                continue
+            if m:
+                ids.add(int(m.group(1)))
         p = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
         progs = json.loads(p.stdout or "[]")
     except (OSError, ValueError):
         return 0, 0
     ns = cnt = 0
     for prog in progs:
-        if prog.get("name") == "comm_probe" and any(
-                x.get("pid") == rec_pid for x in prog.get("pids", [])):
+        if prog.get("name") == "comm_probe" and prog.get("id") in ids:
             ns += prog.get("run_time_ns", 0)
             cnt += prog.get("run_cnt", 0)
     return ns, cnt

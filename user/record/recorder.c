@@ -92,6 +92,7 @@ struct recorder {
 	struct comm *comm;	 /* probes on collectives libraries, or NULL (recorder__use_comm) */
 	struct collectives *cs;	 /* their events joined into rows */
 	struct bmap *sites;	 /* call site id -> struct call_site * (comm.h: struct comm_site) */
+	struct bmap *site_keys;	 /* struct comm_site_key -> the id of its latest site */
 	uint64_t next_site;
 	uint64_t comm_copies, comm_site_calls; /* calls with a stack copy, calls from a site */
 	int64_t mono_to_real_ns;
@@ -136,8 +137,9 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 	r->frame_ids = bmap__new();
 	r->pyframes = bmap__new();
 	r->sites = bmap__new();
+	r->site_keys = bmap__new();
 	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids || !r->pyframes ||
-	    !r->sites)
+	    !r->sites || !r->site_keys)
 		goto nomem;
 	if (opts->off_cpu && !(r->oc = offcpu__new(st, fallback_stack, r)))
 		goto nomem;
@@ -196,7 +198,8 @@ static int free_pyframe(const void *key, size_t len, uint64_t *value, void *ctx)
  */
 struct call_site {
 	pid_t pid;
-	unsigned int trunc; /* STACK_TRUNC_NATIVE or 0 */
+	unsigned int trunc;   /* STACK_TRUNC_NATIVE or 0 */
+	struct comm_site chk; /* as the probes have it */
 	int nn;
 	struct pym_frame f[]; /* as native_frames built them */
 };
@@ -239,6 +242,7 @@ void recorder__free(struct recorder *r)
 	if (r->sites)
 		bmap__for_each(r->sites, free_pyframe, NULL);
 	bmap__free(r->sites);
+	bmap__free(r->site_keys);
 	symbolizer__free(r->sym);
 	kallsyms__free(r->ks);
 	free(r);
@@ -1190,58 +1194,90 @@ static void learn_site(struct recorder *r, struct target *t, const struct comm_c
 	const struct sample_event *s = &e->s;
 	struct comm_site_key k = {.pid = s->pid, .tid = s->tid, .ip = s->regs[DWREG_RIP],
 				  .sp = s->regs[DWREG_RSP]};
-	struct comm_site site = {};
 	struct call_site *cs;
-	uint64_t *slot;
+	uint64_t *slot, *kslot;
 	int n, i;
 
 	_Static_assert(DWPROC_CHECK_REG == COMM_SITE_REG, "check of a register");
 	if (!r->comm || !r->opts.native || t->dp_shared || r->nat_dp != t->dp || !r->nat_last ||
 	    !r->nn_last || (s->flags & (SAMPLE_F_STACK_SHORT | SAMPLE_F_NO_USER_REGS)))
 		return;
-	n = dwproc__unwind_checks(t->dp, s->tid, (const uint64_t *)s->regs, stack, s->stack_len,
-				  r->nat, r->nat_last, r->nat_complete, site.off, (uint64_t *)site.val,
-				  COMM_SITE_CHECKS);
-	if (n <= 0)
-		return;
-	cs = malloc(sizeof(*cs) + sizeof(cs->f[0]) * r->nn_last);
+	cs = calloc(1, sizeof(*cs) + sizeof(cs->f[0]) * r->nn_last);
 	if (!cs)
 		return;
-	cs->pid = s->pid;
-	cs->trunc = r->nat_complete ? 0 : STACK_TRUNC_NATIVE;
-	cs->nn = r->nn_last;
-	memcpy(cs->f, r->nframes, sizeof(cs->f[0]) * r->nn_last);
-	site.id = ++r->next_site;
-	site.n = n;
-	slot = bmap__upsert(r->sites, &site.id, sizeof(site.id), 0, NULL);
+	n = dwproc__unwind_checks(t->dp, s->tid, (const uint64_t *)s->regs, stack, s->stack_len,
+				  r->nat, r->nat_last, r->nat_complete, cs->chk.off,
+				  (uint64_t *)cs->chk.val, COMM_SITE_CHECKS);
+	kslot = n > 0 ? bmap__upsert(r->site_keys, &k, sizeof(k), 0, NULL) : NULL;
+	slot = kslot ? bmap__upsert(r->sites, &(uint64_t){r->next_site + 1}, sizeof(uint64_t), 0,
+				    NULL)
+		     : NULL;
 	if (!slot) {
 		free(cs);
 		return;
 	}
-	*slot = (uintptr_t)cs;
+	cs->pid = s->pid;
+	cs->trunc = r->nat_complete ? 0 : STACK_TRUNC_NATIVE;
+	cs->nn = r->nn_last;
+	memcpy(cs->f, r->nframes, sizeof(cs->f[0]) * r->nn_last);
+	cs->chk.id = ++r->next_site;
+	cs->chk.n = n;
 	for (i = 0; i < n; i++)
-		if (!(site.off[i] & COMM_SITE_REG) && site.off[i] + 8 > site.span)
-			site.span = site.off[i] + 8;
-	if (comm__site_put(r->comm, &k, &site))
+		if (!(cs->chk.off[i] & COMM_SITE_REG) && cs->chk.off[i] + 8 > cs->chk.span)
+			cs->chk.span = cs->chk.off[i] + 8;
+	*slot = (uintptr_t)cs;
+	*kslot = cs->chk.id;
+	if (comm__site_put(r->comm, &k, &cs->chk))
 		pr_debug("pid %d: call site not given to the probes", s->pid);
 }
 
 /*
- * The stack of the call @e of @t from a known call site (COMM_F_SITE): the site's native frames
- * with the call's own Python frames, interned. -ENOENT if the site is not known (forgotten).
+ * The known call site of the call @e whose stack was copied anyway (made before its site was
+ * known, or while the probes had not been told yet), if its checks hold on the copy @stack,
+ * as they would have in the probes; NULL otherwise.
+ */
+static const struct call_site *copied_site(struct recorder *r, const struct comm_call_event *e,
+					   const uint8_t *stack)
+{
+	const struct sample_event *s = &e->s;
+	struct comm_site_key k = {.pid = s->pid, .tid = s->tid, .ip = s->regs[DWREG_RIP],
+				  .sp = s->regs[DWREG_RSP]};
+	uint64_t *id = bmap__find(r->site_keys, &k, sizeof(k)), *slot, v;
+	const struct call_site *cs;
+	uint32_t i, off;
+
+	slot = id ? bmap__find(r->sites, id, sizeof(*id)) : NULL;
+	cs = slot ? (const void *)(uintptr_t)*slot : NULL;
+	if (!cs || cs->pid != (pid_t)s->pid || (s->flags & SAMPLE_F_STACK_SHORT))
+		return NULL;
+	for (i = 0; i < cs->chk.n; i++) {
+		off = cs->chk.off[i];
+		if (off & COMM_SITE_REG) {
+			if ((off & 0xff) >= DWREG_COUNT)
+				return NULL;
+			v = s->regs[off & 0xff];
+		} else if (off + 8ull <= s->stack_len) {
+			memcpy(&v, stack + off, 8);
+		} else {
+			return NULL;
+		}
+		if (v != cs->chk.val[i])
+			return NULL;
+	}
+	return cs;
+}
+
+/*
+ * The stack of the call @e of @t from the call site @cs: the site's native frames with the
+ * call's own Python frames, interned.
  */
 static int site_stack(struct recorder *r, struct target *t, const struct comm_call_event *e,
-		      uint64_t *stack_id)
+		      const struct call_site *cs, uint64_t *stack_id)
 {
 	const struct py_frame_rec *py = (const void *)(&e->s + 1);
-	uint64_t *slot = bmap__find(r->sites, &e->site, sizeof(e->site));
-	const struct call_site *cs = slot ? (const void *)(uintptr_t)*slot : NULL;
-	unsigned int trunc;
+	unsigned int trunc = cs->trunc;
 	int np, nm, i;
 
-	if (!cs || cs->pid != (pid_t)e->s.pid)
-		return -ENOENT;
-	trunc = cs->trunc;
 	memcpy(r->nframes, cs->f, sizeof(cs->f[0]) * cs->nn);
 	np = python_frames(r, t, &e->s, py, &trunc);
 	nm = pymerge(r->nframes, cs->nn, r->pframes, np, r->merged, MAX_FRAMES);
@@ -1252,15 +1288,44 @@ static int site_stack(struct recorder *r, struct target *t, const struct comm_ca
 	return intern_frames(r, nm, trunc, stack_id);
 }
 
+/*
+ * The stack of the call @e of @t: from its site (COMM_F_SITE, or a copy that passes a known
+ * site's checks), or unwound from its copy, whose site is then learned. 0 or -errno (-ENOENT:
+ * from a site no longer known).
+ */
+static int call_stack(struct recorder *r, struct target *t, const struct comm_call_event *e,
+		      uint64_t *stack_id)
+{
+	const struct py_frame_rec *py = (const void *)(&e->s + 1);
+	const void *stack = py + e->s.py_len;
+	const struct call_site *cs;
+	uint64_t *slot;
+	int err;
+
+	if (e->h.flags & COMM_F_SITE) {
+		r->comm_site_calls++;
+		slot = bmap__find(r->sites, &e->site, sizeof(e->site));
+		cs = slot ? (const void *)(uintptr_t)*slot : NULL;
+		if (!cs || cs->pid != (pid_t)e->s.pid)
+			return -ENOENT;
+		return site_stack(r, t, e, cs, stack_id);
+	}
+	r->comm_copies++;
+	if (!e->s.kstack_len && (cs = copied_site(r, e, stack)))
+		return site_stack(r, t, e, cs, stack_id);
+	err = intern_stack(r, t, &e->s, stack_id);
+	if (!err && !e->s.kstack_len)
+		learn_site(r, t, e, stack);
+	return err;
+}
+
 /* An event of the collectives probes: a call's stack is interned like a sample's. */
 static int handle_comm(struct recorder *r, const struct comm_event *h, size_t len)
 {
 	const struct comm_call_event *e = (const void *)h;
-	const struct py_frame_rec *py;
 	struct recorder_stats keep;
 	struct target *t;
 	uint64_t stack_id = 0;
-	int err;
 
 	if (!r->cs)
 		return 0;
@@ -1279,17 +1344,7 @@ static int handle_comm(struct recorder *r, const struct comm_event *h, size_t le
 		/* A call is no sample: the sample statistics stay as they were. */
 		keep = r->stats;
 		r->nframes_last = 0;
-		if (h->flags & COMM_F_SITE) {
-			r->comm_site_calls++;
-			err = site_stack(r, t, e, &stack_id);
-		} else {
-			r->comm_copies++;
-			err = intern_stack(r, t, &e->s, &stack_id);
-			py = (const void *)(&e->s + 1);
-			if (!err && !e->s.kstack_len)
-				learn_site(r, t, e, py + e->s.py_len);
-		}
-		if (err)
+		if (call_stack(r, t, e, &stack_id))
 			stack_id = 0;
 		r->stats = keep;
 		if (COMM_COOKIE_ROLE(h->cookie) == COMM_R_NCCL_CALL && nested_nccl_call(r))
