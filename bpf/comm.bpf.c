@@ -117,6 +117,18 @@ struct comm_call_rec {
 	struct py_scratch ps; /* the Python walk's header copies (not sent: after the data) */
 };
 
+/*
+ * A call with a shallow stack (most: 3-8 KiB, Python's frames aside) as reserved in the ring
+ * buffer: an eighth of the largest record, so that the calls made before the recorder knew
+ * their site fill the ring buffer that much later.
+ */
+#define SMALL_PY    0x1000 /* Python frames: 256 */
+#define SMALL_STACK 0x2000
+struct comm_call_small {
+	struct comm_call_event e;
+	__u8 data[SMALL_PY + SMALL_STACK];
+};
+
 /* A thread's scratch for a call from a known site: the record, then its Python frames. */
 #define SCRATCH_PY (SAMPLER_MAX_PYDEPTH * sizeof(struct py_frame_rec))
 _Static_assert((SCRATCH_PY & (SCRATCH_PY - 1)) == 0, "SCRATCH_PY must be a power of two");
@@ -417,20 +429,63 @@ static __always_inline __u64 known_site(const struct comm_call_event *e, __u8 *b
 	return c.done == n ? site->id : 0;
 }
 
-/* The Python frames and the user stack of the call in @r (its event filled by fill_call), and
- * the record submitted. */
-static __always_inline void submit_call_stack(struct task_struct *task, struct comm_call_rec *r)
+/*
+ * The Python frames and the user stack of the call in @r (its event filled by fill_call), and
+ * the record submitted. The Python frames are walked here, or with @py already (@pyb bytes,
+ * py_len set).
+ */
+static __always_inline void submit_call_stack(struct task_struct *task, struct comm_call_rec *r,
+					      const __u8 *py, __u32 pyb)
 {
 	struct sample_event *s = &r->e.s;
-	__u32 pyb;
 	__u64 sp;
 
-	pyb = call_python(s, (struct py_frame_rec *)r->data, &r->ps);
+	if (!py)
+		pyb = call_python(s, (struct py_frame_rec *)r->data, &r->ps);
+	else if (pyb > SCRATCH_PY || bpf_probe_read_kernel(r->data, pyb & (PY_AREA - 1), py))
+		pyb = s->py_len = 0;
 	sp = s->regs[DWREG_RSP];
 	s->stack_len = copy_user_stack(NULL, r->data + (pyb & (PY_AREA - 1)), sp,
 				       stack_top(task, s->pid, s->tid, s->fsbase, sp), stack_size,
 				       &s->flags);
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
+/*
+ * The call in @sc (its Python frames, @pyb bytes, walked) with its stack copy in a small record,
+ * if they fit and the stack reads at once; false otherwise (send it in a large one).
+ */
+static __always_inline bool send_small(struct task_struct *task, struct comm_scratch *sc,
+				       __u32 pyb)
+{
+	struct sample_event *s = &sc->e.s;
+	__u64 sp = s->regs[DWREG_RSP], top;
+	struct comm_call_small *r;
+	__u32 want = stack_size;
+
+	/* What copy_user_stack would copy. */
+	if (want > SAMPLER_MAX_STACK)
+		want = SAMPLER_MAX_STACK;
+	top = stack_top(task, s->pid, s->tid, s->fsbase, sp);
+	if (top && top - sp <= want)
+		want = (top - sp + 7) & ~7u;
+	if (pyb >= SMALL_PY || !want || want > SMALL_STACK)
+		return false;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_lost();
+		return true;
+	}
+	__builtin_memcpy(&r->e, &sc->e, sizeof(r->e));
+	pyb &= SMALL_PY - 1;
+	if ((pyb && bpf_probe_read_kernel(r->data, pyb, sc->py)) ||
+	    bpf_probe_read_user(r->data + pyb, want, (const void *)sp)) {
+		bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
+		return false;
+	}
+	r->e.s.stack_len = want;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return true;
 }
 
 /*
@@ -463,25 +518,28 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 			return 0;
 		}
 		fill_call(&r->e, ctx, task, &ids, lc, cookie, role);
-		submit_call_stack(task, r);
+		submit_call_stack(task, r, NULL, 0);
 		return 0;
 	}
 	fill_call(&sc->e, ctx, task, &ids, lc, cookie, role);
 	sc->e.site = known_site(&sc->e, sc->py);
+	if (sc->e.site)
+		sc->e.h.flags |= COMM_F_SITE;
+	pyb = call_python(&sc->e.s, (struct py_frame_rec *)sc->py, &sc->ps);
+	if (pyb > SCRATCH_PY)
+		pyb = SCRATCH_PY;
 	if (!sc->e.site) {
+		if (send_small(task, sc, pyb))
+			return 0;
 		r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 		if (!r) {
 			count_lost();
 			return 0;
 		}
 		__builtin_memcpy(&r->e, &sc->e, sizeof(r->e));
-		submit_call_stack(task, r);
+		submit_call_stack(task, r, pyb ? sc->py : NULL, pyb);
 		return 0;
 	}
-	sc->e.h.flags |= COMM_F_SITE;
-	pyb = call_python(&sc->e.s, (struct py_frame_rec *)sc->py, &sc->ps);
-	if (pyb > sizeof(sc->py))
-		pyb = sizeof(sc->py);
 	if (bpf_ringbuf_output(&events, &sc->e, sizeof(sc->e) + pyb, BPF_RB_NO_WAKEUP))
 		count_lost();
 	return 0;
