@@ -102,6 +102,11 @@ def record_phase(pids, state, seconds, tmp):
         time.sleep(seconds)
         return t0, time.time(), {}
     binary = BEFORE if state == "before" else PROBING
+    try:  # again each time: another benchmark on the machine may have restored it
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("1")
+    except OSError:
+        pass
     db = os.path.join(tmp, "b.db")
     args = [binary, "record", "-o", db, "-p", ",".join(map(str, pids)),
             "-d", str(seconds + SETTLE + 0.5)] + (["--no-comm"] if state == "nocomm" else [])
@@ -141,7 +146,7 @@ def start_loop(args, port, rank, duration):
 
 def per_call(args, tmp):
     states = ["off", "nocomm"] + (["before"] if BEFORE else []) + ["comm"]
-    duration = args.rounds * len(states) * (args.phase + SETTLE + 3) + 30
+    duration = 3 * args.rounds * len(states) * (args.phase + SETTLE + 3) + 120  # killed after
     port = free_port()
     procs = [start_loop(args, port, rank, duration) for rank in range(args.ranks)]
     outs = [Lines(p) for p in procs]

@@ -7,10 +7,12 @@
  * (comm.h) says what it is.
  *
  * A call sends its arguments that matter (process group, tag, tensor sizes) and the calling
- * thread's stack as a sample (registers, the user stack in use, the Python frames), reserved
- * in the ring buffer and filled in place: uprobe programs run with preemption enabled, so a
- * per-CPU scratch buffer could be overwritten half-way by another program on the same CPU.
- * The other events are small: which work object the call queued, when a work object
+ * thread's stack as a sample (registers, the Python frames and, the first time from a call
+ * site, the user stack in use). Uprobe programs run with preemption enabled, so a per-CPU
+ * scratch buffer could be overwritten half-way by another program on the same CPU: a call is
+ * built in its thread's task storage, or a stack copy in place in its ring-buffer record. A
+ * call from a site userspace has unwound and whose checks hold (comm.h, struct comm_site) sends
+ * no copy. The other events are small: which work object the call queued, when a work object
  * completed. Userspace joins them (user/record/collectives.c).
  *
  * comm_mmap (fentry on security_mmap_file), or where the kernel has no BPF trampolines

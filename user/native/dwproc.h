@@ -92,7 +92,9 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
  * frames. Chosen as the words read that are a frame's return address or point into the stack
  * (saved frame pointers) and the registers that point into the stack, then proven: the unwind
  * redone with every other word of the copy and every other register replaced by a
- * non-canonical address must give the same frames. Return the number of checks (at most @max),
+ * non-canonical address must give the same frames (any use of a replaced value as an address
+ * or a return address would derail it). Meant for a @complete unwind: one that stopped early
+ * may have stopped on a value that no check covers. Return the number of checks (at most @max),
  * 0 when no such set of @max checks was found (the caller copies the stack each time), or
  * -errno.
  */

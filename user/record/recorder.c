@@ -198,7 +198,6 @@ static int free_pyframe(const void *key, size_t len, uint64_t *value, void *ctx)
  */
 struct call_site {
 	pid_t pid;
-	unsigned int trunc;   /* STACK_TRUNC_NATIVE or 0 */
 	struct comm_site chk; /* as the probes have it */
 	int nn;
 	struct pym_frame f[]; /* as native_frames built them */
@@ -1199,8 +1198,11 @@ static void learn_site(struct recorder *r, struct target *t, const struct comm_c
 	int n, i;
 
 	_Static_assert(DWPROC_CHECK_REG == COMM_SITE_REG, "check of a register");
+	/* Only an unwind that reached the thread's first frame: one that stopped early may have
+	 * stopped on a value no check covers. */
 	if (!r->comm || !r->opts.native || t->dp_shared || r->nat_dp != t->dp || !r->nat_last ||
-	    !r->nn_last || (s->flags & (SAMPLE_F_STACK_SHORT | SAMPLE_F_NO_USER_REGS)))
+	    !r->nat_complete || !r->nn_last ||
+	    (s->flags & (SAMPLE_F_STACK_SHORT | SAMPLE_F_NO_USER_REGS)))
 		return;
 	cs = calloc(1, sizeof(*cs) + sizeof(cs->f[0]) * r->nn_last);
 	if (!cs)
@@ -1217,7 +1219,6 @@ static void learn_site(struct recorder *r, struct target *t, const struct comm_c
 		return;
 	}
 	cs->pid = s->pid;
-	cs->trunc = r->nat_complete ? 0 : STACK_TRUNC_NATIVE;
 	cs->nn = r->nn_last;
 	memcpy(cs->f, r->nframes, sizeof(cs->f[0]) * r->nn_last);
 	cs->chk.id = ++r->next_site;
@@ -1275,7 +1276,7 @@ static int site_stack(struct recorder *r, struct target *t, const struct comm_ca
 		      const struct call_site *cs, uint64_t *stack_id)
 {
 	const struct py_frame_rec *py = (const void *)(&e->s + 1);
-	unsigned int trunc = cs->trunc;
+	unsigned int trunc = 0; /* a site's native stack is complete */
 	int np, nm, i;
 
 	memcpy(r->nframes, cs->f, sizeof(cs->f[0]) * cs->nn);
