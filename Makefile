@@ -146,6 +146,7 @@ unit: $(UNIT_BINS)
 test:
 	$(Q)scripts/install-deps.sh --if-missing
 	$(Q)scripts/install-sidroot.sh --if-missing
+	$(Q)scripts/install-mcp-sdk.sh --if-missing
 	$(Q)$(MAKE) --no-print-directory $(TEST_TARGETS)
 	$(Q)tests/run.sh $(if $(T),--filter '$(T)')
 

@@ -12,7 +12,11 @@ paired runs. For probing it also reports the recorder's CPU time per sample, the
 samples taken while the script runs whose Python stack is complete (reaches <module>) —
 the goal is 100% — and the share of all samples whose native stack reaches _start.
 
-    bench/bench_python.py [--rounds N] [--seconds S] [--python PATH]
+    bench/bench_python.py [--rounds N] [--seconds S] [--python PATH]...
+
+With several --python (e.g. pyenv's 3.12 and the sid root's 3.14: build/sidroot/python3.14,
+made by tests/integration/sidroot.py), every interpreter's configurations run in the same
+interleaved rounds and are reported side by side, each against its own baseline.
 """
 import argparse
 import os
@@ -80,12 +84,15 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=4.0)
-    ap.add_argument("--python", default=os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python3.12"))
+    ap.add_argument("--python", action="append",
+                    help="interpreter (repeat to compare; default pyenv's 3.12)")
     args = ap.parse_args()
-    py = args.python if os.path.exists(args.python) else "/usr/bin/python3"
+    pys = []
+    for py in args.python or [os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python3.12")]:
+        pys.append(py if os.path.exists(py) else "/usr/bin/python3")
     austin = os.environ.get("AUSTIN") or shutil.which("austin")
     have_perf = perf_available()
-    iters = calibrate(args.seconds, [py, PYWORK], probe=500)
+    iters = {py: calibrate(args.seconds, [py, PYWORK], probe=500) for py in pys}
     tmp = tempfile.mkdtemp(prefix="probing-bench-py-")
     configs = [("baseline", None)]
     for hz in (99, 999):
@@ -97,57 +104,70 @@ def main():
             # The floor: the same timer interrupt, recording only the instruction pointer.
             configs.append((f"perf ip-only {hz} Hz", hz))
     enable_bpf_stats()
-    res = {name: {"wall": [], "cpu": [], "samples": [], "complete": [], "failed": 0, "bpf": [],
-                  "native": []} for name, _ in configs}
-    print(f"python: {os.path.basename(py)} bench/pywork.py {iters} iterations "
-          f"(~{args.seconds:.0f} s), {args.rounds} interleaved rounds", flush=True)
+    res = {(py, name): {"wall": [], "cpu": [], "samples": [], "complete": [], "failed": 0,
+                        "bpf": [], "native": []} for py in pys for name, _ in configs}
+    for py in pys:
+        print(f"python: {py} bench/pywork.py {iters[py]} iterations "
+              f"(~{args.seconds:.0f} s), {args.rounds} interleaved rounds", flush=True)
     if not austin:
         print("  (no Austin: set AUSTIN=/path/to/austin to compare with it)")
     for rnd in range(args.rounds):
-        for name, hz in configs:
-            r = res[name]
-            work = [py, PYWORK, str(iters)]
-            if name == "baseline":
-                out, _, _, _ = run_measured(work)
-                r["wall"].append(work_times(out)[0])
-            elif name.startswith("probing"):
-                db = os.path.join(tmp, "p.db")
-                out, _, cpu, _ = run_measured([PROBING, "record", "-F", str(hz), "-o", db,
-                                               "--"] + work)
-                w, c = work_times(out)
-                r["wall"].append(w)
-                r["cpu"].append(cpu - c)
-                n, comp = python_completeness(db)
-                total = sqlite3.connect(db).execute(
-                    "SELECT SUM(count) FROM samples").fetchone()[0] or 1
-                r["samples"].append(total)
-                r["complete"].append((n, comp))
-                r["native"].append(native_completeness(db))
-                r["bpf"].append(100.0 * bpf_run_seconds(db) / w)
-            elif name.startswith("austin"):
-                outf = os.path.join(tmp, "a.austin")
-                got = run_measured([austin, "-i", str(1000000 // hz), "-o", outf] + work,
-                                   check=False)
-                if got is None:  # Austin sometimes misses the process it started
-                    r["failed"] += 1
-                    continue
-                out, _, cpu, _ = got
-                w, c = work_times(out)
-                r["wall"].append(w)
-                r["cpu"].append(cpu - c)
-                with open(outf, errors="replace") as f:
-                    r["samples"].append(sum(1 for line in f if line and line[0] == "P"))
-            else:
-                data = os.path.join(tmp, "perf.data")
-                cg = ["--call-graph", "dwarf"] if "dwarf" in name else []
-                out, _, cpu, _ = run_measured(["perf", "record", "-q", "-e", "cpu-clock", "-F",
-                                               str(hz)] + cg + ["-o", data, "--"] + work)
-                w, c = work_times(out)
-                r["wall"].append(w)
-                r["cpu"].append(cpu - c)
+        for py in pys:
+            for name, hz in configs:
+                run_config(py, iters[py], name, hz, res[(py, name)], tmp, austin)
         print(f"  round {rnd + 1}/{args.rounds} done", flush=True)
+    for py in pys:
+        report(py, configs, {name: res[(py, name)] for name, _ in configs})
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_config(py, iters, name, hz, r, tmp, austin):
+    """One run of configuration @name on interpreter @py, its results appended to @r."""
+    work = [py, PYWORK, str(iters)]
+    if name == "baseline":
+        out, _, _, _ = run_measured(work)
+        r["wall"].append(work_times(out)[0])
+    elif name.startswith("probing"):
+        db = os.path.join(tmp, "p.db")
+        out, _, cpu, _ = run_measured([PROBING, "record", "-F", str(hz), "-o", db,
+                                       "--"] + work)
+        w, c = work_times(out)
+        r["wall"].append(w)
+        r["cpu"].append(cpu - c)
+        n, comp = python_completeness(db)
+        total = sqlite3.connect(db).execute(
+            "SELECT SUM(count) FROM samples").fetchone()[0] or 1
+        r["samples"].append(total)
+        r["complete"].append((n, comp))
+        r["native"].append(native_completeness(db))
+        r["bpf"].append(100.0 * bpf_run_seconds(db) / w)
+    elif name.startswith("austin"):
+        outf = os.path.join(tmp, "a.austin")
+        got = run_measured([austin, "-i", str(1000000 // hz), "-o", outf] + work,
+                           check=False)
+        if got is None:  # Austin sometimes misses the process it started
+            r["failed"] += 1
+            return
+        out, _, cpu, _ = got
+        w, c = work_times(out)
+        r["wall"].append(w)
+        r["cpu"].append(cpu - c)
+        with open(outf, errors="replace") as f:
+            r["samples"].append(sum(1 for line in f if line and line[0] == "P"))
+    else:
+        data = os.path.join(tmp, "perf.data")
+        cg = ["--call-graph", "dwarf"] if "dwarf" in name else []
+        out, _, cpu, _ = run_measured(["perf", "record", "-q", "-e", "cpu-clock", "-F",
+                                       str(hz)] + cg + ["-o", data, "--"] + work)
+        w, c = work_times(out)
+        r["wall"].append(w)
+        r["cpu"].append(cpu - c)
+
+
+def report(py, configs, res):
     base = statistics.median(res["baseline"]["wall"])
     print()
+    print(py)
     print(f"{'configuration':<20} {'slowdown':>9} {'tool CPU':>9} {'CPU/sample':>11} "
           f"{'complete Python stacks':>23} {'native to _start':>17}")
     print(f"{'baseline':<20} {'(' + format(base, '.2f') + ' s)':>9}")
@@ -173,7 +193,6 @@ def main():
         if r["bpf"] and any(r["bpf"]):
             failed += f"  BPF in target {statistics.median(r['bpf']):.2f}%"
         print(f"{name:<20} {slow:>8.2f}% {cpu:>8.2f}s {per:>11} {comp:>23}{failed}")
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,8 @@ static long py_walk_step(__u32 idx, void *arg)
 	return py_walk_code(cfg, &c->w, s->frame, s->code, c->out) == PY_NEXT_STOP;
 }
 
-/* pthread_getspecific(key) of the thread whose struct pthread is at @fsbase (glibc). */
+/* The thread state bound to the thread whose struct pthread is at @fsbase: 3.15+ a
+ * thread-local variable (cfg->tls_tstate), before pthread_getspecific(key) (glibc). */
 static __always_inline __u64 py_tss_tstate(const struct py_proc_cfg *cfg, __u64 fsbase,
 					   struct task_struct *task)
 {
@@ -93,6 +94,13 @@ static __always_inline __u64 py_tss_tstate(const struct py_proc_cfg *cfg, __u64 
 	__s32 initialized = 0;
 	__u32 key = 0;
 
+	/* 3.15+: a thread-local variable, below the thread pointer (TLS variant II). */
+	if (cfg->tls_tstate && fsbase) {
+		if (user_read(task, &value, sizeof(value),
+			      (const void *)(fsbase + (__s64)cfg->tls_tstate)))
+			return 0;
+		return value;
+	}
 	if (!cfg->tss_key_addr || cfg->pthread_specific < 0 || !fsbase)
 		return 0;
 	if (user_read(task, &initialized, sizeof(initialized), (const void *)cfg->tss_key_addr) ||

@@ -43,7 +43,7 @@ enum py_frames {
 				* f_lasti; one frame per C-level call of the eval loop */
 	PY_FRAMES_CFRAME = 2,  /* 3.11, 3.12: tstate->cframe->current_frame, a chain of
 				* _PyInterpreterFrame (previous), prev_instr */
-	PY_FRAMES_CURRENT = 3, /* 3.13: tstate->current_frame, _PyInterpreterFrame, instr_ptr */
+	PY_FRAMES_CURRENT = 3, /* 3.13+: tstate->current_frame, _PyInterpreterFrame, instr_ptr */
 };
 
 /*
@@ -57,6 +57,8 @@ enum py_frames {
  *   EXEC_ANY         f_executable may hold a non-code object: no Python frame (3.13+)
  *   HIDE_INCOMPLETE  a frame below the leaf that has not finished its prologue is hidden, as
  *                    CPython hides it (3.13+)
+ *   STACKREF         f_executable is a _PyStackRef: a tagged pointer whose low bits
+ *                    (PY_STACKREF_TAG) are not part of the address (3.14+)
  */
 #define PY_RULE_LASTI_BYTES	0x01
 #define PY_RULE_ENTRY_FLAG	0x02
@@ -64,6 +66,12 @@ enum py_frames {
 #define PY_RULE_ENDS_AT_ENTRY	0x08
 #define PY_RULE_EXEC_ANY	0x10
 #define PY_RULE_HIDE_INCOMPLETE 0x20
+#define PY_RULE_STACKREF	0x40
+
+/* The tag bits of a _PyStackRef of the default build (3.14+: Py_TAG_BITS in
+ * Include/internal/pycore_stackref.h; deferred and immortal references set bit 0, tagged
+ * ints are 0b11): the object is at bits & ~PY_STACKREF_TAG. */
+#define PY_STACKREF_TAG 3ULL
 
 /* Steps of one walk: a frame pointer is followed at most this many times (each recorded
  * frame may be followed by one shim frame). */
@@ -223,8 +231,9 @@ PYW_INLINE __u32 py_frame_entry(const struct py_proc_cfg *cfg, const __u8 *fb)
 }
 
 /*
- * The frame at w->frame was copied to @fb. A shim frame (3.12+) marks the record before it as
- * an entry frame and is passed over; past w->max records the walk stops truncated; otherwise
+ * The frame at w->frame was copied to @fb. A shim frame (3.12+: owner
+ * PY_FRAME_OWNED_BY_SHIM or above) marks the record before it as an entry frame and is
+ * passed over; past w->max records the walk stops truncated; otherwise
  * its code object is read next.
  */
 PYW_INLINE int py_walk_frame(const struct py_proc_cfg *cfg, struct py_walk *w, const __u8 *fb,
@@ -232,8 +241,10 @@ PYW_INLINE int py_walk_frame(const struct py_proc_cfg *cfg, struct py_walk *w, c
 {
 	w->prev = py_ld64(fb, cfg->off.frame_back);
 	w->code = py_ld64(fb, cfg->off.frame_code);
+	if (cfg->rules & PY_RULE_STACKREF)
+		w->code &= ~PY_STACKREF_TAG;
 	if ((cfg->rules & PY_RULE_ENTRY_SHIM) &&
-	    py_ld8(fb, cfg->off.frame_owner) == PY_FRAME_OWNED_BY_CSTACK) {
+	    py_ld8(fb, cfg->off.frame_owner) >= PY_FRAME_OWNED_BY_SHIM) {
 		if (w->n > 0)
 			out[(w->n - 1) & (SAMPLER_MAX_PYDEPTH - 1)].meta |= PYF_ENTRY;
 		w->last_entry = 1;

@@ -244,11 +244,11 @@ struct py_bpf_offsets {
 	__u16 ts_frame;		/* <= 3.10: PyThreadState.frame (PyFrameObject *) */
 	__u16 ts_cframe;	/* 3.11, 3.12: PyThreadState.cframe */
 	__u16 cframe_current;	/* 3.11, 3.12: _PyCFrame.current_frame */
-	__u16 ts_current_frame; /* 3.13: PyThreadState.current_frame */
+	__u16 ts_current_frame; /* 3.13+: PyThreadState.current_frame */
 	__u16 frame_back;     /* <= 3.10 PyFrameObject.f_back; 3.11+ _PyInterpreterFrame.previous */
-	__u16 frame_code;     /* f_code (<= 3.12) or f_executable (3.13) */
+	__u16 frame_code;     /* f_code (<= 3.12) or f_executable (3.13; 3.14+ a _PyStackRef) */
 	__u16 frame_lasti;    /* <= 3.10 PyFrameObject.f_lasti (int) */
-	__u16 frame_instr;    /* 3.11/3.12 prev_instr, 3.13 instr_ptr (_Py_CODEUNIT *) */
+	__u16 frame_instr;    /* 3.11/3.12 prev_instr, 3.13+ instr_ptr (_Py_CODEUNIT *) */
 	__u16 frame_owner;    /* 3.12+ _PyInterpreterFrame.owner (char) */
 	__u16 frame_is_entry; /* 3.11 _PyInterpreterFrame.is_entry (bool) */
 	__u16 code_firstlineno;	   /* PyCodeObject.co_firstlineno (int) */
@@ -263,9 +263,15 @@ struct py_bpf_offsets {
 	__u16 _pad16;
 };
 
-#define PY_OFF_NONE		 0xffff
-#define PY_FRAME_OWNED_BY_CSTACK 3   /* 3.12+ entry shim frames (Include/internal/pycore_frame.h) */
-#define PY_HDR_MAX		 256 /* largest frame_size / code_size */
+#define PY_OFF_NONE 0xffff
+/* Frames whose owner is this or above are no Python frames (3.12+): the entry frame of each
+ * _PyEval_EvalFrameDefault call. 3.12, 3.13: FRAME_OWNED_BY_CSTACK = 3, the highest owner;
+ * 3.14: FRAME_OWNED_BY_INTERPRETER = 3, FRAME_OWNED_BY_CSTACK = 4; 3.15:
+ * FRAME_OWNED_BY_INTERPRETER = 3, the highest (Include/internal/pycore_frame.h,
+ * pycore_interpframe_structs.h; CPython 3.14+ tests owner >= FRAME_OWNED_BY_INTERPRETER in
+ * _PyFrame_IsIncomplete). */
+#define PY_FRAME_OWNED_BY_SHIM 3
+#define PY_HDR_MAX	       256 /* largest frame_size / code_size */
 
 /* Per target process (map py_procs, key: tgid). */
 struct py_proc_cfg {
@@ -275,7 +281,8 @@ struct py_proc_cfg {
 	__u64 tss_key_addr;	/* address of the Py_tss_t holding the thread-state TSS key */
 	__u64 code_type_addr;	/* &PyCode_Type, to validate code objects; 0 = skip check */
 	__s32 pthread_specific; /* offsetof(struct pthread, specific_1stblock); -1 unknown */
-	__u32 _pad;
+	__s32 tls_tstate;	/* 3.15+: the thread's state is the pointer at fs base + this
+				 * (a thread-local of the interpreter); 0: none (TSS key, map) */
 	struct py_bpf_offsets off;
 	/* [gil_lo, gil_hi): the main interpreter's GIL struct (a futex there is a GIL wait,
 	 * waitclass.h); 0, 0 if unknown */

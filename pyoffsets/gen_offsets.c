@@ -62,7 +62,9 @@ static const struct spec specs[] = {
 	{"rt_main_thread", ALL, K_OFF, "_PyRuntimeState", "main_thread"},
 	/* bpo-46008 / gh-59956: 3.12 moved autoTSSkey from gilstate to the runtime itself. */
 	{"rt_tss", 8, 11, K_OFF, "_PyRuntimeState", "gilstate.autoTSSkey"},
-	{"rt_tss", 12, LAST, K_OFF, "_PyRuntimeState", "autoTSSkey"},
+	{"rt_tss", 12, 14, K_OFF, "_PyRuntimeState", "autoTSSkey"},
+	/* 3.15 has no TSS key for thread states (gilstate keeps them in a thread-local
+	 * variable): the BPF walker finds them in the py_tstates map only. */
 	/* The main interpreter's GIL: in the runtime up to 3.11; 3.12 gave each interpreter its
 	 * own (gh-104210), the main one's lives inside _PyRuntime too. */
 	{"rt_gil", 8, 11, K_OFF, "_PyRuntimeState", "ceval.gil"},
@@ -175,13 +177,15 @@ static const struct spec specs[] = {
 	{"f_valuestack", 8, 10, K_OFF, "PyFrameObject", "f_valuestack"},
 	{"f_stacktop", 8, 9, K_OFF, "PyFrameObject", "f_stacktop"},
 	{"f_stackdepth", 10, 10, K_OFF, "PyFrameObject", "f_stackdepth"},
-	{"if_stacktop", 11, LAST, K_OFF, "_PyInterpreterFrame", "stacktop"},
-	/* In the _asyncio module's own file (--asyncio, found next to the library by default). */
-	{"fut_loop", ALL, K_OFF, "FutureObj", "fut_loop", true},
-	{"fut_state", ALL, K_OFF, "FutureObj", "fut_state", true},
-	{"task_fut_waiter", ALL, K_OFF, "TaskObj", "task_fut_waiter", true},
-	{"task_coro", ALL, K_OFF, "TaskObj", "task_coro", true},
-	{"task_name", ALL, K_OFF, "TaskObj", "task_name", true},
+	{"if_stacktop", 11, 13, K_OFF, "_PyInterpreterFrame", "stacktop"},
+	/* In the _asyncio module's own file (--asyncio, found next to the library by default).
+	 * 3.14 rewrote the module (per-thread lists of tasks, its own debug offsets in the
+	 * .AsyncioDebug section): not read from outside yet. */
+	{"fut_loop", PY_MINOR_MIN, 13, K_OFF, "FutureObj", "fut_loop", true},
+	{"fut_state", PY_MINOR_MIN, 13, K_OFF, "FutureObj", "fut_state", true},
+	{"task_fut_waiter", PY_MINOR_MIN, 13, K_OFF, "TaskObj", "task_fut_waiter", true},
+	{"task_coro", PY_MINOR_MIN, 13, K_OFF, "TaskObj", "task_coro", true},
+	{"task_name", PY_MINOR_MIN, 13, K_OFF, "TaskObj", "task_name", true},
 
 	{"dbg_size", 13, LAST, K_SIZE, "_Py_DebugOffsets", NULL},
 	{"dbg_version", 13, LAST, K_OFF, "_Py_DebugOffsets", "version"},
@@ -301,7 +305,7 @@ static const char *const fields[] = {
 	"dbg_free_threaded",
 };
 
-#define PATH_(name, path) path,
+#define PATH_(name, path, width) path,
 static const char *const dbg_paths[PY_DBG_NR] = {PY_DEBUG_FIELDS(PATH_)};
 #undef PATH_
 
@@ -773,13 +777,24 @@ static int eval_field(const char *name, unsigned int minor, bool asyncio, uint64
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
+/* Some field of version 3.@minor comes from the _asyncio module's file. */
+static bool asyncio_fields(unsigned int minor)
+{
+	size_t j;
+
+	for (j = 0; j < sizeof(specs) / sizeof(specs[0]); j++)
+		if (specs[j].asyncio && minor >= specs[j].lo && minor <= specs[j].hi)
+			return true;
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {{"version", required_argument, NULL, 'V'},
 					     {"asyncio", required_argument, NULL, 'A'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
-	uint64_t vals[NFIELDS], dbgv[PY_DBG_NR];
+	uint64_t vals[NFIELDS], dbgv[PY_DBG_NR], dbgb[PY_DBG_NR];
 	char asyncio_path[4096] = "";
 	unsigned int minor = 0;
 	Elf *elf = NULL;
@@ -832,20 +847,31 @@ int main(int argc, char **argv)
 			goto cleanup;
 	}
 	for (i = 0; i < PY_DBG_NR; i++) {
-		dbgv[i] = PYO_NONE;
+		dbgv[i] = dbgb[i] = PYO_NONE;
 		if (minor >= 13) {
+			/* The field, and the size of its struct: the "size" member of its group. */
+			char size_path[128];
+			const char *dot = strchr(dbg_paths[i], '.');
 			struct spec s = {"dbg", 13, LAST, K_OFF, "_Py_DebugOffsets", dbg_paths[i]};
 			int err = eval_spec(&s, &dbgv[i]);
 
-			if (err) {
+			if (!err && dot) {
+				snprintf(size_path, sizeof(size_path), "%.*s.size",
+					 (int)(dot - dbg_paths[i]), dbg_paths[i]);
+				s.path = size_path;
+				err = eval_spec(&s, &dbgb[i]);
+			}
+			if (err || !dot) {
 				fprintf(stderr, "pyoffsets-gen: 3.%u: _Py_DebugOffsets.%s: %s\n",
-					minor, dbg_paths[i], strerror(-err));
+					minor, s.path, strerror(err ? -err : EINVAL));
 				goto cleanup;
 			}
 		}
 	}
-	/* The fields of the _asyncio module, from its own file. */
+	/* The fields of the _asyncio module, from its own file (versions that have any). */
 	close_dwarf(&fd, &elf);
+	if (!asyncio_fields(minor))
+		goto print;
 	if (!asyncio_path[0] &&
 	    find_asyncio(argv[optind], minor, asyncio_path, sizeof(asyncio_path))) {
 		fprintf(stderr,
@@ -860,6 +886,7 @@ int main(int argc, char **argv)
 		if (eval_field(fields[i], minor, true, &vals[i]))
 			goto cleanup;
 
+print:
 	printf("/* BEGIN 3.%u */\n", minor);
 	printf("static const struct py_offsets py_offsets_3_%u = {\n", minor);
 	printf("\t.version = 0x03%02x,\n", minor);
@@ -876,6 +903,14 @@ int main(int argc, char **argv)
 			printf("PYO_NONE,");
 		else
 			printf("%llu,", (unsigned long long)dbgv[i]);
+	}
+	printf("\n\t},\n\t.dbg_bound = {");
+	for (i = 0; i < PY_DBG_NR; i++) {
+		printf("%s", i % 8 ? " " : "\n\t\t");
+		if (dbgb[i] == PYO_NONE)
+			printf("PYO_NONE,");
+		else
+			printf("%llu,", (unsigned long long)dbgb[i]);
 	}
 	printf("\n\t},\n};\n/* END 3.%u */\n", minor);
 	ret = 0;

@@ -41,7 +41,7 @@ def caches_of(name):
     table = getattr(dis, "_inline_cache_entries", None)
     if table is None:
         return 0  # 3.10: no inline caches
-    if isinstance(table, dict):  # 3.13: by name
+    if hasattr(table, "get"):  # 3.13+: by name (3.15: a frozendict)
         return table.get(name, 0)
     return table[dis.opmap[name]]
 

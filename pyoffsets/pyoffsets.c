@@ -26,12 +26,15 @@ const struct py_offsets *const *py_offsets_all(size_t *nr)
 	return py_offsets_tables;
 }
 
-#define DBG_MEMBER_(name, path) offsetof(struct py_offsets, name),
+#define DBG_MEMBER_(name, path, width) offsetof(struct py_offsets, name),
 static const size_t dbg_member[PY_DBG_NR] = {PY_DEBUG_FIELDS(DBG_MEMBER_)};
 #undef DBG_MEMBER_
-#define DBG_NAME_(name, path) #name,
+#define DBG_NAME_(name, path, width) #name,
 static const char *const dbg_name[PY_DBG_NR] = {PY_DEBUG_FIELDS(DBG_NAME_)};
 #undef DBG_NAME_
+#define DBG_WIDTH_(name, path, width) width,
+static const uint8_t dbg_width[PY_DBG_NR] = {PY_DEBUG_FIELDS(DBG_WIDTH_)};
+#undef DBG_WIDTH_
 
 const char *py_dbg_field_name(unsigned int i)
 {
@@ -47,10 +50,10 @@ static int get_u64(const void *buf, size_t len, uint32_t off, uint64_t *v)
 }
 
 int py_offsets_apply_debug(const struct py_offsets *table, const void *buf, size_t len,
-			   struct py_offsets *out, uint64_t *hexversion)
+			   unsigned int version, struct py_offsets *out, uint64_t *hexversion)
 {
 	struct py_offsets o = *table;
-	uint64_t ver, ft, v;
+	uint64_t ver, ft, v, size;
 	unsigned int i;
 
 	*out = *table;
@@ -61,18 +64,25 @@ int py_offsets_apply_debug(const struct py_offsets *table, const void *buf, size
 		return -EINVAL;
 	if (hexversion)
 		*hexversion = ver;
-	/* PY_VERSION_HEX: 0xMMmmppLS; the table is for one (major, minor). */
-	if (((ver >> 16) & 0xffff) != table->version)
+	/* PY_VERSION_HEX: 0xMMmmppLS; the process must be the version it said it is. */
+	if (((ver >> 16) & 0xffff) != version)
 		return -ERANGE;
-	/* Free-threaded builds (3.13t) have another object header: no table describes them. */
-	if (table->dbg_free_threaded != PYO_NONE &&
-	    (get_u64(buf, len, table->dbg_free_threaded, &ft) || ft))
+	/* Free-threaded builds (3.13t, 3.14t) have another object header and per-thread
+	 * bytecode: no table describes them. */
+	if (table->dbg_free_threaded == PYO_NONE ||
+	    get_u64(buf, len, table->dbg_free_threaded, &ft))
+		return -EINVAL;
+	if (ft)
 		return -ENOTSUP;
+	/* Target memory: every offset must lie inside the struct it belongs to, by the size
+	 * the same block gives, and no struct may be absurdly large. */
 	for (i = 0; i < PY_DBG_NR; i++) {
 		if (table->dbg[i] == PYO_NONE)
 			continue;
-		if (get_u64(buf, len, table->dbg[i], &v) || v >= PYO_NONE)
-			return -EINVAL;
+		if (get_u64(buf, len, table->dbg[i], &v) ||
+		    get_u64(buf, len, table->dbg_bound[i], &size) || size > PY_DBG_STRUCT_MAX ||
+		    v > size || size - v < dbg_width[i])
+			return -EBADMSG;
 		memcpy((char *)&o + dbg_member[i], &(uint32_t){(uint32_t)v}, sizeof(uint32_t));
 	}
 	*out = o;

@@ -24,7 +24,7 @@
  */
 #define PY_VER(major, minor) (((major) << 8) | (minor))
 #define PY_MINOR_MIN	     8
-#define PY_MINOR_MAX	     13
+#define PY_MINOR_MAX	     15
 #define PY_VERSION_MIN	     PY_VER(3, PY_MINOR_MIN)
 #define PY_VERSION_MAX	     PY_VER(3, PY_MINOR_MAX)
 #define PY_VER_STR_(x)	     #x
@@ -39,50 +39,52 @@
 #define PYO_NONE 0xffffffffu
 
 /*
- * Fields of _Py_DebugOffsets (3.13+, Include/internal/pycore_runtime.h) that override table
- * values: X(py_offsets member, _Py_DebugOffsets member path). The generator records where each
- * path lives inside _Py_DebugOffsets for that version (py_offsets.dbg[]), so the reader needs
- * no hand-written copy of the struct.
+ * Fields of _Py_DebugOffsets (3.13+, Include/internal/pycore_debug_offsets.h) that override
+ * table values: X(py_offsets member, _Py_DebugOffsets member path, bytes read at that offset;
+ * 0 for a size). The generator records where each path lives inside _Py_DebugOffsets for that
+ * version (py_offsets.dbg[]), and where the size of the struct it belongs to is (the "size"
+ * member of the same group: py_offsets.dbg_bound[]), so the reader needs no hand-written
+ * copy of the struct and checks every value against its struct's size.
  */
-#define PY_DEBUG_FIELDS(X)                                         \
-	X(rt_interpreters_head, "runtime_state.interpreters_head") \
-	X(is_next, "interpreter_state.next")                       \
-	X(is_tstate_head, "interpreter_state.threads_head")        \
-	X(is_modules, "interpreter_state.imports_modules")         \
-	X(ts_next, "thread_state.next")                            \
-	X(ts_interp, "thread_state.interp")                        \
-	X(ts_current_frame, "thread_state.current_frame")          \
-	X(ts_thread_id, "thread_state.thread_id")                  \
-	X(ts_native_thread_id, "thread_state.native_thread_id")    \
-	X(if_previous, "interpreter_frame.previous")               \
-	X(if_code, "interpreter_frame.executable")                 \
-	X(if_instr, "interpreter_frame.instr_ptr")                 \
-	X(if_owner, "interpreter_frame.owner")                     \
-	X(if_localsplus, "interpreter_frame.localsplus")           \
-	X(co_filename, "code_object.filename")                     \
-	X(co_name, "code_object.name")                             \
-	X(co_qualname, "code_object.qualname")                     \
-	X(co_linetable, "code_object.linetable")                   \
-	X(co_firstlineno, "code_object.firstlineno")               \
-	X(co_code_adaptive, "code_object.co_code_adaptive")        \
-	X(co_argcount, "code_object.argcount")                     \
-	X(co_localsplusnames, "code_object.localsplusnames")       \
-	X(co_localspluskinds, "code_object.localspluskinds")       \
-	X(ob_type, "pyobject.ob_type")                             \
-	X(tp_name, "type_object.tp_name")                          \
-	X(tp_flags, "type_object.tp_flags")                        \
-	X(tuple_item, "tuple_object.ob_item")                      \
-	X(dict_ma_keys, "dict_object.ma_keys")                     \
-	X(dict_ma_values, "dict_object.ma_values")                 \
-	X(float_fval, "float_object.ob_fval")                      \
-	X(long_lv_tag, "long_object.lv_tag")                       \
-	X(long_digit, "long_object.ob_digit")                      \
-	X(bytes_sval, "bytes_object.ob_sval")                      \
-	X(unicode_state, "unicode_object.state")                   \
-	X(unicode_length, "unicode_object.length")                 \
-	X(ascii_size, "unicode_object.asciiobject_size")
+#define PY_DEBUG_FIELDS(X)                                            \
+	X(rt_interpreters_head, "runtime_state.interpreters_head", 8) \
+	X(is_next, "interpreter_state.next", 8)                       \
+	X(is_tstate_head, "interpreter_state.threads_head", 8)        \
+	X(is_modules, "interpreter_state.imports_modules", 8)         \
+	X(ts_next, "thread_state.next", 8)                            \
+	X(ts_interp, "thread_state.interp", 8)                        \
+	X(ts_current_frame, "thread_state.current_frame", 8)          \
+	X(ts_thread_id, "thread_state.thread_id", 8)                  \
+	X(ts_native_thread_id, "thread_state.native_thread_id", 8)    \
+	X(if_previous, "interpreter_frame.previous", 8)               \
+	X(if_code, "interpreter_frame.executable", 8)                 \
+	X(if_instr, "interpreter_frame.instr_ptr", 8)                 \
+	X(if_owner, "interpreter_frame.owner", 1)                     \
+	X(if_localsplus, "interpreter_frame.localsplus", 8)           \
+	X(co_filename, "code_object.filename", 8)                     \
+	X(co_name, "code_object.name", 8)                             \
+	X(co_qualname, "code_object.qualname", 8)                     \
+	X(co_linetable, "code_object.linetable", 8)                   \
+	X(co_firstlineno, "code_object.firstlineno", 4)               \
+	X(co_code_adaptive, "code_object.co_code_adaptive", 8)        \
+	X(co_argcount, "code_object.argcount", 4)                     \
+	X(co_localsplusnames, "code_object.localsplusnames", 8)       \
+	X(co_localspluskinds, "code_object.localspluskinds", 8)       \
+	X(ob_type, "pyobject.ob_type", 8)                             \
+	X(tp_name, "type_object.tp_name", 8)                          \
+	X(tp_flags, "type_object.tp_flags", 8)                        \
+	X(tuple_item, "tuple_object.ob_item", 8)                      \
+	X(dict_ma_keys, "dict_object.ma_keys", 8)                     \
+	X(dict_ma_values, "dict_object.ma_values", 8)                 \
+	X(float_fval, "float_object.ob_fval", 8)                      \
+	X(long_lv_tag, "long_object.lv_tag", 8)                       \
+	X(long_digit, "long_object.ob_digit", 4)                      \
+	X(bytes_sval, "bytes_object.ob_sval", 1)                      \
+	X(unicode_state, "unicode_object.state", 4)                   \
+	X(unicode_length, "unicode_object.length", 8)                 \
+	X(ascii_size, "unicode_object.asciiobject_size", 0)
 
-#define PY_DBG_ENUM_(name, path) PY_DBG_##name,
+#define PY_DBG_ENUM_(name, path, width) PY_DBG_##name,
 enum py_dbg_field { PY_DEBUG_FIELDS(PY_DBG_ENUM_) PY_DBG_NR };
 #undef PY_DBG_ENUM_
 
@@ -236,7 +238,8 @@ struct py_offsets {
 	uint32_t dbg_size;    /* sizeof(_Py_DebugOffsets) */
 	uint32_t dbg_version; /* offset of .version (PY_VERSION_HEX) */
 	uint32_t dbg_free_threaded;
-	uint32_t dbg[PY_DBG_NR]; /* where each PY_DEBUG_FIELDS value lives in it */
+	uint32_t dbg[PY_DBG_NR];       /* where each PY_DEBUG_FIELDS value lives in it */
+	uint32_t dbg_bound[PY_DBG_NR]; /* where the size of the struct holding it lives in it */
 };
 
 /* The table for version @version (PY_VERSION_MIN .. PY_VERSION_MAX), or NULL (errno = ENOTSUP). */
@@ -247,17 +250,26 @@ const struct py_offsets *const *py_offsets_all(size_t *nr);
 
 #define PY_DEBUG_COOKIE "xdebugpy"
 
+/* The largest struct size a _Py_DebugOffsets block may give (the runtime state, which holds
+ * the main interpreter's, is the largest: 128 KiB in 3.15). */
+#define PY_DBG_STRUCT_MAX (16u << 20)
+
 /*
  * Apply a _Py_DebugOffsets block read from the start of the target's _PyRuntime (@buf,
- * @len bytes) over @table (3.13+). Checks the cookie, that its version field names the same
- * minor version as @table, and that the build is not free-threaded. On success *@out is
- * @table with every PY_DEBUG_FIELDS member replaced by the target's own value and 0 is
- * returned; otherwise *@out is left as a copy of @table and -EINVAL (bad cookie/short
- * buffer), -ENOTSUP (free-threaded build) or -ERANGE (version mismatch) is returned.
- * *@hexversion (if not NULL) gets the version field (PY_VERSION_HEX) when the cookie matched.
+ * @len bytes), laid out as @table says (table->dbg, dbg_bound), over @table (3.13+). The
+ * block is target memory, so untrusted: checks the cookie, that its version field names
+ * @version (PY_VER(3, minor): the version the interpreter's file says it is; @table may be
+ * another version's, the newest known for a newer interpreter), that the build is not
+ * free-threaded, and that every value lies inside the struct it belongs to (by the struct
+ * size the block gives, at most PY_DBG_STRUCT_MAX). On success *@out is @table with every
+ * PY_DEBUG_FIELDS member replaced by the target's own value and 0 is returned; otherwise
+ * *@out is a copy of @table and -EINVAL (bad cookie, short buffer), -ERANGE (another
+ * version), -ENOTSUP (free-threaded build) or -EBADMSG (an offset out of bounds) is
+ * returned. *@hexversion (if not NULL) gets the version field (PY_VERSION_HEX) when the
+ * cookie matched.
  */
 int py_offsets_apply_debug(const struct py_offsets *table, const void *buf, size_t len,
-			   struct py_offsets *out, uint64_t *hexversion);
+			   unsigned int version, struct py_offsets *out, uint64_t *hexversion);
 
 /* Field name of PY_DEBUG_FIELDS index @i ("ts_next"); NULL past the last. */
 const char *py_dbg_field_name(unsigned int i);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pyopcodes: what probing needs to know of CPython's bytecode per minor version (3.10-3.13):
+ * pyopcodes: what probing needs to know of CPython's bytecode per minor version (3.10-3.15):
  * how long each instruction is in the code as a running interpreter holds it (quickened by
  * 3.11+, instrumented by 3.12+ monitoring), and which instructions are unconditional jumps.
  * Enough to find where a jump goes (pylines_jump_target), nothing more. The tables

@@ -11,6 +11,8 @@ PKGS=(
 	libsqlite3-dev libedit-dev libmicrohttpd-dev pkg-config
 	# tests and demo: interpreters, workloads, browser check, tools the tests drive
 	python3 python3-torch chromium procps util-linux iproute2 sqlite3 file binutils gdb
+	# test_top drives probing top in a terminal
+	tmux
 	# probing debug: debugpy for Debian's python3 (tests: test_debug)
 	python3-debugpy
 	# tests: the Debian unstable root of python3.14/3.15 and torch 2.14 (install-sidroot.sh)

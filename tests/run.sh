@@ -5,12 +5,13 @@
 #   tests/run.sh [--unit-only] [--filter SUBSTRING]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+args=("$@") # for the re-exec below: the loop consumes "$@"
 
 # The suite runs as on a fresh machine, where nothing is mounted on /sys/kernel/tracing:
 # in a private mount namespace with tracefs (and debugfs's view of it) unmounted, so that a
 # dependence on tracefs fails here too, whatever was mounted on this machine by hand.
 if [ "$(id -u)" -eq 0 ] && [ -z "${PROBING_TESTS_NO_TRACEFS:-}" ] && command -v unshare >/dev/null; then
-	PROBING_TESTS_NO_TRACEFS=1 exec unshare --mount --propagation private "$0" "$@"
+	PROBING_TESTS_NO_TRACEFS=1 exec unshare --mount --propagation private "$0" ${args[@]+"${args[@]}"}
 fi
 if [ -n "${PROBING_TESTS_NO_TRACEFS:-}" ]; then
 	umount -l /sys/kernel/debug/tracing 2>/dev/null

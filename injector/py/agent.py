@@ -186,6 +186,10 @@ class _ThreadStream(object):
     def __getattr__(self, name):
         return getattr(self._orig, name)
 
+    def wrote(self):
+        """Whether the agent's thread wrote anything."""
+        return self._buf.tell() > 0 or self._cut
+
     def text(self):
         v = self._buf.getvalue()
         if self._cut:
@@ -249,11 +253,30 @@ def _main_globals():
     return main.__dict__ if main is not None else {}
 
 
+def _split_last_expression(code):
+    """CODE compiled as (statements, last expression): "import gc; len(gc.get_objects())"
+    gives the import and the len(), whose value eval prints, as Python's prompt and notebooks
+    do. Either may be None (no statements before; no expression last). A SyntaxError is
+    raised as compile() raises it."""
+    try:
+        return None, compile(code, "<probing>", "eval")
+    except SyntaxError:
+        pass
+    import ast  # only for code with statements: the agent's start stays light
+    tree = ast.parse(code, "<probing>", "exec")
+    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+        return compile(tree, "<probing>", "exec"), None
+    last = ast.Expression(tree.body.pop().value)
+    return (compile(tree, "<probing>", "exec") if tree.body else None,
+            compile(last, "<probing>", "eval"))
+
+
 def _k_eval(args):
     """Run CODE in __main__: an expression's repr, or what statements print.
 
-    mode "eval" (probing eval): an expression gives its repr (None included); statements
-    run with their output captured. mode "repl": code.interact-like: incomplete input gives
+    mode "eval" (probing eval): statements run with their output captured; an expression last
+    gives its repr (None included, unless the code printed something: print(...) is no
+    answer). mode "repl": code.interact-like: incomplete input gives
     more=True, expression statements print their value (not None).
     """
     code = args.get("code", "")
@@ -274,14 +297,14 @@ def _k_eval(args):
                     else:
                         exec(c, g)
                 else:
-                    try:
-                        c = compile(code, "<probing>", "eval")
-                    except SyntaxError:
-                        c = None
-                    if c is not None:
-                        value = _repr(eval(c, g))
-                    else:
-                        exec(compile(code, "<probing>", "exec"), g)
+                    body, last = _split_last_expression(code)
+                    if body is not None:
+                        exec(body, g)
+                    if last is not None:
+                        v = eval(last, g)
+                        # print(...) is an expression too: its None is no answer.
+                        if v is not None or not (cap.out.wrote() or cap.err.wrote()):
+                            value = _repr(v)
         except BaseException as e:  # noqa: B902 - SystemExit must not end the target
             exc = _user_traceback(e)
     return {"value": value, "stdout": cap.out.text(), "stderr": cap.err.text(),
@@ -460,7 +483,8 @@ def _all_frames():
 def _backtrace_rows():
     for name, tid, depth, f in _all_frames():
         co = f.f_code
-        yield (name, tid, depth, co.co_name, co.co_filename, f.f_lineno, "python")
+        yield (name, tid, depth, co.co_name, co.co_filename, f.f_lineno, "python",
+               getattr(co, "co_qualname", None))
 
 
 def _short_repr(value, limit):
@@ -612,6 +636,8 @@ register_table("python", "backtrace", [
     ("file", "TEXT", "source file (co_filename)"),
     ("lineno", "INTEGER", "current line"),
     ("kind", "TEXT", "'python'"),
+    ("qualname", "TEXT", "qualified name (co_qualname, 3.11+: Thread.run), as backtrace shows; "
+     "NULL before 3.11"),
 ], _backtrace_rows, "Python stack of every thread but the agent's (sys._current_frames)")
 register_table("python", "locals", [
     ("thread", "TEXT", "thread name (threading), or thread-IDENT"),

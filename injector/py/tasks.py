@@ -2,7 +2,8 @@
 
 The same rows probing reads from outside (user/python/pytasks.c) when the agent is not
 loaded; the agent's view also covers tasks that cannot be read from outside (the pure-Python
-asyncio.tasks._PyTask, used when the _asyncio accelerator is missing).
+asyncio.tasks._PyTask, used when the _asyncio accelerator is missing; and on 3.14+ every
+task, which the rewritten _asyncio keeps in per-thread linked lists).
 
 Nothing of the event loops runs here: the task registries are copied with single C calls
 (list() of a set, dict.copy(): atomic under the GIL, so no "Set changed size during
@@ -42,11 +43,39 @@ def _plain_attr(obj, name):
         return None
 
 
-def _registered(tmod):
+def _running_loops():
+    """3.14+: the event loops running in some thread, found as the `self` of each
+    BaseEventLoop.run_forever frame (frame.f_locals is a C proxy from 3.13 on: nothing of
+    the loop runs). A loop whose run_forever is not Python (uvloop) is not found."""
+    loops = []
+    for f in sys._current_frames().values():
+        depth = 0
+        while f is not None and depth < 1024:
+            code = f.f_code
+            if code.co_name == "run_forever" and \
+                    code.co_filename.endswith("asyncio/base_events.py"):
+                loop = f.f_locals.get("self")
+                if loop is not None and all(loop is not x for x in loops):
+                    loops.append(loop)
+            f = f.f_back
+            depth += 1
+    return loops
+
+
+def _registered(tmod, loops):
     """Every task the asyncio.tasks registries hold (3.8-3.11: _all_tasks; 3.12+:
-    _scheduled_tasks and _eager_tasks), without iterating a WeakSet in Python."""
+    _scheduled_tasks and _eager_tasks; 3.14+: the C tasks in the _asyncio module's
+    per-thread lists, asked for each running loop with _asyncio.all_tasks, a C function),
+    without iterating a WeakSet in Python."""
     d = _attrs(tmod)
     out = []
+    if sys.version_info >= (3, 14):
+        casyncio = sys.modules.get("_asyncio")
+        for loop in loops if casyncio is not None else ():
+            try:
+                out.extend(list(casyncio.all_tasks(loop)))
+            except Exception:  # noqa: BLE001 - a loop closing under us
+                pass
     for reg in ("_all_tasks", "_scheduled_tasks"):
         ws = d.get(reg)
         data = _plain_attr(ws, "data") if ws is not None else None
@@ -115,10 +144,20 @@ def _tasks_rows():
         return
     current = _attrs(tmod).get("_current_tasks")
     current = current.copy() if type(current) is dict else {}
+    loops = _running_loops() if sys.version_info >= (3, 14) else []
+    casyncio = sys.modules.get("_asyncio")
+    for loop in loops if casyncio is not None else ():
+        # 3.14+: the C tasks running now are in the thread states, not in _current_tasks.
+        try:
+            task = casyncio.current_task(loop)
+        except Exception:  # noqa: BLE001
+            task = None
+        if task is not None:
+            current.setdefault(loop, task)
     frames = sys._current_frames()
     names = agent._thread_names()
     rows = []
-    for t in _registered(tmod):
+    for t in _registered(tmod, loops):
         base = _base(tmod, t)
         if base is None:
             continue

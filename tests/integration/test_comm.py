@@ -1,7 +1,8 @@
 """Collectives recorded from outside with uprobes (record's collectives view, issue 12).
 
-The target is tests/workloads/torch/ddp_comm_job.py: a real 3-rank gloo DDP job under torchrun
-(Debian's python3.11 with python3-torch 1.13) whose model has 5,560 parameters, so each
+The target is tests/workloads/torch/ddp_comm_job.py: a real 3-rank gloo DDP job, on each torch
+of torchenv.py (Debian's torch 1.13 under torchrun on the host, torch 2.14 with its own libgloo
+in Debian unstable's root under launch.py), whose model has 5,560 parameters, so each
 step's gradient allreduce carries 22,240 bytes (one bucket), with rank 1 50 ms late to every
 step and an explicit dist.barrier() at the end. Its own prints are the ground truth: its
 ranks' pids, and time.time_ns() around every loss.backward().
@@ -14,6 +15,7 @@ import statistics
 import subprocess
 
 import harness
+import torchenv
 
 TORCHRUN = "/usr/bin/torchrun"
 JOB = os.path.join(harness.PY_WORKLOADS, "torch", "ddp_comm_job.py")
@@ -29,15 +31,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torchrun(nranks=NRANKS):
-    return [TORCHRUN, "--nproc_per_node", str(nranks), "--master_addr", "127.0.0.1",
-            "--master_port", str(free_port()), "--redirects", "1", "--tee", "1", JOB]
+def torchrun(t, nranks=NRANKS):
+    return t.launch(nranks, JOB, port=free_port())
 
 
-def job_env(steps, **extra):
-    env = {"STEPS": str(steps), "LATE_RANK": "1", "LATE_MS": str(LATE_MS), "OMP_NUM_THREADS": "1"}
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+def job_env(t, steps, **extra):
+    return t.env(STEPS=steps, LATE_RANK=1, LATE_MS=LATE_MS, OMP_NUM_THREADS=1, **extra)
 
 
 def ranks_of(out):
@@ -134,13 +133,15 @@ def check_late_rank(by_rank, late=1):
     assert 0.7 * LATE_MS <= shorter_ms <= 1.6 * LATE_MS, shorter_ms
 
 
-@harness.timeout(240)
-def test_comm_ddp_from_start():
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+@harness.timeout(300)
+def test_comm_ddp_from_start(t):
     """record --children -- torchrun ...: every rank's collectives from the job's start."""
+    t.require()
     steps = 16
     db = harness.tmp("ddp.db")
-    p = harness.probing("record", "-o", db, "--children", "--", *torchrun(),
-                        env=job_env(steps, P2P=1, P2P_NUMEL=1000), timeout=200)
+    p = harness.probing("record", "-o", db, "--children", "--", *torchrun(t),
+                        env=job_env(t, steps, P2P=1, P2P_NUMEL=1000), timeout=260)
     assert p.returncode == 0, p.stderr[-3000:]
     ranks = ranks_of(p.stdout)
     assert sorted(ranks.values()) == list(range(NRANKS)), p.stdout[-2000:]
@@ -222,18 +223,20 @@ def test_comm_ddp_from_start():
     assert md["comm"] == "on" and int(md["collectives"]) == len(rows(db)), md
 
 
-@harness.timeout(240)
-def test_comm_attach_to_running_job_and_steps():
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+@harness.timeout(300)
+def test_comm_attach_to_running_job_and_steps(t):
     """record -p RANK_PIDS on a job that is already running (torch loaded, process group made,
     DDP set up): its later collectives, seq the same on every rank. With the PyTorch hooks
     injected into every rank and their rows saved into the recording, the documented query
     "Steps and their communication" splits each step so that its parts add up: the ranks
     that wait for the late one do so in comm_wait_ms, after their backward."""
+    t.require()
     steps = 8
     go, hold = harness.tmp("go"), harness.tmp("hold")
     out_path = harness.tmp("job.out")
-    job = harness.spawn(torchrun(), env=job_env(steps, WAIT_AT="loop", WAIT_FILE=go,
-                                                 HOLD_FILE=hold),
+    job = harness.spawn(torchrun(t), env=job_env(t, steps, WAIT_AT="loop", WAIT_FILE=go,
+                                                  HOLD_FILE=hold),
                         stdout=open(out_path, "w"), stderr=subprocess.STDOUT)
 
     def out():
@@ -245,7 +248,7 @@ def test_comm_attach_to_running_job_and_steps():
             raise AssertionError("the job exited: " + out()[-2000:])
         r = ranks_of(out())
         return r if len(r) == NRANKS else None
-    ranks = harness.wait_for(started, timeout=120, what="3 ranks set up")
+    ranks = harness.wait_for(started, timeout=180, what="3 ranks set up")
     for pid in ranks:
         harness.probing("inject", "-p", pid, "--torch", check=True)
         harness.probing("config", "-p", pid, "torch_every=1", check=True)
@@ -253,8 +256,9 @@ def test_comm_attach_to_running_job_and_steps():
     err_path = harness.tmp("record.err")
     rec = harness.spawn([harness.PROBING, "record", "-v", "-o", db, "-p",
                          ",".join(map(str, ranks))], stderr=open(err_path, "w"))
-    harness.wait_for(lambda: open(err_path).read().count("probe points in /usr/lib/x86_64") ==
-                     NRANKS, timeout=60, what="the probes attached")
+    harness.wait_for(lambda: len(re.findall(r"probe points in \S*/libtorch_cpu\.so",
+                                            open(err_path).read())) == NRANKS,
+                     timeout=60, what="the probes attached")
     open(go, "w").close()
     harness.wait_for(lambda: len(backward_windows(out())) == NRANKS * steps, timeout=120,
                      what="the job's steps")
@@ -300,16 +304,88 @@ def test_comm_attach_to_running_job_and_steps():
             assert 0.7 * LATE_MS <= wait <= 1.6 * LATE_MS, (rank, mine)
 
 
-@harness.timeout(120)
-def test_comm_off_and_single_rank():
+@harness.timeout(360)
+def test_rank_deviation_of_a_rank_late_off_its_cpu():
+    """Rank 1 sleeps LATE_MS before every step: the others wait for it in the allreduce, and
+    the time it is late is off its CPU. rank_deviation puts it first with how often it
+    entered a collective last; with --off-cpu it names the sleep it spends the time in
+    (weighed by samples.ns), on-CPU only it names no noise as the reason and says --off-cpu
+    is needed. flamegraph --by rank flags it the same way."""
+    go, hold = harness.tmp("go"), harness.tmp("hold")
+    out_path = harness.tmp("late.out")
+    t = torchenv.HOST  # the views do not depend on the torch (test_record_job runs both)
+    job = harness.spawn(torchrun(t), env=job_env(t, 100000, WAIT_AT="loop", WAIT_FILE=go,
+                                                   HOLD_FILE=hold),
+                        stdout=open(out_path, "w"), stderr=subprocess.STDOUT)
+
+    def started():
+        if job.poll() is not None:
+            raise AssertionError("the job exited: " + open(out_path).read()[-2000:])
+        r = ranks_of(open(out_path).read())
+        return r if len(r) == NRANKS else None
+    ranks = harness.wait_for(started, timeout=180, what="3 ranks set up")
+    open(go, "w").close()
+    harness.wait_for(lambda: len(backward_windows(open(out_path).read())) >= NRANKS * 5,
+                     timeout=60, what="the job's first steps")
+    pids = ",".join(map(str, ranks))
+    dbs = {}
+    for mode in ("on", "off"):
+        dbs[mode] = harness.tmp("late-%s.db" % mode)
+        p = harness.probing("record", "-o", dbs[mode], "-p", pids, "-d", "5",
+                            *(["--off-cpu"] if mode == "off" else []), timeout=60)
+        assert p.returncode == 0, p.stderr[-2000:]
+    job.kill()
+
+    for mode, db in dbs.items():
+        con = sqlite3.connect(db)
+        con.row_factory = sqlite3.Row
+        try:
+            dev = [dict(r) for r in con.execute("SELECT * FROM rank_deviation")]
+        finally:
+            con.close()
+        harness.log(mode + ": " + "\n".join(map(str, dev)))
+        assert [d["rank"] for d in dev][0] == 1, dev
+        late = dev[0]
+        # About one allreduce per step of ~LATE_MS: rank 1 enters nearly all of them last.
+        assert late["collectives"] >= 30 and late["entered_last"] >= 0.9 * late["collectives"], late
+        assert 0.7 * LATE_MS <= late["others_wait_ms"] <= 1.6 * LATE_MS, late
+        assert all(d["entered_last"] <= 0.1 * d["collectives"] for d in dev[1:]), dev
+        assert late["func"] != "[unknown]", late
+        if mode == "off":
+            # Its time goes to sleeping: clock_nanosleep (libc) or the kernel's nanosleep.
+            assert "nanosleep" in late["func"] or late["func"] == "sleep", late
+            assert late["deviation"] >= 0.05, late
+            assert late["note"].startswith("entered last in %d of %d collectives" % (
+                late["entered_last"], late["collectives"])), late
+            assert "--off-cpu" not in late["note"], late
+        else:
+            assert "--off-cpu" in late["note"] and "entered last" in late["note"], late
+            assert all("--off-cpu" in d["note"] for d in dev), dev
+        svg = harness.tmp("late-%s.svg" % mode)
+        p = harness.probing("flamegraph", "-i", db, "--by", "rank", "-o", svg)
+        assert p.returncode == 0, p.stderr[-2000:]
+        text = open(svg).read()
+        assert "rank 1 entered last in %d of %d collectives" % (
+            late["entered_last"], late["collectives"]) in text, text[:3000]
+        if mode == "off":
+            assert re.search(r"entered last in \d+ of \d+ collectives \(the others waited "
+                             r"[\d.]+ ms\) · [^<]*nanosleep[^<]*: \d+%, median rank 0%", text)
+        else:
+            assert "its late time is off its CPU: record with --off-cpu" in text
+
+
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+@harness.timeout(400)
+def test_comm_off_and_single_rank(t):
     """A one-rank gloo job: its allreduces are recorded (group of size 1); with --no-comm
     nothing is, and meta says so."""
-    env = job_env(3, RANK=0, WORLD_SIZE=1, LOCAL_RANK=0, MASTER_ADDR="127.0.0.1",
+    t.require()
+    env = job_env(t, 3, RANK=0, WORLD_SIZE=1, LOCAL_RANK=0, MASTER_ADDR="127.0.0.1",
                   MASTER_PORT=free_port())
     for flag in (None, "--no-comm"):
         db = harness.tmp("one%s.db" % (flag or ""))
         p = harness.probing("record", "-o", db, *([flag] if flag else []), "--",
-                            "/usr/bin/python3", JOB, env=env, timeout=100)
+                            *t.python_argv(JOB), env=env, timeout=190)
         assert p.returncode == 0, p.stderr[-2000:]
         got = rows(db)
         if flag:
@@ -481,3 +557,49 @@ def test_comm_stack_once_per_call_site():
             assert any(f.startswith("ffi_") for f in native) == (k == 1), (k, native)
     finally:
         con.close()
+
+
+FSDP2_JOB = os.path.join(harness.PY_WORKLOADS, "torch", "fsdp2_job.py")
+
+
+@harness.timeout(300)
+def test_comm_fsdp2_on_cpu():
+    """FSDP2 (fully_shard, torch 2.x: not in 1.13) on CPU with gloo, 2 ranks, recorded from the
+    start: per step, each Linear's shards all-gathered in forward (Linear(64, 32) first) and
+    again in backward (the other way round), each rank contributing its half (4 bytes x
+    2,080 / 2 and x 264 / 2); then the gradients reduced, Linear(32, 8)'s first (gloo has no
+    reduce-scatter of one tensor: torch reduces the whole gradient with an allreduce). seq the
+    same on every rank for the same collective; the stacks are FSDP's own."""
+    t = torchenv.SID
+    t.require()
+    steps, nranks = 3, 2
+    big, small = 4 * (64 * 32 + 32), 4 * (32 * 8 + 8)
+    db = harness.tmp("fsdp2.db")
+    p = harness.probing("record", "-o", db, "--children", "--",
+                        *t.launch(nranks, FSDP2_JOB, port=free_port()),
+                        env=t.env(STEPS=steps, OMP_NUM_THREADS=1), timeout=260)
+    assert p.returncode == 0, p.stderr[-3000:]
+    ranks = {int(pid): int(r) for r, pid, w in re.findall(r"rank (\d+) pid (\d+) world (\d+)",
+                                                           p.stdout)}
+    assert sorted(ranks.values()) == [0, 1], p.stdout[-2000:]
+    losses = {}
+    for r, s, loss in re.findall(r"STEP rank=(\d) step=(\d+) loss=(\S+)", p.stdout):
+        losses.setdefault(int(s), set()).add(loss)
+    assert sorted(losses) == list(range(steps)) and all(len(v) == 1 for v in losses.values())
+    got = [r for r in rows(db) if r["pid"] in ranks]
+    step = [("allgather", big // nranks), ("allgather", small // nranks),
+            ("allgather", small // nranks), ("allgather", big // nranks),
+            ("allreduce", small), ("allreduce", big)]
+    seqs = None
+    for rank in range(nranks):
+        mine = sorted((r for r in got if r["rank"] == rank), key=lambda r: r["seq"])
+        assert [(r["op"], r["bytes"]) for r in mine] == step * steps, mine
+        assert all(r["grp"] == "0" and r["grp_size"] == nranks and
+                   r["grp_rank"] == rank and r["ns"] is not None for r in mine), mine[0]
+        assert seqs is None or [r["seq"] for r in mine] == seqs
+        seqs = [r["seq"] for r in mine]
+        assert seqs == sorted(set(seqs)), seqs
+        names = [[f for k, f in stack_funcs(db, r["stack_id"]) if k == "python"] for r in mine]
+        for (op, _), fs in zip(step * steps, names):
+            want = "foreach_all_gather" if op == "allgather" else "foreach_reduce"
+            assert want in fs, (op, fs)

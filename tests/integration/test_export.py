@@ -281,3 +281,99 @@ def test_help_lists_only_what_works():
     doc = open(os.path.join(harness.ROOT, "docs", "export.md")).read()
     assert "not implemented" not in doc and "--format chrome" in doc
     # chrome (and -p) are tested in test_torch.py.
+
+
+# ---- killed while writing -------------------------------------------------------------------
+def writing_to(pid, directory):
+    """Does process @pid hold a file of @directory open (its output, being written)?"""
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(directory + "/"):
+                    return True
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return False
+
+
+def test_killed_while_writing_leaves_no_temporary_file():
+    """flamegraph and export killed while their output is open (SIGINT, SIGTERM, SIGHUP, and
+    SIGKILL or SIGSEGV, which nothing can catch) leave nothing beside the output, which keeps
+    its old content."""
+    import signal
+    import subprocess
+    # Big enough that the output is open for a while (~0.1 s here).
+    lines = ["@process 1 x", "@pid 1 1 m"]
+    for i in range(6000):
+        lines.append(";".join("f%d_%d" % (d, (i >> d) % 7 if d < 10 else i)
+                              for d in range(20)) + " 3")
+    db = recordings.make_db("\n".join(lines) + "\n", name="big.db")
+    out_dir = harness.tmp("out")
+    os.mkdir(out_dir)
+    cases = [(["flamegraph"], "fg.svg", s) for s in
+             (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL, signal.SIGSEGV)]
+    cases += [(["export", "--format", "speedscope"], "out.json", s) for s in
+              (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)]
+    for args, name, sig in cases:
+        out = os.path.join(out_dir, name)
+        with open(out, "w") as f:
+            f.write("old")
+        for attempt in range(20):
+            p = subprocess.Popen([harness.PROBING, *args, "-i", db, "-o", out],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            while p.poll() is None and not writing_to(p.pid, out_dir):
+                pass
+            if p.poll() is None:
+                p.send_signal(sig)
+            p.communicate(timeout=60)
+            if p.returncode != 0:
+                break
+            with open(out, "w") as f:  # it finished first: again
+                f.write("old")
+        assert p.returncode != 0, (args, sig, "never caught while writing")
+        assert not [f for f in os.listdir(out_dir) if f.startswith(".")], \
+            (args, sig, os.listdir(out_dir))
+        with open(out) as f:
+            assert f.read() == "old", (args, sig)
+    # Not killed: complete, and still nothing else there.
+    probing("export", "-i", db, "--format", "speedscope", "-o",
+            os.path.join(out_dir, "out.json"), check=True)
+    assert json.load(open(os.path.join(out_dir, "out.json")))["profiles"]
+    assert sorted(os.listdir(out_dir)) == ["fg.svg", "out.json"]
+
+
+def test_damaged_times_and_depths_are_refused_by_name():
+    """A negative ns (which became 1.8e19 in speedscope's weights) and a depth beyond 32 bits
+    (4294967297 was printed as 1) are named as they are in the file."""
+    import sqlite3
+    db = recordings.make_db(seconds=1)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE sample_counts SET state = 3 WHERE pid = 200")  # off-CPU: by time
+    con.execute("UPDATE sample_counts SET ns = -5 WHERE rowid = (SELECT max(rowid) FROM"
+                " sample_counts WHERE pid = 200)")
+    con.commit()
+    con.close()
+    out = harness.tmp("neg.json")
+    for args in (["export", "--format", "speedscope", "-o", out], ["flamegraph", "-o", out]):
+        p = probing(*args, "-i", db)
+        assert p.returncode == 1, (args, p.stdout[-500:])
+        assert "damaged" in p.stderr and "-5" in p.stderr and "ns" in p.stderr, p.stderr
+        assert not os.path.exists(out)
+    # Times that add up past 2^64 ns.
+    con = sqlite3.connect(db)
+    con.execute("UPDATE sample_counts SET ns = 9000000000000000000")
+    con.commit()
+    con.close()
+    p = probing("export", "--format", "speedscope", "-o", out, "-i", db)
+    assert p.returncode == 1 and "damaged" in p.stderr and "2^64" in p.stderr, p.stderr
+
+    db = recordings.make_db(name="depth.db")
+    con = sqlite3.connect(db)
+    con.execute("UPDATE stack_frames SET depth = 4294967297 WHERE depth = 1 AND stack_id ="
+                " (SELECT min(stack_id) FROM stack_frames WHERE depth = 1)")
+    con.commit()
+    con.close()
+    p = probing("flamegraph", "-i", db, "--folded")
+    assert p.returncode == 1 and "depth 4294967297" in p.stderr, p.stderr

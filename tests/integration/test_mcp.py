@@ -6,6 +6,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -101,12 +102,15 @@ def test_handshake_tools_and_protocol_errors():
                          "'pid' must be an integer"),
                         ({"name": "backtrace", "arguments": {"pid": 1, "bogus": 1}},
                          "takes no argument 'bogus'"),
-                        ({"name": "query", "arguments": {"sql": "SELECT 1"}},
-                         "either 'file'"),
                         ({"name": "query", "arguments": [1]}, "a JSON object"),
                         ({"arguments": {}}, "params.name")]:
         r = c.request("tools/call", params)
         assert r["error"]["code"] == -32602 and msg in r["error"]["message"], (params, r)
+    # What the schema cannot say (one of file and pid) is a tool error the assistant reads.
+    text, err = c.call("query", sql="SELECT 1")
+    assert err and "give 'file'" in text, text
+    text, err = c.call("query", sql="SELECT 1", file="/x.db", pid=1)
+    assert err and "not both" in text, text
     assert c.close() == 0
 
 
@@ -318,21 +322,24 @@ def test_record_and_summarize():
     c.handshake()
     text, err = c.call("record_and_summarize", pid=busy.pid, seconds=2, frequency=199)
     assert not err, text
-    m = re.search(r"into (/tmp/probing-mcp-\w+/pid%d-1\.db)" % busy.pid, text)
+    m = re.search(r"The recording is (/tmp/probing-mcp-\w+/pid%d-1\.db)" % busy.pid, text)
     assert m, text
     db = m.group(1)
-    # Ground truth: the busy function is the top self function; the tables come from the
-    # recording itself.
-    self_part = text.split("## Top functions by self samples")[1].split("##")[0]
+    # Ground truth: the busy function is the top self function and its loop the hottest
+    # Python line; the totals come from the recording itself.
+    self_part = text.split("## Where the CPU time goes: self time")[1].split("##")[0]
     top = self_part.splitlines()[3]
     assert top.lstrip().startswith("mcp_busy_target (" + harness.tmp("busy.py")), self_part
+    lines = text.split("## Hottest Python lines")[1].split("##")[0]
+    assert lines.splitlines()[3].lstrip().startswith(
+        "mcp_busy_target (%s:" % harness.tmp("busy.py")), lines
     con = harness.db(db)
     total = con.execute("SELECT SUM(count) FROM samples").fetchone()[0]
     con.close()
-    assert total > 100 and re.search(r"^\s*%d \|" % total,
-                                     text.split("## Totals")[1], re.M), text
-    assert "Top functions by inclusive samples" in text and "Busiest threads" in text
-    assert "no thread states" in text
+    assert total > 20 and ("%d on-CPU samples" % total) in text.split("\n")[0], text
+    assert "Python functions by inclusive time" in text and "Busiest threads" in text
+    assert "_start" not in text and "NULL" not in text, text
+    assert "off_cpu=true also records where threads wait" in text
     text, err = c.call("query", file=db, sql="SELECT COUNT(*) FROM samples")
     assert not err
     assert c.close() == 0
@@ -370,3 +377,143 @@ def test_stopped_while_a_tool_runs():
     assert time.monotonic() - t0 < 15
     assert not os.path.exists(f"/proc/{rec[0]}")
     assert not os.path.exists(os.path.dirname(out))
+
+
+SDK_DIR = os.path.join(harness.ROOT, "build", "mcp-sdk")
+SDK_CLIENT = os.path.join(harness.ROOT, "tests", "integration", "mcp_sdk", "client.mjs")
+
+LOCKED = '''import threading, time
+lock = threading.Lock()
+def mcp_holds_the_lock():
+    with lock:
+        print("READY", flush=True)
+        time.sleep(3600)
+def mcp_waits_for_lock():
+    with lock:  # line 8
+        pass
+threading.Thread(target=mcp_holds_the_lock, daemon=True).start()
+time.sleep(0.3)
+mcp_waits_for_lock()
+'''
+
+
+def sdk_client(calls, *server_args):
+    """Run the official TypeScript SDK's client (mcp_sdk/client.mjs) against probing mcp."""
+    if not shutil.which("node"):
+        raise harness.Skip("node is not installed (the TypeScript SDK client needs it)")
+    if not os.path.exists(os.path.join(SDK_DIR, "node_modules", "@modelcontextprotocol", "sdk")):
+        raise harness.Skip("the MCP TypeScript SDK is not installed: "
+                           "scripts/install-mcp-sdk.sh (make test runs it)")
+    plan = {"command": [harness.PROBING, "mcp", *server_args], "calls": calls}
+    p = harness.run(["node", SDK_CLIENT, SDK_DIR, json.dumps(plan)], timeout=240)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout)
+
+
+@harness.timeout(300)
+def test_official_typescript_sdk_client():
+    """The official TypeScript SDK's Client (npm @modelcontextprotocol/sdk) against the server:
+    a record_and_summarize longer than the client's request timeout lives on the progress
+    notifications sent every 5 s (resetTimeoutOnProgress), off_cpu=true shows where a
+    lock-blocked process waits (the function and its Python line), the summary leads with
+    what an assistant can act on (no libbpf lines, no NULL totals, no _start); a query
+    without file or pid is a tool error the assistant reads, not a JSON-RPC error."""
+    locked = harness.spawn([sys.executable, script("locked.py", LOCKED)], stdout=subprocess.PIPE)
+    assert locked.stdout.readline().strip() == b"READY"
+    time.sleep(0.5)
+    out = sdk_client([
+        {"name": "query", "arguments": {"sql": "SELECT 1"}},
+        {"name": "record_and_summarize", "arguments": {"pid": locked.pid, "seconds": 2}},
+        {"name": "record_and_summarize",
+         "arguments": {"pid": locked.pid, "seconds": 16, "off_cpu": True},
+         "timeout_ms": 9000, "progress": True},
+    ])
+    assert out["server"]["name"] == "probing", out["server"]
+    tools = {t["name"]: t for t in out["tools"]}
+    for name, t in tools.items():
+        for arg, schema in t["inputSchema"]["properties"].items():
+            assert schema.get("description") or arg in ("pid", "sql", "code", "seconds",
+                                                       "timeout", "format"), (name, arg)
+    assert "off_cpu" in tools["record_and_summarize"]["inputSchema"]["properties"]
+
+    query, oncpu, offcpu = out["results"]
+    harness.log(json.dumps(out["results"], indent=1)[:6000])
+    assert "result" in query and query["result"]["isError"] is True, query
+    assert "'file'" in query["result"]["content"][0]["text"], query
+
+    assert "result" in oncpu and not oncpu["result"]["isError"], oncpu
+    text = oncpu["result"]["content"][0]["text"]
+    assert "no on-CPU samples" in text and "Call again with off_cpu=true" in text, text
+
+    # 16 s against a 9 s request timeout: only the progress notifications kept it waiting.
+    assert "result" in offcpu, offcpu
+    assert offcpu["ms"] > 16000 and len(offcpu["progress"]) >= 3, offcpu
+    steps = [p["progress"] for p in offcpu["progress"]]
+    assert steps == sorted(set(steps)), steps
+    res = offcpu["result"]
+    assert not res["isError"], res
+    text = res["content"][0]["text"]
+    assert "libbpf" not in text and "NULL" not in text.split("## ")[0], text
+    assert "__libc_start_main" not in text and "_start " not in text, text
+    waits = text.split("## Where threads wait off the CPU")[1].split("## ")[0]
+    rows = [r for r in waits.splitlines() if "|" in r][1:]
+    # The lock wait of the main thread, at its Python line, about the 16 s recorded.
+    lock_rows = [r for r in rows if r.split("|")[0].strip() == "lock"]
+    assert lock_rows and ("mcp_waits_for_lock (%s:8)" % harness.tmp("locked.py")) in lock_rows[0], \
+        waits
+    assert 12 <= float(lock_rows[0].split("|")[-1]) <= 20, lock_rows
+    assert any(r.split("|")[0].strip() == "sleep" and "mcp_holds_the_lock" in r
+               for r in rows), waits
+
+
+def test_framing_nul_bytes_and_invalid_utf8():
+    """A NUL inside a line spoils that line only; an id of invalid UTF-8 is never echoed raw:
+    every answer is one line of valid JSON."""
+    c = Client()
+    c.handshake()
+    fd, pending = c.proc.stdout.fileno(), [b""]
+
+    def line():
+        """The next answer line, as bytes (read here: several may come in one read)."""
+        while b"\n" not in pending[0]:
+            ready, _, _ = select.select([fd], [], [], 60)
+            assert ready, "the server did not answer in 60 s"
+            chunk = os.read(fd, 65536)
+            assert chunk, "the server ended"
+            pending[0] += chunk
+        one, pending[0] = pending[0].split(b"\n", 1)
+        return one
+
+    def read():
+        return json.loads(line())
+    # Two requests, the first with a NUL inside: the first is refused, the second answered.
+    c.proc.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"\x00}\n'
+                       b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n')
+    c.proc.stdin.flush()
+    r = read()
+    assert r["id"] is None and r["error"]["code"] == -32700 and "NUL" in r["error"]["message"], r
+    assert read() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    # A NUL at the very start, and one just before the line's end.
+    c.proc.stdin.write(b'\x00\n{"jsonrpc": "2.0", "id": 3, "method": "ping"}\x00\n'
+                       b'{"jsonrpc": "2.0", "id": 4, "method": "ping"}\n')
+    c.proc.stdin.flush()
+    for _ in range(2):
+        r = read()
+        assert r["id"] is None and r["error"]["code"] == -32700, r
+    assert read() == {"jsonrpc": "2.0", "id": 4, "result": {}}
+    # Invalid UTF-8 in the id, and elsewhere: refused with id null, the answer is JSON.
+    for raw in (b'{"jsonrpc": "2.0", "id": "a\xff\xfeb", "method": "ping"}',
+                b'{"jsonrpc": "2.0", "id": "\xc0\xaf", "method": "ping"}',
+                b'{"jsonrpc": "2.0", "id": 5, "method": "pi\xedng"}'):
+        c.proc.stdin.write(raw + b"\n")
+        c.proc.stdin.flush()
+        answer = line()
+        answer.decode("utf-8")  # valid UTF-8
+        r = json.loads(answer)
+        assert r["id"] is None and r["error"]["code"] == -32700, (raw, r)
+        assert "UTF-8" in r["error"]["message"], r
+    # Valid UTF-8 ids (non-ASCII) still come back as sent.
+    c.send_raw(json.dumps({"jsonrpc": "2.0", "id": "caf\u00e9-\U0001f600", "method": "ping"},
+                          ensure_ascii=False))
+    assert read() == {"jsonrpc": "2.0", "id": "caf\u00e9-\U0001f600", "result": {}}
+    assert c.close() == 0

@@ -6,6 +6,7 @@ import re
 
 import harness as h
 import pystack_common as pc
+import sidroot
 
 PYTHONS = h.pythons()
 NO_CPYTHON = f"no CPython 3.{h.py_minors()[0]}-3.{h.py_minors()[-1]} interpreter"
@@ -111,6 +112,49 @@ def test_not_a_python_process():
     assert r.returncode == 1 and "No such process" in r.stderr, r.stderr
 
 
+@h.timeout(120)
+def test_newer_version_read_exactly_or_refused():
+    """An interpreter newer than probing knows is read with the newest known layout and the
+    interpreter's own _Py_DebugOffsets, kept only if the process confirms it: 3.15 read with
+    3.14's knowledge alone (PROBING_PY_KNOWN_MAX), and 3.14 with 3.13's, either gives exactly
+    what full knowledge gives or is refused with a message naming the version: never wrong
+    frames."""
+    if not sidroot.available():
+        raise h.Skip(sidroot.skip_reason())
+    checked = 0
+    for minor in sidroot.MINORS:
+        if minor not in h.py_minors() or minor - 1 < 13:
+            continue
+        p, out, truth = pc.start_workload(sidroot.python(minor))
+        full = pc.pystacks(p.pid)
+        # The confirmation itself accepts the right layout (PROBING_PY_CONFIRM: the checks a
+        # newer version gets, on this known one): what a compatible 3.16 would pass.
+        r = h.run([pc.tool(pc.PYSTACKS), "--raw", str(p.pid)], env={"PROBING_PY_CONFIRM": "1"})
+        assert r.returncode == 0 and "does not confirm" not in r.stderr, r.stderr
+        r = h.run([pc.tool(pc.PYSTACKS), "--raw", str(p.pid)],
+                  env={"PROBING_PY_KNOWN_MAX": f"3.{minor - 1}"})
+        if r.returncode == 0:
+            older = {}
+            for line in r.stdout.splitlines():
+                f = line.split("\t")
+                if f[0] == "F":
+                    older.setdefault(int(f[1]), []).append(f[4:9])
+            assert older == {tid: [[fr["func"], fr["qualname"] or "-", fr["file"],
+                                   str(fr["line"]), "1" if fr["entry"] else "0"]
+                                  for fr in t["frames"]] for tid, t in full.items()}, (
+                f"3.{minor} read with 3.{minor - 1}'s layout differs from its own")
+            h.log(f"3.{minor} read exactly with 3.{minor - 1}'s layout")
+        else:
+            assert f"Python 3.{minor}." in r.stderr and "newer than probing knows" in \
+                r.stderr and f"3.{minor - 1}'s" in r.stderr, r.stderr
+            h.log(f"3.{minor} with 3.{minor - 1}'s layout refused: {r.stderr.strip()}")
+        p.kill()
+        p.wait()
+        os.unlink(os.path.join(out, "truth.json"))  # the next workload writes its own
+        checked += 1
+    assert checked == 2, checked
+
+
 @h.timeout(60)
 def test_unsupported_versions_say_so():
     """pyenv's 3.7/3.6 have _PyRuntime (3.7) or not (3.6, 2.7): a clear message either way."""
@@ -206,7 +250,7 @@ def test_eval_function_ranges(exe):
         counts = {}
         for t in targets:
             for a, b in fdes:
-                if a < t < b:
+                if a <= t < b:  # the part's first instruction is a target too (3.15)
                     counts[(a, b)] = counts.get((a, b), 0) + 1
         a, b = max(counts, key=counts.get)
         assert counts[(a, b)] >= 0.9 * len(targets), counts

@@ -3,8 +3,9 @@ records every rank that already runs, with its place in the job (processes.rank 
 the comparison of ranks (the view rank_deviation, flamegraph --by rank) names the rank made
 slower and the function it spends the extra time in.
 
-The job: tests/workloads/torch/ddp_straggler.py, 3 ranks of gloo DDP on CPU under Debian's
-torchrun; rank 1 spends 30 ms of its own CPU time per step in straggler_burn(), and logs how
+The job: tests/workloads/torch/ddp_straggler.py, 3 ranks of gloo DDP on CPU, on each torch of
+torchenv.py (Debian's torch 1.13 under its torchrun; torch 2.14 in the sid root under
+launch.py); rank 1 spends 30 ms of its own CPU time per step in straggler_burn(), and logs how
 much it has spent. One job run serves every assertion.
 """
 import json
@@ -18,6 +19,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import harness
+import torchenv
 from harness import probing
 
 WORKLOAD = os.path.join(harness.PY_WORKLOADS, "torch", "ddp_straggler.py")
@@ -32,7 +34,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_job(ready):
+def start_job(tv, ready):
     """Start the job and wait until every rank has done a step; return (torchrun, {rank: pid}).
     A port taken by someone else between free_port() and torchrun's bind makes torchrun exit:
     try again with another."""
@@ -41,11 +43,9 @@ def start_job(ready):
             os.unlink(os.path.join(ready, name))
         log = open(harness.tmp(f"torchrun-{attempt}.log"), "w")
         job = harness.spawn(
-            [TORCHRUN, "--redirects", "1", "--tee", "1", "--nproc_per_node", str(WORLD),
-             "--master_addr", "127.0.0.1", "--master_port", str(free_port()), WORKLOAD,
-             "--ready-dir", ready, "--slow-rank", str(SLOW_RANK), "--slow-ms", str(SLOW_MS),
-             "--seconds", "120"],
-            stdout=log, stderr=log)
+            tv.launch(WORLD, WORKLOAD, "--ready-dir", ready, "--slow-rank", SLOW_RANK,
+                      "--slow-ms", SLOW_MS, "--seconds", 120, port=free_port()),
+            stdout=log, stderr=log, env=tv.env())
 
         def all_ready():
             if job.poll() is not None:
@@ -82,10 +82,12 @@ def burn_between(path, start, end):
 
 
 @harness.timeout(400)
-def test_record_children_of_a_running_torchrun_job():
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+def test_record_children_of_a_running_torchrun_job(tv):
+    tv.require()
     ready = harness.tmp("ready")
     os.mkdir(ready)
-    job, pids = start_job(ready)
+    job, pids = start_job(tv, ready)
     db = harness.tmp("job.db")
     # Record until rank 1 has spent 1.5 s of CPU time in straggler_burn since the recorder
     # started (a few seconds on an idle machine): enough samples however loaded it is.

@@ -51,6 +51,114 @@ def test_token_on_every_request():
     assert s.stop() == 0
 
 
+def test_token_exact_and_bearer_scheme_any_case():
+    """The token must be exactly the token (a NUL after it in the URL does not end it); the
+    Authorization scheme is case-insensitive (RFC 7235 2.1)."""
+    db = serve_helpers.job_db()
+    s = Server("-i", db)
+    for suffix in ("%00", "%00x", "%00" + s.token, "%20"):
+        status, _, body = s.get(f"/api/files?token={s.token}{suffix}", token=None)
+        assert status == 401, (suffix, status, body)
+    status, _, _ = s.get("/api/files?token=%00" + s.token, token=None)
+    assert status == 401
+    for scheme in ("Bearer", "bearer", "BEARER", "bEaReR"):
+        status, _, body = s.get("/api/files", token=None,
+                                headers={"Authorization": f"{scheme} {s.token}"})
+        assert status == 200, (scheme, status, body)
+    for bad in (f"Basic {s.token}", f"Bearer{s.token}", f"Bearerx {s.token}",
+                f"bearer {s.token}x", "bearer "):
+        status, _, _ = s.get("/api/files", token=None, headers={"Authorization": bad})
+        assert status == 401, bad
+    assert s.stop() == 0
+
+
+IDLE_CONNECTIONS = r"""
+import os, socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+os.setgid(65534)
+os.setuid(65534)  # nobody: another local user, without the token
+held = []
+for i in range(n):
+    c = socket.socket()
+    c.bind(("127.0.0.%d" % (1 + i % 4), 0))  # spread over 127.0.0.1-4
+    c.settimeout(5)
+    try:
+        c.connect(("127.0.0.1", port))
+        held.append(c)
+    except OSError:
+        pass
+print(len(held), flush=True)
+while True:  # keep them open, and open new ones as the server closes old ones
+    time.sleep(0.5)
+    for i, c in enumerate(held):
+        c.setblocking(False)
+        try:
+            gone = c.recv(4096) == b""
+        except BlockingIOError:
+            gone = False
+        except OSError:
+            gone = True
+        if gone:
+            c.close()
+            c = socket.socket()
+            c.bind(("127.0.0.%d" % (1 + i % 4), 0))
+            c.settimeout(5)
+            try:
+                c.connect(("127.0.0.1", port))
+            except OSError:
+                pass
+            held[i] = c
+"""
+
+
+def test_idle_connections_never_lock_the_owner_out():
+    """Idle connections without the token, from another user (nobody, over 127.0.0.1-4) and
+    from the owner's own user, never keep a token holder's request out; each idle one is
+    told it timed out and closed within seconds."""
+    import subprocess
+    db = serve_helpers.job_db()
+    s = Server("-i", db)
+    script = harness.tmp("idle.py")
+    with open(script, "w") as f:
+        f.write(IDLE_CONNECTIONS)
+    os.chmod(harness.tmp(), 0o755)
+    nobody = harness.spawn([sys.executable, script, str(s.port), "120"],
+                           stdout=subprocess.PIPE)
+    try:
+        ready = nobody.stdout.readline()
+        assert int(ready) >= 64, ready
+        mine = [socket.create_connection((s.host, s.port)) for _ in range(40)]
+        for _ in range(4):
+            t0 = time.monotonic()
+            status, _, body = s.get("/api/files", timeout=20)
+            took = time.monotonic() - t0
+            assert status == 200 and b"job.db" in body, (status, body)
+            assert took < 2, took
+            time.sleep(1)
+        # An idle connection is answered "timed out" and closed, within seconds.
+        c = socket.create_connection((s.host, s.port))
+        c.settimeout(20)
+        t0 = time.monotonic()
+        data = b""
+        while True:
+            chunk = c.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        assert b" 408 " in data.split(b"\r\n")[0] and b"timed out" in data, data
+        assert time.monotonic() - t0 < 10
+        c.close()
+        for c in mine:
+            c.close()
+        # A request without the token still gets its 401 at once.
+        status, _, body = s.get("/api/files", token=None)
+        assert status == 401 and b"token" in body
+    finally:
+        nobody.kill()
+        nobody.wait()
+    assert s.stop() == 0
+
+
 def test_json_api_against_ground_truth():
     db = serve_helpers.job_db()
     other = recordings.make_db("main;compute 10\nmain;allreduce 30\n", name="other.db")

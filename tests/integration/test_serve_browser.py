@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import sys
 
 import cdp
@@ -59,6 +60,11 @@ def choose(b, select_id, value):
 def test_browser_recording_pages():
     db = serve_helpers.job_db()
     secs = serve_helpers.per_second(db)
+    # Recorded from second 0.25 for 3.5 s: samples in seconds 0 to 3.
+    con = sqlite3.connect(db)
+    con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('duration', 3.5)")
+    con.commit()
+    con.close()
     other = recordings.make_db("_start;main;compute 10\n", name="other.db")
     s = Server("-i", db, other)
     with cdp.Browser(width=1280, height=900) as b:
@@ -73,6 +79,11 @@ def test_browser_recording_pages():
         bars = b.eval("Array.from(document.querySelectorAll('#tl-svg rect.bar')).map("
                       "function (r) { return r.querySelector('title').textContent; })")
         assert bars == ["%d s: %s samples" % (t, format(n, ",")) for t, n in sorted(secs.items())]
+        # Drawn over the recording's own span, 0.25 s to 3.75 s, not 0 to 4 s.
+        assert b.eval("document.getElementById('tl-svg').dataset.span") == "0.250,3.750"
+        ticks = b.eval("Array.from(document.querySelectorAll('#tl-svg text')).map("
+                       "function (t) { return t.textContent; })")
+        assert ticks == ["1 s", "2 s", "3 s"], ticks
         shot(b, "flame.png")
 
         # Click a frame: it fills the width, what is not under it is hidden.
@@ -99,8 +110,7 @@ def test_browser_recording_pages():
         r = b.eval("(function () { var s = document.getElementById('tl-svg');"
                    " s.scrollIntoView(); var r = s.getBoundingClientRect();"
                    " return [r.left, r.top, r.width, r.height]; })()")
-        span = max(secs) + 1
-        x = lambda t: r[0] + t / span * r[2]
+        x = lambda t: r[0] + (t - 0.25) / 3.5 * r[2]
         b.drag(x(1.2), r[1] + 40, x(1.8), r[1] + 40)
         frames = wait_flame(b, "from=1&to=2")
         assert frames["all"]["n"] == secs[1], (frames["all"], secs)
@@ -113,11 +123,11 @@ def test_browser_recording_pages():
         assert frames["all"]["n"] == 1040
 
         # Rank 1 compared with rank 0: compute's self share fell most (blue), allreduce's
-        # grew as much (red).
-        choose(b, "fg-rank", 1)
-        wait_flame(b, "rank=1")
+        # grew as much (red). Rank is "all": the other rank is chosen, not an error.
         choose(b, "fg-diff", "r0")
         frames = wait_flame(b, "diff_ranks=0%2C1")
+        assert b.eval("document.getElementById('fg-rank').value") == "1"
+        assert b.eval("document.getElementById('fg-error').hidden")
         assert frames["all"]["n"] == 520
         assert frames["compute"]["fill"] == "rgb(35,35,255)", frames["compute"]
         assert frames["allreduce"]["fill"] == "rgb(255,35,35)", frames["allreduce"]
@@ -286,10 +296,58 @@ def test_browser_live_page():
         b.wait("document.querySelectorAll('.ranks pre.bt').length === 2", what="two backtraces")
         cols = b.eval("Array.from(document.querySelectorAll('.ranks > div')).map("
                       "function (d) { return d.textContent; })")
-        assert cols[0].startswith(f"rank 0 · pid {t.pid}") and "pause (" in cols[0]
+        assert cols[0].startswith(f"rank 0 · pid {t.pid}") and "pause (" in cols[0], cols
         assert cols[1].startswith(f"rank 1 · pid {r1.pid}") and "rank_one_waits_here (" in cols[1]
+        # The ranks share the page's width (before: 560 px each, a third of it empty).
+        widths = b.eval("[document.querySelector('.ranks').getBoundingClientRect().width].concat("
+                        "Array.from(document.querySelectorAll('.ranks > div')).map("
+                        "function (d) { return d.getBoundingClientRect().width; }))")
+        assert sum(widths[1:]) > 0.95 * widths[0] and widths[0] > 1200, widths
         shot(b, "live-job.png")
         assert not [m for m in b.console if "exception" in m], b.console
     assert s.stop() == 0
     t.go()
     t.result()
+
+
+@harness.timeout(120)
+def test_browser_flame_starts_on_what_is_hot():
+    """Import-time stacks at a process's start (60 frames deep, 10% of the time) do not push
+    the frames that matter below the fold (issue 20 item 10): the graph starts zoomed on the
+    hottest subtree below the common root chain (train, 90%), the import tower is hidden and
+    the image is only as high as the frames shown, the page says so; Reset Zoom shows
+    everything again at full height."""
+    chain = "_start;__libc_start_main;main;Py_RunMain;<module> (/app/train.py:1)"
+    imports = ";".join("_find_and_load (<frozen importlib._bootstrap>:%d)" % (1000 + i)
+                       for i in range(60))
+    db = recordings.make_db(
+        f"{chain};{imports};exec_module 100\n"
+        f"{chain};train (/app/train.py:10);step (/app/train.py:20);matmul 600\n"
+        f"{chain};train (/app/train.py:10);step (/app/train.py:20);forward 300\n",
+        name="imports.db")
+    s = Server("-i", db)
+    with cdp.Browser(width=1280, height=900) as b:
+        b.goto(s.url)
+        frames = wait_flame(b, "f=0")
+        assert frames["all"]["n"] == 1000
+        train = frames["train (/app/train.py:10)"]
+        assert train["visible"] and abs(train["w"] - frames["all"]["w"]) < 0.5, train
+        assert not frames["exec_module"]["visible"]
+        note = b.eval("document.getElementById('fg-zoom').textContent")
+        assert "train (/app/train.py:10)" in note and "90.0%" in note, note
+        # As high as the frames shown: 9 rows (root to matmul), not 66; on the first screen.
+        height = b.eval("document.getElementById('fg-frame').getBoundingClientRect().height")
+        top = b.eval("document.getElementById('fg-frame').getBoundingClientRect().top")
+        assert height < 400 and top + height < 900, (top, height)
+        matmul = frames["matmul"]
+        assert matmul["visible"]
+        shot(b, "flame-hot.png")
+        # Reset Zoom: everything, the import tower too, at full height.
+        b.eval("document.getElementById('fg-frame').contentDocument"
+               ".getElementById('reset').dispatchEvent(new MouseEvent('click'))")
+        frames = b.eval(FRAMES_JS)
+        assert frames["exec_module"]["visible"]
+        assert frames["train (/app/train.py:10)"]["w"] < 0.95 * frames["all"]["w"]
+        full = b.eval("document.getElementById('fg-frame').getBoundingClientRect().height")
+        assert full > 66 * 16, full
+        shot(b, "flame-hot-reset.png")

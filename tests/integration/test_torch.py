@@ -1,9 +1,10 @@
 """PyTorch hooks: inject --torch, python.torch_trace, --torch=off, --torch=wait, sampling,
 the bounded table, query --save and export --format chrome.
 
-The target is tests/workloads/torch/torch_train.py (a small transformer trained on CPU by Debian's
-/usr/bin/python3 with python3-torch 1.13). It pauses at known iterations so that hooks are
-installed, configured and removed at known points; its own timings (--times) and final loss
+The target is tests/workloads/torch/torch_train.py (a small transformer trained on CPU), on each
+torch of torchenv.py: Debian's python3-torch 1.13 under /usr/bin/python3.11 on the host, and
+Debian unstable's torch 2.14 under python3.14 in the sid root. It pauses at known iterations
+so that hooks are installed, configured and removed at known points; its own timings (--times) and final loss
 are the ground truth.
 """
 import json
@@ -13,6 +14,7 @@ import subprocess
 import time
 
 import harness
+import torchenv
 
 PY = "/usr/bin/python3"
 WORKLOAD = os.path.join(harness.PY_WORKLOADS, "torch", "torch_train.py")
@@ -28,12 +30,13 @@ EPS = 2e-6  # s: times are stored as unix seconds in a double (about 0.24 us apa
 class Train:
     """A torch_train.py process driven through its pauses."""
 
-    def __init__(self, *args, launcher=()):
+    def __init__(self, tv, *args, launcher=()):
         self.out_path = harness.tmp("train-%d.out" % id(self))
         self.err_path = harness.tmp("train-%d.err" % id(self))
         self.times_path = harness.tmp("train-%d.times" % id(self))
-        self.proc = harness.spawn([*launcher, PY, WORKLOAD, "--times", self.times_path,
-                                   *map(str, args)],
+        tv.require()
+        self.proc = harness.spawn([*launcher, *tv.python_argv(WORKLOAD, "--times",
+                                                             self.times_path, *args)],
                                   stdin=subprocess.PIPE, stdout=open(self.out_path, "w"),
                                   stderr=open(self.err_path, "w"))
         self.pid = self.proc.pid
@@ -82,13 +85,13 @@ class Train:
 _reference = {}
 
 
-def reference(steps):
-    """RESULT of a run with no probing at all."""
-    if steps not in _reference:
-        p = harness.run([PY, WORKLOAD, "--steps", str(steps)], timeout=300)
+def reference(tv, steps):
+    """RESULT of a run on torch @tv with no probing at all."""
+    if (tv.label, steps) not in _reference:
+        p = harness.run(tv.python_argv(WORKLOAD, "--steps", steps), timeout=300)
         assert p.returncode == 0, p.stderr
-        _reference[steps] = re.search(r"^(RESULT .*)$", p.stdout, re.M).group(1)
-    return _reference[steps]
+        _reference[tv.label, steps] = re.search(r"^(RESULT .*)$", p.stdout, re.M).group(1)
+    return _reference[tv.label, steps]
 
 
 def query(pid, sql):
@@ -135,22 +138,26 @@ def parent_row(by_name, name):
 
 
 @harness.timeout(240)
-def test_torch_trace_every_module_every_step():
-    t = Train("--steps", 8, "--pause-at", "2,8")
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+def test_torch_trace_every_module_every_step(tv):
+    t = Train(tv, "--steps", 8, "--pause-at", "2,8")
     t.wait_line("PAUSE 2")
     inject(t.pid)
     config(t.pid, "torch_every=1")
     p = inject(t.pid, "--torch")
-    assert "torch: hooks installed (torch 1.13" in p.stdout, p.stdout
+    assert "torch: hooks installed (torch %s" % tv.version in p.stdout, p.stdout
     assert "register_module_forward_pre_hook" in p.stdout
-    assert "Optimizer.step wrapped in" in p.stdout, p.stdout
+    # 1.13 has no optimizer step hooks: Optimizer.step is wrapped there (docs/torch.md).
+    assert ("Optimizer.step wrapped in" if tv.version == "1.13" else
+            "register_optimizer_step_pre_hook/register_optimizer_step_post_hook") in p.stdout, \
+        p.stdout
     t.go("PAUSE 8")
     got = rows(t.pid)
     s = status(t.pid)
     assert s["installed"] == 1 and s["mode"] == "optimizer" and s["errors"] == 0, s
     t.go()
     # Bit-identical training with the hooks installed for most of it.
-    assert t.result() == reference(8)
+    assert t.result() == reference(tv, 8)
     times = t.times()  # written at the end
     # Installed before iteration 2: steps 1..6 are iterations 2..7, one per optimizer step.
     assert sorted({r["step"] for r in got}) == list(range(1, 7)), {r["step"] for r in got}
@@ -205,14 +212,17 @@ BIG_LAUNCHER = (PY, "-c", "import os, sys\nb = bytearray(1 << 30)\n"
 
 
 @harness.timeout(240)
-@harness.params([(), BIG_LAUNCHER], ["direct", "exec-from-1GiB"])
-def test_torch_peak_rss_without_cuda(launcher):
+@harness.params([(tv, launcher) for tv in torchenv.ALL for launcher in ((), BIG_LAUNCHER)],
+                ["%s-%s" % (tv.label, kind) for tv in torchenv.ALL
+                 for kind in ("direct", "exec-from-1GiB")])
+def test_torch_peak_rss_without_cuda(param):
     """Without CUDA, max_allocated is the process's peak RSS: the module "spike" fills a
     256 MiB tensor and frees it before returning (from iteration 2 on), so its rows, and
     every row after it, show a peak at least 256 MiB above the RSS; the rows before it none
     (also when what the process was before its exec had a higher peak)."""
+    tv, launcher = param
     size = 256 << 20
-    t = Train("--steps", 4, "--pause-at", "1,4", "--spike", 256, "--spike-from", 2,
+    t = Train(tv, "--steps", 4, "--pause-at", "1,4", "--spike", 256, "--spike-from", 2,
               launcher=launcher)
     t.wait_line("PAUSE 1")
     inject(t.pid)
@@ -240,16 +250,19 @@ def test_torch_peak_rss_without_cuda(launcher):
 
 
 @harness.timeout(240)
-def test_torch_off_restores_everything():
-    t = Train("--steps", 6, "--pause-at", "1,3,6")
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+def test_torch_off_restores_everything(tv):
+    t = Train(tv, "--steps", 6, "--pause-at", "1,3,6")
     t.wait_line("PAUSE 1")
     assert evaluate(t.pid, "check_clean()") == "'clean'"
     inject(t.pid, "--torch")
     left = evaluate(t.pid, "check_clean()")
     # The check sees the hooks (so it can fail): module hooks, SGD.step, __init_subclass__.
-    for what in ("_global_forward_hooks has 1", "_global_forward_pre_hooks has 1",
-                 "SGD.step replaced", "Optimizer attributes ['__init_subclass__']",
-                 "opt.step is not the original"):
+    # (1.13: SGD.step and the optimizer's own step wrapped; 2.x: its global step hooks.)
+    for what in ("_global_forward_hooks has 1", "_global_forward_pre_hooks has 1") + (
+            ("SGD.step replaced", "Optimizer attributes ['__init_subclass__']",
+             "opt.step is not the original") if tv.version == "1.13" else
+            ("_global_optimizer_pre_hooks has 1", "_global_optimizer_post_hooks has 1")):
         assert what in left, left
     t.go("PAUSE 3")
     assert status(t.pid)["rows"] > 0
@@ -269,12 +282,13 @@ def test_torch_off_restores_everything():
     t.go("PAUSE 6")
     assert status(t.pid)["rows"] == n  # nothing recorded after off
     t.go()
-    assert t.result() == reference(6)
+    assert t.result() == reference(tv, 6)
 
 
 @harness.timeout(240)
-def test_torch_not_imported_then_wait():
-    t = Train("--late-import", "--steps", 4, "--pause-at", 4)
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+def test_torch_not_imported_then_wait(tv):
+    t = Train(tv, "--late-import", "--steps", 4, "--pause-at", 4)
     t.wait_line("WAITING-IMPORT")
     p = inject(t.pid, "--torch", rc=1)
     assert "torch is not imported in process %d" % t.pid in p.stderr, p.stderr
@@ -288,21 +302,29 @@ def test_torch_not_imported_then_wait():
     assert evaluate(t.pid, "type(sys.meta_path[0]).__name__") == "'_TorchFinder'"
     t.go("PAUSE 4")
     s = status(t.pid)
-    assert s["installed"] == 1 and s["waiting"] == 0 and s["torch"].startswith("1.13"), s
+    assert s["installed"] == 1 and s["waiting"] == 0 and s["torch"].startswith(tv.version), s
     assert s["last_error"] is None, s
     # The finder is gone; the hooks are there (installed inside 'import torch', so the
     # workload's own snapshot already has them: look at them directly).
     assert "_TorchFinder" not in evaluate(t.pid, "[type(f).__name__ for f in sys.meta_path]")
-    hooked = ("[c.__name__ for c in _opt_classes() if getattr(c.__dict__.get('step'), "
-              "'__probing_torch__', False)] + [k for k in torch.optim.Optimizer.__dict__ if k "
-              "== '__init_subclass__']")
-    assert "'SGD'" in evaluate(t.pid, hooked) and "__init_subclass__" in evaluate(t.pid, hooked)
+    if tv.version == "1.13":  # no optimizer step hooks: the classes' step is wrapped
+        hooked = ("[c.__name__ for c in _opt_classes() if getattr(c.__dict__.get('step'), "
+                  "'__probing_torch__', False)] + [k for k in torch.optim.Optimizer.__dict__ "
+                  "if k == '__init_subclass__']")
+        assert "'SGD'" in evaluate(t.pid, hooked) and \
+            "__init_subclass__" in evaluate(t.pid, hooked)
+        unhooked = "[]"
+    else:  # torch 2.x's global optimizer step hooks
+        hooked = ("[len(sys.modules['torch.optim.optimizer']._global_optimizer_pre_hooks), "
+                  "len(sys.modules['torch.optim.optimizer']._global_optimizer_post_hooks)]")
+        assert evaluate(t.pid, hooked) == "[1, 1]"
+        unhooked = "[0, 0]"
     got = rows(t.pid)
     # Step 1 (the default torch_every=10 records steps 1, 11, ...) has every module.
     assert {r["step"] for r in got} == {1}
     assert sorted({r["module"] for r in got if r["stage"] == "forward"}) == MODULES
     inject(t.pid, "--torch=off")
-    assert evaluate(t.pid, hooked) == "[]"
+    assert evaluate(t.pid, hooked) == unhooked
     assert evaluate(t.pid, "[len(d) for d in (torch.nn.modules.module._global_forward_hooks, "
                     "torch.nn.modules.module._global_forward_pre_hooks)]") == "[0, 0]"
     t.go()
@@ -310,8 +332,9 @@ def test_torch_not_imported_then_wait():
 
 
 @harness.timeout(240)
-def test_torch_sampling_and_depth():
-    t = Train("--steps", 10, "--pause-at", "0,10")
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+def test_torch_sampling_and_depth(tv):
+    t = Train(tv, "--steps", 10, "--pause-at", "0,10")
     t.wait_line("PAUSE 0")
     inject(t.pid)
     config(t.pid, "torch_every=3", "torch_max_depth=1")
@@ -330,12 +353,13 @@ def test_torch_sampling_and_depth():
     assert s["recording"] == 0
     assert evaluate(t.pid, "len(torch.nn.modules.module._global_forward_pre_hooks)") == "0"
     t.go()
-    assert t.result() == reference(10)
+    assert t.result() == reference(tv, 10)
 
 
 @harness.timeout(240)
-def test_torch_table_is_bounded():
-    t = Train("--steps", 6, "--pause-at", "0,6")
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+def test_torch_table_is_bounded(tv):
+    t = Train(tv, "--steps", 6, "--pause-at", "0,6")
     t.wait_line("PAUSE 0")
     inject(t.pid)
     config(t.pid, "torch_every=1", "torch_max_rows=100")
@@ -413,8 +437,9 @@ def check_chrome(path, table_rows):
 
 
 @harness.timeout(240)
-def test_torch_chrome_export_and_saved_file():
-    t = Train("--steps", 4, "--pause-at", "0,4")
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+def test_torch_chrome_export_and_saved_file(tv):
+    t = Train(tv, "--steps", 4, "--pause-at", "0,4")
     t.wait_line("PAUSE 0")
     out = harness.tmp("steps.json")
     # Before the hooks: clear failures.

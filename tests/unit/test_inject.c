@@ -536,11 +536,14 @@ TEST(dlopen_failure_reports_dlerror)
 		TEST_FAIL_("child says: %s", msg);
 }
 
-/* A callback that sleeps inside dl_iterate_phdr, i.e. with the loader's lock held. */
+/* A callback that says it is inside dl_iterate_phdr (a byte on the pipe @arg), i.e. with the
+ * loader's lock held, and sleeps there. */
 static int sleepy_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	struct timespec ts = {0, 600000000};
+	struct timespec ts = {1, 500000000};
 
+	if (write(*(int *)arg, "i", 1) != 1)
+		_exit(3);
 	nanosleep(&ts, NULL);
 	return 1;
 }
@@ -557,19 +560,31 @@ static void *sleeper_thread(void *arg)
  * sleeps in plain nanosleep. */
 static pid_t start_locked_child(bool other)
 {
-	pid_t pid = fork();
+	int fds[2];
+	pid_t pid;
 	pthread_t t;
+	char c;
 
+	/* The child is inside the loader once it says so: on a loaded machine, a fixed wait
+	 * was not always enough for it to get there. */
+	if (pipe(fds))
+		return -1;
+	pid = fork();
 	if (pid == 0) {
 		struct timespec ts = {1, 500000000};
 
+		close(fds[0]);
 		if (other)
 			pthread_create(&t, NULL, sleeper_thread, NULL);
-		dl_iterate_phdr(sleepy_cb, NULL);
+		dl_iterate_phdr(sleepy_cb, &fds[1]);
 		/* Live on: a dlopen in another thread waited for that lock, and must finish. */
 		nanosleep(&ts, NULL);
 		_exit(0);
 	}
+	close(fds[1]);
+	if (pid > 0 && read(fds[0], &c, 1) != 1)
+		pid = -1;
+	close(fds[0]);
 	return pid;
 }
 

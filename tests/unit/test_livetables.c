@@ -43,9 +43,9 @@ TEST(every_python_table_of_the_docs_is_declared)
 TEST(backtrace_columns_are_the_outside_readers_rows)
 {
 	static const char *const cols[] = {"thread", "tid",    "depth", "func",
-					   "file",   "lineno", "kind"};
+					   "file",   "lineno", "kind",  "qualname"};
 
-	CHECK(columns_are(live_table__find("python", "backtrace"), cols, 7));
+	CHECK(columns_are(live_table__find("python", "backtrace"), cols, 8));
 }
 
 /* torchtrace__save keeps a row once by (pid, seq, ts). */

@@ -2,6 +2,7 @@
 /* pyoffsets: table lookup and the _Py_DebugOffsets reader (synthetic buffers; the tables
  * themselves are verified against real interpreters by test_python_offsets). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -60,9 +61,10 @@ TEST(fields_present_where_cpython_has_them)
 	CHECK_EQ(o13->ob_type, 8);
 }
 
-/* A _Py_DebugOffsets image that says exactly what the 3.13 table says. */
+/* A _Py_DebugOffsets image that says exactly what table @t says, every struct 64 KiB. */
 static void make_debug(const struct py_offsets *t, uint8_t *buf, size_t len, uint64_t version)
 {
+	uint64_t size = 0x10000;
 	unsigned int i;
 
 	memset(buf, 0, len);
@@ -74,7 +76,7 @@ static void make_debug(const struct py_offsets *t, uint8_t *buf, size_t len, uin
 		size_t at;
 
 		/* the table value of field i, by name through the X-macro order */
-#define GET_(name, path)                          \
+#define GET_(name, path, width)                   \
 	if (!strcmp(py_dbg_field_name(i), #name)) \
 		v = t->name;
 		v = 0;
@@ -83,7 +85,19 @@ static void make_debug(const struct py_offsets *t, uint8_t *buf, size_t len, uin
 		v64 = v;
 		at = t->dbg[i];
 		memcpy(buf + at, &v64, 8);
+		memcpy(buf + t->dbg_bound[i], &size, 8);
 	}
+}
+
+/* Set the value of debug field @name in the image @buf laid out as @t. */
+static void set_debug(const struct py_offsets *t, uint8_t *buf, const char *name, bool bound,
+		      uint64_t v)
+{
+	unsigned int i;
+
+	for (i = 0; i < PY_DBG_NR; i++)
+		if (!strcmp(py_dbg_field_name(i), name))
+			memcpy(buf + (bound ? t->dbg_bound[i] : t->dbg[i]), &v, 8);
 }
 
 TEST(debug_offsets_override_the_table)
@@ -96,15 +110,83 @@ TEST(debug_offsets_override_the_table)
 
 	REQUIRE(t && t->dbg_size <= sizeof(buf));
 	make_debug(t, buf, sizeof(buf), 0x030d00f0);
-	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, &out, &hex), 0);
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, PY_VER(3, 13), &out, &hex), 0);
 	CHECK_EQ(hex, 0x030d00f0);
 	CHECK(!memcmp(&out, t, sizeof(out)));
 	for (i = 0; i < PY_DBG_NR; i++)
 		if (!strcmp(py_dbg_field_name(i), "ts_current_frame"))
 			memcpy(buf + t->dbg[i], &v, 8);
-	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, &out, NULL), 0);
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, PY_VER(3, 13), &out, NULL), 0);
 	CHECK_EQ(out.ts_current_frame, 4242);
 	CHECK_EQ(out.ts_thread_id, t->ts_thread_id);
+}
+
+/* 3.14 and 3.15 lay _Py_DebugOffsets out differently (3.15 added thread-state fields): each
+ * version's block is read by its own layout. */
+TEST(debug_offsets_of_314_and_315)
+{
+	const struct py_offsets *t14 = py_offsets_for(PY_VER(3, 14)),
+				*t15 = py_offsets_for(PY_VER(3, 15));
+	struct py_offsets out;
+	uint8_t buf[4096];
+
+	REQUIRE(t14 && t15 && t15->dbg_size <= sizeof(buf));
+	CHECK(t14->dbg_size != t15->dbg_size);
+	make_debug(t14, buf, sizeof(buf), 0x030e0af0);
+	CHECK_EQ(py_offsets_apply_debug(t14, buf, t14->dbg_size, PY_VER(3, 14), &out, NULL), 0);
+	CHECK(!memcmp(&out, t14, sizeof(out)));
+	make_debug(t15, buf, sizeof(buf), 0x030f02f0);
+	CHECK_EQ(py_offsets_apply_debug(t15, buf, t15->dbg_size, PY_VER(3, 15), &out, NULL), 0);
+	CHECK(!memcmp(&out, t15, sizeof(out)));
+	/* A 3.15 process is not a 3.14 one. */
+	CHECK_EQ(py_offsets_apply_debug(t15, buf, t15->dbg_size, PY_VER(3, 14), &out, NULL),
+		 -ERANGE);
+	/* 3.15 has no TSS key for thread states; 3.14 does. */
+	CHECK(t14->rt_tss != PYO_NONE && t15->rt_tss == PYO_NONE);
+	/* 3.14 caches a tuple's hash in the object: ob_item moved. */
+	CHECK_EQ(t14->tuple_item, 32);
+}
+
+/* The block is target memory: free-threaded builds and offsets outside their struct are
+ * refused, whatever the version. */
+TEST(debug_offsets_untrusted)
+{
+	static const unsigned int minors[] = {13, 14, 15};
+	struct py_offsets out;
+	uint8_t buf[4096];
+	unsigned int k;
+
+	for (k = 0; k < sizeof(minors) / sizeof(minors[0]); k++) {
+		const struct py_offsets *t = py_offsets_for(PY_VER(3, minors[k]));
+		uint64_t hex = (uint64_t)PY_VER(3, minors[k]) << 16 | 0xf0, one = 1;
+
+		REQUIRE(t && t->dbg_size <= sizeof(buf));
+		make_debug(t, buf, sizeof(buf), hex);
+		memcpy(buf + t->dbg_free_threaded, &one, 8);
+		CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, t->version, &out, NULL),
+			 -ENOTSUP);
+		CHECK(!memcmp(&out, t, sizeof(out)));
+		/* An offset past its struct's end. */
+		make_debug(t, buf, sizeof(buf), hex);
+		set_debug(t, buf, "ts_current_frame", false, 0x10000);
+		CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, t->version, &out, NULL),
+			 -EBADMSG);
+		/* A pointer field whose last bytes are past the end. */
+		make_debug(t, buf, sizeof(buf), hex);
+		set_debug(t, buf, "if_previous", false, 0x10000 - 4);
+		CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, t->version, &out, NULL),
+			 -EBADMSG);
+		/* A struct of absurd size makes any offset "fit": refused too. */
+		make_debug(t, buf, sizeof(buf), hex);
+		set_debug(t, buf, "ts_next", true, (uint64_t)1 << 40);
+		CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, t->version, &out, NULL),
+			 -EBADMSG);
+		/* At the last byte that fits: accepted. */
+		make_debug(t, buf, sizeof(buf), hex);
+		set_debug(t, buf, "if_owner", false, 0x10000 - 1);
+		CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, t->version, &out, NULL), 0);
+		CHECK_EQ(out.if_owner, 0x10000 - 1);
+	}
 }
 
 TEST(debug_offsets_rejected)
@@ -117,17 +199,18 @@ TEST(debug_offsets_rejected)
 
 	REQUIRE(t && t12);
 	make_debug(t, buf, sizeof(buf), 0x030e00a1); /* 3.14 */
-	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, &out, NULL), -ERANGE);
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, PY_VER(3, 13), &out, NULL), -ERANGE);
 	CHECK(!memcmp(&out, t, sizeof(out)));
 	make_debug(t, buf, sizeof(buf), 0x030d00f0);
-	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size - 1, &out, NULL), -EINVAL);
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size - 1, PY_VER(3, 13), &out, NULL),
+		 -EINVAL);
 	memcpy(buf + t->dbg_free_threaded, &one, 8);
-	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, &out, NULL), -ENOTSUP);
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, PY_VER(3, 13), &out, NULL), -ENOTSUP);
 	make_debug(t, buf, sizeof(buf), 0x030d00f0);
 	buf[0] = 'X';
-	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, &out, NULL), -EINVAL);
+	CHECK_EQ(py_offsets_apply_debug(t, buf, t->dbg_size, PY_VER(3, 13), &out, NULL), -EINVAL);
 	/* No _Py_DebugOffsets before 3.13. */
-	CHECK_EQ(py_offsets_apply_debug(t12, buf, sizeof(buf), &out, NULL), -EINVAL);
+	CHECK_EQ(py_offsets_apply_debug(t12, buf, sizeof(buf), PY_VER(3, 12), &out, NULL), -EINVAL);
 }
 
 TEST_MAIN()

@@ -11,6 +11,21 @@
 #include "base/procinfo.h"
 #include "base/util.h"
 
+/* The command table (COMMAND(), cli.h): weak, defined by the linker when a command exists. */
+extern const struct command __start_probing_commands[] __attribute__((weak));
+extern const struct command __stop_probing_commands[] __attribute__((weak));
+
+int cli_run_command(int argc, char **argv)
+{
+	const struct command *c;
+
+	for (c = __start_probing_commands; c < __stop_probing_commands; c++)
+		if (!strcmp(c->name, argv[0]))
+			return c->fn(argc, argv);
+	fprintf(stderr, "probing: unknown command '%s'\n", argv[0]);
+	return EXIT_USAGE;
+}
+
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;

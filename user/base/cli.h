@@ -36,6 +36,13 @@ struct command {
 			.name = #name_, .fn = fn_, .summary = summary_, .order = order_}
 
 /*
+ * Run the registered command argv[0] with @argc/@argv, as 'probing ARGV...' would (one
+ * command handing its result to another, e.g. 'record -o x.svg' drawing the flame graph).
+ * Return its exit status, or EXIT_USAGE (printed) when no command has that name.
+ */
+int cli_run_command(int argc, char **argv);
+
+/*
  * Print "probing CMD: <message>" and the hint to use --help on stderr; return EXIT_USAGE.
  */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

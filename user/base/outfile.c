@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include "base/log.h"
@@ -289,7 +290,8 @@ void outpath__release(struct outpath *op)
 struct outfile {
 	FILE *fp;
 	struct outpath op;
-	char *tmp; /* the temporary file; NULL for stdout and streams */
+	char *tmp;	/* the temporary file's name; NULL for stdout, streams and anon_dir */
+	char *anon_dir; /* an O_TMPFILE file of this directory: named only once complete */
 	unsigned int flags;
 };
 
@@ -297,6 +299,7 @@ static void outfile_free(struct outfile *of)
 {
 	outpath__release(&of->op);
 	free(of->tmp);
+	free(of->anon_dir);
 	free(of);
 }
 
@@ -340,10 +343,37 @@ static int open_in_place(struct outfile *of)
 	return 0;
 }
 
-/* The temporary file next to the destination (same file system: rename cannot fail on it). */
+/* "DIR/.BASE.XXXXXX" with six random characters, in *@out (to free). */
+static int temporary_name(const char *dir, const char *base, char **out)
+{
+	static const char chars[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char r[6];
+	char suffix[7];
+	size_t i;
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -EIO;
+	for (i = 0; i < sizeof(r); i++)
+		suffix[i] = chars[r[i] % (sizeof(chars) - 1)];
+	suffix[6] = '\0';
+	if (asprintf(out, "%s/.%s.%s", dir, base, suffix) < 0) {
+		*out = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * The temporary file next to the destination (same file system: rename cannot fail on it).
+ * An O_TMPFILE file where the file system has them: it has no name until it is complete
+ * (link_temporary), so a command killed meanwhile, by any signal, leaves nothing behind.
+ * Elsewhere a named ".NAME.XXXXXX", removed on every failure probing sees.
+ */
 static int open_temporary(struct outfile *of)
 {
 	char *dir_copy = strdup(of->op.dest), *base_copy = strdup(of->op.dest);
+	const char *dir;
 	mode_t mask;
 	int fd = -1, err = 0;
 
@@ -351,7 +381,24 @@ static int open_temporary(struct outfile *of)
 		err = -ENOMEM;
 		goto out;
 	}
-	if (asprintf(&of->tmp, "%s/.%s.XXXXXX", dirname(dir_copy), basename(base_copy)) < 0) {
+	dir = dirname(dir_copy);
+	/* O_TMPFILE takes the mode open(path, O_CREAT, 0666) would give, umask applied. */
+	fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+	if (fd >= 0) {
+		of->anon_dir = strdup(dir);
+		if (!of->anon_dir) {
+			close(fd);
+			err = -ENOMEM;
+			goto out;
+		}
+		goto opened;
+	}
+	if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
+		err = -errno;
+		pr_warn("cannot write %s: %s", of->op.name, strerror(errno));
+		goto out;
+	}
+	if (asprintf(&of->tmp, "%s/.%s.XXXXXX", dir, basename(base_copy)) < 0) {
 		of->tmp = NULL;
 		err = -ENOMEM;
 		goto out;
@@ -369,16 +416,51 @@ static int open_temporary(struct outfile *of)
 	umask(mask);
 	if (fchmod(fd, 0666 & ~mask))
 		pr_debug("%s: cannot set the mode: %s", of->tmp, strerror(errno));
+opened:
 	of->fp = fdopen(fd, "w");
 	if (!of->fp) {
 		err = -errno;
 		close(fd);
-		unlink(of->tmp);
+		if (of->tmp)
+			unlink(of->tmp);
 		free(of->tmp);
 		of->tmp = NULL;
 	}
 out:
 	free(dir_copy);
+	free(base_copy);
+	return err;
+}
+
+/*
+ * Give the complete O_TMPFILE file of @of a name, ".NAME.XXXXXX" beside the destination, in
+ * of->tmp (then renamed over the destination as any temporary file). Return 0 or -errno with
+ * the reason printed.
+ */
+static int link_temporary(struct outfile *of)
+{
+	char *base_copy = strdup(of->op.dest), proc[64];
+	int fd = fileno(of->fp), err = 0, tries;
+
+	if (!base_copy)
+		return -ENOMEM;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	for (tries = 0; tries < 100; tries++) {
+		err = temporary_name(of->anon_dir, basename(base_copy), &of->tmp);
+		if (err)
+			break;
+		/* Through /proc (no privilege needed), else AT_EMPTY_PATH (CAP_DAC_READ_SEARCH). */
+		if (!linkat(AT_FDCWD, proc, AT_FDCWD, of->tmp, AT_SYMLINK_FOLLOW) ||
+		    (errno == ENOENT && !linkat(fd, "", AT_FDCWD, of->tmp, AT_EMPTY_PATH)))
+			break;
+		err = -errno;
+		free(of->tmp);
+		of->tmp = NULL;
+		if (err != -EEXIST)
+			break;
+	}
+	if (err)
+		pr_warn("cannot write %s: %s", of->op.name, strerror(-err));
 	free(base_copy);
 	return err;
 }
@@ -431,6 +513,8 @@ int outfile__commit(struct outfile *of)
 		err = errno ? -errno : -EIO;
 		pr_warn("cannot write %s: %s", name, strerror(-err));
 	}
+	if (!err && of->anon_dir)
+		err = link_temporary(of);
 	if (fclose(of->fp) && !err) {
 		err = -errno;
 		pr_warn("cannot write %s: %s", name, strerror(errno));

@@ -7,7 +7,10 @@
  *   - an existing regular file is replaced only once the new content is complete: data goes
  *     to a temporary file in the same directory, renamed over it at the end (rename(2) is
  *     atomic), so a failure never leaves a truncated file and the old one stays intact until
- *     then. The new file keeps the old one's permission bits (and, as root, its owner);
+ *     then. The temporary file is an O_TMPFILE one where the file system has them: it gets a
+ *     name (".NAME.XXXXXX", renamed at once) only when complete, so a command killed by any
+ *     signal, SIGKILL included, leaves nothing behind; elsewhere it is ".NAME.XXXXXX" from
+ *     the start, removed on every failure probing sees. The new file keeps the old one's permission bits (and, as root, its owner);
  *   - a read-only file (no write permission bit, or none for us) is refused, as cp(1) would,
  *     unless the command was given --force (OUTFILE_FORCE);
  *   - a symbolic link is followed to the file it names, which is then created or replaced

@@ -81,6 +81,23 @@ void sb_free(struct strbuf *sb)
 	sb->len = sb->cap = 0;
 }
 
+int sql_view_def(const char *script, const char *name, struct strbuf *sb)
+{
+	size_t len = strlen(name);
+	const char *p = script, *end;
+
+	while ((p = strstr(p, "CREATE VIEW "))) {
+		p += strlen("CREATE VIEW ");
+		if (strncmp(p, name, len) || strncmp(p + len, " AS", 3))
+			continue;
+		end = strstr(p, ";\n");
+		end = end ? end + 1 : p + strlen(p);
+		p -= strlen("CREATE VIEW ");
+		return sb_append(sb, p, end - p);
+	}
+	return -ENOENT;
+}
+
 const char *sb_str(const struct strbuf *sb)
 {
 	return sb->buf ? sb->buf : "";

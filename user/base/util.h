@@ -24,6 +24,12 @@ struct strbuf {
 /* Append; return 0 or -ENOMEM (the buffer is unchanged on failure). */
 int sb_append(struct strbuf *sb, const char *s, size_t n);
 int sb_puts(struct strbuf *sb, const char *s);
+/*
+ * Append to @sb the statement "CREATE VIEW @name AS ...;" of the SQL script @script (one
+ * statement per ";\n"-ended piece, as probing's schemas are written). Return 0, or -ENOENT
+ * when @script defines no view @name, -ENOMEM.
+ */
+int sql_view_def(const char *script, const char *name, struct strbuf *sb);
 int sb_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Make sure @n more bytes fit; return 0 or -ENOMEM. */
 int sb_reserve(struct strbuf *sb, size_t n);

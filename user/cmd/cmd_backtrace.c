@@ -8,9 +8,13 @@
 #include "live/backtrace.h"
 #include "live/agent_client.h"
 #include "live/btjob.h"
+#include "live/crashsnap.h"
 #include "live/livejob.h"
 #include "base/cli.h"
+#include "base/escape.h"
+#include "base/jobinfo.h"
 #include "base/outfile.h"
+#include "base/procinfo.h"
 #include "report/recording.h"
 #include "live/live.h"
 #include "live/tasks.h"
@@ -62,7 +66,8 @@ static const char usage_text[] =
 	"its name, its state (running, waiting, ready), what it waits on (a task, a gather's\n"
 	"tasks, a future) and its coroutine chain with file:line; tasks a task waits for are\n"
 	"shown under it. Read from outside too (CPython 3.8-3.13 with the _asyncio\n"
-	"accelerator); tasks only the agent can read are read by it when it runs.\n"
+	"accelerator); tasks only the agent can read (3.14+, or without the accelerator)\n"
+	"are read by it when it runs.\n"
 	"\n"
 	"Options:\n"
 	"  -p, --pid PID[,PID...]  the processes (-t PID works too)\n"
@@ -74,8 +79,10 @@ static const char usage_text[] =
 	"  -o, --output FILE write a snapshot instead (SQLite: the same data as the JSON,\n"
 	"                    docs/sql.md), for 'backtrace -i FILE' or 'query -i FILE' later\n"
 	"      --force       replace FILE even if it is read-only\n"
-	"  -i, --input FILE  show a snapshot written with -o\n"
-	"      --locals      also local variables of Python frames (one process, text)\n"
+	"  -i, --input FILE  show a snapshot written with -o, or a crash file (inject/run\n"
+	"                    --crash: the crashed thread first, with its signal or exception)\n"
+	"      --locals      also local variables of Python frames (one process, text; with\n"
+	"                    -i, those a crash file holds)\n"
 	"      --inject      with --locals: load the agent if it is not running, for full reprs\n"
 	"      --max-repr N  longest repr read from outside, in characters (default 200)\n"
 	"      --tasks       also the asyncio tasks of every event loop\n"
@@ -92,6 +99,7 @@ static const char usage_text[] =
 	"  probing backtrace -p 1234 --children --format json | jq '.[] | {rank, pid}'\n"
 	"  probing backtrace -p 1234 --children -o node1.db && probing backtrace -i node1.db\n"
 	"  probing query -i node1.db \"SELECT * FROM bt_groups\"\n"
+	"  probing backtrace -i probing-crash-1234.db --locals    # after inject --crash\n"
 	"  probing query -p 1234 \"SELECT thread, depth, func, lineno FROM python.backtrace\"\n";
 
 enum {
@@ -194,29 +202,100 @@ static int show_job(const struct bt_cmd *bc, const struct bt_job *j)
 static int from_snapshot(const struct bt_cmd *bc)
 {
 	struct bt_job *j = NULL;
+	struct strbuf e = {0};
 	sqlite3 *db = NULL;
-	int rc = EXIT_FAIL;
+	int rc = EXIT_FAIL, crash;
 
 	if (recording__open_kind(bc->input, RECORDING_BACKTRACE, &db, NULL))
 		return EXIT_FAIL;
-	if (!btjob__load(db, bc->input, &j))
-		rc = show_job(bc, j);
+	if (btjob__load(db, bc->input, &j))
+		goto out;
+	/* A crash file: the crashed thread first, marked; its locals when asked. */
+	crash = crashsnap__load(db, bc->input, j, bc->o.locals);
+	if (crash < 0)
+		goto out;
+	if (bc->o.locals && !crash) {
+		fprintf(stderr,
+			"probing %s: %s is a snapshot of 'backtrace -o', which keeps no local "
+			"variables (crash files of 'inject --crash' and 'run --crash' do); read "
+			"them live: 'probing backtrace -p PID --locals'\n",
+			CMD, text_str(&e, bc->input, 0));
+		goto out;
+	}
+	if (bc->o.locals && j->nprocs != 1) {
+		fprintf(stderr,
+			"probing %s: %s holds %d processes: --locals shows those of one; the "
+			"table bt_locals has them all ('probing query -i %s \"SELECT * FROM "
+			"bt_locals\"')\n",
+			CMD, text_str(&e, bc->input, 0), j->nprocs, text_str(&e, bc->input, 0));
+		goto out;
+	}
+	rc = show_job(bc, j);
+out:
 	btjob__free(j);
 	recording__close(db);
+	sb_free(&e);
 	return rc;
+}
+
+/*
+ * @pid runs no Python (its native stacks were shown): say so, and name the Python processes
+ * under it, if any: a wrapper shell, a pyenv shim, 'sh -c', a launcher that forks.
+ */
+static void note_python_below(pid_t pid)
+{
+	struct strbuf e = {0};
+	pid_t *pids = NULL;
+	int n = 0, i, k = 0;
+	char *cmd;
+
+	if (jobinfo_descendants(pid, &pids, &n))
+		n = 0;
+	for (i = 1; i < n; i++) /* pids[0] is @pid */
+		if (live__is_python(pids[i]) == 1)
+			pids[k++] = pids[i];
+	if (!k)
+		fprintf(stderr,
+			"probing %s: process %d runs no CPython 3.8-3.13 interpreter that probing "
+			"can read, nor does any process under it: these are its native stacks\n",
+			CMD, pid);
+	else
+		fprintf(stderr,
+			"probing %s: process %d runs no Python (its native stacks are above); "
+			"the Python process%s under it:\n",
+			CMD, pid, k == 1 ? "" : "es");
+	for (i = 0; i < k && i < 4; i++) {
+		cmd = procinfo_cmdline(pids[i]);
+		fprintf(stderr, "probing %s:   %s %d (%s): probing backtrace -p %d\n", CMD,
+			procinfo_ppid(pids[i]) == pid ? "its child" : "a descendant", pids[i],
+			cmd ? text_str(&e, cmd, 0) : "?", pids[i]);
+		free(cmd);
+	}
+	if (k > 4)
+		fprintf(stderr,
+			"probing %s:   and %d more ('probing backtrace -p %d --children' shows "
+			"them all)\n",
+			CMD, k - 4, pid);
+	free(pids);
+	sb_free(&e);
 }
 
 /* One process, the way backtrace has always shown it (and the only way with --locals). */
 static int one_process(struct bt_cmd *bc, pid_t pid)
 {
 	struct bt_process *p = NULL;
+	bool not_python = false;
+	char why[512];
 	int err;
 
-	err = backtrace__collect(pid, &bc->o, &p, NULL, 0);
+	err = backtrace__collect(pid, &bc->o, &p, why, sizeof(why));
 	if (err == -ENOENT) {
 		/* Not Python: its native stacks are what there is. */
+		not_python = true;
 		bc->o.native = true;
 		err = backtrace__collect(pid, &bc->o, &p, NULL, 0);
+	} else if (err) {
+		pr_warn("%s", why);
 	}
 	if (err)
 		return EXIT_FAIL;
@@ -226,6 +305,10 @@ static int one_process(struct bt_cmd *bc, pid_t pid)
 	if (bc->tasks && p->python[0])
 		tasks__print(pid, stdout);
 	backtrace__free(p);
+	if (not_python) {
+		fflush(stdout);
+		note_python_below(pid);
+	}
 	return EXIT_OK;
 }
 
@@ -341,9 +424,13 @@ int cmd_backtrace(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-	if (bc.input && (bc.pids || bc.output || bc.children || bc.o.native || bc.o.locals))
+	if (bc.input && (bc.pids || bc.output || bc.children || bc.o.native || bc.inject))
 		return cli_usage_error(CMD, "-i FILE shows a snapshot: it goes without -p, "
-					    "--children, --native, --locals and -o");
+					    "--children, --native, --inject and -o");
+	if (bc.input && bc.o.locals && bc.json)
+		return cli_usage_error(CMD, "--locals shows the variables as text: leave out "
+					    "--format json (the table bt_locals of the file has "
+					    "them for SQL)");
 	if (bc.input)
 		return from_snapshot(&bc);
 	if (!bc.pids)

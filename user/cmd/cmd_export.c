@@ -97,8 +97,9 @@ static void usage(FILE *f)
 		"                        permissions; a symbolic link is followed; devices and\n"
 		"                        FIFOs are written in place, directories refused\n"
 		"      --force           replace FILE even if it is read-only\n"
-		"      --pid N           only the samples of process N\n"
-		"      --tid N           only the samples of thread N\n"
+		"      --pid N           only the samples of process N in the recording (not\n"
+		"                        -p, which reads a live process)\n"
+		"      --tid N           only the samples of thread N in the recording\n"
 		"  -h, --help            show this help\n"
 		"\n"
 		"Examples:\n"
@@ -370,13 +371,21 @@ int cmd_export(int argc, char **argv)
 		return cli_usage_error("export",
 				       "-p/-t read a live process: only --format %s (its PyTorch "
 				       "timeline) comes from there; the others need a recording "
-				       "(-i FILE)",
-				       format_names(OF_TRACE, ", ", " or ", names, sizeof(names)));
+				       "(-i FILE). To keep one process's samples of a recording, "
+				       "the option is --pid N: 'probing export -i %s --format %s "
+				       "--pid %s -o %s'",
+				       format_names(OF_TRACE, ", ", " or ", names, sizeof(names)),
+				       input_given ? input : "FILE", x->name,
+				       pid_arg ? pid_arg : "N", output ? output : "OUT");
 	if ((pid_arg || t_arg) && input_given)
 		return cli_usage_error("export", "give either -i FILE or -p PID, not both");
 	if (x->write_trace && (flt.pid || flt.tid))
-		return cli_usage_error("export", "--pid/--tid filter samples: filter the timeline "
-						 "with SQL (query --save) instead");
+		return cli_usage_error("export",
+				       "--pid/--tid keep some samples of a recording; the PyTorch "
+				       "timeline (--format %s) is filtered with SQL instead (query "
+				       "--save). A live process is -p PID: 'probing export -p %d "
+				       "--format %s -o OUT'",
+				       x->name, (int)(flt.pid ? flt.pid : flt.tid), x->name);
 	if (children && !pid_arg && !t_arg)
 		return cli_usage_error("export", "--children goes with -p PID (a job's processes)");
 	if (x->write_trace && livejob__wanted(pid_arg ? pid_arg : t_arg, children))

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* probing flamegraph: a recording as an interactive SVG flame graph, or as folded stacks. */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ static void usage(FILE *f)
 		"                          [--rank N] [--from SEC] [--to SEC] [--state STATE]\n"
 		"                          [--diff OTHER.db] [--diff-ranks A,B] [--by rank]\n"
 		"                          [--title T] [--width PX] [--min-width PX] [--inverted]\n"
-		"                          [--force]\n"
+		"                          [--no-lines] [--force]\n"
 		"\n"
 		"Draw the samples of a recording as a flame graph: an interactive SVG to open in "
 		"a\n"
@@ -42,10 +43,12 @@ static void usage(FILE *f)
 		"\n"
 		"Options:\n"
 		"  -i, --input FILE    the recording to read (default: probing.db)\n"
-		"  -o, --output FILE   write to FILE instead of stdout ('-'); an existing file is\n"
-		"                      replaced only once the new one is complete, keeping its\n"
-		"                      permissions; a symbolic link is followed; devices and\n"
-		"                      FIFOs are written in place, directories refused\n"
+		"  -o, --output FILE   write to FILE instead of stdout ('-'; an SVG is not "
+		"written\n"
+		"                      to a terminal); an existing file is replaced only once\n"
+		"                      the new one is complete, keeping its permissions; a\n"
+		"                      symbolic link is followed; devices and FIFOs are written\n"
+		"                      in place, directories refused\n"
 		"      --force         replace FILE even if it is read-only\n"
 		"      --folded        print folded stacks instead of an SVG: one line per "
 		"distinct\n"
@@ -71,8 +74,11 @@ static void usage(FILE *f)
 		"      --by rank       one flame graph per distributed rank, side by side in one\n"
 		"                      SVG (each scaled to its rank's samples, headed \"rank 3\n"
 		"                      (pid 1234)\"; processes without a rank last), the rank\n"
-		"                      furthest from the median rank flagged with the function\n"
-		"                      where it spends its extra time (the view rank_deviation);\n"
+		"                      that entered most collectives last (the late rank), else\n"
+		"                      the one furthest from the median rank, flagged with the\n"
+		"                      function where it spends its extra time (the view\n"
+		"                      rank_deviation; a late rank's time is seen with\n"
+		"                      record --off-cpu);\n"
 		"                      search shows the share matched in each rank. With\n"
 		"                      --folded: lines led by a frame \"rank N\"\n"
 		"      --title T       the title of the graph (default: \"Flame Graph\")\n"
@@ -81,14 +87,23 @@ static void usage(FILE *f)
 		"call\n"
 		"                      (default: 0.1%% of the width); --folded keeps every stack\n"
 		"      --inverted      icicle graph: the root at the top, callees below callers\n"
+		"      --no-lines      one frame per Python function, whatever line it was at\n"
+		"                      (\"train (app.py)\" instead of one per line)\n"
 		"  -h, --help          show this help\n"
+		"\n"
+		"From py-spy: --nolineno is --no-lines; --threads (a graph per thread) is --tid N\n"
+		"for one thread ('probing query -i FILE \"SELECT tid, thread, SUM(count) FROM\n"
+		"samples GROUP BY tid\"' lists them); --idle (idle threads too) is a recording "
+		"made\n"
+		"with 'record --off-cpu', whose waits are drawn, or left out with --state "
+		"running.\n"
 		"\n"
 		"Examples:\n"
 		"  probing flamegraph -i app.db -o app.svg\n"
 		"  probing flamegraph -i app.db --pid 1234 --title 'trainer, rank 0' -o rank0.svg\n"
 		"  probing flamegraph -i app.db --folded | grep -F 'forward (' | head\n"
 		"  probing flamegraph -i app.db --from 30 --to 40 -o slow-phase.svg\n"
-		"  probing flamegraph -i app.db --diff-ranks 0,3 -o rank3-vs-rank0.svg\n"
+		"  probing flamegraph -i job.db --diff-ranks 0,3 -o rank3-vs-rank0.svg\n"
 		"  probing flamegraph -i job.db --by rank -o ranks.svg\n"
 		"  probing flamegraph -i after.db --diff before.db -o diff.svg\n");
 }
@@ -109,6 +124,7 @@ enum {
 	OPT_DIFF,
 	OPT_DIFF_RANKS,
 	OPT_BY,
+	OPT_NO_LINES,
 };
 
 static const struct option options[] = {
@@ -129,6 +145,7 @@ static const struct option options[] = {
 	{"diff", required_argument, NULL, OPT_DIFF},
 	{"diff-ranks", required_argument, NULL, OPT_DIFF_RANKS},
 	{"by", required_argument, NULL, OPT_BY},
+	{"no-lines", no_argument, NULL, OPT_NO_LINES},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -210,13 +227,18 @@ static int subtitle_baseline(struct strbuf *sb, const struct profile_filter *bas
 	return err;
 }
 
-/* " · 3 ranks · furthest from the median: rank 1" */
+/* " · 3 ranks · furthest from the median: rank 1", or "· rank 1 entered last in 60 of 61 collectives" */
 static int subtitle_ranks(struct strbuf *sb, const struct rankpanels *rp)
 {
 	int err;
 
 	err = sb_printf(sb, " \xc2\xb7 %zu rank%s", rp->nranks, rp->nranks == 1 ? "" : "s");
-	if (!err && rp->flagged >= 0)
+	if (!err && rp->flag && rp->flag->late)
+		err = sb_printf(sb,
+				" \xc2\xb7 rank %d entered last in %" PRIu64 " of %" PRIu64
+				" collectives",
+				rp->flagged, rp->flag->entered_last, rp->flag->collectives);
+	else if (!err && rp->flagged >= 0)
 		err = sb_printf(sb, " \xc2\xb7 furthest from the median: rank %d", rp->flagged);
 	return err;
 }
@@ -407,6 +429,9 @@ int cmd_flamegraph(int argc, char **argv)
 					optarg);
 			diff_ranks = true;
 			break;
+		case OPT_NO_LINES:
+			flt.flags |= PROFILE_NO_LINES;
+			break;
 		case OPT_BY:
 			if (strcmp(optarg, "rank"))
 				return cli_usage_error("flamegraph",
@@ -442,6 +467,12 @@ int cmd_flamegraph(int argc, char **argv)
 		return cli_usage_error("flamegraph",
 				       "--by rank draws the ranks side by side; a differential "
 				       "graph (--diff, --diff-ranks) is drawn alone");
+	/* SVG is a page of markup: on a terminal it is noise (export refuses binary the same). */
+	if (!folded && !strcmp(output, "-") && stdout_is_tty())
+		return cli_usage_error("flamegraph",
+				       "an SVG flame graph is not for a terminal: write it to a "
+				       "file (-o FILE.svg, then open it in a browser), redirect "
+				       "stdout, or print text with --folded");
 	base_flt = flt;
 	if (diff_ranks) {
 		base_flt.flags |= PROFILE_RANK;

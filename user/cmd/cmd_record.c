@@ -4,7 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <limits.h>
+#include <sys/stat.h>
 
+#include "pyoffsets/pyoffsets.h"
 #include "base/cli.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -20,8 +24,9 @@ static const char usage_text[] =
 	"       probing record [OPTIONS] -- COMMAND [ARGS...]\n"
 	"\n"
 	"Sample the native and Python stacks of every thread of running processes, or of a\n"
-	"command it starts (not both), into a recording file (SQLite). Python frames (CPython\n"
-	"3.8-3.13) are merged with the native frames: C extensions and libraries appear under\n"
+	"command it starts (not both), into a recording file (SQLite). Python frames "
+	"(CPython\n" PY_VERSIONS
+	") are merged with the native frames: C extensions and libraries appear under\n"
 	"the Python function that called them. Recording ends after -d seconds, on Ctrl-C or\n"
 	"SIGTERM, or when every target has exited; the data is saved in every case.\n"
 	"Needs root (or the capabilities CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).\n"
@@ -40,7 +45,13 @@ static const char usage_text[] =
 	"                          FILE when recording ends (a killed recorder leaves it as\n"
 	"                          FILE.partial). An existing FILE is replaced then, keeping its\n"
 	"                          permissions; a symbolic link is followed; anything but a\n"
-	"                          regular file is refused\n"
+	"                          regular file is refused.\n"
+	"                          A FILE ending in .svg (flame graph), .folded (folded\n"
+	"                          stacks), .pb.gz (pprof) or .json (speedscope) gets that\n"
+	"                          format, as py-spy's -o does: the recording is kept beside\n"
+	"                          it (x.svg: x.db, which must not exist yet) and FILE is\n"
+	"                          drawn from it when recording ends ('probing flamegraph' or\n"
+	"                          'probing export' with -i x.db draw it again)\n"
 	"      --force             replace FILE even if it is read-only\n"
 	"      --stack-size SIZE   most bytes of user stack copied per sample, 8K-64K (default\n"
 	"                          64K); a sample copies only the part of its thread's stack in\n"
@@ -59,9 +70,10 @@ static const char usage_text[] =
 	"                          place in its job (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK,\n"
 	"                          PMI_RANK...) goes into the table processes; the summary\n"
 	"                          lists the ranks\n"
-	"      --off-cpu           wall-clock time: also record where threads wait while off\n"
-	"                          their CPU, and why: states sleep, lock (mutexes, conditions,\n"
-	"                          Event.wait), io, gil (waiting for Python's GIL), runnable\n"
+	"      --off-cpu           wall-clock time (py-spy's --idle): also record where\n"
+	"                          threads wait while off their CPU, and why: states sleep,\n"
+	"                          lock (mutexes, conditions, Event.wait), io, gil (waiting\n"
+	"                          for Python's GIL), runnable\n"
 	"                          (waiting for a CPU), other. Threads off their CPU are\n"
 	"                          observed once per sampling period, as on-CPU time is\n"
 	"                          sampled: a wait shorter than a period is seen in proportion\n"
@@ -81,6 +93,7 @@ static const char usage_text[] =
 	"  sudo probing record -o app.db -- ./myprog --input data.bin\n"
 	"  sudo probing record --children -p 4321 -d 30 -o job.db    # 4321: torchrun\n"
 	"  sudo probing record --off-cpu -p 1234 -d 5 -o hang.db    # where a hung job waits\n"
+	"  sudo probing record -p 1234 -d 10 -o prof.svg   # a flame graph; prof.db kept beside\n"
 	"  probing flamegraph -i app.db -o app.svg\n";
 
 enum {
@@ -135,6 +148,118 @@ static int parse_size(const char *s, long *out)
 	return 0;
 }
 
+/*
+ * py-spy's habit, "record -o x.svg": an output named for another format than a recording gets
+ * that format, made by another command from the recording kept beside it (x.db).
+ */
+struct derived_output {
+	const char *ext;  /* how the output's name ends */
+	const char *what; /* what it holds, for messages: "a flame graph" */
+	const char *cmd;  /* the command that makes it from a recording: flamegraph, export */
+	const char *opt;  /* and its options: "--folded"; "--format" */
+	const char *val;  /* "pprof" (NULL: @opt has no value) */
+};
+
+static const struct derived_output derived_outputs[] = {
+	{".svg", "a flame graph", "flamegraph", NULL, NULL},
+	{".folded", "folded stacks", "flamegraph", "--folded", NULL},
+	{".pb.gz", "a pprof profile", "export", "--format", "pprof"},
+	{".json", "a speedscope profile", "export", "--format", "speedscope"},
+	{},
+};
+
+/* The derived format @output is named for, or NULL (a recording). */
+static const struct derived_output *derived_output_of(const char *output)
+{
+	const struct derived_output *d;
+	size_t n = strlen(output), e;
+
+	for (d = derived_outputs; d->ext; d++) {
+		e = strlen(d->ext);
+		if (n > e && !strcasecmp(output + n - e, d->ext) && output[n - e - 1] != '/')
+			return d;
+	}
+	return NULL;
+}
+
+/*
+ * The command that makes @output (format @d) from the recording @rec, in @argv (room for 8)
+ * and as one line of shell in @line. Return its argc.
+ */
+static int derived_command(const struct derived_output *d, const char *rec, const char *output,
+			   bool force, char **argv, char *line, size_t size)
+{
+	int n = 0, i;
+	size_t len;
+
+	argv[n++] = (char *)d->cmd;
+	argv[n++] = "-i";
+	argv[n++] = (char *)rec;
+	if (d->opt)
+		argv[n++] = (char *)d->opt;
+	if (d->val)
+		argv[n++] = (char *)d->val;
+	argv[n++] = "-o";
+	argv[n++] = (char *)output;
+	if (force)
+		argv[n++] = "--force";
+	argv[n] = NULL;
+	len = snprintf(line, size, "probing");
+	for (i = 0; i < n && len < size; i++)
+		len += snprintf(line + len, size - len,
+				strpbrk(argv[i], " \t'\"$\\") ? " '%s'" : " %s", argv[i]);
+	return n;
+}
+
+/*
+ * For "-o x.svg" (@d): the recording's name beside it, x.db, malloc'd in *@rec. Refuse (and
+ * say what to run instead) when x.db exists: it is not ours to replace. Return 0 or an exit
+ * status.
+ */
+static int derived_recording(const struct derived_output *d, const char *output, char **rec)
+{
+	size_t stem = strlen(output) - strlen(d->ext);
+	char line[PATH_MAX * 2 + 64], *argv[9];
+	struct stat st;
+
+	if (asprintf(rec, "%.*s.db", (int)stem, output) < 0) {
+		*rec = NULL;
+		pr_warn("out of memory");
+		return EXIT_FAIL;
+	}
+	if (lstat(*rec, &st))
+		return 0;
+	derived_command(d, "NEW.db", output, false, argv, line, sizeof(line));
+	fprintf(stderr,
+		"probing record: -o %s makes %s from a recording kept beside it, %s, which "
+		"exists already and is not replaced: record into a new file and draw it from "
+		"there: 'probing record ... -o NEW.db' then '%s'\n",
+		output, d->what, *rec, line);
+	free(*rec);
+	*rec = NULL;
+	return EXIT_USAGE;
+}
+
+/* Make @output (format @d) from the recording @rec just written. Return an exit status. */
+static int derive_output(const struct derived_output *d, const char *rec, const char *output,
+			 bool force)
+{
+	char line[PATH_MAX * 2 + 64], *argv[9];
+	int argc, ret;
+
+	argc = derived_command(d, rec, output, force, argv, line, sizeof(line));
+	ret = cli_run_command(argc, argv);
+	if (ret == EXIT_OK)
+		fprintf(stderr,
+			"probing: wrote %s (%s); the recording is kept in %s ('%s' makes it "
+			"again, 'probing serve -i %s' shows it in a browser)\n",
+			output, d->what, rec, line, rec);
+	else
+		fprintf(stderr, "probing: the recording is in %s; make the %s with '%s'\n", rec,
+			d->what, line);
+	return ret;
+}
+
 int cmd_record(int argc, char **argv)
 {
 	struct session_opts o = {
@@ -145,6 +270,9 @@ int cmd_record(int argc, char **argv)
 		.argc = argc,
 		.argv = argv,
 	};
+	const struct derived_output *derived = NULL;
+	const char *derived_out = NULL;
+	char *derived_rec = NULL;
 	struct session *s = NULL;
 	struct record_totals t;
 	pid_t *pids = NULL;
@@ -245,6 +373,19 @@ int cmd_record(int argc, char **argv)
 	}
 	if (!o.recorder.native)
 		o.sampling.stack_size = 0;
+	derived = derived_output_of(o.output);
+	if (derived) {
+		ret = derived_recording(derived, o.output, &derived_rec);
+		if (ret != EXIT_OK) {
+			free(pids);
+			return ret;
+		}
+		ret = EXIT_FAIL;
+		fprintf(stderr, "probing: recording into %s; %s (%s) is made from it at the end\n",
+			derived_rec, o.output, derived->what);
+		derived_out = o.output;
+		o.output = derived_rec;
+	}
 	o.pids = pids;
 	o.npids = npids;
 
@@ -272,7 +413,10 @@ int cmd_record(int argc, char **argv)
 	ret = summary__print(&t, &o);
 	if ((session__close(s) || err) && ret == EXIT_OK)
 		ret = EXIT_FAIL; /* the reason and where the data is were printed */
+	if (derived && ret == EXIT_OK)
+		ret = derive_output(derived, derived_rec, derived_out, o.store_flags & STORE_FORCE);
 cleanup:
+	free(derived_rec);
 	free(pids);
 	return ret;
 }

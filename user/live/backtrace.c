@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 
+#include "pyoffsets/pyoffsets.h"
 #include "live/backtrace.h"
 #include "native/dwproc.h"
 #include "base/escape.h"
@@ -170,6 +171,20 @@ static int vars_add(struct bt_vars *vs, const char *name, const char *type, cons
 	}
 	vs->n++;
 	return 0;
+}
+
+int backtrace__add_local(struct bt_thread *t, int frame, const char *name, const char *type,
+			 const char *repr)
+{
+	if (frame < 0 || frame >= t->nframes || t->frames[frame].kind != FRAME_PYTHON)
+		return -EINVAL;
+	if (!t->locals) {
+		t->locals = calloc(t->nframes, sizeof(*t->locals));
+		if (!t->locals)
+			return -ENOMEM;
+	}
+	t->locals[frame].full = true;
+	return vars_add(&t->locals[frame], name, type, repr);
 }
 
 static int outside_local(const struct pyproc_local *l, void *ctx)
@@ -438,7 +453,8 @@ int backtrace__collect(pid_t pid, const struct bt_opts *o, struct bt_process **o
 	if (!pv->py && !o->native) {
 		err = -ENOENT;
 		explain(why, whysize,
-			"process %d runs no CPython 3.8-3.13 interpreter that probing can read; "
+			"process %d runs no CPython " PY_VERSIONS
+			" interpreter that probing can read; "
 			"use --native for its native stacks",
 			pid);
 		goto fail;
@@ -624,11 +640,30 @@ void backtrace__print(const struct bt_process *p, FILE *f)
 			text_str(&e[1], p->interpreter, 0));
 	for (i = 0; i < p->nthreads; i++) {
 		t = &p->threads[i];
-		fprintf(f, "\nThread %d \"%s\" (%s)%s%s%s%s\n", t->tid, text_str(&e[0], t->name, 0),
-			backtrace__state_word(t->state),
-			backtrace__wait_str(t, wait, sizeof(wait))[0] ? " " : "", wait,
-			t->gil == BT_GIL_HOLDS ? ", holds the GIL" : "",
-			t->nframes || t->error[0] ? "" : " (no Python frames)");
+		if (t->crash[0]) {
+			/* Its state is its signal handler's, waiting: what matters is the crash. */
+			fprintf(f, "\nThread %d \"%s\" crashed: %s", t->tid,
+				text_str(&e[0], t->name, 0), text_str(&e[1], t->crash, 0));
+			for (j = 0; j < t->nframes && t->frames[j].kind != FRAME_PYTHON; j++)
+				;
+			if (t->nframes)
+				fprintf(f, " in %s",
+					text_str(&e[0], t->frames[0].qualname ?: t->frames[0].func,
+						 0));
+			if (j > 0 && j < t->nframes) /* native code a Python function called */
+				fprintf(f, ", called from %s (%s:%d)",
+					text_str(&e[0], t->frames[j].qualname ?: t->frames[j].func,
+						 0),
+					text_str(&e[1], basename_of(t->frames[j].file), 0),
+					t->frames[j].line);
+			fputs("  <-- the crash\n", f);
+		} else {
+			fprintf(f, "\nThread %d \"%s\" (%s)%s%s%s%s\n", t->tid,
+				text_str(&e[0], t->name, 0), backtrace__state_word(t->state),
+				backtrace__wait_str(t, wait, sizeof(wait))[0] ? " " : "", wait,
+				t->gil == BT_GIL_HOLDS ? ", holds the GIL" : "",
+				t->nframes || t->error[0] ? "" : " (no Python frames)");
+		}
 		if (t->error[0]) {
 			fputs("    [native stack unavailable: ", f);
 			print_lines(f, text_str(&e[0], t->error, TEXT_LINES), "     ");
@@ -673,7 +708,12 @@ int backtrace__json_rows(pid_t pid, struct strbuf *rows)
 			err = err
 				      ?: (fr->line > 0 ? sb_printf(rows, ",%d", fr->line)
 						       : sb_puts(rows, ",null"));
-			err = err ?: sb_printf(rows, ",\"%s\"]", frame_kind_name(fr->kind));
+			err = err ?: sb_printf(rows, ",\"%s\",", frame_kind_name(fr->kind));
+			/* As the agent's rows: co_qualname (3.11+), else NULL. */
+			err = err
+				      ?: (fr->qualname ? jq_quote(rows, fr->qualname)
+						       : sb_puts(rows, "null"));
+			err = err ?: sb_puts(rows, "]");
 		}
 	}
 	err = err ?: sb_puts(rows, "]");

@@ -68,6 +68,8 @@ struct bt_thread {
 	struct frame *frames;	/* innermost first; strings owned by the bt_process */
 	struct bt_vars *locals; /* with opts.locals: one per frame (native ones empty) */
 	char error[256];	/* why the native stack is missing, if it is */
+	char crash[192];	/* in a crash file read back, the thread that crashed: what
+				 * happened ("SIGSEGV (code 1, address 0x0)"), else "" */
 };
 
 struct bt_process {
@@ -117,12 +119,21 @@ char *backtrace__wait_str(const struct bt_thread *t, char *buf, size_t size);
  */
 void backtrace__print_frame(const struct frame *fr, FILE *f);
 
-/* Human-readable, one block per thread (py-spy dump style). */
+/*
+ * Give frame @frame of @t (a Python frame) the local variable @name (strings copied; @type and
+ * @repr may be NULL: "?"), its repr made in the process (bt_vars.full), as a crash file holds
+ * them. Return 0, -EINVAL (no such frame) or -ENOMEM.
+ */
+int backtrace__add_local(struct bt_thread *t, int frame, const char *name, const char *type,
+			 const char *repr);
+
+/* Human-readable, one block per thread (py-spy dump style); a thread that crashed (crash
+ * set) says so and where, instead of the state of its signal handler. */
 void backtrace__print(const struct bt_process *p, FILE *f);
 
 /*
  * The livedb hook (livedb__set_outside_backtrace): rows [thread, tid, depth, func, file,
- * lineno, kind] of every thread's Python stack, read from outside, as a JSON array.
+ * lineno, kind, qualname] of every thread's Python stack, read from outside, as a JSON array.
  */
 int backtrace__json_rows(pid_t pid, struct strbuf *rows);
 

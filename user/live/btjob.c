@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 
+#include "base/bmap.h"
 #include "base/escape.h"
 #include "base/jsonq.h"
 #include "base/strpool.h"
@@ -149,64 +150,57 @@ void btjob__free(struct bt_job *j)
 
 /* ---- grouping -------------------------------------------------------------------------- */
 
-static bool same_str(const char *a, const char *b)
+/* @s onto @key, told apart from NULL and from any other string (its length first). */
+static int key_str(struct strbuf *key, const char *s)
 {
-	return a == b || (a && b && !strcmp(a, b));
+	uint64_t len = s ? strlen(s) : 0;
+	char tag = s ? 1 : 0;
+	int err = sb_append(key, &tag, 1);
+
+	if (!err && s)
+		err = sb_append(key, (const char *)&len, sizeof(len));
+	return err ?: sb_append(key, s ? s : "", len);
 }
 
-static bool same_frame(const struct frame *a, const struct frame *b)
+/*
+ * The key of @t's group in *@key: threads belong together when they have the same frames
+ * (kind, line, function, qualified name, file, and for a native or kernel frame its module),
+ * or, both without frames, the same name and error. Grouping by this key in a hash map costs
+ * time and memory in proportion to the threads' frames, however many there are.
+ */
+static int stack_key(struct strbuf *key, const struct bt_thread *t)
 {
-	return a->kind == b->kind && a->line == b->line && same_str(a->func, b->func) &&
-	       same_str(a->qualname, b->qualname) && same_str(a->file, b->file) &&
-	       (a->kind == FRAME_PYTHON || same_str(a->module, b->module));
-}
+	int err, i;
 
-/* Do @a and @b belong together: the same frames, or, both without frames, the same name. */
-static bool same_stack(const struct bt_thread *a, const struct bt_thread *b)
-{
-	int i;
-
-	if (a->nframes != b->nframes)
-		return false;
-	if (!a->nframes)
-		return !strcmp(a->name, b->name) && !strcmp(a->error, b->error);
-	for (i = 0; i < a->nframes; i++)
-		if (!same_frame(&a->frames[i], &b->frames[i]))
-			return false;
-	return true;
-}
-
-static uint64_t hash_str(uint64_t h, const char *s)
-{
-	for (; s && *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-	return (h ^ 0xff) * 0x100000001b3ULL;
-}
-
-static uint64_t stack_hash(const struct bt_thread *t)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	int i;
-
-	if (!t->nframes)
-		return hash_str(h, t->name);
-	for (i = 0; i < t->nframes; i++) {
-		h = hash_str(h, t->frames[i].func);
-		h = hash_str(h, t->frames[i].file);
-		h = (h ^ (uint64_t)t->frames[i].line) * 0x100000001b3ULL;
+	sb_reset(key);
+	err = sb_append(key, (const char *)&t->nframes, sizeof(t->nframes));
+	if (!t->nframes) {
+		err = err ?: key_str(key, t->name);
+		return err ?: key_str(key, t->error);
 	}
-	return h;
-}
+	for (i = 0; !err && i < t->nframes; i++) {
+		const struct frame *f = &t->frames[i];
+		int32_t kind = f->kind, line = f->line;
 
-struct slot {
-	uint64_t hash;
-	int proc, thread;
-};
+		err = sb_append(key, (const char *)&kind, sizeof(kind));
+		err = err ?: sb_append(key, (const char *)&line, sizeof(line));
+		err = err ?: key_str(key, f->func);
+		err = err ?: key_str(key, f->qualname);
+		err = err ?: key_str(key, f->file);
+		err = err ?: key_str(key, f->kind == FRAME_PYTHON ? NULL : f->module);
+	}
+	return err;
+}
 
 static int by_size(const void *a, const void *b)
 {
 	const struct bt_group *x = a, *y = b;
 
+	/* What crashed first, then where the job's code is, then its idle helper threads. */
+	if (x->crashed != y->crashed)
+		return x->crashed ? -1 : 1;
+	if (x->main != y->main)
+		return x->main ? -1 : 1;
 	if (x->n != y->n)
 		return x->n > y->n ? -1 : 1;
 	/* Ties: in the order of their first member (the job's order). */
@@ -232,6 +226,22 @@ static int main_thread(const struct bt_job *j, int i)
 	return -1;
 }
 
+/* How many processes have a rank (and were read): the ones compared, when there are any. */
+static int nranked(const struct bt_job *j)
+{
+	int i, n = 0;
+
+	for (i = 0; i < j->nprocs; i++)
+		n += jobinfo_has_rank(&j->procs[i].id) && j->procs[i].bt;
+	return n;
+}
+
+/* Is process @i one of those compared (a rank, or any process when none has a rank)? */
+static bool compared(const struct bt_job *j, int i, int nranks)
+{
+	return j->procs[i].bt && (!nranks || jobinfo_has_rank(&j->procs[i].id));
+}
+
 /*
  * The odd ones out: among the ranks (all processes when none has a rank) whose main thread
  * was read, those whose main thread is in a group no other of them shares, provided some
@@ -239,25 +249,23 @@ static int main_thread(const struct bt_job *j, int i)
  */
 static void find_odd(struct bt_job *j)
 {
-	int i, g, k, nranked = 0, *count = calloc(j->ngroups ? j->ngroups : 1, sizeof(int));
+	int i, g, k, nranks = nranked(j), *count = calloc(j->ngroups ? j->ngroups : 1, sizeof(int));
 	bool shared = false;
 
 	j->odd = 0;
-	for (i = 0; i < j->nprocs; i++) {
+	for (i = 0; i < j->nprocs; i++)
 		j->procs[i].odd = false;
-		nranked += jobinfo_has_rank(&j->procs[i].id) && j->procs[i].bt;
-	}
 	if (!count)
 		return;
 	for (i = 0; i < j->nprocs; i++) {
-		if (!j->procs[i].bt || (nranked && !jobinfo_has_rank(&j->procs[i].id)))
+		if (!compared(j, i, nranks))
 			continue;
 		k = main_thread(j, i);
 		if (k >= 0 && (g = j->procs[i].group[k]) >= 0 && ++count[g] > 1)
 			shared = true;
 	}
 	for (i = 0; shared && i < j->nprocs; i++) {
-		if (!j->procs[i].bt || (nranked && !jobinfo_has_rank(&j->procs[i].id)))
+		if (!compared(j, i, nranks))
 			continue;
 		k = main_thread(j, i);
 		if (k >= 0 && (g = j->procs[i].group[k]) >= 0 && count[g] == 1) {
@@ -270,9 +278,12 @@ static void find_odd(struct bt_job *j)
 
 int btjob__group(struct bt_job *j)
 {
-	struct slot *slots = NULL;
 	struct bt_group *groups = NULL;
-	int nslots = 0, ngroups = 0, i, k, g, *rep = NULL;
+	struct strbuf key = {0};
+	struct bmap *index = NULL;
+	size_t *caps = NULL; /* of each group's members */
+	int nthreads = 0, ngroups = 0, i, k, g, inserted, nranks = nranked(j);
+	uint64_t *v;
 
 	for (i = 0; i < j->ngroups; i++)
 		free(j->groups[i].m);
@@ -280,13 +291,13 @@ int btjob__group(struct bt_job *j)
 	j->groups = NULL;
 	j->ngroups = 0;
 	for (i = 0; i < j->nprocs; i++)
-		nslots += j->procs[i].bt ? j->procs[i].bt->nthreads : 0;
-	slots = calloc(nslots ? nslots : 1, sizeof(*slots));
-	groups = calloc(nslots ? nslots : 1, sizeof(*groups));
-	rep = calloc(nslots ? nslots : 1, sizeof(*rep)); /* each group's first slot */
-	if (!slots || !groups || !rep)
+		nthreads += j->procs[i].bt ? j->procs[i].bt->nthreads : 0;
+	groups = calloc(nthreads ? nthreads : 1, sizeof(*groups));
+	caps = calloc(nthreads ? nthreads : 1, sizeof(*caps));
+	index = bmap__new();
+	if (!groups || !caps || !index)
 		goto nomem;
-	nslots = 0;
+	/* Each thread joins the group of its stack, made by its first thread. */
 	for (i = 0; i < j->nprocs; i++) {
 		struct bt_job_proc *p = &j->procs[i];
 
@@ -298,30 +309,24 @@ int btjob__group(struct bt_job *j)
 		if (!p->group)
 			goto nomem;
 		for (k = 0; k < p->bt->nthreads; k++) {
-			struct slot *s = &slots[nslots++];
-
-			s->hash = stack_hash(&p->bt->threads[k]);
-			s->proc = i;
-			s->thread = k;
-		}
-	}
-	/* Each thread joins the first group whose stack is its own (a few hundred threads). */
-	for (i = 0; i < nslots; i++) {
-		const struct bt_thread *t = &j->procs[slots[i].proc].bt->threads[slots[i].thread];
-
-		for (g = 0; g < ngroups; g++)
-			if (slots[rep[g]].hash == slots[i].hash &&
-			    same_stack(member_thread(j, &groups[g].m[0]), t))
-				break;
-		if (g == ngroups) {
-			rep[g] = i;
-			groups[g].m = calloc(nslots - i, sizeof(*groups[g].m));
-			if (!groups[g].m)
+			if (stack_key(&key, &p->bt->threads[k]))
 				goto nomem;
-			ngroups++;
+			v = bmap__upsert(index, key.buf, key.len, ngroups, &inserted);
+			if (!v)
+				goto nomem;
+			g = *v;
+			if (inserted)
+				ngroups++;
+			if (grow_array(&groups[g].m, &caps[g], groups[g].n + 1,
+				       sizeof(*groups[g].m)))
+				goto nomem;
+			groups[g].m[groups[g].n].proc = i;
+			groups[g].m[groups[g].n++].thread = k;
+			if (p->bt->threads[k].tid == p->pid && compared(j, i, nranks))
+				groups[g].main = true;
+			if (p->bt->threads[k].crash[0])
+				groups[g].crashed = true;
 		}
-		groups[g].m[groups[g].n].proc = slots[i].proc;
-		groups[g].m[groups[g].n++].thread = slots[i].thread;
 	}
 	qsort(groups, ngroups, sizeof(*groups), by_size);
 	for (g = 0; g < ngroups; g++)
@@ -329,16 +334,18 @@ int btjob__group(struct bt_job *j)
 			j->procs[groups[g].m[k].proc].group[groups[g].m[k].thread] = g;
 	j->groups = groups;
 	j->ngroups = ngroups;
-	free(slots);
-	free(rep);
+	bmap__free(index);
+	free(caps);
+	sb_free(&key);
 	find_odd(j);
 	return 0;
 nomem:
 	for (g = 0; groups && g < ngroups; g++)
 		free(groups[g].m);
 	free(groups);
-	free(slots);
-	free(rep);
+	free(caps);
+	bmap__free(index);
+	sb_free(&key);
 	return -ENOMEM;
 }
 
@@ -545,6 +552,80 @@ static const char *parent_command(const struct bt_job *j)
 	return NULL;
 }
 
+/* "hang_here (train.py:40)": the innermost Python frame of @t (else its innermost frame). */
+static void where_str(const struct bt_thread *t, struct strbuf *sb)
+{
+	const struct frame *fr = NULL;
+	struct strbuf e = {0};
+	const char *file;
+	int k;
+
+	for (k = 0; k < t->nframes && !fr; k++)
+		if (t->frames[k].kind == FRAME_PYTHON)
+			fr = &t->frames[k];
+	if (!fr && t->nframes)
+		fr = &t->frames[0];
+	if (!fr) {
+		sb_puts(sb, "no Python frames");
+		return;
+	}
+	sb_puts(sb, text_str(&e, fr->qualname ? fr->qualname : fr->func, 0));
+	file = fr->file ? strrchr(fr->file, '/') : NULL;
+	file = file ? file + 1 : fr->file;
+	if (file && fr->line > 0)
+		sb_printf(sb, " (%s:%d)", text_str(&e, file, 0), fr->line);
+	sb_free(&e);
+}
+
+#define PLACES_SHOWN 8
+
+/*
+ * No rank is the odd one out, yet the ranks' main threads are in different places (two ranks
+ * that differ; or no two alike): say which is where, a line per place (the main threads'
+ * groups, first in j->groups).
+ */
+static void print_places(const struct bt_job *j, FILE *f)
+{
+	int nranks = nranked(j), nplaces, g, k, n, procs[PLACES_SHOWN], ones[PLACES_SHOWN];
+	const struct bt_thread *t, *main_t;
+	struct strbuf sb = {0};
+	char wait[96];
+
+	for (nplaces = 0; nplaces < j->ngroups && j->groups[nplaces].main; nplaces++)
+		;
+	if (nplaces < 2)
+		return;
+	fprintf(f, "The %s' main threads are in %d different places:\n",
+		nranks ? "ranks" : "processes", nplaces);
+	for (g = 0; g < nplaces && g < PLACES_SHOWN; g++) {
+		const struct bt_group *gr = &j->groups[g];
+
+		main_t = NULL;
+		for (k = n = 0; k < gr->n; k++) {
+			t = member_thread(j, &gr->m[k]);
+			if (t->tid != j->procs[gr->m[k].proc].pid ||
+			    !compared(j, gr->m[k].proc, nranks))
+				continue;
+			main_t = main_t ? main_t : t;
+			if (n < PLACES_SHOWN) {
+				procs[n] = gr->m[k].proc;
+				ones[n++] = 1;
+			}
+		}
+		sb_reset(&sb);
+		list_procs(j, procs, ones, n, &sb);
+		sb_puts(&sb, ": ");
+		where_str(main_t, &sb);
+		backtrace__wait_str(main_t, wait, sizeof(wait));
+		sb_printf(&sb, ", %s%s%s", backtrace__state_word(main_t->state), wait[0] ? " " : "",
+			  wait);
+		fprintf(f, "  %s  [%d]\n", sb_str(&sb), g + 1);
+	}
+	if (nplaces > PLACES_SHOWN)
+		fprintf(f, "  and %d more places below\n", nplaces - PLACES_SHOWN);
+	sb_free(&sb);
+}
+
 void btjob__print(const struct bt_job *j, FILE *f)
 {
 	struct strbuf sb = {0}, e = {0};
@@ -601,10 +682,13 @@ void btjob__print(const struct bt_job *j, FILE *f)
 				"thread is ([%d] below)\n",
 				j->procs[i].label, proc_ranks ? "rank" : "process",
 				j->procs[i].group[main_thread(j, i)] + 1);
+	if (!j->odd)
+		print_places(j, f);
 	for (g = 0; g < j->ngroups; g++) {
 		const struct bt_group *gr = &j->groups[g];
 		const struct bt_thread *t = member_thread(j, &gr->m[0]);
 		bool odd = false;
+		int ncrashed;
 
 		for (k = 0; k < gr->n && !odd; k++)
 			odd = j->procs[gr->m[k].proc].odd &&
@@ -613,12 +697,18 @@ void btjob__print(const struct bt_job *j, FILE *f)
 		group_members(j, gr, &sb);
 		fprintf(f, "\n[%d] %d thread%s: %s%s\n", g + 1, gr->n, gr->n == 1 ? "" : "s",
 			sb_str(&sb), odd ? "  <-- the odd one out" : "");
+		ncrashed = 0;
+		for (k = 0; k < gr->n; k++)
+			if (member_thread(j, &gr->m[k])->crash[0] && ++ncrashed)
+				fprintf(f, "    %s crashed: %s  <-- the crash\n",
+					j->procs[gr->m[k].proc].label,
+					text_str(&e, member_thread(j, &gr->m[k])->crash, 0));
 		sb_reset(&sb);
 		group_states(j, gr, &sb);
-		fprintf(f, "    %s%s\n", sb_str(&sb),
-			t->nframes || t->error[0] ? ""
-						  : "; no Python "
-						    "frames");
+		/* A crashed thread's state is its signal handler's, waiting: not worth saying. */
+		if (ncrashed < gr->n)
+			fprintf(f, "    %s%s\n", sb_str(&sb),
+				t->nframes || t->error[0] ? "" : "; no Python frames");
 		if (t->error[0])
 			fprintf(f, "    [native stack unavailable: %s]\n",
 				text_str(&e, t->error, 0));

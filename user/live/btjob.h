@@ -2,8 +2,9 @@
 /*
  * btjob: the backtrace of a job — every thread of several processes (the ranks of a training
  * job and their launcher), read from outside as backtrace.h reads one, then compared:
- * threads whose stacks are identical form one group (largest first), and a rank whose main
- * thread is where no other rank's main thread is gets flagged as the odd one out.
+ * threads whose stacks are identical form one group (the groups of the ranks' main threads
+ * first, then largest first), and a rank whose main thread is where no other rank's main
+ * thread is gets flagged as the odd one out.
  *
  * Three ways out, the same data in each: text for people (btjob__print), JSON for programs
  * (btjob__json, docs/live.md "backtrace --format json"), and a snapshot file, SQLite
@@ -24,6 +25,13 @@ struct job_procs;
 struct strbuf;
 struct sqlite3;
 struct sqlite3_stmt;
+
+/*
+ * Append probing's own definition of the snapshot view @name (bt_stacks, bt_groups: docs/
+ * sql.md), "CREATE VIEW ...;", to @sql. Return 0, -ENOENT when @name is neither, or -ENOMEM.
+ */
+struct strbuf;
+int btjob__view_sql(const char *name, struct strbuf *sql);
 
 /* A snapshot's meta 'kind' and 'format' (docs/sql.md). */
 #define BTJOB_KIND   "backtrace"
@@ -55,13 +63,17 @@ struct bt_member {
 struct bt_group {
 	int n;
 	struct bt_member *m; /* in the job's order of processes and threads */
+	bool main;	     /* holds the main thread of a rank (of a process, when no process
+			      * has a rank): where the job's own code is */
+	bool crashed;	     /* holds a thread that crashed (a crash file: bt_thread.crash) */
 };
 
 struct bt_job {
 	int nprocs;
 	struct bt_job_proc *procs; /* in the order of job_procs (a launcher, then by rank) */
 	int ngroups;
-	struct bt_group *groups; /* largest first */
+	struct bt_group *groups; /* a crashed thread's first, then the main threads'
+				  * (bt_group.main), then largest first */
 	int odd;		 /* processes flagged as the odd one out */
 	double time;		 /* unix seconds it was read */
 	char host[65];		 /* the host it was read on ("" unknown) */
@@ -83,7 +95,8 @@ int btjob__group(struct bt_job *j);
 
 /*
  * The grouped view for people: a summary of the job (processes, ranks, threads, groups; those
- * gone or unreadable; the odd one out), then each group once: which ranks and threads share
+ * gone or unreadable; the odd one out, or where the ranks' main threads are when they are in
+ * different places and none is odd, as with two ranks), then each group once: which ranks and threads share
  * it, their state and wait, and the stack. Text from the targets is escaped.
  */
 void btjob__print(const struct bt_job *j, FILE *f);

@@ -17,6 +17,7 @@
 #include "base/cli.h"
 #include "base/log.h"
 #include "base/outfile.h"
+#include "base/bmap.h"
 #include "base/strpool.h"
 #include "base/util.h"
 #include "live/btjob.h"
@@ -46,6 +47,11 @@ static const char schema[] =
 	"CREATE VIEW bt_groups AS SELECT coalesce(stack, '(no frames) ' || thread) AS stack,"
 	" count(*) AS threads, count(DISTINCT host || ':' || pid) AS processes,"
 	" group_concat(DISTINCT rank) AS ranks FROM bt_stacks GROUP BY 1 ORDER BY threads DESC;\n";
+
+int btjob__view_sql(const char *name, struct strbuf *sql)
+{
+	return sql_view_def(schema, name, sql);
+}
 
 /* ---- writing --------------------------------------------------------------------------- */
 
@@ -319,25 +325,62 @@ static const char *static_launcher(const char *s)
 	return NULL;
 }
 
-static int find_proc(const struct bt_job *j, const char *host, int pid)
-{
-	int i;
+/*
+ * Where the rows of bt_threads and bt_frames go: (host, pid) -> process, (host, pid, tid) ->
+ * thread, in hash maps (a merged snapshot of a large job has tens of thousands of threads:
+ * looking each up by a scan was quadratic), with the room made for each.
+ */
+struct snap_index {
+	struct bmap *procs;   /* key(host, pid, 0) -> process index */
+	struct bmap *threads; /* key(host, pid, tid) -> (process index << 32) | thread index */
+	int *thread_room;     /* per process: threads allocated */
+	int **frame_room;     /* per process, per thread: frames allocated */
+	struct strbuf key;
+};
 
-	for (i = 0; i < j->nprocs; i++)
-		if (j->procs[i].pid == pid && !strcmp(j->procs[i].id.host, host ? host : ""))
-			return i;
-	return -1;
+static const char *snap_key(struct snap_index *x, const char *host, int pid, int tid)
+{
+	sb_reset(&x->key);
+	if (sb_append(&x->key, host ? host : "", strlen(host ? host : "") + 1) ||
+	    sb_append(&x->key, (const char *)&pid, sizeof(pid)) ||
+	    sb_append(&x->key, (const char *)&tid, sizeof(tid)))
+		return NULL;
+	return x->key.buf;
 }
 
-static struct bt_thread *find_thread(struct bt_job *j, const char *host, int pid, int tid)
+static int find_proc(struct snap_index *x, const char *host, int pid)
 {
-	int i = find_proc(j, host, pid), k;
-	struct bt_process *bt = i >= 0 ? j->procs[i].bt : NULL;
+	const char *k = snap_key(x, host, pid, 0);
+	uint64_t *v = k ? bmap__find(x->procs, k, x->key.len) : NULL;
 
-	for (k = 0; bt && k < bt->nthreads; k++)
-		if (bt->threads[k].tid == tid)
-			return &bt->threads[k];
-	return NULL;
+	return v ? (int)*v : -1;
+}
+
+/* The thread (host, pid, tid) and, in *@room, the frames allocated for it; or NULL. */
+static struct bt_thread *find_thread(struct bt_job *j, struct snap_index *x, const char *host,
+				     int pid, int tid, int **room)
+{
+	const char *k = snap_key(x, host, pid, tid);
+	uint64_t *v = k ? bmap__find(x->threads, k, x->key.len) : NULL;
+	int pi, ti;
+
+	if (!v)
+		return NULL;
+	pi = *v >> 32;
+	ti = *v & 0xffffffff;
+	*room = &x->frame_room[pi][ti];
+	return &j->procs[pi].bt->threads[ti];
+}
+
+static void snap_index_free(struct snap_index *x, int nprocs)
+{
+	bmap__free(x->procs);
+	bmap__free(x->threads);
+	for (int i = 0; x->frame_room && i < nprocs; i++)
+		free(x->frame_room[i]);
+	free(x->frame_room);
+	free(x->thread_room);
+	sb_free(&x->key);
 }
 
 static int count_rows(sqlite3 *db, const char *table)
@@ -400,23 +443,40 @@ static int load_procs(sqlite3 *db, struct bt_job *j)
 	return err;
 }
 
-static int load_threads(sqlite3 *db, struct bt_job *j)
+static int load_threads(sqlite3 *db, struct bt_job *j, struct snap_index *x)
 {
 	sqlite3_stmt *st = NULL;
-	int err = 0, i, pi;
+	int err = 0, i, pi, inserted, n;
+	uint64_t *v;
+
+	x->procs = bmap__new();
+	x->threads = bmap__new();
+	x->thread_room = calloc(j->nprocs + 1, sizeof(*x->thread_room));
+	x->frame_room = calloc(j->nprocs + 1, sizeof(*x->frame_room));
+	if (!x->procs || !x->threads || !x->thread_room || !x->frame_room)
+		return -ENOMEM;
+	for (i = 0; i < j->nprocs; i++) {
+		const char *k = snap_key(x, j->procs[i].id.host, j->procs[i].pid, 0);
+
+		v = k ? bmap__upsert(x->procs, k, x->key.len, i, &inserted) : NULL;
+		if (!v)
+			return -ENOMEM;
+	}
 
 	/* How many threads each process has, then the threads. */
 	if (sqlite3_prepare_v2(db, "SELECT host, pid, count(*) FROM bt_threads GROUP BY host, pid",
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	while (!err && sqlite3_step(st) == SQLITE_ROW) {
-		pi = find_proc(j, col_text(st, 0), sqlite3_column_int(st, 1));
-		if (pi < 0 || !j->procs[pi].bt)
+		pi = find_proc(x, col_text(st, 0), sqlite3_column_int(st, 1));
+		n = sqlite3_column_int(st, 2);
+		if (pi < 0 || !j->procs[pi].bt || j->procs[pi].bt->threads || n <= 0)
 			continue;
-		j->procs[pi].bt->threads =
-			calloc(sqlite3_column_int(st, 2) + 1, sizeof(struct bt_thread));
-		if (!j->procs[pi].bt->threads)
+		j->procs[pi].bt->threads = calloc(n + 1, sizeof(struct bt_thread));
+		x->frame_room[pi] = calloc(n + 1, sizeof(int));
+		if (!j->procs[pi].bt->threads || !x->frame_room[pi])
 			err = -ENOMEM;
+		x->thread_room[pi] = n;
 	}
 	sqlite3_finalize(st);
 	if (err ||
@@ -431,9 +491,25 @@ static int load_threads(sqlite3 *db, struct bt_job *j)
 		struct bt_thread *t;
 		const char *wait = col_text(st, 7), *gil = col_text(st, 10);
 
-		pi = find_proc(j, col_text(st, 0), sqlite3_column_int(st, 1));
-		if (pi < 0 || !(bt = j->procs[pi].bt) || !bt->threads)
+		pi = find_proc(x, col_text(st, 0), sqlite3_column_int(st, 1));
+		/* Never more than the room made (the file could change between the queries). */
+		if (pi < 0 || !(bt = j->procs[pi].bt) || !bt->threads ||
+		    bt->nthreads >= x->thread_room[pi])
 			continue;
+		{
+			const char *k = snap_key(x, col_text(st, 0), sqlite3_column_int(st, 1),
+						 sqlite3_column_int(st, 2));
+
+			v = k ? bmap__upsert(x->threads, k, x->key.len,
+					     (uint64_t)pi << 32 | (uint64_t)bt->nthreads, &inserted)
+			      : NULL;
+			if (!v) {
+				err = -ENOMEM;
+				break;
+			}
+			if (!inserted)
+				continue; /* the same thread twice: its first row */
+		}
 		t = &bt->threads[bt->nthreads++];
 		t->tid = sqlite3_column_int(st, 2);
 		snprintf(t->name, sizeof(t->name), "%s", col_text(st, 3) ?: "");
@@ -459,12 +535,12 @@ static int load_threads(sqlite3 *db, struct bt_job *j)
 	return 0;
 }
 
-static int load_frames(sqlite3 *db, struct bt_job *j)
+static int load_frames(sqlite3 *db, struct bt_job *j, struct snap_index *x)
 {
 	struct btjob_priv *pv = j->priv;
 	sqlite3_stmt *st = NULL;
 	struct bt_thread *t;
-	int err = 0, n;
+	int err = 0, n, *room;
 
 	if (sqlite3_prepare_v2(db,
 			       "SELECT host, pid, tid, count(*) FROM bt_frames GROUP BY host, pid,"
@@ -472,14 +548,15 @@ static int load_frames(sqlite3 *db, struct bt_job *j)
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	while (!err && sqlite3_step(st) == SQLITE_ROW) {
-		t = find_thread(j, col_text(st, 0), sqlite3_column_int(st, 1),
-				sqlite3_column_int(st, 2));
+		t = find_thread(j, x, col_text(st, 0), sqlite3_column_int(st, 1),
+				sqlite3_column_int(st, 2), &room);
 		n = sqlite3_column_int(st, 3);
 		if (!t || t->frames || n <= 0)
 			continue;
 		t->frames = calloc(n, sizeof(*t->frames));
 		if (!t->frames)
 			err = -ENOMEM;
+		*room = n;
 	}
 	sqlite3_finalize(st);
 	if (err || sqlite3_prepare_v2(db,
@@ -491,9 +568,9 @@ static int load_frames(sqlite3 *db, struct bt_job *j)
 		const char *kind = col_text(st, 3);
 		struct frame *f;
 
-		t = find_thread(j, col_text(st, 0), sqlite3_column_int(st, 1),
-				sqlite3_column_int(st, 2));
-		if (!t || !t->frames)
+		t = find_thread(j, x, col_text(st, 0), sqlite3_column_int(st, 1),
+				sqlite3_column_int(st, 2), &room);
+		if (!t || !t->frames || t->nframes >= *room)
 			continue;
 		f = &t->frames[t->nframes++];
 		f->kind = kind && !strcmp(kind, "python")   ? FRAME_PYTHON
@@ -515,6 +592,7 @@ int btjob__load(struct sqlite3 *db, const char *path, struct bt_job **out)
 {
 	struct bt_job *j = NULL;
 	char kind[64], format[32], v[96];
+	struct snap_index x = {0};
 	long fmt;
 	int n, err;
 
@@ -547,8 +625,9 @@ int btjob__load(struct sqlite3 *db, const char *path, struct bt_job **out)
 	meta_value(db, "native", v, sizeof(v));
 	j->native = !strcmp(v, "1");
 	err = load_procs(db, j);
-	err = err ?: load_threads(db, j);
-	err = err ?: load_frames(db, j);
+	err = err ?: load_threads(db, j, &x);
+	err = err ?: load_frames(db, j, &x);
+	snap_index_free(&x, j->nprocs);
 	if (err == -EIO)
 		pr_warn("%s: cannot read the snapshot: %s", path, sqlite3_errmsg(db));
 	if (!err) {

@@ -465,3 +465,130 @@ void crashsnap__summary(const struct bt_process *p, const struct crash_info *ci,
 		text_str(&e, path, 0));
 	sb_free(&e);
 }
+
+/* ---- reading a crash file back --------------------------------------------------------- */
+
+/* The thread @tid of process @pid (on @host, when the file says) in @j, or NULL. */
+static struct bt_thread *job_thread(struct bt_job *j, const char *host, pid_t pid, pid_t tid,
+				    int *proc)
+{
+	int i, k;
+
+	for (i = 0; i < j->nprocs; i++) {
+		struct bt_process *p = j->procs[i].bt;
+
+		if (!p || j->procs[i].pid != pid ||
+		    (host && j->procs[i].id.host[0] && strcmp(host, j->procs[i].id.host)))
+			continue;
+		for (k = 0; k < p->nthreads; k++)
+			if (p->threads[k].tid == tid) {
+				*proc = i;
+				return &p->threads[k];
+			}
+	}
+	return NULL;
+}
+
+/* Move thread @t of process @p to the front (the crashed thread leads). */
+static void to_front(struct bt_process *p, struct bt_thread *t)
+{
+	struct bt_thread tmp = *t;
+	int k = t - p->threads;
+
+	memmove(p->threads + 1, p->threads, k * sizeof(*p->threads));
+	p->threads[0] = tmp;
+}
+
+static bool has_table(sqlite3 *db, const char *name)
+{
+	return sqlite3_table_column_metadata(db, "main", name, NULL, NULL, NULL, NULL, NULL,
+					     NULL) == SQLITE_OK;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+	return (const char *)sqlite3_column_text(st, i);
+}
+
+/* Each crash row: its thread marked and put first. */
+static int load_crashes(sqlite3 *db, struct bt_job *j)
+{
+	sqlite3_stmt *st = NULL;
+	struct bt_thread *t;
+	const char *kind, *sig, *exc, *msg;
+	int rc, proc;
+
+	if (sqlite3_prepare_v2(db,
+			       "SELECT host, pid, tid, kind, signal_name, code, addr, exception,"
+			       " message FROM crash ORDER BY rowid",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EPROTO;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		t = job_thread(j, col_text(st, 0), sqlite3_column_int(st, 1),
+			       sqlite3_column_int(st, 2), &proc);
+		if (!t)
+			continue;
+		kind = col_text(st, 3);
+		sig = col_text(st, 4);
+		exc = col_text(st, 7);
+		msg = col_text(st, 8);
+		if (kind && !strcmp(kind, "exception"))
+			snprintf(t->crash, sizeof(t->crash), "uncaught %s%s%s",
+				 exc ? exc : "exception", msg && *msg ? ": " : "", msg ? msg : "");
+		else if (sqlite3_column_int(st, 5) > 0)
+			snprintf(t->crash, sizeof(t->crash), "%s (code %d, address 0x%llx)",
+				 sig ? sig : "signal", sqlite3_column_int(st, 5),
+				 (unsigned long long)sqlite3_column_int64(st, 6));
+		else
+			snprintf(t->crash, sizeof(t->crash), "%s (sent by kill, raise or abort)",
+				 sig ? sig : "signal");
+		to_front(j->procs[proc].bt, t);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -EPROTO;
+}
+
+/* The local variables of bt_locals, on the frames they belong to. */
+static int load_locals(sqlite3 *db, struct bt_job *j)
+{
+	sqlite3_stmt *st = NULL;
+	struct bt_thread *t;
+	int rc, proc, err = 0;
+
+	if (sqlite3_prepare_v2(db,
+			       "SELECT host, pid, tid, depth, name, type, repr FROM bt_locals"
+			       " ORDER BY rowid",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EPROTO;
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		t = job_thread(j, col_text(st, 0), sqlite3_column_int(st, 1),
+			       sqlite3_column_int(st, 2), &proc);
+		if (t && col_text(st, 4))
+			err = backtrace__add_local(t, sqlite3_column_int(st, 3), col_text(st, 4),
+						   col_text(st, 5), col_text(st, 6));
+		if (err == -EINVAL)
+			err = 0; /* a frame the file does not have: left out */
+	}
+	sqlite3_finalize(st);
+	return err ?: (rc == SQLITE_DONE ? 0 : -EPROTO);
+}
+
+int crashsnap__load(sqlite3 *db, const char *path, struct bt_job *j, bool locals)
+{
+	struct strbuf e = {0};
+	int err;
+
+	if (!has_table(db, "crash"))
+		return 0;
+	err = load_crashes(db, j);
+	if (!err && locals && has_table(db, "bt_locals"))
+		err = load_locals(db, j);
+	err = err ?: btjob__group(j);
+	if (err)
+		pr_warn("cannot read the crash of %s: %s", text_str(&e, path, 0),
+			err == -ENOMEM ? "out of memory"
+				       : "its tables crash or bt_locals are not "
+					 "as probing writes them");
+	sb_free(&e);
+	return err ?: 1;
+}

@@ -50,4 +50,17 @@ int crashsnap__save(const struct bt_process *p, const struct crash_info *ci, con
 void crashsnap__summary(const struct bt_process *p, const struct crash_info *ci, const char *path,
 			FILE *f);
 
+struct bt_job;
+struct sqlite3;
+
+/*
+ * For a file read back as @j (btjob__load from @db, read-only): when it is a crash file (it
+ * has the table crash), mark the thread each crash happened in (bt_thread.crash: the signal
+ * and its code, or the uncaught exception) and put it first in its process, its group first
+ * (btjob__group again); with @locals, give the Python frames the local variables the file
+ * holds (bt_locals). The file is untrusted: rows naming no thread or frame of @j are left
+ * out. Return 1 (a crash file), 0 (another snapshot: @j untouched) or -errno (printed).
+ */
+int crashsnap__load(struct sqlite3 *db, const char *path, struct bt_job *j, bool locals);
+
 #endif

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
+#include "pyoffsets/pyoffsets.h"
 #include "injector/agent.h"
 #include "live/agent_client.h"
 #include "base/jsonq.h"
@@ -78,7 +80,7 @@ static void outside_rows(sqlite3_context *ctx, pid_t pid, const char *name, live
 		else
 			snprintf(msg, sizeof(msg), "python.%s of process %d: %s", name, pid,
 				 err == -ENOENT	 ? "its Python interpreter cannot be read from "
-						   "outside (not CPython 3.8-3.13?)"
+						   "outside (not CPython " PY_VERSIONS "?)"
 				 : err == -ESRCH ? "no such process (it exited?)"
 						 : strerror(-err));
 		sqlite3_result_error(ctx, msg, -1);
@@ -324,6 +326,24 @@ static bool python_process(struct livedb *l)
 	return l->python;
 }
 
+/*
+ * The command that makes the agent serve @lt in process @pid, into @buf: a helper's origin
+ * names it ("... for 'probing inject -p PID --torch'"), else 'probing inject -p PID'.
+ */
+static void install_command(const struct live_table *lt, pid_t pid, char *buf, size_t size)
+{
+	static const char head[] = "'probing inject -p PID";
+	const char *s = lt ? strstr(lt->origin, head) : NULL, *end;
+
+	end = s ? strchr(s + 1, '\'') : NULL;
+	if (!end) {
+		snprintf(buf, size, "probing inject -p %d", (int)pid);
+		return;
+	}
+	s += sizeof(head) - 1;
+	snprintf(buf, size, "probing inject -p %d%.*s", (int)pid, (int)(end - s), s);
+}
+
 static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	struct livedb *l = sqlite3_user_data(ctx);
@@ -331,7 +351,8 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 	const char *name = (const char *)sqlite3_value_text(argv[1]);
 	struct strbuf sb = {0}, body = {0};
 	struct agent_reply r = {0};
-	char msg[512], *e;
+	const struct live_table *lt;
+	char msg[768], cmd[160], *e;
 	int err;
 
 	if (!schema || !name) {
@@ -391,7 +412,8 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		char desc[128];
 
 		snprintf(msg, sizeof(msg),
-			 "python.%s: %s is not a Python process (no CPython 3.8-3.13 interpreter "
+			 "python.%s: %s is not a Python process (no CPython " PY_VERSIONS
+			 " interpreter "
 			 "in it); its system.process and system.threads can be queried, and "
 			 "'probing backtrace -p %d' shows its native stacks",
 			 name, live__describe(&l->t, desc, sizeof(desc)), l->t.pid);
@@ -411,7 +433,7 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			snprintf(msg, sizeof(msg), "python.backtrace of process %d: %s", l->t.pid,
 				 err == -ENOENT
 					 ? "its Python interpreter cannot be read from outside "
-					   "(not CPython 3.8-3.13?)"
+					   "(not CPython " PY_VERSIONS "?)"
 				 : err == -ESRCH ? "no such process (it exited?)"
 						 : strerror(-err));
 			sqlite3_result_error(ctx, msg, -1);
@@ -421,20 +443,23 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		sb_free(&sb);
 		return;
 	}
-	if (!l->c) {
+	lt = live_table__find("python", name);
+	install_command(lt, l->t.pid, cmd, sizeof(cmd));
+	if (!l->c)
 		snprintf(msg, sizeof(msg),
-			 "python.%s is served by the agent, which is not loaded in process %d: run "
-			 "'probing inject -p %d' first",
-			 name, l->t.pid, l->t.pid);
-	} else {
-		const struct live_table *lt = live_table__find("python", name);
-		const char *src = lt ? lt->origin : "the agent";
-
+			 "python.%s is served by the agent%s%s, which is not loaded in process %d: "
+			 "run '%s' first",
+			 name, lt && strcmp(lt->origin, "the agent") ? "'s " : "",
+			 lt && strcmp(lt->origin, "the agent") ? lt->origin + strlen("its ") : "",
+			 l->t.pid, cmd);
+	else
 		snprintf(msg, sizeof(msg),
 			 "python.%s is not served by the agent running in %s%d (it comes from %s, "
-			 "not installed there)",
-			 name, l->t.pid ? "process " : "", l->t.pid, src);
-	}
+			 "not installed there)%s%s%s",
+			 name, l->t.pid ? "process " : "", l->t.pid, lt ? lt->origin : "the agent",
+			 l->t.pid && lt && strcmp(lt->origin, "the agent") ? ": run '" : "",
+			 l->t.pid && lt && strcmp(lt->origin, "the agent") ? cmd : "",
+			 l->t.pid && lt && strcmp(lt->origin, "the agent") ? "'" : "");
 	sqlite3_result_error(ctx, msg, -1);
 }
 
@@ -449,7 +474,16 @@ static void rows_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static int authorize(void *ctx, int action, const char *a, const char *b, const char *db,
 		     const char *trigger)
 {
-	return action == SQLITE_ATTACH ? SQLITE_DENY : SQLITE_OK;
+	if (action == SQLITE_ATTACH)
+		return SQLITE_DENY;
+	/* As on recordings: no pragma that moves every temporary file of the process, and no
+	 * fts3_tokenizer() (the addresses of C functions). */
+	if (action == SQLITE_PRAGMA && a &&
+	    (!strcasecmp(a, "temp_store_directory") || !strcasecmp(a, "data_store_directory")))
+		return SQLITE_DENY;
+	if (action == SQLITE_FUNCTION && b && !strcasecmp(b, "fts3_tokenizer"))
+		return SQLITE_DENY;
+	return SQLITE_OK;
 }
 
 /* ---- building the schema -------------------------------------------------------------- */
@@ -591,7 +625,8 @@ int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out)
 	    sqlite3_exec(db, "ATTACH ':memory:' AS system; ATTACH ':memory:' AS python;", NULL,
 			 NULL, NULL) != SQLITE_OK ||
 	    sqlite3_set_authorizer(db, authorize, NULL) != SQLITE_OK ||
-	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK) {
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK ||
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, NULL) != SQLITE_OK) {
 		fprintf(stderr, "probing query: cannot create the live database: %s\n",
 			sqlite3_errmsg(db));
 		livedb_free(l);

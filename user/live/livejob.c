@@ -214,7 +214,10 @@ int livejob__each(const char *cmd, const struct job_procs *j,
 		  int (*fn)(const struct job_proc *p, void *ctx), void *ctx)
 {
 	int i, rc, ret = EXIT_OK, shown = 0;
+	bool ranks = false;
 
+	for (i = 0; i < j->n; i++)
+		ranks |= jobinfo_has_rank(&j->p[i].id);
 	for (i = 0; i < j->n; i++) {
 		if (!procinfo_alive(j->p[i].pid)) {
 			fprintf(stderr, "probing %s: %s is gone (it exited)\n", cmd, j->p[i].label);
@@ -226,6 +229,14 @@ int livejob__each(const char *cmd, const struct job_procs *j,
 		rc = fn(&j->p[i], ctx);
 		fflush(stdout);
 		fflush(stderr);
+		if (rc != EXIT_OK && ranks && !jobinfo_has_rank(&j->p[i].id)) {
+			/* torchrun, srun...: Python, but not where the training code runs. */
+			fprintf(stderr,
+				"probing %s: %s, not a rank (the job's launcher or a helper): "
+				"failed (the messages above); only the ranks' results count\n",
+				cmd, j->p[i].label);
+			continue;
+		}
 		if (rc != EXIT_OK && j->n > 1)
 			/* Its messages on stderr are not under the header: say whose they were. */
 			fprintf(stderr, "probing %s: %s: failed (the messages above)\n", cmd,

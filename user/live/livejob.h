@@ -71,8 +71,9 @@ void livejob__header(FILE *f, const struct job_proc *p, bool first);
 /*
  * Run @fn on each process of @j in turn, with livejob__header before each when there are
  * several (output flushed between them). A process that exited before its turn is reported
- * as gone on stderr, not as a failure. Return EXIT_OK if every @fn returned EXIT_OK (or its
- * process was gone), else the first other status.
+ * as gone on stderr, not as a failure; so is a failure in a process without a rank when others
+ * have one (the job's launcher: torchrun has no torch.distributed of its own). Return EXIT_OK
+ * if every other @fn returned EXIT_OK, else the first other status.
  */
 int livejob__each(const char *cmd, const struct job_procs *j,
 		  int (*fn)(const struct job_proc *p, void *ctx), void *ctx);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/cli.h"
 #include "base/escape.h"
@@ -142,13 +143,63 @@ static int tools_list(FILE *out, const char *id)
 	return err;
 }
 
+#define PROGRESS_MS 5000 /* between the progress notifications of a long call */
+
+/* The progress notifications of one tools/call whose request has a progressToken. */
+struct progress {
+	FILE *out;
+	const char *token; /* JSON text, as the request had it */
+	const char *name;  /* the tool */
+	uint64_t t0;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* signalled when done is set */
+	bool done;
+};
+
+/*
+ * Every PROGRESS_MS until the call is done, notifications/progress with the seconds it has
+ * run as progress (MCP, "Progress"): a client that resets its request timeout on progress
+ * (the TypeScript SDK's resetTimeoutOnProgress) then waits for a call of minutes.
+ */
+static void *progress_thread(void *arg)
+{
+	struct progress *p = arg;
+	struct timespec at;
+	struct strbuf m = {0};
+	double secs;
+
+	clock_gettime(CLOCK_MONOTONIC, &at);
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		at.tv_sec += PROGRESS_MS / 1000;
+		while (!p->done && pthread_cond_timedwait(&p->cond, &p->lock, &at) != ETIMEDOUT)
+			;
+		if (p->done)
+			break;
+		secs = (now_mono_ns() - p->t0) / 1e9;
+		sb_reset(&m);
+		if (!sb_printf(&m,
+			       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+			       "\"params\":{\"progressToken\":%s,\"progress\":%.0f,"
+			       "\"message\":\"%s: running for %.0f s\"}}",
+			       p->token, secs, p->name, secs) &&
+		    send_line(p->out, &m))
+			out_failed = 1;
+	}
+	pthread_mutex_unlock(&p->lock);
+	sb_free(&m);
+	return NULL;
+}
+
 /* Run the tools/call @msg and answer it, unless @call is cancelled meanwhile. */
 static int tools_call(FILE *out, const char *id, const char *msg, struct tool_call *call)
 {
 	const char *type = jq_type(msg, "$.params.name");
 	struct strbuf text = {0}, r = {0};
-	char *name = NULL, *args = NULL;
-	bool is_error = false;
+	char *name = NULL, *args = NULL, *token = NULL;
+	struct progress prog;
+	pthread_t ticker;
+	bool is_error = false, ticking = false;
 	uint64_t t0 = now_mono_ns();
 	int err, rc;
 
@@ -163,7 +214,35 @@ static int tools_call(FILE *out, const char *id, const char *msg, struct tool_ca
 		err = send_error(out, id, INTERNAL_ERROR, "out of memory");
 		goto cleanup;
 	}
+	/* A name that is not a tool's is never sent back (tools__call refuses it first). */
+	token = strcmp(jq_type(msg, "$.params._meta.progressToken") ?: "", "text") &&
+				strcmp(jq_type(msg, "$.params._meta.progressToken") ?: "",
+				       "integer")
+			? NULL
+			: jq_json(msg, "$.params._meta.progressToken");
+	if (token && tools__offered(name)) {
+		pthread_condattr_t ca;
+
+		prog = (struct progress){.out = out, .token = token, .name = name, .t0 = t0};
+		pthread_mutex_init(&prog.lock, NULL);
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&prog.cond, &ca);
+		pthread_condattr_destroy(&ca);
+		ticking = !pthread_create(&ticker, NULL, progress_thread, &prog);
+	}
 	rc = tools__call(name, args, call, &text, &is_error);
+	if (ticking) {
+		pthread_mutex_lock(&prog.lock);
+		prog.done = true;
+		pthread_cond_signal(&prog.cond);
+		pthread_mutex_unlock(&prog.lock);
+		pthread_join(ticker, NULL);
+	}
+	if (token && tools__offered(name)) {
+		pthread_cond_destroy(&prog.cond);
+		pthread_mutex_destroy(&prog.lock);
+	}
 	pr_info("mcp: %s -> %s%s (%.0f ms)", name,
 		call->cancelled ? "cancelled"
 		: rc == -ENOENT ? "unknown tool"
@@ -191,6 +270,7 @@ static int tools_call(FILE *out, const char *id, const char *msg, struct tool_ca
 cleanup:
 	free(name);
 	free(args);
+	free(token);
 	sb_free(&text);
 	sb_free(&r);
 	return err;
@@ -364,38 +444,68 @@ cleanup:
 }
 
 /*
- * Read one line of @in into @line (without its end). Return 1, 0 at the end of input, or -1
- * when it was longer than MCP_MAX_MESSAGE (the rest of it is skipped).
+ * Read one line of @in into @line (without its end), NUL bytes included: a NUL inside a line
+ * neither ends it nor hides its newline, so it spoils that line only. Return 1, 0 at the end
+ * of input, or -1 when it was longer than MCP_MAX_MESSAGE (the rest of it is skipped).
  */
 static int read_line(FILE *in, struct strbuf *line)
 {
-	char buf[65536];
+	char buf[4096];
 	bool too_long = false, any = false;
-	size_t n;
+	size_t n = 0;
+	int c = EOF;
 
 	sb_reset(line);
-	while (!stopping && fgets(buf, sizeof(buf), in)) {
+	flockfile(in);
+	while (!stopping && (c = getc_unlocked(in)) != EOF) {
 		any = true;
-		n = strlen(buf);
-		if (!too_long && line->len + n > MCP_MAX_MESSAGE)
-			too_long = true;
-		if (!too_long && sb_append(line, buf, n))
-			too_long = true;
-		if (n && buf[n - 1] == '\n')
+		if (c == '\n')
 			break;
+		buf[n++] = (char)c;
+		if (n < sizeof(buf))
+			continue;
+		if (!too_long && (line->len + n > MCP_MAX_MESSAGE || sb_append(line, buf, n)))
+			too_long = true;
+		n = 0;
 	}
+	funlockfile(in);
+	if (n && !too_long && (line->len + n > MCP_MAX_MESSAGE || sb_append(line, buf, n)))
+		too_long = true;
 	if (!any || stopping)
 		return 0;
 	if (too_long)
 		return -1;
-	while (line->len && (line->buf[line->len - 1] == '\n' || line->buf[line->len - 1] == '\r'))
+	while (line->len && line->buf[line->len - 1] == '\r')
 		line->buf[--line->len] = '\0';
 	return 1;
+}
+
+/* Why the line @s (@n bytes) cannot be JSON text at all (RFC 8259: UTF-8), or NULL. */
+static const char *not_json_text(const char *s, size_t n)
+{
+	size_t i = 0;
+	uint32_t cp;
+	int len;
+
+	if (memchr(s, '\0', n))
+		return "not valid JSON: the line has a NUL byte";
+	while (i < n) {
+		if ((unsigned char)s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		len = utf8_decode(s + i, n - i, &cp);
+		if (!len)
+			return "not valid JSON: the line is not valid UTF-8";
+		i += len;
+	}
+	return NULL;
 }
 
 int mcp__serve(FILE *in, FILE *out)
 {
 	struct strbuf line = {0};
+	const char *why;
 	int rc, err = 0;
 
 	while (!err && !out_failed && (rc = read_line(in, &line)) != 0) {
@@ -405,7 +515,8 @@ int mcp__serve(FILE *in, FILE *out)
 		}
 		if (strspn(sb_str(&line), " \t") == line.len)
 			continue;
-		err = handle(out, sb_str(&line));
+		why = not_json_text(line.buf, line.len);
+		err = why ? send_error(out, NULL, PARSE_ERROR, why) : handle(out, sb_str(&line));
 	}
 	sb_free(&line);
 	/*

@@ -328,29 +328,62 @@ static void summary_table(const char *db, const char *heading, const char *sql, 
 	"CASE f.kind WHEN 'python' THEN coalesce(f.qualname, f.func) || ' (' ||"          \
 	" coalesce(f.file, '?') || ')' ELSE f.func || coalesce(' [' || replace(f.module," \
 	" rtrim(f.module, replace(f.module, '/', '')), '') || ']', '') END"
-#define SHARE "round(100.0 * SUM(count) / (SELECT SUM(count) FROM samples), 1)"
+/* A Python line: "qualname (file:line)". */
+#define LINE_LABEL                                                                \
+	"coalesce(f.qualname, f.func) || ' (' || coalesce(f.file, '?') || ':' ||" \
+	" coalesce(f.lineno, '?') || ')'"
+/* On-CPU samples of the recording (every sample without --off-cpu). */
+#define RUNNING "s.state = 'running'"
+#define SHARE                                                                        \
+	"round(100.0 * SUM(s.count) / (SELECT SUM(count) FROM samples WHERE state =" \
+	" 'running'), 1)"
+/* Each stack's innermost Python frame (depth). */
+#define PY_LEAF                                                                             \
+	"(SELECT stack_id, min(depth) AS depth FROM frames WHERE kind = 'python' GROUP BY " \
+	"stack_id)"
 
-static int has_states(const char *db)
+/*
+ * The result of a one-row query on @db as JSON-compact's first row, into @v (@n columns,
+ * numbers; NULL as 0). 0, or -EIO.
+ */
+static int query_numbers(const char *db, const char *sql, double *v, int n)
 {
 	const char *argv[] = {"query", "-i", db, "-f", "json-compact", "-", NULL};
 	struct strbuf text = {0};
 	struct subcmd_result r;
-	long long n = 0;
+	char path[32], *x;
+	int i, err = -EIO;
 
-	/* Off-CPU states: every recording of record has the column, all 'running' without
-	 * --off-cpu (a recording without the column makes the query fail: none either). */
-	if (run(argv,
-		"SELECT count(*) FROM pragma_table_info('samples') WHERE name = 'state' AND"
-		" EXISTS (SELECT 1 FROM sample_times WHERE state <> 'running')",
-		30000, &r, &text)) {
+	if (run(argv, sql, 30000, &r, &text)) {
 		sb_free(&text);
-		return 0;
+		return -EIO;
 	}
-	if (!r.status)
-		jq_int(sb_str(&r.out), "$.rows[0][0]", &n);
+	if (!r.status) {
+		for (i = 0, err = 0; i < n; i++) {
+			snprintf(path, sizeof(path), "$.rows[0][%d]", i);
+			x = jq_text(sb_str(&r.out), path);
+			v[i] = x ? strtod(x, NULL) : 0;
+			free(x);
+		}
+	}
 	subcmd__result_free(&r);
 	sb_free(&text);
-	return n > 0;
+	return err;
+}
+
+/* Append @err's lines but libbpf's own messages (they are for -vv, not for an assistant). */
+static void append_recorder_lines(struct strbuf *text, const struct strbuf *err)
+{
+	const char *line = sb_str(err), *nl;
+
+	for (; *line; line = nl ? nl + 1 : line + strlen(line)) {
+		nl = strchr(line, '\n');
+		if (!strncmp(line, "libbpf:", 7))
+			continue;
+		sb_append(text, line, nl ? (size_t)(nl + 1 - line) : strlen(line));
+	}
+	if (text->len && text->buf[text->len - 1] != '\n')
+		sb_puts(text, "\n");
 }
 
 static int tool_record(const char *args, struct strbuf *text, bool *is_error)
@@ -359,13 +392,16 @@ static int tool_record(const char *args, struct strbuf *text, bool *is_error)
 	struct subcmd_result r;
 	char pidstr[16], secstr[16], hzstr[16], db[128];
 	long pid, seconds, hz;
-	bool children;
+	bool children, off_cpu;
+	/* on-CPU samples, threads, duration, off-CPU seconds, off-CPU threads, runnable seconds */
+	double t[6] = {0};
 	int k = 0;
 
 	if (arg_int(args, "pid", true, 1, INT_MAX, 0, &pid, text) ||
 	    arg_int(args, "seconds", false, 1, 600, 5, &seconds, text) ||
 	    arg_int(args, "frequency", false, 1, 10000, 99, &hz, text) ||
-	    arg_bool(args, "children", false, &children, text))
+	    arg_bool(args, "children", false, &children, text) ||
+	    arg_bool(args, "off_cpu", false, &off_cpu, text))
 		return -EINVAL;
 	pthread_mutex_lock(&recdir_lock);
 	if (!recdir[0]) {
@@ -395,6 +431,8 @@ static int tool_record(const char *args, struct strbuf *text, bool *is_error)
 	argv[k++] = db;
 	if (children)
 		argv[k++] = "--children";
+	if (off_cpu)
+		argv[k++] = "--off-cpu";
 	argv[k] = NULL;
 	if (run(argv, NULL, (seconds + 60) * 1000, &r, text))
 		return -EIO;
@@ -405,49 +443,91 @@ static int tool_record(const char *args, struct strbuf *text, bool *is_error)
 		*is_error = true;
 		return 0;
 	}
+	query_numbers(
+		db,
+		"SELECT (SELECT coalesce(SUM(count), 0) FROM samples WHERE state = 'running'),"
+		" (SELECT COUNT(DISTINCT tid) FROM samples WHERE state = 'running'),"
+		" (SELECT value FROM meta WHERE key = 'duration'),"
+		" (SELECT coalesce(SUM(ns), 0) / 1e9 FROM samples WHERE state <> 'running'),"
+		" (SELECT COUNT(DISTINCT tid) FROM samples WHERE state <> 'running'),"
+		" (SELECT coalesce(SUM(ns), 0) / 1e9 FROM samples WHERE state = 'runnable')",
+		t, 6);
+	sb_printf(text, "Recorded process %ld%s for %ld s at %ld Hz%s: ", pid,
+		  children ? " and its children" : "", seconds, hz,
+		  off_cpu ? ", with off-CPU time" : "");
+	if (t[0])
+		sb_printf(text, "%.0f on-CPU samples (%.1f CPU seconds) in %.0f threads", t[0],
+			  t[0] / hz, t[1]);
+	else
+		sb_puts(text, "no on-CPU samples");
+	if (off_cpu)
+		sb_printf(text,
+			  "; %.1f s of waiting off the CPU in %.0f threads (%.1f s of it runnable: "
+			  "ready, waiting for a CPU)",
+			  t[3], t[4], t[5]);
 	sb_printf(text,
-		  "Recorded process %ld for %ld s at %ld Hz into %s (the query tool reads it: "
-		  "views samples, frames, sample_times, processes, threads, meta; it is removed "
-		  "when this server ends).\n",
-		  pid, seconds, hz, db);
-	if (r.err.len)
-		sb_printf(text, "The recorder said:\n%s", sb_str(&r.err));
-	subcmd__result_free(&r);
-	summary_table(db, "Totals",
-		      "SELECT SUM(count) AS samples, COUNT(DISTINCT pid) AS processes,"
-		      " COUNT(DISTINCT tid) AS threads,"
-		      " (SELECT value FROM meta WHERE key = 'duration') AS seconds FROM samples",
-		      text);
-	summary_table(db, "Top functions by self samples (the function was running)",
-		      "SELECT " FRAME_LABEL " AS function, SUM(count) AS samples, " SHARE
-		      " AS pct FROM samples s JOIN frames f ON f.stack_id = s.stack_id AND"
-		      " f.depth = 0 GROUP BY function ORDER BY samples DESC LIMIT 15",
-		      text);
-	summary_table(db, "Top functions by inclusive samples (on the stack, callees included)",
-		      "SELECT function, SUM(count) AS samples, " SHARE " AS pct FROM"
-		      " (SELECT DISTINCT s.pid, s.tid, s.stack_id, s.count, " FRAME_LABEL
-		      " AS function FROM samples s JOIN frames f ON f.stack_id = s.stack_id)"
-		      " GROUP BY function ORDER BY samples DESC LIMIT 15",
-		      text);
-	summary_table(db, "Busiest threads",
-		      "SELECT pid, tid, thread, SUM(count) AS samples, " SHARE " AS pct"
-		      " FROM samples GROUP BY pid, tid ORDER BY samples DESC LIMIT 10",
-		      text);
-	if (has_states(db)) {
-		summary_table(db, "Thread states (running, or why off the CPU)",
-			      "SELECT state, SUM(count) AS samples, " SHARE " AS pct FROM samples"
-			      " GROUP BY state ORDER BY samples DESC",
-			      text);
-		summary_table(db, "Top waits (where threads waited, by state)",
-			      "SELECT s.state, " FRAME_LABEL " AS function, SUM(count) AS samples"
-			      " FROM samples s JOIN frames f ON f.stack_id = s.stack_id AND"
-			      " f.depth = 0 WHERE s.state <> 'running' GROUP BY s.state, function"
-			      " ORDER BY samples DESC LIMIT 15",
-			      text);
-	} else {
-		sb_puts(text, "\n(on-CPU samples only: the recording has no thread states, so no "
-			      "waits to show)\n");
+		  ". The recording is %s (the query tool reads it: views samples, frames, "
+		  "sample_times, processes, threads, meta; it is removed when this server "
+		  "ends).\n",
+		  db);
+	if (r.err.len) {
+		sb_puts(text, "\nThe recorder said:\n");
+		append_recorder_lines(text, &r.err);
 	}
+	subcmd__result_free(&r);
+	if (!t[0] && !off_cpu)
+		sb_puts(text, "\nNo on-CPU samples: its threads did not run in that time (they "
+			      "slept, waited for a lock or for I/O). Call again with off_cpu=true "
+			      "to see where they wait.\n");
+	if (t[0]) {
+		summary_table(db, "Where the CPU time goes: self time (the function running)",
+			      "SELECT " FRAME_LABEL " AS function, SUM(s.count) AS samples, " SHARE
+			      " AS pct FROM samples s JOIN frames f ON f.stack_id = s.stack_id AND"
+			      " f.depth = 0 WHERE " RUNNING
+			      " GROUP BY function ORDER BY samples DESC LIMIT 12",
+			      text);
+		summary_table(db,
+			      "Hottest Python lines (the innermost Python frame, with the native "
+			      "code it runs)",
+			      "SELECT " LINE_LABEL " AS line, SUM(s.count) AS samples, " SHARE
+			      " AS pct FROM samples s JOIN " PY_LEAF " l ON l.stack_id = s.stack_id"
+			      " JOIN frames f ON f.stack_id = s.stack_id AND f.depth = l.depth"
+			      " WHERE " RUNNING " GROUP BY line ORDER BY samples DESC LIMIT 12",
+			      text);
+	}
+	if (off_cpu && t[3] > t[5])
+		summary_table(
+			db,
+			"Where threads wait off the CPU (seconds of wall-clock time, by state: "
+			"sleep, lock, io, gil, other)",
+			"SELECT s.state, " FRAME_LABEL " AS waits_in, (SELECT " LINE_LABEL
+			" FROM frames f JOIN " PY_LEAF " l ON l.stack_id = f.stack_id AND"
+			" l.depth = f.depth WHERE f.stack_id = s.stack_id) AS python_line,"
+			" COUNT(DISTINCT s.tid) AS threads,"
+			" round(SUM(s.ns) / 1e9, 2) AS seconds FROM samples s JOIN frames f ON"
+			" f.stack_id = s.stack_id AND f.depth = 0"
+			" WHERE s.state NOT IN ('running', 'runnable')"
+			" GROUP BY s.state, waits_in, python_line ORDER BY seconds DESC LIMIT 12",
+			text);
+	if (t[0]) {
+		summary_table(db, "Busiest threads (on-CPU samples)",
+			      "SELECT s.pid, s.tid, s.thread, SUM(s.count) AS samples, " SHARE
+			      " AS pct FROM samples s WHERE " RUNNING " GROUP BY s.pid, s.tid"
+			      " ORDER BY samples DESC LIMIT 10",
+			      text);
+		summary_table(
+			db, "Python functions by inclusive time (on the stack, callees included)",
+			"SELECT function, SUM(count) AS samples, round(100.0 * SUM(count) /"
+			" (SELECT SUM(count) FROM samples WHERE state = 'running'), 1) AS pct"
+			" FROM (SELECT DISTINCT s.pid, s.tid, s.stack_id, s.count, " FRAME_LABEL
+			" AS function FROM samples s JOIN frames f ON f.stack_id = s.stack_id"
+			" WHERE f.kind = 'python' AND " RUNNING
+			") GROUP BY function ORDER BY samples DESC LIMIT 10",
+			text);
+	}
+	if (!off_cpu && t[0])
+		sb_puts(text, "\n(on-CPU time only: off_cpu=true also records where threads wait, "
+			      "and why)\n");
 	return 0;
 }
 
@@ -467,8 +547,13 @@ static int tool_query(const char *args, struct strbuf *text, bool *is_error)
 	err = err ?: arg_int(args, "timeout", false, 1, 600, 30, &timeout, text);
 	err = err ?: arg_text(args, "format", false, &format, text);
 	if (!err && !file == !pid) {
-		sb_puts(text, "give either 'file' (a recording) or 'pid' (a live process)");
-		err = -EINVAL;
+		/* The schema cannot say "one of the two": the assistant reads why and calls again. */
+		sb_puts(text,
+			file ? "give 'file' (a recording) or 'pid' (a live process), not both"
+			     : "give 'file' (a recording, e.g. the one record_and_summarize "
+			       "made) or 'pid' (a live process): the query runs on one of them");
+		*is_error = true;
+		goto cleanup;
 	}
 	if (!err && format && strcmp(format, "table") && strcmp(format, "csv") &&
 	    strcmp(format, "json") && strcmp(format, "json-compact")) {
@@ -578,7 +663,8 @@ static const struct tool {
 		"\"native\":{\"type\":\"boolean\",\"default\":false,\"description\":\"native "
 		"frames "
 		"too (holds each thread well under a millisecond; needs ptrace rights)\"},"
-		"\"locals\":{\"type\":\"boolean\",\"default\":false},"
+		"\"locals\":{\"type\":\"boolean\",\"default\":false,\"description\":\"each "
+		"Python frame's local variables too (names and short reprs, read from outside)\"},"
 		"\"children\":{\"type\":\"boolean\",\"default\":true,\"description\":\"also its "
 		"descendants that run Python\"},"
 		"\"job\":{\"type\":\"boolean\",\"default\":false,\"description\":\"also every "
@@ -592,19 +678,25 @@ static const struct tool {
 	{
 		"record_and_summarize",
 		"Sample a running process's native and Python stacks for some seconds (eBPF; needs "
-		"root or CAP_BPF+CAP_PERFMON+CAP_SYS_PTRACE) and summarize: the top functions by "
-		"self and by inclusive samples, the busiest threads and, when the recording has "
-		"thread states, where threads waited. The recording is kept for the query tool "
-		"until this server ends.",
+		"root or CAP_BPF+CAP_PERFMON+CAP_SYS_PTRACE) and summarize: where the CPU time "
+		"goes (self time), the hottest Python lines, with off_cpu=true where threads wait "
+		"and why, the busiest threads and the Python functions by inclusive time. The "
+		"recording is kept for the query tool until this server ends. A call lasts "
+		"'seconds' and a few more: to a request with a progressToken a progress "
+		"notification is sent every 5 s (a client with a 60 s request timeout needs them, "
+		"e.g. the TypeScript SDK's resetTimeoutOnProgress, for seconds over about 50).",
 		"{\"type\":\"object\",\"properties\":{"
 		"\"pid\":{\"type\":\"integer\",\"minimum\":1},"
 		"\"seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":600,\"default\":5},"
 		"\"frequency\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":10000,"
 		"\"default\":99,\"description\":\"samples per second\"},"
 		"\"children\":{\"type\":\"boolean\",\"default\":false,\"description\":\"also "
-		"child processes started while recording\"}},"
+		"child processes started while recording\"},"
+		"\"off_cpu\":{\"type\":\"boolean\",\"default\":false,\"description\":\"also "
+		"record where threads wait off the CPU, and why (sleep, lock, io, gil): for a "
+		"process that is slow or stuck without using CPU\"}},"
 		"\"required\":[\"pid\"],\"additionalProperties\":false}",
-		(const char *const[]){"pid", "seconds", "frequency", "children", NULL},
+		(const char *const[]){"pid", "seconds", "frequency", "children", "off_cpu", NULL},
 		tool_record,
 		"{\"readOnlyHint\":false,\"destructiveHint\":false,\"openWorldHint\":false}",
 	},
@@ -669,6 +761,14 @@ int tools__list(struct strbuf *out)
 					   tools[i].schema, tools[i].annotations);
 	}
 	return err ?: sb_puts(out, "]");
+}
+
+bool tools__offered(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(tools); i++)
+		if (!strcmp(tools[i].name, name) && offered(&tools[i]))
+			return true;
+	return false;
 }
 
 int tools__call(const char *name, const char *args, struct tool_call *call, struct strbuf *text,

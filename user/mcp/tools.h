@@ -23,6 +23,9 @@ void tools__init(const struct tools_opts *o);
 /* Append the tools offered, as the JSON array of MCP's tools/list result. 0 or -ENOMEM. */
 int tools__list(struct strbuf *out);
 
+/* Is @name a tool offered? */
+bool tools__offered(const char *name);
+
 /* A tool call in progress, as another thread or a signal handler sees it (tools__cancel). */
 struct tool_call {
 	volatile sig_atomic_t pid;	 /* the command it runs now (its process group), or 0 */

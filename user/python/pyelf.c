@@ -248,21 +248,110 @@ struct fde_hits {
 	unsigned int distinct; /* distinct targets inside (not at) the FDE start */
 };
 
+/* The binary-search table of .eh_frame_hdr (PT_GNU_EH_FRAME). */
+struct eh_table {
+	uint64_t hdr;	/* its address */
+	uint32_t count; /* entries: (initial location, FDE address), datarel sdata4 each */
+	uint8_t *data;	/* count * 8 bytes */
+};
+
+/* DW_EH_PE_datarel | DW_EH_PE_sdata4, DW_EH_PE_udata4, DW_EH_PE_pcrel | DW_EH_PE_sdata4 */
+#define EH_DATAREL_SDATA4 0x3b
+#define EH_UDATA4	  0x03
+#define EH_PCREL_SDATA4	  0x1b
+
+static int eh_table_load(struct pyelf *e, struct eh_table *t)
+{
+	uint8_t head[12];
+	size_t n, i;
+	GElf_Phdr ph;
+
+	memset(t, 0, sizeof(*t));
+	if (elf_getphdrnum(e->elf, &n))
+		return -ENOENT;
+	for (i = 0; i < n; i++)
+		if (gelf_getphdr(e->elf, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME)
+			break;
+	if (i == n)
+		return -ENOENT;
+	t->hdr = ph.p_vaddr;
+	/* version 1, eh_frame_ptr encoding, fde_count encoding, table encoding; eh_frame_ptr
+	 * (sdata4 as GCC and lld write it), fde_count */
+	if (pyelf__read(e, t->hdr, head, sizeof(head)) || head[0] != 1 || head[2] != EH_UDATA4 ||
+	    head[3] != EH_DATAREL_SDATA4 || (head[1] & 0x0f) != 0x0b)
+		return -ENOENT;
+	memcpy(&t->count, head + 8, 4);
+	if (!t->count || t->count > (1u << 24))
+		return -ENOENT;
+	t->data = malloc((size_t)t->count * 8);
+	if (!t->data)
+		return -ENOMEM;
+	if (pyelf__read(e, t->hdr + 12, t->data, (size_t)t->count * 8)) {
+		free(t->data);
+		t->data = NULL;
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/*
+ * The address range [*@fs, *@fe) of the FDE (the whole function or part that GCC described as
+ * one) holding @pc: the table's last entry at or below @pc, its FDE read for the length. The
+ * FDE's own pc_begin (pcrel sdata4, GCC's "zR" encoding on x86_64) must agree with the
+ * table, else the entry is not used.
+ */
+static int eh_fde_range(struct pyelf *e, const struct eh_table *t, uint64_t pc, uint64_t *fs,
+			uint64_t *fe)
+{
+	uint32_t lo = 0, hi = t->count, len;
+	int32_t loc, fde_rel, pc_begin;
+	uint32_t pc_range;
+	uint64_t start, fde;
+	uint8_t buf[16];
+
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		memcpy(&loc, t->data + (size_t)mid * 8, 4);
+		if (t->hdr + (int64_t)loc <= pc)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	memcpy(&loc, t->data + (size_t)lo * 8, 4);
+	memcpy(&fde_rel, t->data + (size_t)lo * 8 + 4, 4);
+	start = t->hdr + (int64_t)loc;
+	fde = t->hdr + (int64_t)fde_rel;
+	if (start > pc || pyelf__read(e, fde, buf, sizeof(buf)))
+		return -ENOENT;
+	memcpy(&len, buf, 4);
+	memcpy(&pc_begin, buf + 8, 4);
+	memcpy(&pc_range, buf + 12, 4);
+	if (len == 0xffffffffu || len < 12 || fde + 8 + (int64_t)pc_begin != start)
+		return -ENOENT;
+	if (pc >= start + pc_range)
+		return -ENOENT;
+	*fs = start;
+	*fe = start + pc_range;
+	return 0;
+}
+
 int pyelf__cold_part(struct pyelf *e, uint64_t start, uint64_t size, uint64_t *cstart,
 		     uint64_t *cend)
 {
 	struct fde_hits hits[16];
-	unsigned int nh = 0, i, best = 0;
+	unsigned int nh = 0, i, best = 0, total = 0;
+	struct eh_table t = {0};
 	uint8_t *code = NULL;
-	Dwarf_CFI *cfi;
 	size_t k;
-	int err = -ENOENT;
+	int err;
 
 	if (!size || size > (16 << 20))
 		return -EINVAL;
-	cfi = dwarf_getcfi_elf(e->elf);
-	if (!cfi)
-		return -ENOENT;
+	err = eh_table_load(e, &t);
+	if (err)
+		return err;
+	err = -ENOENT;
 	code = malloc(size);
 	if (!code) {
 		err = -ENOMEM;
@@ -275,9 +364,7 @@ int pyelf__cold_part(struct pyelf *e, uint64_t start, uint64_t size, uint64_t *c
 	for (k = 0; k + 5 <= size; k++) {
 		size_t len;
 		int32_t rel;
-		uint64_t target;
-		Dwarf_Frame *frame = NULL;
-		Dwarf_Addr fs, fe;
+		uint64_t target, fs, fe;
 
 		if (code[k] == 0xe9)
 			len = 5;
@@ -289,13 +376,8 @@ int pyelf__cold_part(struct pyelf *e, uint64_t start, uint64_t size, uint64_t *c
 		target = start + k + len + (int64_t)rel;
 		if (target >= start && target < start + size)
 			continue;
-		if (dwarf_cfi_addrframe(cfi, target, &frame) != 0)
+		if (eh_fde_range(e, &t, target, &fs, &fe) || target == fs)
 			continue;
-		if (dwarf_frame_info(frame, &fs, &fe, NULL) < 0 || target == fs) {
-			free(frame);
-			continue;
-		}
-		free(frame);
 		for (i = 0; i < nh && hits[i].start != fs; i++)
 			;
 		if (i == nh) {
@@ -303,21 +385,26 @@ int pyelf__cold_part(struct pyelf *e, uint64_t start, uint64_t size, uint64_t *c
 				continue;
 			hits[nh++] = (struct fde_hits){fs, fe, 0, 0};
 		}
-		if (hits[i].last_target != target)
+		if (hits[i].last_target != target) {
 			hits[i].distinct++;
+			total++;
+		}
 		hits[i].last_target = target;
 	}
 	for (i = 1; i < nh; i++)
 		if (hits[i].distinct > hits[best].distinct)
 			best = i;
-	if (nh && hits[best].distinct >= 8) {
+	/* Many jumps into one part (a large function), or nearly all of them (a small one:
+	 * 3.14's _PyEval_EvalFrameDefault keeps its instruction bodies in the cold part and
+	 * jumps there from 1 KiB of code). */
+	if (nh && (hits[best].distinct >= 8 ||
+		   (hits[best].distinct >= 4 && hits[best].distinct * 10 >= total * 9))) {
 		*cstart = hits[best].start;
 		*cend = hits[best].end;
 		err = 0;
 	}
 cleanup:
-	/* dwarf_getcfi_elf's descriptor is the caller's (unlike dwarf_getcfi's). */
-	dwarf_cfi_end(cfi);
+	free(t.data);
 	free(code);
 	return err;
 }

@@ -226,9 +226,13 @@ unreadable:
 /* The code object the frame runs now. */
 static int frame_code(struct pyproc *pp, uint64_t frame, uint64_t *code)
 {
-	return pp_ptr(pp,
-		      frame + (pp->frames == PY_FRAMES_OBJECT ? pp->off.f_code : pp->off.if_code),
-		      code);
+	int err = pp_ptr(
+		pp, frame + (pp->frames == PY_FRAMES_OBJECT ? pp->off.f_code : pp->off.if_code),
+		code);
+
+	if (!err)
+		*code = py_ref_obj(pp, *code);
+	return err;
 }
 
 /* The items of the tuple at @tuple (at most @max of them; *@n gets the size). */
@@ -469,6 +473,10 @@ int pyproc__frame_locals_ex(struct pyproc *pp, uint64_t frame, uint64_t code, si
 		max_repr = PYREPR_MIN;
 	if (!frame || !code)
 		return -EINVAL;
+	/* A newer interpreter than known is read with the newest known layout, confirmed for
+	 * stacks only: its code object and frame fields beyond those are not trusted. */
+	if (pp->newer)
+		return -ENOTSUP;
 	err = pp_ptr(pp, code + o->ob_type, &tp);
 	if (!err && pp->code_type && tp != pp->code_type)
 		err = -ESTALE; /* no longer a code object */
@@ -536,7 +544,7 @@ int pyproc__frame_locals_ex(struct pyproc *pp, uint64_t frame, uint64_t code, si
 
 		if (slot == SIZE_MAX)
 			continue;
-		obj = s.values[slot];
+		obj = py_ref_obj(pp, s.values[slot]); /* 3.14+: a _PyStackRef */
 		kind = s.kinds[slot];
 		if (!obj)
 			continue; /* unbound */

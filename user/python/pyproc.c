@@ -212,6 +212,89 @@ static void choose_walk(struct pyproc *pp)
 		pp->rules |= PY_RULE_ENDS_AT_ENTRY;
 	if (v >= PY_VER(3, 13))
 		pp->rules |= PY_RULE_EXEC_ANY | PY_RULE_HIDE_INCOMPLETE;
+	if (v >= PY_VER(3, 14))
+		pp->rules |= PY_RULE_STACKREF;
+}
+
+/*
+ * The newest version whose layout probing knows: PY_VERSION_MAX, or for tests the minor
+ * version in PROBING_PY_KNOWN_MAX ("3.14": read a 3.15 process as an unknown newer one).
+ */
+static unsigned int known_max(void)
+{
+	const char *env = getenv("PROBING_PY_KNOWN_MAX");
+	unsigned int minor;
+
+	if (env && sscanf(env, "3.%u", &minor) == 1 && minor >= 13 && minor <= PY_MINOR_MAX)
+		return PY_VER(3, minor);
+	return PY_VERSION_MAX;
+}
+
+/*
+ * A newer interpreter than probing knows, read with the newest known layout and its own
+ * _Py_DebugOffsets: keep that reading only if the process confirms it. Every thread state's
+ * native thread id must be one of the process's threads (/proc/PID/task), every frame's code
+ * object must be a code object (its type is PyCode_Type, from the ELF symbols) with readable
+ * names, and each thread's chain must end at an entry frame (the bottom frame of a thread is
+ * the entry of the outermost eval call). Return 0, or -ENOTSUP with @why set.
+ */
+static int confirm_layout(struct pyproc *pp, char *why, size_t len)
+{
+	struct py_frame_rec recs[SAMPLER_MAX_PYDEPTH];
+	unsigned int nframes = 0;
+	size_t i, n;
+	int nthreads, k, r;
+
+	if (!pp->code_type) {
+		snprintf(why, len, "no PyCode_Type symbol to check code objects against");
+		return -ENOTSUP;
+	}
+	nthreads = pyproc__refresh_threads(pp);
+	if (nthreads <= 0) {
+		snprintf(why, len, "no thread state found through the interpreter list");
+		return -ENOTSUP;
+	}
+	n = (size_t)nthreads;
+	for (i = 0; i < n; i++) {
+		const struct pythread *th = &pp->threads[i];
+		struct frame f;
+		bool truncated;
+
+		if (!th->tid || !th->pthread) {
+			snprintf(why, len, "thread state %#llx names no thread of the process",
+				 (unsigned long long)th->tstate);
+			return -ENOTSUP;
+		}
+		for (k = 0; k < 4; k++) {
+			r = pyproc__walk_ex(pp, th->tstate, recs, NULL, SAMPLER_MAX_PYDEPTH,
+					    &truncated, NULL);
+			if (r != -EAGAIN && r != -EFAULT)
+				break;
+		}
+		if (r < 0) {
+			snprintf(why, len, "the frames of thread %d cannot be walked (%s)",
+				 (int)th->tid, strerror(-r));
+			return -ENOTSUP;
+		}
+		if (r > 0 && !truncated && !(recs[r - 1].meta & PYF_ENTRY)) {
+			snprintf(why, len, "the bottom frame of thread %d is no entry frame",
+				 (int)th->tid);
+			return -ENOTSUP;
+		}
+		for (k = 0; k < r; k++) {
+			if (pyproc__resolve(pp, &recs[k], &f) == -EFAULT) {
+				snprintf(why, len, "a code object of thread %d cannot be read",
+					 (int)th->tid);
+				return -ENOTSUP;
+			}
+		}
+		nframes += (unsigned int)r;
+	}
+	if (!nframes) {
+		snprintf(why, len, "no thread shows a Python frame to check the layout with");
+		return -ENOTSUP;
+	}
+	return 0;
 }
 
 struct pyproc *pyproc__open(pid_t pid)
@@ -222,6 +305,7 @@ struct pyproc *pyproc__open(pid_t pid)
 	uint64_t hex = 0;
 	unsigned int minor;
 	uint8_t *dbg = NULL;
+	bool newer = false;
 	int err;
 
 	pp = calloc(1, sizeof(*pp));
@@ -266,7 +350,13 @@ struct pyproc *pyproc__open(pid_t pid)
 	}
 	pp->version = PY_VER(3, minor);
 	format_version(pp, hex);
-	table = py_offsets_for(pp->version);
+	/* The family (how frames are walked) and the layout are chosen here, once. */
+	table = pp->version <= known_max() ? py_offsets_for(pp->version) : NULL;
+	if (!table && pp->version > known_max()) {
+		/* Newer than known: the newest known layout, if the process confirms it. */
+		table = py_offsets_for(known_max());
+		newer = true;
+	}
 	if (!table) {
 		pr_warn("pid %d: Python %s (%s) is not supported (" PY_VERSIONS " are); Python "
 			"frames will be missing",
@@ -287,21 +377,67 @@ struct pyproc *pyproc__open(pid_t pid)
 		}
 		err = pp_read(pp, pp->runtime, dbg, table->dbg_size);
 		if (!err)
-			err = py_offsets_apply_debug(table, dbg, table->dbg_size, &pp->off, &dhex);
+			err = py_offsets_apply_debug(table, dbg, table->dbg_size, pp->version,
+						     &pp->off, &dhex);
 		if (err == -ENOTSUP) {
-			pr_warn("pid %d: free-threaded Python %s is not supported; Python frames "
-				"will be missing",
-				(int)pid, pp->version_str);
+			pr_warn("pid %d: Python %s (%s) is a free-threaded build (its "
+				"_Py_DebugOffsets say so), which probing cannot read; Python "
+				"frames will be missing",
+				(int)pid, pp->version_str, pp->elf_path);
 			goto cleanup;
 		}
 		if (err == -ESRCH)
 			goto cleanup;
+		if (err && newer) {
+			pr_warn("pid %d: Python %s (%s) is newer than probing knows (3.%u-3.%u), "
+				"and its _Py_DebugOffsets cannot be read as %u.%u's (%s); Python "
+				"frames will be missing",
+				(int)pid, pp->version_str, pp->elf_path, PY_MINOR_MIN,
+				PY_VER_MINOR(table->version), PY_VER_MAJOR(table->version),
+				PY_VER_MINOR(table->version), strerror(-err));
+			err = -ENOTSUP;
+			goto cleanup;
+		}
 		if (err)
 			pr_debug("pid %d: _Py_DebugOffsets unusable (%s); using the built-in table",
 				 (int)pid, strerror(-err));
 		if (!hex && dhex)
 			format_version(pp, dhex);
 		err = 0;
+	}
+	/* PROBING_PY_CONFIRM=1: the same confirmation for a known version (tests: a correct
+	 * layout must pass it). */
+	if (newer || (table->dbg_size != PYO_NONE && getenv("PROBING_PY_CONFIRM"))) {
+		char why[160];
+
+		err = confirm_layout(pp, why, sizeof(why));
+		if (err && !newer) {
+			pr_warn("pid %d: Python %s (%s): the process does not confirm probing's "
+				"layout: %s",
+				(int)pid, pp->version_str, pp->elf_path, why);
+			goto cleanup;
+		}
+		if (err) {
+			pr_warn("pid %d: Python %s (%s) is newer than probing knows (3.%u-3.%u); "
+				"read with %u.%u's layout, the process does not confirm it: %s. "
+				"Python frames will be missing",
+				(int)pid, pp->version_str, pp->elf_path, PY_MINOR_MIN,
+				PY_VER_MINOR(table->version), PY_VER_MAJOR(table->version),
+				PY_VER_MINOR(table->version), why);
+			goto cleanup;
+		}
+	}
+	if (newer) {
+		/* What only the table says (no debug offset) is not trusted for a newer
+		 * version: no GIL (off-CPU states), no TSS key (BPF uses its map), no locals. */
+		pp->off.rt_gil = PYO_NONE;
+		pp->off.rt_tss = PYO_NONE;
+		pp->newer = true;
+		pr_info("pid %d: Python %s is newer than probing knows (3.%u-3.%u); %u.%u's "
+			"layout with the interpreter's own _Py_DebugOffsets reads it, confirmed by "
+			"its threads and frames",
+			(int)pid, pp->version_str, PY_MINOR_MIN, PY_VER_MINOR(table->version),
+			PY_VER_MAJOR(table->version), PY_VER_MINOR(table->version));
 	}
 	pr_debug("pid %d: Python %s in %s, _PyRuntime at %#llx", (int)pid, pp->version_str,
 		 pp->elf_path, (unsigned long long)pp->runtime);
@@ -525,8 +661,10 @@ int pyproc__bpf_cfg(struct pyproc *pp, unsigned int max_depth, struct py_proc_cf
 	if (err)
 		return err;
 	cfg->pthread_specific = pyproc__pthread_specific(pp);
-	if (cfg->pthread_specific >= 0)
+	if (cfg->pthread_specific >= 0 && pp->off.rt_tss != PYO_NONE)
 		cfg->tss_key_addr = pp->runtime + pp->off.rt_tss;
+	if (pp->off.rt_tss == PYO_NONE && pyproc__tls_tstate(pp, &cfg->tls_tstate))
+		cfg->tls_tstate = 0;
 	/* For off-CPU recording: a futex wait inside it is a wait for the GIL. */
 	if (!pyproc__gil_range(pp, &lo, &hi)) {
 		cfg->gil_lo = lo;

@@ -136,6 +136,13 @@ int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid);
  */
 int pyproc__pthread_specific(struct pyproc *pp);
 
+/*
+ * 3.15+ (no TSS key): where each thread's own thread state is, as an offset from its fs base
+ * (a thread-local variable of the interpreter), into *@off, calibrated from the live threads.
+ * 0, or -ENOENT (not found: no thread confirms one, or the version has a TSS key).
+ */
+int pyproc__tls_tstate(struct pyproc *pp, int32_t *off);
+
 /* The interpreter's thread-state TSS key (pthread_key_t), or -1 if not created yet. */
 int pyproc__tss_key(struct pyproc *pp);
 

@@ -69,6 +69,7 @@ struct pyproc {
 	/* How frames are walked (bpf/pywalk.h), picked once from the version at open. */
 	uint16_t frames; /* enum py_frames */
 	uint16_t rules;	 /* PY_RULE_* */
+	bool newer;	 /* newer than known, read with the newest known layout (confirmed) */
 	char *elf_path;
 	uint64_t bias;
 	uint64_t runtime;   /* &_PyRuntime */
@@ -81,6 +82,9 @@ struct pyproc {
 	size_t nthreads, capthreads;
 	int pthread_specific; /* -2 not calibrated yet, -1 unusable */
 	int pthread_tid_off;  /* struct pthread.tid offset; -2 not calibrated, -1 unknown */
+	/* 3.15+: the thread-local holding each thread's state, at fs base + tls_off */
+	enum { TLS_NONE = 0, TLS_TENTATIVE, TLS_FINAL } tls_state;
+	int64_t tls_off;
 
 	struct strpool *strs; /* names, files, thread names: valid until pyproc__free */
 	struct bmap *codes;   /* (code addr, checksum) -> index + 1 into code_arr */
@@ -110,6 +114,17 @@ static inline int pp_ptr(struct pyproc *pp, uint64_t addr, uint64_t *out)
  * in meta. 0; -EFAULT when the frame holds no code object (or is a shim), or a read error.
  */
 int py_frame_record(struct pyproc *pp, uint64_t frame, struct py_frame_rec *rec);
+
+/* The object a _PyStackRef (3.14+: frame slots, f_executable) or a plain PyObject * (before)
+ * holding @bits refers to; 0 for NULL and for tagged ints (3.14+, which are no objects). */
+static inline uint64_t py_ref_obj(const struct pyproc *pp, uint64_t bits)
+{
+	if (!(pp->rules & PY_RULE_STACKREF))
+		return bits;
+	if ((bits & PY_STACKREF_TAG) == PY_STACKREF_TAG)
+		return 0;
+	return bits & ~PY_STACKREF_TAG;
+}
 
 /* Limits for strings read from the target (names, paths). */
 #define PY_STR_MAX 4096

@@ -341,6 +341,75 @@ static int calibrate_specific(struct pyproc *pp, bool *final)
 	return best;
 }
 
+/*
+ * 3.15 keeps no thread state under a TSS key: PyGILState binds each thread's state in a
+ * thread-local variable of the interpreter (pystate.c, no symbol in a stripped build). Its
+ * offset from the thread pointer (fs base: x86_64 TLS variant II puts the static TLS blocks
+ * just below it) is the same in every thread: find the offset (in the TLS_SCAN bytes below
+ * fs base) that holds each thread's own state in every thread read. Final once two threads
+ * agree on exactly one offset; with one thread, or where the thread-local of the attached
+ * state (_Py_tss_tstate) agrees too, tentative, tried again at the next refresh. BPF checks
+ * that what it finds there is the thread's own state (thread_id == fs base), so a tentative
+ * offset is safe.
+ */
+#define TLS_SCAN 0x4000
+
+static void calibrate_tls(struct pyproc *pp)
+{
+	uint8_t *bufs;
+	uint64_t ts[8];
+	size_t t, nb = 0, k;
+	int64_t found = 0;
+	int nfound = 0;
+
+	bufs = malloc(8 * (size_t)TLS_SCAN);
+	if (!bufs)
+		return;
+	for (t = 0; t < pp->nthreads && nb < 8; t++) {
+		uint64_t pt = pp->threads[t].pthread;
+
+		if (!pt || pt < TLS_SCAN ||
+		    pp_read(pp, pt - TLS_SCAN, bufs + nb * TLS_SCAN, TLS_SCAN))
+			continue;
+		ts[nb++] = pp->threads[t].tstate;
+	}
+	for (k = 0; nb && k < TLS_SCAN; k += 8) {
+		size_t j;
+
+		for (j = 0; j < nb; j++) {
+			uint64_t v;
+
+			memcpy(&v, bufs + j * TLS_SCAN + k, 8);
+			if (v != ts[j])
+				break;
+		}
+		if (j == nb) {
+			if (!nfound)
+				found = (int64_t)k - TLS_SCAN;
+			nfound++;
+		}
+	}
+	free(bufs);
+	if (!nfound) {
+		pp->tls_state = TLS_NONE;
+		return;
+	}
+	pp->tls_off = found;
+	pp->tls_state = nb >= 2 && nfound == 1 ? TLS_FINAL : TLS_TENTATIVE;
+	pr_debug("pid %d: thread states in a thread-local at fs%+lld (%zu threads, %d candidates)",
+		 (int)pp->pid, (long long)found, nb, nfound);
+}
+
+int pyproc__tls_tstate(struct pyproc *pp, int32_t *off)
+{
+	if (pp->tls_state == TLS_NONE && pp->off.rt_tss == PYO_NONE && !pp->newer)
+		pyproc__refresh_threads(pp);
+	if (pp->tls_state == TLS_NONE)
+		return -ENOENT;
+	*off = (int32_t)pp->tls_off;
+	return 0;
+}
+
 int pyproc__pthread_specific(struct pyproc *pp)
 {
 	bool final;
@@ -618,6 +687,19 @@ int pyproc__refresh_threads(struct pyproc *pp)
 			if (pp->threads[i].pthread &&
 			    !pp_read(pp, pp->threads[i].pthread + pp->pthread_tid_off, &ns_tid, 4))
 				pp->threads[i].tid = ns_to_ours(tasks, ntasks, ns_tid);
+		}
+	}
+	/* 3.15+ has no TSS key: a thread-local variable holds each thread's state. */
+	if (pp->off.rt_tss == PYO_NONE && pp->tls_state != TLS_FINAL && pp->nthreads && !pp->newer)
+		calibrate_tls(pp);
+	if (pp->tls_state != TLS_NONE) {
+		for (i = 0; i < pp->nthreads; i++) {
+			uint64_t v;
+
+			pp->threads[i].tss_bound =
+				pp->threads[i].pthread &&
+				!pp_ptr(pp, pp->threads[i].pthread + (int64_t)pp->tls_off, &v) &&
+				v == pp->threads[i].tstate;
 		}
 	}
 	/* Which thread states are what their thread's TSS slot holds (what BPF will find). */

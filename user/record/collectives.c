@@ -167,7 +167,8 @@ static int put(struct collectives *cs, struct bmap *m, const void *key, size_t l
 }
 
 /* The name of the process group @pg of @pid, read once ("" if it cannot be read). */
-static const char *group_name(struct collectives *cs, pid_t pid, uint64_t pg)
+static const char *group_name(struct collectives *cs, pid_t pid, uint64_t pg,
+			      const struct torchlayout *tl)
 {
 	struct okey k = {.pid = pid, .obj = pg};
 	char name[64];
@@ -178,8 +179,12 @@ static const char *group_name(struct collectives *cs, pid_t pid, uint64_t pg)
 	if (!slot)
 		return NULL;
 	if (!*slot) {
-		if (torchlayout_group_name(pid, pg, name, sizeof(name)))
+		if (torchlayout_group_name(pid, pg, tl, name, sizeof(name))) {
+			pr_debug("collectives: pid %d: the name of the process group at %#llx "
+				 "cannot be read",
+				 pid, (unsigned long long)pg);
 			name[0] = '\0';
+		}
 		s = strdup(name);
 		if (!s)
 			return NULL;
@@ -194,6 +199,7 @@ int collectives__call(struct collectives *cs, const struct comm_call_event *e, u
 	unsigned int role = COMM_COOKIE_ROLE(e->h.cookie), op = COMM_COOKIE_OP(e->h.cookie);
 	struct tkey tk = {e->h.pid, e->h.tid};
 	const char *grp = NULL;
+	int32_t grank, gsize;
 	uint64_t *depth;
 	struct call *c;
 	int err;
@@ -219,15 +225,14 @@ int collectives__call(struct collectives *cs, const struct comm_call_event *e, u
 	if (comm__call_bytes(cs->comm, e, &c->row.bytes))
 		c->row.bytes = -1;
 	/* What the process group said, if it makes sense. */
-	if ((e->h.flags & COMM_F_GRP) && e->grp_size > 0 && e->grp_size <= (1 << 24) &&
-	    e->grp_rank >= 0 && e->grp_rank < e->grp_size) {
-		c->row.grp_rank = e->grp_rank;
-		c->row.grp_size = e->grp_size;
+	if (role != COMM_R_NCCL_CALL && !comm__call_group(cs->comm, e, &grank, &gsize)) {
+		c->row.grp_rank = grank;
+		c->row.grp_size = gsize;
 	}
 	if (role == COMM_R_GLOO_CALL && (e->h.flags & COMM_F_SEQ))
 		c->row.seq = e->seq;
 	if (role == COMM_R_GLOO_CALL || role == COMM_R_GLOO_P2P)
-		grp = group_name(cs, e->h.pid, e->pg);
+		grp = group_name(cs, e->h.pid, e->pg, comm__call_layout(cs->comm, e));
 	if (grp) {
 		snprintf(c->grp, sizeof(c->grp), "%s", grp);
 		c->row.grp = c->grp;

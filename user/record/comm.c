@@ -87,6 +87,20 @@ static const struct spec specs[] = {
 	     "_ZN4c10d16ProcessGroupGloo15_allgather_baseERN2at6TensorES3_RKNS_"
 	     "16AllgatherOptionsE",
 	     "ProcessGroupGloo::_allgather_base"),
+	/* torch 2.x's names of the single-tensor collectives (Backend.hpp: "named after the
+	 * torchcomms backend naming scheme"; _allgather_base and alltoall_base forward to them). */
+	GLOO(GLOO_CALL, ALLGATHER_BASE, 4 | COMM_ARG_TENSOR,
+	     "_ZN4c10d16ProcessGroupGloo17all_gather_singleERN2at6TensorES3_RKNS_"
+	     "16AllgatherOptionsE",
+	     "ProcessGroupGloo::all_gather_single"),
+	GLOO(GLOO_CALL, REDUCE_SCATTER, 3 | COMM_ARG_TENSOR,
+	     "_ZN4c10d16ProcessGroupGloo21reduce_scatter_singleERN2at6TensorES3_RKNS_"
+	     "20ReduceScatterOptionsE",
+	     "ProcessGroupGloo::reduce_scatter_single"),
+	GLOO(GLOO_CALL, ALLTOALL, 4 | COMM_ARG_TENSOR,
+	     "_ZN4c10d16ProcessGroupGloo17all_to_all_singleERN2at6TensorES3_RSt6vectorIlSaIlEES7_"
+	     "RKNS_15AllToAllOptionsE",
+	     "ProcessGroupGloo::all_to_all_single"),
 	GLOO(GLOO_P2P, SEND, 3, "_ZN4c10d16ProcessGroupGloo4sendERSt6vectorIN2at6TensorESaIS3_EEii",
 	     "ProcessGroupGloo::send"),
 	GLOO(GLOO_P2P, RECV, 3, "_ZN4c10d16ProcessGroupGloo4recvERSt6vectorIN2at6TensorESaIS3_EEii",
@@ -104,6 +118,10 @@ static const struct spec specs[] = {
 	     "_ZN4c10d16ProcessGroupGloo9AsyncWork19finishWorkGlooErrorENSt15__exception_ptr13"
 	     "exception_ptrE",
 	     "ProcessGroupGloo::AsyncWork::finishWorkGlooError"),
+	GLOO(GLOO_ERROR, ALLREDUCE, 0,
+	     "_ZN4c10d16ProcessGroupGloo9AsyncWork19finishWorkGlooErrorERKNSt15__exception_ptr13"
+	     "exception_ptrE",
+	     "ProcessGroupGloo::AsyncWork::finishWorkGlooError(const&)"),
 	/* gloo's TCP transport (libgloo, or built into libtorch_cpu): the buffers of send and
 	 * recv, and their completion. */
 	GLOO(UB_POST, SEND, 0, "_ZN4gloo9transport3tcp13UnboundBuffer4sendEimmm",
@@ -147,6 +165,8 @@ struct lib {
 	struct point points[NSPECS];
 	size_t npoints;
 	int layout; /* the tensor layout: 0 not checked yet, 1 good, -1 unusable */
+	const struct torchlayout *tl; /* torch's layout: by the file name, or confirmed */
+	int group; /* tl's group fields: 0 not confirmed yet, 1 good, -1 unusable */
 };
 
 /* The file of a mapping, as the kernel knows it. */
@@ -409,7 +429,8 @@ static void resolve(struct comm *c, struct lib *l, struct pyelf *e, unsigned int
 {
 	const char *names[NSPECS + 1];
 	uint64_t values[NSPECS + 1] = {}, off;
-	uint8_t code[16];
+	const struct torchlayout *tl;
+	uint8_t code[32];
 	bool gloo = false, gloo_done = false, nccl = false;
 	size_t i;
 
@@ -418,14 +439,21 @@ static void resolve(struct comm *c, struct lib *l, struct pyelf *e, unsigned int
 	names[NSPECS] = NEXT_TAG;
 	if (pyelf__symbols(e, names, NSPECS + 1, false, values, NULL) < 0)
 		return;
+	/* The torch version the file name says (Debian's libtorch_cpu.so.2.14.1), else the
+	 * newest known layout until the first call confirms one (comm__call_group); the
+	 * tensors' layout is checked on the first call either way (check_layout). */
+	l->tl = torchlayout_by_name(l->name);
+	l->group = l->tl ? 1 : 0;
+	tl = l->tl;
+	for (i = 0; !tl; i++)
+		if (!torchlayout_known(i + 1))
+			tl = torchlayout_known(i);
 	l->cfg = (struct comm_lib_cfg){
-		/* c10d::ProcessGroup: after the vtable and intrusive_ptr_target's two counts
-		 * come rank_ and size_ (torch 1.13); collectives.c checks what they give. */
-		.pg_rank = 24,
-		.pg_size = 28,
+		.pg_rank = tl->pg_rank,
+		.pg_size = tl->pg_size,
 		.pg_counter = COMM_OFF_NONE,
-		.ti_numel = TORCHLAYOUT_TENSOR_DEFAULT,
-		.ti_dtype = TORCHLAYOUT_TENSOR_DEFAULT + 8,
+		.ti_numel = tl->ti_numel,
+		.ti_dtype = tl->ti_numel + 8,
 	};
 	for (i = 0; i < NSPECS; i++) {
 		if (!values[i] || pyelf__file_offset(e, values[i], &off))
@@ -835,6 +863,50 @@ int comm__call_bytes(struct comm *c, const struct comm_call_event *e, int64_t *b
 	}
 	*bytes = total;
 	return 0;
+}
+
+int comm__call_group(struct comm *c, const struct comm_call_event *e, int32_t *rank,
+		     int32_t *size)
+{
+	unsigned int slot = COMM_COOKIE_LIB(e->h.cookie);
+	const struct torchlayout *tl;
+	struct lib *l;
+
+	if (slot >= c->nlibs)
+		return -ENOENT;
+	l = &c->libs[slot];
+	if (!l->group && e->pg) {
+		tl = torchlayout_confirm_group(e->h.pid, e->pg, rank, size);
+		l->group = tl ? 1 : -1;
+		if (!tl) {
+			note(c,
+			     "%s (build-id %s): its process groups have no known layout: group "
+			     "ranks and names are unknown",
+			     l->name, l->build_id);
+			return -ENOENT;
+		}
+		l->tl = tl;
+		l->cfg.pg_rank = tl->pg_rank;
+		l->cfg.pg_size = tl->pg_size;
+		bpf_map__update_elem(c->skel->maps.comm_libs, &(__u32){slot}, sizeof(__u32),
+				     &l->cfg, sizeof(l->cfg), BPF_ANY);
+		note(c, "%s (build-id %s): process groups laid out as torch %s's", l->name,
+		     l->build_id, tl->version);
+		return 0; /* read just now, from the group itself */
+	}
+	if (l->group <= 0 || !(e->h.flags & COMM_F_GRP) || e->grp_size <= 0 ||
+	    e->grp_size > (1 << 24) || e->grp_rank < 0 || e->grp_rank >= e->grp_size)
+		return -ENOENT;
+	*rank = e->grp_rank;
+	*size = e->grp_size;
+	return 0;
+}
+
+const struct torchlayout *comm__call_layout(const struct comm *c, const struct comm_call_event *e)
+{
+	unsigned int slot = COMM_COOKIE_LIB(e->h.cookie);
+
+	return slot < c->nlibs && c->libs[slot].group > 0 ? c->libs[slot].tl : NULL;
 }
 
 const char *comm__notes(const struct comm *c)

@@ -71,6 +71,18 @@ void comm__forget(struct comm *c, pid_t pid);
 int comm__call_bytes(struct comm *c, const struct comm_call_event *e, int64_t *bytes);
 
 /*
+ * The rank and size of the process group of the gloo call @e, as the group says at the
+ * offsets of its library's torch layout: known by the library's file name, else confirmed on
+ * the group of the first call (torchlayout_confirm_group), once per library. Return 0 and
+ * *@rank and *@size (0 <= rank < size), or -ENOENT when they cannot be told.
+ */
+int comm__call_group(struct comm *c, const struct comm_call_event *e, int32_t *rank,
+		     int32_t *size);
+
+/* The torch layout of the library of the gloo call @e, or NULL if not known (yet). */
+const struct torchlayout *comm__call_layout(const struct comm *c, const struct comm_call_event *e);
+
+/*
  * Whether @func, a native frame's name, is one of NCCL's collective entry points that comm
  * probes (ncclBcast, ncclBroadcast, ...). Newer NCCLs implement one with another (ncclBcast
  * calls ncclBroadcast): a probed call with such a frame among its callers is that same call

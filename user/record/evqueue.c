@@ -107,6 +107,16 @@ int evqueue__start(struct sampling *s, size_t limit_bytes, struct evqueue **out)
 	return 0;
 }
 
+size_t evqueue__queued(struct evqueue *q)
+{
+	size_t n;
+
+	pthread_mutex_lock(&q->lock);
+	n = q->bytes;
+	pthread_mutex_unlock(&q->lock);
+	return n;
+}
+
 long evqueue__pop(struct evqueue *q, int timeout_ms, void **data)
 {
 	struct timespec deadline;

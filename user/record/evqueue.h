@@ -32,6 +32,9 @@ long evqueue__pop(struct evqueue *q, int timeout_ms, void **data);
  */
 void evqueue__stop(struct evqueue *q);
 
+/* Bytes of records queued and not popped yet (0: the consumer has caught up). */
+size_t evqueue__queued(struct evqueue *q);
+
 /* Records dropped because the queue was over its limit. */
 uint64_t evqueue__dropped(struct evqueue *q);
 

@@ -1401,7 +1401,7 @@ int recorder__handle(struct recorder *r, const void *rec, size_t len)
 	return -EINVAL;
 }
 
-int recorder__tick(struct recorder *r)
+int recorder__tick(struct recorder *r, bool caught_up)
 {
 	double now = unix_seconds(r, now_mono_ns());
 	struct target *t;
@@ -1444,7 +1444,9 @@ int recorder__tick(struct recorder *r)
 	/* Off-CPU time whose block's stack did not come: under the fallback. */
 	if (r->oc && offcpu__expire(r->oc, now_mono_ns(), false))
 		pr_warn("cannot count off-CPU time: out of memory");
-	/* Exit events can be lost when the ring buffer is full: check. */
+	/* Exit events can be lost when the ring buffer is full: check, once every event queued
+	 * before now has been handled (a process gone while its own events still wait in the
+	 * queue is not dead to them yet: its calls keep their stacks). */
 	for (i = 0; i < r->ntargets; i++) {
 		t = &r->targets[i];
 		if (t->names_to_drop && now - t->end_time > 1.0) {
@@ -1453,7 +1455,7 @@ int recorder__tick(struct recorder *r)
 		}
 		if (!t->alive)
 			continue;
-		if (!procinfo_alive(t->pid)) {
+		if (caught_up && !procinfo_alive(t->pid)) {
 			target_exited(r, t, now, false);
 			continue;
 		}

@@ -67,9 +67,10 @@ int recorder__handle(struct recorder *r, const void *rec, size_t len);
 
 /*
  * Periodic work (about once per second): refresh thread names, notice targets that
- * exited, flush the store. Return the number of live targets, or -errno.
+ * exited (those whose exit event was lost: only when @caught_up, no event being queued
+ * still), flush the store. Return the number of live targets, or -errno.
  */
-int recorder__tick(struct recorder *r);
+int recorder__tick(struct recorder *r, bool caught_up);
 
 /*
  * Frequent, cheap work independent of the sample backlog (call it every few milliseconds):

@@ -260,7 +260,7 @@ int session__run(struct session *s)
 		launch__reaped(&s->child);
 		if (now - last_tick >= 1.0) {
 			last_tick = now;
-			live = recorder__tick(s->rec);
+			live = recorder__tick(s->rec, !evqueue__queued(s->q));
 			if (live < 0) {
 				err = live;
 				pr_warn("cannot write %s: %s", s->o->output, strerror(-err));
@@ -385,7 +385,7 @@ void session__finish(struct session *s, struct record_totals *t)
 	sampling__stats(s->smp, &t->seen, &t->lost);
 	t->lost += evqueue__dropped(s->q);
 	t->lost_events = sampling__lost_events(s->smp);
-	recorder__tick(s->rec);
+	recorder__tick(s->rec, true);
 	recorder__stats(s->rec, &t->rs);
 	t->live = recorder__live_targets(s->rec);
 	/* /proc misses what a reaped command used after the last tick; wait4 has it all. */

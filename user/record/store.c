@@ -183,6 +183,24 @@ static int schema(struct strbuf *sql, bool head)
 	return err ?: sb_puts(sql, p);
 }
 
+int store__view_sql(const char *name, struct strbuf *sql)
+{
+	struct strbuf all = {0};
+	char *rv;
+	int err;
+
+	err = schema(&all, true);
+	if (!err)
+		err = sql_view_def(sb_str(&all), name, sql);
+	if (err == -ENOENT) {
+		rv = rankview_schema_sql();
+		err = rv ? sql_view_def(rv, name, sql) : -ENOMEM;
+		free(rv);
+	}
+	sb_free(&all);
+	return err;
+}
+
 /*
  * Create the file of @path (@path.partial, with the schema) for @st, whose maps are set up.
  * 0 or -errno, said; nothing of it is left behind on failure.
@@ -228,11 +246,15 @@ static int open_file(struct store *st, const char *path)
 		goto cleanup;
 	}
 	err = schema(&sql, true);
+	if (!err) {
+		char *rv = rankview_schema_sql();
+
+		err = rv ? sb_puts(&sql, rv) : -ENOMEM;
+		free(rv);
+	}
 	if (err)
 		goto cleanup;
 	rc = sqlite3_exec(st->db, sb_str(&sql), NULL, NULL, &errmsg);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(st->db, rankview_schema_sql, NULL, NULL, &errmsg);
 	if (rc != SQLITE_OK) {
 		pr_warn("%s: cannot create the schema: %s", st->path, errmsg ? errmsg : "?");
 		sqlite3_free(errmsg);
@@ -1027,7 +1049,12 @@ int store__copy_window(sqlite3 *db, const char *const *files, int n, int64_t fro
 
 	err = schema(&sql, false);
 	err = err ?: exec_said(db, "the schema", sb_str(&sql));
-	err = err ?: exec_said(db, "the schema", rankview_schema_sql);
+	if (!err) {
+		char *rv = rankview_schema_sql();
+
+		err = rv ? exec_said(db, "the schema", rv) : -ENOMEM;
+		free(rv);
+	}
 	sb_free(&sql);
 	if (err)
 		return err;

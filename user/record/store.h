@@ -14,6 +14,8 @@
 
 #include "base/frame.h"
 
+struct strbuf;
+
 struct store;
 
 /* stacks.truncated bits */
@@ -33,6 +35,13 @@ struct store;
  * already printed.
  */
 int store__create(const char *path, unsigned int flags, struct store **out);
+
+/*
+ * Append probing's own definition of the recording view @name (samples, frames,
+ * sample_times, collectives, rank_functions, rank_deviation: docs/sql.md), "CREATE VIEW ...;",
+ * to @sql. Return 0, -ENOENT when @name is none of them, or -ENOMEM.
+ */
+int store__view_sql(const char *name, struct strbuf *sql);
 
 /* The file being written (@path.partial). */
 const char *store__path(const struct store *st);

@@ -6,28 +6,68 @@
 #include "python/pymem.h"
 #include "record/torchlayout.h"
 
-int torchlayout_next_tag(const uint8_t *code, size_t len, uint16_t *off)
+static const struct torchlayout known[] = {
+	/* Debian 12's libtorch-dev 1.13.0 */
+	{"1.13", .pg_rank = 24, .pg_size = 28, .pg_store = 104, .prefix = 32, .ps_store = 64,
+	 .ti_numel = TORCHLAYOUT_TENSOR_DEFAULT},
+	/* Debian unstable's libtorch-dev 2.14.1 with libgloo-dev 0.0~git20250912 */
+	{"2.14", .pg_rank = 16, .pg_size = 20, .pg_store = 144, .prefix = 24, .ps_store = 56,
+	 .device_prefix = true, .ti_numel = TORCHLAYOUT_TENSOR_2_14},
+};
+
+const struct torchlayout *torchlayout_known(unsigned int i)
 {
-	static const uint8_t endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+	return i < sizeof(known) / sizeof(known[0]) ? &known[i] : NULL;
+}
+
+const struct torchlayout *torchlayout_by_name(const char *name)
+{
+	const char *v = strstr(name, ".so.");
+	size_t i, n;
+
+	if (!v)
+		return NULL;
+	v += 4;
+	for (i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+		n = strlen(known[i].version);
+		if (!strncmp(v, known[i].version, n) && (v[n] == '\0' || v[n] == '.'))
+			return &known[i];
+	}
+	return NULL;
+}
+
+/* "mov disp(%REG),%eax" at @code, REG being rdi (@rm 7) or rbx (@rm 3): disp32 or disp8. */
+static int mov_to_eax(const uint8_t *code, size_t len, unsigned int rm, uint16_t *off)
+{
 	uint32_t disp;
 
-	if (len >= 4 && !memcmp(code, endbr64, 4)) {
-		code += 4;
-		len -= 4;
-	}
-	/* 8b /r with ModRM mod=10 (disp32) or 01 (disp8), reg=eax, rm=rdi: mov disp(%rdi),%eax */
-	if (len >= 6 && code[0] == 0x8b && code[1] == 0x87) {
+	if (len >= 6 && code[0] == 0x8b && code[1] == (0x80 | rm)) {
 		memcpy(&disp, code + 2, 4);
 		if (disp > 0xfff0)
 			return -ENOENT;
 		*off = disp;
 		return 0;
 	}
-	if (len >= 3 && code[0] == 0x8b && code[1] == 0x47) {
+	if (len >= 3 && code[0] == 0x8b && code[1] == (0x40 | rm)) {
 		*off = code[2];
 		return 0;
 	}
 	return -ENOENT;
+}
+
+int torchlayout_next_tag(const uint8_t *code, size_t len, uint16_t *off)
+{
+	static const uint8_t endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+	/* push %rbx; mov %rdi,%rbx; call rel32 */
+	static const uint8_t checked[] = {0x53, 0x48, 0x89, 0xfb, 0xe8};
+
+	if (len >= 4 && !memcmp(code, endbr64, 4)) {
+		code += 4;
+		len -= 4;
+	}
+	if (len >= sizeof(checked) + 4 && !memcmp(code, checked, sizeof(checked)))
+		return mov_to_eax(code + sizeof(checked) + 4, len - sizeof(checked) - 4, 3, off);
+	return mov_to_eax(code, len, 7, off);
 }
 
 /* The layout, relative to numel_ (c10/core/TensorImpl.h, c10/core/impl/SizesAndStrides.h):
@@ -141,7 +181,7 @@ static bool is_type(pid_t pid, uint64_t obj, const char *want)
 
 /*
  * The member of the object at @obj that points to an object of type @want: first at @hint
- * (the torch 1.13 layout), else wherever in the object's first @span bytes one is.
+ * (the known layout), else wherever in the object's first @span bytes one is.
  */
 static uint64_t find_member(pid_t pid, uint64_t obj, unsigned int hint, unsigned int span,
 			    const char *want)
@@ -151,6 +191,8 @@ static uint64_t find_member(pid_t pid, uint64_t obj, unsigned int hint, unsigned
 
 	if (!pymem_read_u64(pid, obj + hint, &p) && is_type(pid, p, want))
 		return p;
+	if (!span)
+		return 0;
 	if (span > sizeof(words))
 		span = sizeof(words);
 	if (pymem_read(pid, obj, words, span))
@@ -164,25 +206,70 @@ static uint64_t find_member(pid_t pid, uint64_t obj, unsigned int hint, unsigned
 #define GLOO_STORE   "N4c10d16ProcessGroupGloo9GlooStoreE"
 #define PREFIX_STORE "N4c10d11PrefixStoreE"
 
-int torchlayout_group_name(pid_t pid, uint64_t pg, char *buf, size_t size)
+const struct torchlayout *torchlayout_confirm_group(pid_t pid, uint64_t pg, int32_t *rank,
+						     int32_t *size)
 {
-	uint64_t gs, ps, str[2];
+	const struct torchlayout *tl;
+	int32_t rs[2];
+	uint64_t gs;
+	unsigned int i;
+
+	for (i = 0; (tl = torchlayout_known(i)); i++) {
+		if (pymem_read_u64(pid, pg + tl->pg_store, &gs) || !is_type(pid, gs, GLOO_STORE) ||
+		    pymem_read(pid, pg + tl->pg_rank, &rs[0], 4) ||
+		    pymem_read(pid, pg + tl->pg_size, &rs[1], 4))
+			continue;
+		if (rs[1] > 0 && rs[1] <= (1 << 24) && rs[0] >= 0 && rs[0] < rs[1]) {
+			*rank = rs[0];
+			*size = rs[1];
+			return tl;
+		}
+	}
+	return NULL;
+}
+
+/* The prefix of the PrefixStore at @ps, its std::string at @off: checked as libstdc++ lays one
+ * out (the characters' address, the length, then the capacity or the inline characters). */
+static int prefix_at(pid_t pid, uint64_t ps, unsigned int off, char *buf, size_t size)
+{
+	uint64_t str[3];
 	size_t n;
 
-	/* ProcessGroupGloo::store_ (a unique_ptr<GlooStore>) at 104 in 1.13; GlooStore::store_
-	 * (an intrusive_ptr<c10d::Store>) at 8; c10d::PrefixStore: prefix_ (std::string) at 32. */
-	gs = find_member(pid, pg, 104, 512, GLOO_STORE);
-	if (!gs)
+	if (pymem_read(pid, ps + off, str, sizeof(str)))
 		return -ENOENT;
-	ps = find_member(pid, gs, 8, 64, PREFIX_STORE);
-	if (!ps || pymem_read(pid, ps + 32, str, sizeof(str)))
-		return -ENOENT;
-	/* libstdc++'s std::string: the characters' address, then the length. */
 	n = str[1];
-	if (!n || n >= size || n > 256 || pymem_read(pid, str[0], buf, n))
+	if (!n || n >= size || n > 256)
+		return -ENOENT;
+	if (n < 16 ? str[0] != ps + off + 16 : str[2] < n)
+		return -ENOENT;
+	if (pymem_read(pid, str[0], buf, n))
 		return -ENOENT;
 	buf[n] = '\0';
 	if (n > 1 && buf[n - 1] == '/')
 		buf[n - 1] = '\0';
 	return 0;
+}
+
+int torchlayout_group_name(pid_t pid, uint64_t pg, const struct torchlayout *tl, char *buf,
+			   size_t size)
+{
+	const struct torchlayout *k;
+	uint64_t gs, ps;
+	unsigned int i;
+
+	/* ProcessGroupGloo::store_ (a unique_ptr or shared_ptr to the GlooStore) at the layout's
+	 * offset; GlooStore::store_ (an intrusive_ptr<c10d::Store>) at 8 in both; on 2.x the
+	 * device's PrefixStore's store_; then the PrefixStore's prefix_. Without a layout, each
+	 * known one is tried. */
+	for (i = 0; (k = tl ?: torchlayout_known(i)); i++) {
+		gs = find_member(pid, pg, k->pg_store, tl ? 512 : 0, GLOO_STORE);
+		ps = gs ? find_member(pid, gs, 8, 64, PREFIX_STORE) : 0;
+		if (ps && k->device_prefix)
+			ps = find_member(pid, ps, k->ps_store, 0, PREFIX_STORE);
+		if (ps && !prefix_at(pid, ps, k->prefix, buf, size))
+			return 0;
+		if (tl)
+			break;
+	}
+	return -ENOENT;
 }

@@ -564,11 +564,33 @@ struct folded_ctx {
 	size_t nlines, cap;
 };
 
-static int folded_visit(struct folded_ctx *c, uint32_t node)
+/* A node being visited by a walk of the tree (no recursion: a stack can be a million deep). */
+struct visit {
+	uint32_t node;
+	uint32_t ch;	 /* the next child to visit; 0 = none left */
+	size_t mark;	 /* folded: the path's length before this node */
+	int depth;	 /* layout: the node's depth */
+	uint64_t offset; /* layout: where its next child starts */
+};
+
+/* Push a visit of @node on *@stack (of *@n, room for *@cap). Return it, or NULL (no memory). */
+static struct visit *visit_push(struct visit **stack, size_t *n, size_t *cap, uint32_t node)
+{
+	struct visit *v;
+
+	if (grow_array(stack, cap, *n + 1, sizeof(**stack)))
+		return NULL;
+	v = &(*stack)[(*n)++];
+	memset(v, 0, sizeof(*v));
+	v->node = node;
+	return v;
+}
+
+/* Enter @node: its name onto the path, its line if it has samples of its own. */
+static int folded_enter(struct folded_ctx *c, uint32_t node)
 {
 	const struct node *n = &c->g->nodes[node];
 	size_t mark = c->path.len;
-	uint32_t ch;
 	int err = 0;
 
 	if (node) {
@@ -602,15 +624,46 @@ static int folded_visit(struct folded_ctx *c, uint32_t node)
 					(unsigned long long)n->self);
 		if (!err)
 			err = sb_append(&c->lines, "", 1); /* keep the NUL: lines are C strings */
-		if (err)
-			return err;
 	}
-	/* Recursion depth is the stack depth, bounded by what the recorder unwinds. */
-	for (ch = n->child; ch && !err; ch = c->g->nodes[ch].next)
-		err = folded_visit(c, ch);
-	c->path.len = mark;
-	if (c->path.buf)
-		c->path.buf[mark] = '\0';
+	return err;
+}
+
+/* Every node below @root, depth first, children in order: the lines of folded stacks. */
+static int folded_visit(struct folded_ctx *c, uint32_t root)
+{
+	struct visit *stack = NULL, *v;
+	size_t n = 0, cap = 0;
+	int err;
+
+	v = visit_push(&stack, &n, &cap, root);
+	if (!v)
+		return -ENOMEM;
+	v->mark = c->path.len;
+	v->ch = c->g->nodes[root].child;
+	err = folded_enter(c, root);
+	while (!err && n) {
+		v = &stack[n - 1];
+		if (v->ch) {
+			uint32_t ch = v->ch;
+			size_t mark = c->path.len;
+
+			v->ch = c->g->nodes[ch].next;
+			v = visit_push(&stack, &n, &cap, ch);
+			if (!v) {
+				err = -ENOMEM;
+				break;
+			}
+			v->mark = mark;
+			v->ch = c->g->nodes[ch].child;
+			err = folded_enter(c, ch);
+			continue;
+		}
+		c->path.len = v->mark;
+		if (c->path.buf)
+			c->path.buf[v->mark] = '\0';
+		n--;
+	}
+	free(stack);
 	return err;
 }
 
@@ -670,12 +723,11 @@ struct layout_ctx {
 	int max_depth;
 };
 
-static int lay(struct layout_ctx *c, uint32_t node, int depth, uint64_t offset)
+/* The box of @node at @depth and @offset; 1 if made, 0 if too narrow to draw, or -errno. */
+static int lay_box(struct layout_ctx *c, uint32_t node, int depth, uint64_t offset)
 {
 	const struct node *n = &c->g->nodes[node];
 	struct fg_box *b;
-	uint32_t ch;
-	int err = 0;
 
 	if (node && n->total * c->scale < c->min_width)
 		return 0;
@@ -714,12 +766,58 @@ static int lay(struct layout_ctx *c, uint32_t node, int depth, uint64_t offset)
 	b->width = n->total * c->scale;
 	if (depth > c->max_depth)
 		c->max_depth = depth;
-	/* Children from the left; the node's own samples are the space left on its right. */
-	for (ch = n->child; ch && !err; ch = c->g->nodes[ch].next) {
-		err = lay(c, ch, depth + 1, offset);
-		offset += c->g->nodes[ch].total;
+	return 1;
+}
+
+/*
+ * The boxes of @root and every node below it wide enough to draw, depth first (no
+ * recursion: a stack can be a million deep). Children from the left; a node's own samples
+ * are the space left on its right.
+ */
+static int lay(struct layout_ctx *c, uint32_t root)
+{
+	struct visit *stack = NULL, *v;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	rc = lay_box(c, root, 0, 0);
+	if (rc <= 0)
+		return rc;
+	v = visit_push(&stack, &n, &cap, root);
+	if (!v)
+		return -ENOMEM;
+	v->ch = c->g->nodes[root].child;
+	while (n) {
+		uint32_t ch;
+		uint64_t offset;
+		int depth;
+
+		v = &stack[n - 1];
+		if (!v->ch) {
+			n--;
+			continue;
+		}
+		ch = v->ch;
+		offset = v->offset;
+		depth = v->depth + 1;
+		v->ch = c->g->nodes[ch].next;
+		v->offset += c->g->nodes[ch].total;
+		rc = lay_box(c, ch, depth, offset);
+		if (rc < 0)
+			break;
+		if (!rc)
+			continue;
+		v = visit_push(&stack, &n, &cap, ch);
+		if (!v) {
+			rc = -ENOMEM;
+			break;
+		}
+		v->ch = c->g->nodes[ch].child;
+		v->depth = depth;
+		v->offset = offset;
 	}
-	return err;
+	free(stack);
+	return rc < 0 ? rc : 0;
 }
 
 static int image_width(const struct fg_options *o)
@@ -739,7 +837,7 @@ int fg__layout(struct fg *g, const struct fg_options *o, struct fg_box **boxes, 
 		return err;
 	c.scale = g->nodes[0].total ? (double)(width - 2 * PAD) / g->nodes[0].total : 0;
 	c.min_width = o->min_width > 0 ? o->min_width : (width - 2 * PAD) * 0.001;
-	err = lay(&c, 0, 0, 0);
+	err = lay(&c, 0);
 	if (err) {
 		free(c.boxes);
 		return err;
@@ -1269,14 +1367,20 @@ static int render(const struct fg_panel *pns, size_t n, bool panels, const struc
 	if (!err)
 		err = sb_puts(out, "</text>\n");
 	if (!err && o->subtitle && *o->subtitle) {
-		err = sb_printf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">", width / 2);
 		/* Centred, clear of the legend on the right (so as much room on the left). */
+		long room = (long)((width - 2 * (PAD + legend_width(&lg) + 16)) / (FONT * CHAR_W));
+		bool cut = cp_count(o->subtitle, strlen(o->subtitle)) > (size_t)room;
+
+		/* Cut short: the whole of it as the tooltip. */
+		if (cut)
+			err = sb_puts(out, "<g><title>")
+				      ?: xml_escape(out, o->subtitle, strlen(o->subtitle))
+				      ?: sb_puts(out, "</title>");
+		err = err ?: sb_printf(out, "<text id=\"subtitle\" x=\"%d\" y=\"44\">", width / 2);
 		if (!err)
-			err = append_cut(out, o->subtitle,
-					 (long)((width - 2 * (PAD + legend_width(&lg) + 16)) /
-						(FONT * CHAR_W)));
+			err = append_cut(out, o->subtitle, room);
 		if (!err)
-			err = sb_puts(out, "</text>\n");
+			err = sb_puts(out, cut ? "</text></g>\n" : "</text>\n");
 	}
 	if (!err)
 		err = append_legend(out, &lg, width, 44);

@@ -73,16 +73,33 @@ function resetPanel(p) {
     place(f, p.x + f.o / p.total * p.w, f.n / p.total * p.w);
   });
 }
+/* The graph as high as its shown frames: rows no shown frame reaches (deep stacks zoomed
+   away) are cut out of the image, so that the frames shown are not pushed down; the frame
+   of a page holding the image (probing serve) follows. */
+var svg = document.documentElement, H = +svg.getAttribute("height");
+var W = +svg.getAttribute("width"), bg = svg.querySelector("rect");
+function fitHeight() {
+  var deepest = 0, cut;
+  frames.forEach(function (f) { if (f.d > deepest && !f.g.classList.contains("h")) deepest = f.d; });
+  cut = Math.max(0, Math.round((C.bottom - C.top) / C.fh) - deepest) * C.fh;
+  $("frames").setAttribute("transform", C.inverted ? "" : "translate(0," + -cut + ")");
+  [details, matched].forEach(function (t) { t.setAttribute("y", H - 12 - cut); });
+  svg.setAttribute("height", H - cut);
+  svg.setAttribute("viewBox", "0 0 " + W + " " + (H - cut));
+  if (bg) bg.setAttribute("height", H - cut);
+  if (window.frameElement) window.frameElement.style.height = (H - cut + 4) + "px";
+}
 function syncReset() {
   resetBtn.classList.toggle("on", P.some(function (p) { return p.zoomed; }));
 }
 function reset() {
   P.forEach(resetPanel);
   syncReset();
+  fitHeight();
 }
 function zoom(z) {
   var p = z.p;
-  if (z.root) { resetPanel(p); syncReset(); return; }
+  if (z.root) { resetPanel(p); syncReset(); fitHeight(); return; }
   p.zoomed = z;
   frames.forEach(function (f) {
     if (f.p !== p) return;
@@ -99,7 +116,38 @@ function zoom(z) {
     }
   });
   syncReset();
+  fitHeight();
 }
+/*
+ * Zoom on what is hot: down from the root, the largest child while it holds at least 3/4 of
+ * all the time (what is hidden is then a quarter at most: import-time stacks at a process's
+ * start, idle threads); the zoom is on the deepest of those that leaves something out (the
+ * top of the hot subtree, below the common root chain). A graph of several panels, or one
+ * where nothing would be left out, stays whole. Return the
+ * frame zoomed on, {name, share}, or null. probing serve's page calls it when the graph
+ * loads (window.probingZoomHot).
+ */
+function zoomHot() {
+  if (C.panels) return null;
+  var root = frames.filter(function (f) { return f.root; })[0], cur = root, best, to = null;
+  if (!root || !root.n) return null;
+  for (;;) {
+    best = null;
+    frames.forEach(function (f) {
+      if (f.d === cur.d + 1 && f.o >= cur.o && f.o + f.n <= cur.o + cur.n &&
+          (!best || f.n > best.n)) best = f;
+    });
+    if (!best || best.n < 0.75 * root.n) break;
+    /* The top of the subtree: the frame where something is left out, not its callees
+       that hold all of its time. */
+    if (best.n < cur.n) to = best;
+    cur = best;
+  }
+  if (!to) return null;
+  zoom(to);
+  return { name: to.name, share: to.n / root.n };
+}
+window.probingZoomHot = zoomHot;
 function search(s) {
   frames.forEach(function (f) { f.g.classList.remove("m"); });
   if (!s) {

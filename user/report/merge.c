@@ -22,6 +22,7 @@
 #include "base/outfile.h"
 #include "base/util.h"
 #include "live/btjob.h"
+#include "record/store.h"
 #include "report/merge.h"
 #include "report/recording.h"
 
@@ -896,14 +897,38 @@ static int create_schema(sqlite3 *db, bool recording, struct strbuf *match, stru
 	sqlite3_stmt *st = NULL;
 	int rc, err = 0;
 
-	rc = sqlite3_prepare_v2(db,
-				"SELECT sql FROM src.sqlite_master WHERE sql IS NOT NULL AND name"
-				" NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND type IN ('table', 'view')"
-				" ORDER BY type = 'view', rowid",
-				-1, &st, NULL);
+	rc = sqlite3_prepare_v2(
+		db,
+		"SELECT sql, type, name FROM src.sqlite_master WHERE sql IS NOT NULL"
+		" AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND type IN ('table',"
+		" 'view') ORDER BY type = 'view', rowid",
+		-1, &st, NULL);
 	while ((rc == SQLITE_OK || rc == SQLITE_ROW) && !err &&
-	       (rc = sqlite3_step(st)) == SQLITE_ROW)
-		err = define(db, "the tables", (const char *)sqlite3_column_text(st, 0));
+	       (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *type = (const char *)sqlite3_column_text(st, 1);
+		const char *name = (const char *)sqlite3_column_text(st, 2);
+		struct strbuf own = {0};
+		int found;
+
+		if (strcmp(type, "view")) {
+			err = define(db, "the tables", (const char *)sqlite3_column_text(st, 0));
+			continue;
+		}
+		/*
+		 * A view is the input's writer's text: it could compute anything (counts
+		 * multiplied, threads renamed). The output gets probing's own definition of
+		 * each of probing's views the input has, and none of the others.
+		 */
+		found = recording ? store__view_sql(name, &own) : btjob__view_sql(name, &own);
+		if (found == -ENOENT)
+			pr_info("merge: leaving out the view %s of %s: it is not one of probing's",
+				name, "the first input");
+		else if (found)
+			err = found;
+		else
+			err = define(db, name, sb_str(&own));
+		sb_free(&own);
+	}
 	if (!err && rc != SQLITE_DONE) {
 		pr_warn("cannot merge: the tables: %s", sqlite3_errmsg(db));
 		err = -EIO;

@@ -124,7 +124,7 @@ static int sql_fail(sqlite3 *db, const char *what)
 	return sqlite3_errcode(db) == SQLITE_NOMEM ? -ENOMEM : -EIO;
 }
 
-static int load_frames(sqlite3 *db, struct profile *p)
+static int load_frames(sqlite3 *db, struct profile *p, bool no_lines)
 {
 	struct priv *pv = p->priv;
 	sqlite3_stmt *st = NULL;
@@ -145,6 +145,12 @@ static int load_frames(sqlite3 *db, struct profile *p)
 		err = grow_array(&p->frames, &cap, p->nframes + 1, sizeof(*p->frames));
 		if (!err)
 			err = idmap_push(&pv->frame_ids, sqlite3_column_int64(st, 0));
+		if (err == -EINVAL) {
+			pr_warn("the recording is damaged: frame_defs has the id %lld more than "
+				"once",
+				(long long)sqlite3_column_int64(st, 0));
+			err = -EIO;
+		}
 		if (err)
 			goto cleanup;
 		f = &p->frames[p->nframes++];
@@ -153,7 +159,7 @@ static int load_frames(sqlite3 *db, struct profile *p)
 			  : !strcmp(kind, "python") ? FRAME_PYTHON
 			  : !strcmp(kind, "kernel") ? FRAME_KERNEL
 						    : FRAME_NATIVE;
-		f->line = sqlite3_column_int(st, 5);
+		f->line = no_lines && f->kind == FRAME_PYTHON ? 0 : sqlite3_column_int(st, 5);
 		err = keep_column(p, st, 2, &f->func);
 		if (!err)
 			err = keep_column(p, st, 3, &f->qualname);
@@ -181,8 +187,8 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 	struct priv *pv = p->priv;
 	sqlite3_stmt *st = NULL;
 	size_t cap = 0, nrefs = 0, i;
-	int64_t cur_id = -1, cur = -1, fi;
-	int rc, err = 0, depth;
+	int64_t cur_id = -1, cur = -1, fi, depth;
+	int rc, err = 0;
 
 	rc = sqlite3_prepare_v2(db,
 				"SELECT stack_id, nframes, truncated FROM stacks ORDER BY stack_id",
@@ -202,6 +208,12 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 		err = grow_array(&p->stacks, &cap, p->nstacks + 1, sizeof(*p->stacks));
 		if (!err)
 			err = idmap_push(&pv->stack_ids, sqlite3_column_int64(st, 0));
+		if (err == -EINVAL) {
+			pr_warn("the recording is damaged: stacks has the stack_id %lld more than "
+				"once",
+				(long long)sqlite3_column_int64(st, 0));
+			err = -EIO;
+		}
 		if (err)
 			goto cleanup;
 		s = &p->stacks[p->nstacks++];
@@ -210,7 +222,10 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 		s->truncated = sqlite3_column_int(st, 2);
 		nrefs += n;
 		if (nrefs > UINT32_MAX) {
-			err = -ENOMEM;
+			pr_warn("the recording is damaged: its stacks claim more than 2^32 frames "
+				"in "
+				"all (stacks.nframes)");
+			err = -EIO;
 			goto cleanup;
 		}
 	}
@@ -221,6 +236,23 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 	err = idmap_finish(&pv->stack_ids);
 	if (err)
 		goto cleanup;
+	sqlite3_finalize(st);
+	st = NULL;
+	/* Each frame a stack claims is a row of stack_frames: what the stacks claim is checked
+	 * against what the file holds before anything is allocated for it. */
+	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM stack_frames", -1, &st, NULL) !=
+		    SQLITE_OK ||
+	    sqlite3_step(st) != SQLITE_ROW) {
+		err = sql_fail(db, "stack frames");
+		goto cleanup;
+	}
+	if ((int64_t)nrefs != sqlite3_column_int64(st, 0)) {
+		pr_warn("the recording is damaged: its stacks claim %zu frames in all (stacks."
+			"nframes), but stack_frames holds %lld",
+			nrefs, (long long)sqlite3_column_int64(st, 0));
+		err = -EIO;
+		goto cleanup;
+	}
 	p->refs = malloc((nrefs ? nrefs : 1) * sizeof(*p->refs));
 	if (!p->refs) {
 		err = -ENOMEM;
@@ -244,13 +276,12 @@ static int load_stacks(sqlite3 *db, struct profile *p)
 			cur_id = id;
 			cur = idmap_find(&pv->stack_ids, id);
 		}
-		depth = sqlite3_column_int(st, 1);
+		depth = sqlite3_column_int64(st, 1);
 		fi = idmap_find(&pv->frame_ids, sqlite3_column_int64(st, 2));
-		if (cur < 0 || fi < 0 || depth < 0 || (uint32_t)depth >= p->stacks[cur].n) {
-			pr_warn("the recording is damaged: stack %lld, depth %d refers to a stack "
-				"or "
-				"frame it does not have",
-				(long long)id, depth);
+		if (cur < 0 || fi < 0 || depth < 0 || depth >= p->stacks[cur].n) {
+			pr_warn("the recording is damaged: stack %lld, depth %lld refers to a "
+				"stack or frame it does not have",
+				(long long)id, (long long)depth);
 			err = -EIO;
 			goto cleanup;
 		}
@@ -315,7 +346,7 @@ static int has_column(sqlite3 *db, const char *table, const char *column)
 int profile__has_states(sqlite3 *db)
 {
 	sqlite3_stmt *st = NULL;
-	int found = has_column(db, "samples", "state"), rc;
+	int found = has_column(db, "sample_counts", "state"), rc;
 
 	if (found != 1)
 		return found;
@@ -331,18 +362,10 @@ int profile__has_states(sqlite3 *db)
 	sqlite3_finalize(st);
 	st = NULL;
 	found = 0;
-	if (has_column(db, "sample_counts", "state") == 1)
-		rc = sqlite3_prepare_v2(
-			db,
-			"SELECT 1 FROM sample_counts WHERE state NOT IN (0, 'running')"
-			" LIMIT 1",
-			-1, &st, NULL);
-	else
-		rc = sqlite3_prepare_v2(
-			db,
-			"SELECT 1 FROM sample_times WHERE state NOT IN (0, 'running')"
-			" LIMIT 1",
-			-1, &st, NULL);
+	rc = sqlite3_prepare_v2(db,
+				"SELECT 1 FROM sample_counts WHERE state NOT IN (0, 'running')"
+				" LIMIT 1",
+				-1, &st, NULL);
 	if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
 		found = 1;
 	sqlite3_finalize(st);
@@ -386,8 +409,8 @@ int profile__t0(sqlite3 *db, int64_t *t0)
 /*
  * The query that reads the samples @flt selects, with its parameters bound, into *@out: columns
  * ts, pid, tid, stack_id, count, state (a number or a name; 0 when the recording has no states)
- * and ns (NULL when it does not say). Counts come from the physical table sample_counts, or
- * from the view sample_times when only it has the state column (recordings of other writers).
+ * and ns (NULL when it does not say). Counts come from the table sample_counts only: views in
+ * a file are whatever its writer made them (docs/sql.md, "Untrusted files").
  */
 enum samples_query {
 	SAMPLE_ROWS,	   /* (ts, pid, tid, stack_id, count) */
@@ -406,10 +429,9 @@ static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, enum s
 	int64_t t0 = 0;
 	int err, code = -1;
 
+	/* probing's own table only: views in a file are whatever its writer made them. */
 	if (has_column(db, "sample_counts", "state") == 1)
 		state = "state";
-	else if (has_column(db, "sample_times", "state") == 1)
-		table = "sample_times", state = "state";
 	if (has_column(db, table, "ns") == 1)
 		ns = "ns";
 	if (flt && flt->state) {
@@ -450,7 +472,14 @@ static int prepare_samples(sqlite3 *db, const struct profile_filter *flt, enum s
 	if (!err && per_second)
 		err = sb_puts(&sql, ") GROUP BY ts ORDER BY ts");
 	if (!err && what == RANK_DEVIATION) {
-		query = rankview_deviation_query(sb_str(&sql));
+		unsigned int has = 0;
+
+		if (has_column(db, "collectives", "seq") == 1 &&
+		    has_column(db, "collectives", "rank") == 1)
+			has |= RANKVIEW_COLLECTIVES;
+		if (has_column(db, "meta", "value") == 1)
+			has |= RANKVIEW_META;
+		query = rankview_deviation_query(sb_str(&sql), has);
 		if (!query)
 			err = -ENOMEM;
 	}
@@ -532,9 +561,24 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 		count = sqlite3_column_int64(st, 4);
 		if (count <= 0)
 			continue;
-		ns = sqlite3_column_type(st, 6) == SQLITE_NULL
-			     ? count * period
-			     : (uint64_t)sqlite3_column_int64(st, 6);
+		if (sqlite3_column_type(st, 6) == SQLITE_NULL) {
+			if (__builtin_mul_overflow((uint64_t)count, period, &ns)) {
+				pr_warn("the recording is damaged: stack %lld has %lld samples in "
+					"one row, more than any recording holds",
+					(long long)id, (long long)count);
+				err = -EIO;
+				goto cleanup;
+			}
+		} else if (sqlite3_column_int64(st, 6) < 0) {
+			pr_warn("the recording is damaged: a sample of stack %lld (pid %d, tid %d) "
+				"stands for a negative time (ns = %lld)",
+				(long long)id, sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
+				(long long)sqlite3_column_int64(st, 6));
+			err = -EIO;
+			goto cleanup;
+		} else {
+			ns = sqlite3_column_int64(st, 6);
+		}
 		k.ts = by_time ? sqlite3_column_int64(st, 0) : 0;
 		k.pid = sqlite3_column_int(st, 1);
 		k.tid = sqlite3_column_int(st, 2);
@@ -560,10 +604,16 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 			s->count = 0;
 			s->ns = 0;
 		}
+		/* The totals bound every sum of samples: they must not wrap around. */
+		if (__builtin_add_overflow(p->total, (uint64_t)count, &p->total) ||
+		    __builtin_add_overflow(p->total_ns, ns, &p->total_ns)) {
+			pr_warn("the recording is damaged: its samples add up to more than 2^64 "
+				"(counts or ns)");
+			err = -EIO;
+			goto cleanup;
+		}
 		p->samples[*slot].count += count;
 		p->samples[*slot].ns += ns;
-		p->total += count;
-		p->total_ns += ns;
 	}
 	if (rc != SQLITE_DONE) {
 		err = sql_fail(db, "sample counts");
@@ -733,7 +783,7 @@ int profile__load(sqlite3 *db, const struct profile_filter *f, struct profile **
 		in_txn = true;
 	err = load_meta(db, p);
 	if (!err)
-		err = load_frames(db, p);
+		err = load_frames(db, p, f && (f->flags & PROFILE_NO_LINES));
 	if (!err)
 		err = load_stacks(db, p);
 	if (!err)
@@ -874,7 +924,17 @@ static void explain_selection(sqlite3 *db, const char *path, const struct profil
 		sb_reset(&have);
 	}
 	if (f->state) {
-		list_column(db, "SELECT DISTINCT state FROM samples ORDER BY 1", &have);
+		/* From the table (views in a file are its writer's): states by their names. */
+		struct strbuf q = {0};
+		int i;
+
+		sb_puts(&q, "SELECT DISTINCT CASE state");
+		for (i = 0; i < WAIT_NR; i++)
+			sb_printf(&q, " WHEN %d THEN '%s'", i, wait_state_name(i));
+		sb_puts(&q, " ELSE CAST(state AS TEXT) END FROM sample_counts ORDER BY 1");
+		if (q.len)
+			list_column(db, sb_str(&q), &have);
+		sb_free(&q);
 		if (have.len)
 			pr_warn("its samples are in the states %s", sb_str(&have));
 	}
@@ -1011,7 +1071,10 @@ int profile__rank_deviation(sqlite3 *db, const struct profile_filter *f,
 	err = prepare_samples(db, &all, RANK_DEVIATION, &st);
 	if (err)
 		return err;
-	/* rank, pids, samples, deviation, kind, func, file, share, median_share */
+	/*
+	 * rank, pids, samples, deviation, kind, func, file, share, median_share, collectives,
+	 * entered_last, others_wait_ms, note
+	 */
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		err = grow_array(&rows, &cap, *n + 1, sizeof(*rows));
 		if (err)
@@ -1030,6 +1093,11 @@ int profile__rank_deviation(sqlite3 *db, const struct profile_filter *f,
 		r->file = column_dup(st, 6, &err);
 		r->share = sqlite3_column_double(st, 7);
 		r->median_share = sqlite3_column_double(st, 8);
+		r->collectives = sqlite3_column_int64(st, 9);
+		r->entered_last = sqlite3_column_int64(st, 10);
+		r->others_wait_ms = sqlite3_column_double(st, 11);
+		r->late = r->entered_last * 2 > r->collectives && r->collectives > 0;
+		r->note = column_dup(st, 12, &err);
 		if (err)
 			goto cleanup;
 	}
@@ -1053,6 +1121,7 @@ void profile__free_rank_deviation(struct profile_rank_deviation *rows, size_t n)
 	for (i = 0; rows && i < n; i++) {
 		free((char *)rows[i].func);
 		free((char *)rows[i].file);
+		free((char *)rows[i].note);
 	}
 	free(rows);
 }

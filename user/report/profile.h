@@ -78,6 +78,9 @@ struct profile {
 #define PROFILE_BY_TIME 1u /* keep counts per second instead of summing them */
 #define PROFILE_RANK	2u /* only the processes whose processes.rank is .rank */
 #define PROFILE_RANGE	4u /* only the seconds that overlap [.from, .to) */
+#define PROFILE_NO_LINES \
+	8u /* Python frames without their line: a function is one frame,
+			     * whatever line it was at (py-spy's --nolineno) */
 
 struct profile_filter {
 	pid_t pid;	    /* only this process; 0 = all */
@@ -157,6 +160,11 @@ struct profile_rank_deviation {
 	const char *file; /* its file (Python) or library (native), or NULL */
 	enum frame_kind kind;
 	double share, median_share; /* that function's share in this rank and the median's */
+	/* Of the collectives it took part in seen on several ranks, those it entered last. */
+	uint64_t collectives, entered_last;
+	double others_wait_ms; /* how long the others had entered those, on average */
+	bool late;	       /* it entered more than half of them last: the late rank */
+	const char *note;      /* rank_deviation.note, or NULL */
 };
 
 /*

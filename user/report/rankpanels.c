@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,8 +110,13 @@ static char *panel_label(const struct tally *t, bool with_host)
 	return sb.buf;
 }
 
-/* "1,234 samples", and for the flagged rank where it differs. Escaped for display. */
-static char *panel_note(const struct tally *t, const struct profile_rank_deviation *flag)
+/*
+ * "1,234 samples", and for the flagged rank where it differs and, if it is the late rank, how
+ * often it entered a collective last. Escaped for display. A late rank of an on-CPU recording
+ * is not late by its CPU time: the function is left out, --off-cpu is named instead.
+ */
+static char *panel_note(const struct profile *p, const struct tally *t,
+			const struct profile_rank_deviation *flag)
 {
 	struct strbuf sb = {0}, name = {0};
 	const char *base;
@@ -119,7 +125,15 @@ static char *panel_note(const struct tally *t, const struct profile_rank_deviati
 
 	fmt_thousands(cnt, sizeof(cnt), t->samples);
 	err = sb_printf(&sb, "%s sample%s", cnt, t->samples == 1 ? "" : "s");
-	if (!err && flag && flag->func) {
+	if (!err && flag && flag->late)
+		err = sb_printf(&sb,
+				" \xc2\xb7 entered last in %" PRIu64 " of %" PRIu64
+				" collectives (the others waited %.1f ms)",
+				flag->entered_last, flag->collectives, flag->others_wait_ms);
+	if (!err && flag && flag->late && !p->wall)
+		err = sb_puts(&sb, " \xc2\xb7 its late time is off its CPU: record with "
+				   "--off-cpu to see where it goes");
+	if (!err && flag && flag->func && (p->wall || !flag->late)) {
 		err = text_escape(&name, flag->func, strlen(flag->func), 0);
 		base = flag->file ? strrchr(flag->file, '/') : NULL;
 		base = base ? base + 1 : flag->file;
@@ -158,7 +172,8 @@ int rankpanels__build(const struct profile *p, const struct profile_rank_deviati
 		free(t);
 		return -ENODATA;
 	}
-	if (dev && ndev && out->nranks >= 3 && dev[0].func && dev[0].deviation > 0) {
+	if (dev && ndev &&
+	    (dev[0].late || (out->nranks >= 3 && dev[0].func && dev[0].deviation > 0))) {
 		out->flagged = dev[0].rank;
 		out->flag = &dev[0];
 	}
@@ -174,7 +189,7 @@ int rankpanels__build(const struct profile *p, const struct profile_rank_deviati
 		pn->flagged = flagged;
 		pn->g = fg__new();
 		pn->label = panel_label(&t[i], hosts);
-		pn->note = panel_note(&t[i], flagged ? out->flag : NULL);
+		pn->note = panel_note(p, &t[i], flagged ? out->flag : NULL);
 		if (!pn->g || !pn->label || !pn->note || fg__add_profile_rank(pn->g, p, t[i].rank))
 			goto nomem_panel;
 	}

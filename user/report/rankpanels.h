@@ -3,8 +3,9 @@
  * rankpanels: the flame graphs of a distributed job's ranks side by side (flamegraph --by
  * rank): one call tree per rank, from a loaded profile, in rank order, then one for the
  * processes without a rank if they have samples; each headed "rank 3 (pid 1234)" with its
- * samples, and the rank furthest from the median (profile__rank_deviation) flagged with the
- * function where it spends its extra time.
+ * samples, and the late rank (the one that entered most collectives last), else the rank
+ * furthest from the median (profile__rank_deviation), flagged with the function where it
+ * spends its extra time and how often it was last.
  */
 #ifndef PROBING_RANKPANELS_H
 #define PROBING_RANKPANELS_H
@@ -26,8 +27,9 @@ struct rankpanels {
 
 /*
  * Build the panels of @p's samples; @dev (@ndev rows, most deviating first, may be NULL)
- * names the rank to flag: the first, if there are three ranks or more (with two, the median
- * is their mean and they differ from it equally) and it exceeds the median somewhere.
+ * names the rank to flag: the first, if it is the late rank (it entered most collectives
+ * last), or if there are three ranks or more (with two, the median is their mean and they
+ * differ from it equally) and it exceeds the median somewhere.
  * Return 0, -ENODATA (no sample of a process with a rank: nothing is built) or -ENOMEM.
  * Free with rankpanels__free.
  */

@@ -8,10 +8,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
 #include "base/log.h"
+#include "base/util.h"
 #include "report/recording.h"
 
 static const char record_hint[] = "Make one with 'sudo probing record -p PID -o %s' or "
@@ -28,14 +30,95 @@ static bool attaching_self;
  * files: ATTACH (of a file that exists: SQLite opens it read-only too, but a database in WAL
  * mode gets -wal and -shm files made next to it) and VACUUM INTO, which creates its output
  * file even on a read-only connection (it attaches that file read-write internally, which is
- * authorized as an ATTACH). Both are refused; TEMP tables and views stay allowed.
+ * authorized as an ATTACH). Both are refused; TEMP tables and views stay allowed. So are the
+ * pragmas that change the whole process rather than this connection (temp_store_directory,
+ * data_store_directory: where any later temporary file of any connection goes, as root), and
+ * fts3_tokenizer(), which hands out and takes the addresses of C functions.
  */
 static int authorize(void *ctx, int action, const char *a, const char *b, const char *db,
 		     const char *trigger)
 {
 	if (action == SQLITE_ATTACH && !attaching_self)
 		return SQLITE_DENY;
+	if (action == SQLITE_PRAGMA && a &&
+	    (!strcasecmp(a, "temp_store_directory") || !strcasecmp(a, "data_store_directory")))
+		return SQLITE_DENY;
+	if (action == SQLITE_FUNCTION && b && !strcasecmp(b, "fts3_tokenizer"))
+		return SQLITE_DENY;
 	return SQLITE_OK;
+}
+
+/*
+ * probing's own tables (docs/sql.md): what its commands read. In a file they must be ordinary
+ * tables: a view (which could compute anything, without end), a virtual table or a generated
+ * column in their place is a file made to look like a recording.
+ */
+static const char *const own_tables[] = {
+	"meta",		"processes",	 "threads",	    "frame_defs",   "stacks",
+	"stack_frames", "sample_counts", "collectives_raw", "bt_processes", "bt_threads",
+	"bt_frames",	"crash",	 "bt_locals",	    "torch_trace",  NULL,
+};
+
+/* 0 if each of probing's tables that @db has is an ordinary table; else say which is not. */
+static int check_own_tables(sqlite3 *db, const char *path, const char *what)
+{
+	sqlite3_stmt *st = NULL, *gen = NULL;
+	struct strbuf names = {0};
+	int rc, err = 0, i;
+
+	rc = sqlite3_prepare_v2(db,
+				"SELECT name, type, sql LIKE 'CREATE VIRTUAL%' FROM main."
+				"sqlite_schema WHERE name IN (SELECT value FROM json_each(?1))",
+				-1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		err = sb_puts(&names, "[");
+		for (i = 0; own_tables[i] && !err; i++)
+			err = sb_printf(&names, "%s\"%s\"", i ? "," : "", own_tables[i]);
+		err = err ?: sb_puts(&names, "]");
+		if (!err)
+			rc = sqlite3_bind_text(st, 1, sb_str(&names), -1, SQLITE_STATIC);
+	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(db,
+					"SELECT name FROM pragma_table_xinfo(?1) WHERE hidden"
+					" IN (2, 3) LIMIT 1",
+					-1, &gen, NULL);
+	while (!err && rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+		const char *type = (const char *)sqlite3_column_text(st, 1);
+
+		if (!type || strcmp(type, "table") || sqlite3_column_int(st, 2)) {
+			pr_warn("%s is not a %s probing can read: its '%s' is %s, where probing "
+				"writes a table (a file made to look like a recording; probing "
+				"reads only its own tables)",
+				path, what, name,
+				!type			   ? "of no type"
+				: !strcmp(type, "table")   ? "a virtual table"
+				: !strcmp(type, "view")	   ? "a view"
+				: !strcmp(type, "trigger") ? "a trigger"
+				: !strcmp(type, "index")   ? "an index"
+							   : "not a table");
+			err = -EPROTO;
+			break;
+		}
+		sqlite3_reset(gen);
+		sqlite3_bind_text(gen, 1, name, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(gen) == SQLITE_ROW) {
+			pr_warn("%s is not a %s probing can read: its table '%s' has a generated "
+				"column ('%s'), which probing never writes",
+				path, what, name, sqlite3_column_text(gen, 0));
+			err = -EPROTO;
+		}
+		rc = SQLITE_OK;
+	}
+	if (!err && rc != SQLITE_DONE) {
+		pr_warn("cannot read the %s %s: %s", what, path, sqlite3_errmsg(db));
+		err = -EIO;
+	}
+	sqlite3_finalize(st);
+	sqlite3_finalize(gen);
+	sb_free(&names);
+	return err;
 }
 
 /* How many of the public views (docs/design.md §4) the database has; -1 if it cannot be read. */
@@ -142,9 +225,17 @@ int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, u
 	 * database file, which a read-only connection must not do. Be explicit about it.
 	 */
 	sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
-	/* Nothing reaches other files: no ATTACH, no VACUUM INTO, no extensions. */
+	/*
+	 * Nothing reaches other files: no ATTACH, no VACUUM INTO, no extensions. And the file
+	 * is untrusted (SQLite's "Defense against dark arts"): defensive mode (no writable
+	 * schema, no corrupting pragmas), its schema not trusted (its views and triggers may
+	 * call only functions marked harmless), no fts3_tokenizer pointers.
+	 */
 	if (sqlite3_set_authorizer(db, authorize, NULL) != SQLITE_OK ||
-	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK) {
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK ||
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL) != SQLITE_OK ||
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL) != SQLITE_OK ||
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, NULL) != SQLITE_OK) {
 		pr_warn("cannot open the recording %s: %s", path, sqlite3_errmsg(db));
 		err = -EIO;
 		goto cleanup;
@@ -166,6 +257,9 @@ int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, u
 		}
 		goto cleanup;
 	}
+	err = check_own_tables(db, path, what);
+	if (err)
+		goto cleanup;
 	/* A watch report is both (a snapshot with the recording of the last minutes): read as
 	 * a recording where one is accepted, else as the snapshot. */
 	if (is_snapshot(db) && (n != 2 || !(accept & RECORDING_SAMPLES))) {

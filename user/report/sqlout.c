@@ -523,8 +523,9 @@ static void report(sqlite3 *db, const char *sql, const char *stmt_start)
 		pr_warn("recordings are read-only for queries; to keep intermediate results use "
 			"TEMP tables or views (CREATE TEMP TABLE t AS SELECT ...)");
 	else if (sqlite3_errcode(db) == SQLITE_AUTH)
-		pr_warn("queries cannot reach other files: ATTACH and VACUUM INTO are refused. "
-			"Keep intermediate results in TEMP tables or views; %s",
+		pr_warn("queries cannot reach other files: ATTACH and VACUUM INTO are refused, and "
+			"so are PRAGMA temp_store_directory and data_store_directory and "
+			"fts3_tokenizer(). Keep intermediate results in TEMP tables or views; %s",
 			is_memory_db(db) ? "to keep a live process's python.torch_trace, use "
 					   "'probing query -p PID --save FILE'"
 					 : "to copy a recording, copy the file");

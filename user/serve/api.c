@@ -574,6 +574,13 @@ static void api_timeline(struct http_req *req, struct http_resp *resp)
 	}
 	sqlite3_progress_handler(db, 1000, past_deadline, &deadline);
 	err = profile__per_second(db, &flt, &secs, &n, &t0);
+	if (err && now_mono_ns() >= deadline) {
+		fail(resp, 503,
+		     "timed out: reading the samples per second of %s took more than "
+		     "%d s; it stopped there",
+		     files[f], SLOW_TIMEOUT_MS / 1000);
+		goto cleanup;
+	}
 	if (err) {
 		fail(resp, err == -EINVAL ? 400 : 500, "cannot read the samples per second of %s%s",
 		     files[f], err == -EINVAL ? ": the recording has no thread states" : "");

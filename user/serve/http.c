@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /* http: libmicrohttpd set up for `probing serve`: the listening socket, the token, responses. */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <netinet/in.h>
 #include <sys/random.h>
@@ -15,6 +17,7 @@
 
 #include "base/log.h"
 #include "injector/hostport.h"
+#include "serve/gate.h"
 #include "serve/http.h"
 
 #define TOKEN_BYTES 16
@@ -31,6 +34,7 @@ struct http_server {
 	char cookie[40]; /* the cookie's name: probing_token_PORT */
 	bool loopback;
 	int fd;
+	struct gate *gate; /* accepts, and hands on the connections that show the token */
 };
 
 /* Per request, from its first call (headers) to its completion. */
@@ -55,18 +59,65 @@ static int make_token(char *out)
 	return 0;
 }
 
-/* Compare @given with the token in time that does not depend on where they differ. */
-static bool token_ok(const struct http_server *s, const char *given)
+/*
+ * Compare @given (@n bytes, NULs included: "?token=T%00" is not T) with the token, in time
+ * that does not depend on where they differ.
+ */
+static bool token_ok(const struct http_server *s, const char *given, size_t n)
 {
-	size_t n = sizeof(s->token) - 1, i;
+	size_t len = sizeof(s->token) - 1, i;
 	unsigned char diff = 0;
 
-	if (!given || strlen(given) != n)
+	if (!given || n != len)
 		return false;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < len; i++)
 		diff |= (unsigned char)given[i] ^ (unsigned char)s->token[i];
 	return diff == 0;
 }
+
+/*
+ * Does the request head @head (@n bytes) carry the token? Each run of exactly as many hex
+ * digits as the token, between other characters, is compared with it: the token stands
+ * so in every place given_token reads (?token=T&, "Bearer T", "name=T;"). The web server
+ * then checks it exactly; this only keeps who has not shown it out of there.
+ */
+static bool head_has_token(void *ctx, const char *head, size_t n)
+{
+	const struct http_server *s = ctx;
+	size_t len = sizeof(s->token) - 1, i = 0, start;
+	bool found = false;
+
+	while (i < n) {
+		if (!isxdigit((unsigned char)head[i])) {
+			i++;
+			continue;
+		}
+		start = i;
+		while (i < n && isxdigit((unsigned char)head[i]))
+			i++;
+		if (i - start == len)
+			found |= token_ok(s, head + start, len);
+	}
+	return found;
+}
+
+static void pass_connection(void *ctx, int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct http_server *s = ctx;
+
+	/* On failure (its connection limit) libmicrohttpd closes the socket itself. */
+	if (MHD_add_connection(s->d, fd, sa, len) != MHD_YES)
+		pr_info("serve: a connection with the token dropped: %s", strerror(errno));
+}
+
+static const char refusal[] = "probing serve: this server needs the token of its URL: open the "
+			      "URL it printed (http://HOST:PORT/?token=...)\n";
+
+static const struct gate_ops gate_ops = {
+	.has_token = head_has_token,
+	.pass = pass_connection,
+	.refusal = refusal,
+};
 
 /* ---- requests ------------------------------------------------------------------------------- */
 
@@ -145,19 +196,34 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, const cha
 	return ret;
 }
 
-/* The token the request carries: ?token=, Authorization: Bearer, or our cookie. */
-static const char *given_token(struct http_server *s, struct MHD_Connection *c, bool *in_url)
+/*
+ * The token the request carries, and its length in *@n (a value may hold NULs, which end no
+ * token): ?token=, Authorization: Bearer (the scheme in any case, RFC 7235 2.1), or our
+ * cookie.
+ */
+static const char *given_token(struct http_server *s, struct MHD_Connection *c, bool *in_url,
+			       size_t *n)
 {
-	const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token");
-	const char *auth;
+	const char *t = NULL, *auth = NULL;
+	size_t alen = 0;
 
-	*in_url = t != NULL;
-	if (t)
+	*n = 0;
+	*in_url = MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "token", 5, &t, n) ==
+		  MHD_YES;
+	if (*in_url)
 		return t;
-	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	if (auth && !strncmp(auth, "Bearer ", 7))
+	if (MHD_lookup_connection_value_n(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+					  strlen(MHD_HTTP_HEADER_AUTHORIZATION), &auth,
+					  &alen) == MHD_YES &&
+	    alen > 7 && !strncasecmp(auth, "Bearer ", 7)) {
+		*n = alen - 7;
 		return auth + 7;
-	return MHD_lookup_connection_value(c, MHD_COOKIE_KIND, s->cookie);
+	}
+	if (MHD_lookup_connection_value_n(c, MHD_COOKIE_KIND, s->cookie, strlen(s->cookie), &t,
+					  n) == MHD_YES)
+		return t;
+	*n = 0;
+	return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -170,14 +236,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	const union MHD_ConnectionInfo *ci;
 	enum MHD_Result ret;
 	bool in_url;
+	size_t tlen;
 
 	if (!st) {
 		/* Headers only so far: refuse what is not ours before reading a byte more. */
-		if (!token_ok(s, given_token(s, c, &in_url))) {
+		const char *given = given_token(s, c, &in_url, &tlen);
+
+		if (!token_ok(s, given, tlen)) {
 			pr_info("serve: %s %s refused: no valid token", method, url);
-			return send_text(c, 401,
-					 "probing serve: this server needs the token of its URL: "
-					 "open the URL it printed (http://HOST:PORT/?token=...)\n");
+			return send_text(c, 401, refusal);
 		}
 		if (strcmp(method, "GET") && strcmp(method, "POST"))
 			return send_text(c, 405, "probing serve: only GET and POST are served\n");
@@ -369,15 +436,14 @@ int http__start(const char *listen, http_handler handler, struct http_server **o
 	} else {
 		snprintf(url, url_size, "http://%s:%u/?token=%s", shown, port, s->token);
 	}
+	/* The gate accepts; libmicrohttpd gets only the connections that showed the token. */
 	flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
-		MHD_USE_ERROR_LOG;
+		MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
 	if (bound.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET,
-				s->fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
-				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)32,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)300,
+	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_NOTIFY_COMPLETED,
+				on_completed, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 << 10),
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
 	if (!s->d) {
@@ -385,6 +451,14 @@ int http__start(const char *listen, http_handler handler, struct http_server **o
 		close(s->fd);
 		free(s);
 		return -EIO;
+	}
+	err = gate__start(s->fd, &gate_ops, s, &s->gate);
+	if (err) {
+		pr_warn("cannot start the web server on %s: %s", listen, strerror(-err));
+		MHD_stop_daemon(s->d);
+		close(s->fd);
+		free(s);
+		return err;
 	}
 	*out = s;
 	return 0;
@@ -399,6 +473,8 @@ void http__stop(struct http_server *s)
 {
 	if (!s)
 		return;
-	MHD_stop_daemon(s->d); /* closes the listening socket too */
+	gate__stop(s->gate);
+	MHD_stop_daemon(s->d);
+	close(s->fd);
 	free(s);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * http: the web server of `probing serve`, on libmicrohttpd — listening, one thread per
+ * http: the web server of `probing serve`, on libmicrohttpd — listening (connections reach
+ * libmicrohttpd through gate.h only once their request shows the token), one thread per
  * connection, the per-run token every request must carry, request bodies and responses with
  * the security headers. What each URL does is api.c's (http_handler); this module knows no
  * URL but "/" (where the token arrives) and checks nothing but the token.

@@ -10,9 +10,10 @@ Adam with a StepLR scheduler created before anything could be injected (the sche
 its own `step` on the optimizer instance, torch 1.13), a pause of --sleep seconds per step.
 ITER is the number of optimizer steps this rank has completed: the job's own step count.
 
-Once PATH exists, rank --hang-rank stops in hang_here() (the line marked @hang) at the top of
-its next iteration, and never trains again; the other ranks then wait in their backward for
-the gradients' allreduce, which needs every rank. Tests kill the job. --threads N starts N
+Once PATH exists (and it has taken 2 optimizer steps), rank --hang-rank stops in hang_here()
+(the line marked @hang) at the top of its next iteration, and never trains again; the other
+ranks then wait in their backward for the gradients' allreduce, which needs every rank (in
+step 2 they would wait in DDP's forward, for its bucket rebuild's broadcast). Tests kill the job. --threads N starts N
 Python threads per rank that wait on a queue, as a data loader's would (bench/).
 """
 import argparse
@@ -65,7 +66,9 @@ def main():
         threading.Thread(target=q.get, name="loader-%d" % i, daemon=True).start()
     print("READY %d %d" % (rank, os.getpid()), flush=True)
     while True:
-        if rank == args.hang_rank and os.path.exists(args.hang_file):
+        # Past step 2 (DDP rebuilds its buckets in step 2's forward, with a broadcast):
+        # from then on the others can only wait for this rank in their backward.
+        if rank == args.hang_rank and ITER >= 2 and os.path.exists(args.hang_file):
             hang_here()  # @call_hang
         train_step(ddp, opt, sched, x, y)  # @train
         time.sleep(args.sleep)

@@ -247,7 +247,7 @@ else:
 h = hashlib.sha256()
 for p in model.parameters():
     h.update(p.detach().numpy().tobytes())
-print("RESULT loss=%s params=%s" % (float(loss).hex(), h.hexdigest()), flush=True)
+print("RESULT loss=%s params=%s" % (float(loss.detach()).hex(), h.hexdigest()), flush=True)
 if args.times:
     with open(args.times, "w") as f:
         json.dump(times, f)

@@ -208,6 +208,8 @@ function loadRecording() {
     var procs = res[0].rows, meta = {};
     fg.threads = res[1].rows;
     res[2].rows.forEach(function (r) { meta[r[0]] = r[1]; });
+    fg.start = meta.start !== undefined ? +meta.start : null;
+    fg.duration = meta.duration !== undefined ? +meta.duration : null;
     fillSelect($("fg-pid"), [["", "all processes"]].concat(procs.map(function (p) {
       return [p[0], "pid " + p[0] + (p[1] !== null ? " · rank " + p[1] : "") + " · " +
               String(p[2] || "?").slice(0, 60) + " (" + num(p[3]) + ")"];
@@ -271,9 +273,16 @@ function drawFlame() {
   if (d.charAt(0) === "f") p.diff = d.slice(1);
   if (d.charAt(0) === "r") {
     if (p.rank === "") {
-      fgError("Choose the rank to draw (Rank), to compare it with rank " + d.slice(1) + ".");
-      show(frame, false);
-      return;
+      /* Rank "all": draw the first other rank against the baseline, and say so. */
+      var other = Array.prototype.map.call($("fg-rank").options, function (o) {
+        return o.value; }).filter(function (v) { return v !== "" && v !== d.slice(1); })[0];
+      if (other === undefined) {
+        fgError("There is no other rank to compare with rank " + d.slice(1) + ".");
+        show(frame, false);
+        return;
+      }
+      $("fg-rank").value = other;
+      p.rank = other;
     }
     p.diff_ranks = d.slice(1) + "," + p.rank;
     delete p.rank;
@@ -300,6 +309,14 @@ function flameLoaded() {
     return;
   }
   frame.style.height = (+doc.documentElement.getAttribute("height") + 4) + "px";
+  /* Start on what is hot: import-time stacks at the start and idle threads (a quarter of
+     the time at most) must not push the frames that matter below the fold. */
+  var hot = !$("fg-inverted").checked && frame.contentWindow.probingZoomHot ?
+    frame.contentWindow.probingZoomHot() : null;
+  $("fg-zoom").textContent = hot ? "Zoomed on what is hot: " + hot.name + " (" +
+    (100 * hot.share).toFixed(1) + "% of the time); Reset Zoom (or a click on the bottom " +
+    "frame) shows everything." : "";
+  show($("fg-zoom"), !!hot);
   frame.dataset.ready = "1";
 }
 
@@ -326,12 +343,19 @@ function drawTimeline() {
   var svg = $("tl-svg"), W = svg.clientWidth || 800, H = 90, B = 14;
   var secs = fg.seconds, n = secs.length ? secs[secs.length - 1][0] + 1 : 1;
   var lo = secs.length ? Math.min(0, secs[0][0]) : 0, span = Math.max(1, n - lo);
+  /* The recording's own span (meta start and duration), not whole seconds around it. */
+  if (fg.start > 0 && fg.duration > 0 && fg.t0 > 0) {
+    lo = fg.start - fg.t0;
+    span = fg.duration;
+  }
   var max = secs.reduce(function (a, s) { return Math.max(a, s[1]); }, 1);
   clear(svg);
   svg.setAttribute("viewBox", "0 0 " + W + " " + H);
   fg.scale = { lo: lo, span: span, W: W };
   secs.forEach(function (s) {
-    var x = (s[0] - lo) / span * W, w = Math.max(1, W / span - 1), h = s[1] / max * (H - B - 4);
+    var a = Math.max(s[0], lo), b = Math.min(s[0] + 1, lo + span);
+    if (b <= a) return;
+    var x = (a - lo) / span * W, w = Math.max(1, (b - a) / span * W - 1), h = s[1] / max * (H - B - 4);
     var out = fg.range && (s[0] + 1 <= fg.range[0] || s[0] >= fg.range[1]);
     svg.appendChild(el("svg:rect", { cls: out ? "bar out" : "bar", x: x.toFixed(1),
       y: (H - B - h).toFixed(1), width: w.toFixed(1), height: h.toFixed(1) }, [
@@ -344,10 +368,11 @@ function drawTimeline() {
   }
   var step = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600].filter(function (s) {
     return span / s <= 8; })[0] || Math.ceil(span / 8);
-  for (var t = Math.ceil(lo / step) * step; t <= lo + span; t += step) {
+  for (var t = Math.ceil(lo / step) * step; t <= lo + span + 1e-9; t += step) {
     svg.appendChild(el("svg:text", { x: Math.min(W - 24, (t - lo) / span * W), y: H - 2,
                                      text: t + " s" }));
   }
+  svg.dataset.span = lo.toFixed(3) + "," + (lo + span).toFixed(3);
   $("tl-range").textContent = fg.range ? "showing " + fg.range[0] + " s to " + fg.range[1] +
                                          " s" : "";
   show($("tl-clear"), !!fg.range);
@@ -525,6 +550,12 @@ function procLabel(p) {
           "rank " + p.rank + (p.worker ? " worker" : ""));
 }
 
+/* "rank 1 · pid 4101", "launcher · pid 4100", or just "pid 4101" (said once). */
+function procTitle(p) {
+  var l = procLabel(p);
+  return l === "pid " + p.pid ? l : l + " · pid " + p.pid;
+}
+
 function loadProcesses() {
   $("live-status").textContent = "reading /proc…";
   return api("/api/processes").then(function (r) {
@@ -546,7 +577,7 @@ function loadProcesses() {
         t.appendChild(el("tr", { cls: "job" }, [el("th", { colspan: 6, text: "not in a job" })]));
       }
       last = p.job;
-      var open = el("button", { text: "Backtrace" + (p.agent ? " · PyTorch" : "") });
+      var open = el("button", { text: "Backtrace" });
       open.addEventListener("click", function () { showProcess(p); });
       t.appendChild(el("tr", { id: "proc-" + p.pid, cls: p.pid === live.pid ? "sel" : "" }, [
         el("td", { cls: "num", text: String(p.pid) }),
@@ -596,14 +627,25 @@ function showProcess(p) {
   live.job = null;
   selectRow(p.pid);
   show($("live-detail"), true);
-  $("live-title").textContent = procLabel(p) + " · pid " + p.pid + " · " + p.command.slice(0, 100);
+  $("live-title").textContent = procTitle(p) + " · " + p.command.slice(0, 100);
   refreshBacktrace();
-  var box = $("live-torch").querySelector(".torch");
-  show($("live-torch"), p.agent);
-  if (p.agent)
-    torchCharts(box, "p" + p.pid).catch(function (e) {
-      box.appendChild(el("p", { cls: "note", text: "No PyTorch trace: " + tidy(e.message) +
-        " — install the hooks with probing inject -p " + p.pid + " --torch" }));
+  var box = clear($("live-torch").querySelector(".torch"));
+  show($("live-torch"), false);
+  if (!p.agent) return;
+  /* PyTorch's steps only where torch is imported; where it is not hooked, say so. */
+  sql("p" + p.pid, "SELECT count(*) FROM python.modules WHERE name = 'torch'", { timeout: 10 })
+    .then(function (res) {
+      if (live.pid !== p.pid || !res[0].rows[0][0]) return; /* no torch: nothing to offer */
+      show($("live-torch"), true);
+      return torchCharts(box, "p" + p.pid).catch(function () {
+        box.appendChild(el("p", { cls: "note", text: "This process has imported torch, but " +
+          "no PyTorch steps were recorded: install the hooks with probing inject -p " +
+          p.pid + " --torch" }));
+      });
+    }).catch(function (e) {
+      show($("live-torch"), true);
+      box.appendChild(el("p", { cls: "note", text: "Cannot tell whether this process uses " +
+        "PyTorch: " + tidy(e.message) }));
     });
 }
 
@@ -620,7 +662,7 @@ function showJob(j) {
   $("bt-status").textContent = "reading " + j.ranks.length + " processes…";
   return Promise.all(j.ranks.map(function (pid) {
     var p = live.procs.filter(function (x) { return x.pid === pid; })[0] || { pid: pid, rank: null };
-    var col = el("div", {}, [el("h3", { text: procLabel(p) + " · pid " + pid })]);
+    var col = el("div", {}, [el("h3", { text: procTitle(p) })]);
     grid.appendChild(col);
     return backtrace(pid).then(function (text) { col.appendChild(btBlock(text)); },
       function (e) { col.appendChild(btBlock(tidy(e.message), true)); });
