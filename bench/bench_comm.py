@@ -1,25 +1,32 @@
 #!/usr/bin/env python3
 """Cost of recording collectives (record's uprobes on gloo, issue 12), side by side.
 
-1. Per probed call: a one-rank gloo group doing all_reduce of one float in a loop
-   (bench/comm_loop.py, Debian's torch). Interleaved phases of PHASE seconds: no recorder,
-   `record -p PID --no-comm`, `record -p PID` (collectives on). For each round, the loop's
-   CPU and wall time per all_reduce in each state; the added cost per call is the round's
-   (on - no-comm) difference, median over rounds. The loop's own CPU time, which other jobs on
-   a busy machine do not inflate, is the number to trust; wall time is shown as well.
+1. Per probed call: a gloo group (one rank, or --ranks N) doing all_reduce of one float in a
+   loop as fast as it can (bench/comm_loop.py, Debian's torch). Interleaved phases of PHASE
+   seconds: no recorder, `record -p PIDS --no-comm`, `record -p PIDS` (collectives on), and
+   with PROBING_BEFORE=/path/to/an/older/build/probing that build's `record` too. For each
+   round, the loop's CPU and wall time per all_reduce in each state; the added cost per call
+   is the round's (on - no-comm) difference, median over rounds. The loop's own CPU time,
+   which other jobs on a busy machine inflate less than wall time, is the number to trust;
+   wall time and calls/s are shown as well. With bpftool, the time comm_probe ran per call
+   (kernel.bpf_stats_enabled, turned on for the run) and the recorder's CPU; the stacks copied
+   (meta comm_stack_copies) against the calls recorded.
 2. A DDP step: a 3-rank gloo DDP job under torchrun (tests/workloads/torch/ddp_comm_job.py,
    no late rank, --hidden wide: 222,010 parameters by default, one gradient allreduce a
    step) recorded by `record -p RANKS [--no-comm]` in interleaved phases. Per phase the
    median step time (rank 0's backward starts, one step apart) and the ranks' CPU per step;
    the table gives medians over rounds of the on/no-comm ratio.
 
-    sudo bench/bench_comm.py [--rounds N] [--phase S]
+    sudo [PROBING_BEFORE=OLD/build/probing] bench/bench_comm.py [--rounds N] [--phase S]
+        [--only call|ddp] [--ranks N]
 Needs root and 'make' done (build/probing).
 """
 import argparse
+import json
 import os
 import re
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -29,6 +36,7 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PROBING = os.environ.get("PROBING_BIN", os.path.join(ROOT, "build", "probing"))
+BEFORE = os.environ.get("PROBING_BEFORE")  # another build of probing, to compare
 PYTHON = "/usr/bin/python3"
 LOOP = os.path.join(ROOT, "bench", "comm_loop.py")
 DDP = os.path.join(ROOT, "tests", "workloads", "torch", "ddp_comm_job.py")
@@ -59,69 +67,166 @@ class Lines:
         raise SystemExit("timed out waiting for %r" % pattern)
 
 
+def comm_bpf_ns(rec_pid):
+    """(run_time_ns, run_cnt) of the comm_probe programs the recorder @rec_pid holds (found by
+    its descriptors' fdinfo), summed; (0, 0) without bpftool or kernel.bpf_stats_enabled."""
+    ids = set()
+    fdinfo = "/proc/%d/fdinfo" % rec_pid
+    try:
+        for fd in os.listdir(fdinfo):
+            try:
+                with open(os.path.join(fdinfo, fd)) as f:
+                    m = re.search(r"^prog_id:\s*(\d+)", f.read(), re.M)
+            except OSError:
+                continue
+            if m:
+                ids.add(int(m.group(1)))
+        p = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
+        progs = json.loads(p.stdout or "[]")
+    except (OSError, ValueError):
+        return 0, 0
+    ns = cnt = 0
+    for prog in progs:
+        if prog.get("name") == "comm_probe" and prog.get("id") in ids:
+            ns += prog.get("run_time_ns", 0)
+            cnt += prog.get("run_cnt", 0)
+    return ns, cnt
+
+
 def record_phase(pids, state, seconds, tmp):
-    """Run one phase in @state ('off', 'nocomm', 'comm'); return its (start, end) unix time
-    window that counts."""
+    """Run one phase in @state ('off', 'nocomm', or a recording with collectives: 'comm', or
+    'before' with PROBING_BEFORE's binary); return (start, end, extra): the unix time window
+    that counts and, for a recording, what it cost outside the target."""
     if state == "off":
         t0 = time.time()
         time.sleep(seconds)
-        return t0, time.time()
-    args = [PROBING, "record", "-o", os.path.join(tmp, "b.db"), "-p", ",".join(map(str, pids)),
-            "-d", str(seconds + SETTLE)] + (["--no-comm"] if state == "nocomm" else [])
-    t0 = time.time()
-    p = subprocess.run(args, capture_output=True, text=True)
-    t1 = time.time()
-    if p.returncode != 0:
-        raise SystemExit("record failed: " + p.stderr[-2000:])
-    if state == "comm" and "collective calls" not in p.stderr:
-        raise SystemExit("record saw no collectives: " + p.stderr[-2000:])
-    return t0 + SETTLE, t1 - 0.3  # the end: after the samples were saved and probes removed
+        return t0, time.time(), {}
+    binary = BEFORE if state == "before" else PROBING
+    try:  # again each time: another benchmark on the machine may have restored it
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("1")
+    except OSError:
+        pass
+    db = os.path.join(tmp, "b.db")
+    args = [binary, "record", "-o", db, "-p", ",".join(map(str, pids)),
+            "-d", str(seconds + SETTLE + 0.5)] + (["--no-comm"] if state == "nocomm" else [])
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(SETTLE)
+    b0, t0 = comm_bpf_ns(p.pid), time.time()
+    time.sleep(seconds)
+    b1, t1 = comm_bpf_ns(p.pid), time.time()
+    _, status, ru = os.wait4(p.pid, 0)
+    err = p.stderr.read()
+    if status != 0:
+        raise SystemExit("record failed: " + err[-2000:])
+    if state in ("comm", "before") and "collective calls" not in err:
+        raise SystemExit("record saw no collectives: " + err[-2000:])
+    m = re.search(r"over ([\d.]+) s ->", err)
+    lost = re.search(r"(\d+) events of collective calls were lost", err)
+    extra = {"bpf_ns": b1[0] - b0[0], "bpf_runs": b1[1] - b0[1],
+             "rec_cpu": (ru.ru_utime + ru.ru_stime) / float(m.group(1)) if m else 0.0,
+             "lost": int(lost.group(1)) if lost else 0}
+    if state in ("comm", "before"):
+        con = sqlite3.connect(db)
+        md = dict(con.execute("SELECT key, value FROM meta"))
+        extra["rows"] = int(md.get("collectives", 0))
+        extra["copies"] = int(md.get("comm_stack_copies", -1))
+        con.close()
+    os.unlink(db)
+    return t0, t1, extra
+
+
+def start_loop(args, port, rank, duration):
+    env = dict(os.environ, DURATION=str(duration), OMP_NUM_THREADS="1")
+    if args.ranks > 1:
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                   WORLD_SIZE=str(args.ranks))
+    return subprocess.Popen([PYTHON, LOOP], stdout=subprocess.PIPE, text=True, env=env)
 
 
 def per_call(args, tmp):
-    env = dict(os.environ, DURATION=str(args.rounds * 3 * (args.phase + SETTLE + 2) + 30),
-               OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([PYTHON, LOOP], stdout=subprocess.PIPE, text=True, env=env)
-    out = Lines(proc)
+    states = ["off", "nocomm"] + (["before"] if BEFORE else []) + ["comm"]
+    duration = 3 * args.rounds * len(states) * (args.phase + SETTLE + 3) + 120  # killed after
+    port = free_port()
+    procs = [start_loop(args, port, rank, duration) for rank in range(args.ranks)]
+    outs = [Lines(p) for p in procs]
+    phases, loads = [], []
     try:
-        pid = int(out.wait(r"^pid (\d+)")[0].group(1))
-        phases = []
+        pids = [int(o.wait(r"^pid (\d+)")[0].group(1)) for o in outs]
         for r in range(args.rounds):
-            for state in ("off", "nocomm", "comm"):
-                phases.append((r, state) + record_phase([pid], state, args.phase, tmp))
+            for state in states:
+                loads.append(os.getloadavg()[0])
+                phases.append((r, state) + record_phase(pids, state, args.phase, tmp))
     finally:
-        proc.kill()
-        proc.wait()
-    rounds = [tuple(map(float, l.split()[1:])) for l in out.lines if l.startswith("ROUND")]
-    per = {}
-    for r, state, a, b in phases:
-        # A round of the loop ends at its timestamp and lasted ROUND_S (0.5 s).
-        inside = [x for x in rounds if x[0] - 0.5 >= a and x[0] <= b]
-        if inside:
-            per.setdefault(r, {})[state] = (statistics.median(x[2] for x in inside),
-                                            statistics.median(x[3] for x in inside),
-                                            sum(x[1] for x in inside))
-    full = [v for v in per.values() if len(v) == 3]
+        for p in procs:
+            p.kill()
+            p.wait()
+    rounds = [[tuple(map(float, l.split()[1:])) for l in o.lines if l.startswith("ROUND")]
+              for o in outs]
+    per, best = {}, {}
+    for r, state, a, b, extra in phases:
+        # A round of the loop ends at its timestamp and lasted ROUND_S (0.5 s); the ranks'
+        # medians, then their mean.
+        walls, cpus, calls = [], [], 0
+        for rs in rounds:
+            inside = [x for x in rs if x[0] - 0.5 >= a and x[0] <= b]
+            if not inside:
+                break
+            walls.append(statistics.median(x[2] for x in inside))
+            cpus.append(statistics.median(x[3] for x in inside))
+            calls += sum(x[1] for x in inside) * (b - a) / (0.5 * len(inside))
+        else:
+            per.setdefault(r, {})[state] = dict(extra, wall=statistics.mean(walls),
+                                                cpu=statistics.mean(cpus), calls=calls,
+                                                secs=b - a)
+            best.setdefault(state, []).extend(
+                x[3] for rs in rounds for x in rs if x[0] - 0.5 >= a and x[0] <= b)
+    full = [v for v in per.values() if len(v) == len(states)]
     if not full:
         raise SystemExit("no complete round measured")
 
-    def med(state, k):
-        return statistics.median(v[state][k] for v in full)
+    def med(state, f):
+        return statistics.median(f(v[state]) for v in full)
 
-    def diff(state, k):
-        return statistics.median(v[state][k] - v["nocomm"][k] for v in full)
-
-    print("per call: all_reduce of 1 float, one-rank gloo group (bench/comm_loop.py), %d rounds "
-          "of %.0f s per state, %d CPUs, load %.1f" % (len(full), args.phase, os.cpu_count(),
-                                                      os.getloadavg()[0]))
-    print("  %-34s %12s %12s" % ("", "wall/call", "CPU/call"))
-    for state, label in (("off", "no recorder"), ("nocomm", "record --no-comm"),
-                         ("comm", "record (collectives on)")):
-        print("  %-34s %9.2f us %9.2f us" % (label, med(state, 0), med(state, 1)))
-    print("  %-34s %+9.2f us %+9.2f us" % ("collectives' probes, per call", diff("comm", 0),
-                                             diff("comm", 1)))
-    print("  (medians over the loop's 0.5 s rounds inside each phase, then over rounds; the")
-    print("   added cost: median over rounds of each round's on - no-comm)")
+    print("per call: all_reduce of 1 float, %d-rank gloo group (bench/comm_loop.py), %d rounds "
+          "of %.0f s per state, interleaved; %d CPUs, load average %.1f-%.1f (shared machine)"
+          % (args.ranks, len(full), args.phase, os.cpu_count(), min(loads), max(loads)))
+    print("  %-28s %9s %10s %10s %10s %9s %9s %8s" % (
+        "", "calls/s", "wall/call", "CPU/call", "+CPU/call", "BPF/call", "recorder", "lost"))
+    labels = {"off": "no recorder", "nocomm": "record --no-comm",
+              "before": "record (before: %s)" % os.path.basename(os.path.dirname(
+                  os.path.dirname(BEFORE))) if BEFORE else "",
+              "comm": "record (collectives on)"}
+    for state in states:
+        row = "  %-28s %9.0f %7.2f us %7.2f us" % (
+            labels[state], med(state, lambda v: v["calls"] / v["secs"] / args.ranks),
+            med(state, lambda v: v["wall"]), med(state, lambda v: v["cpu"]))
+        if state in ("comm", "before"):
+            row += " %+7.2f us %6.2f us %8.0f%% %8d" % (
+                statistics.median(v[state]["cpu"] - v["nocomm"]["cpu"] for v in full),
+                med(state, lambda v: v["bpf_ns"] / 1e3 / max(v["calls"], 1)),
+                med(state, lambda v: v["rec_cpu"] * 100),
+                med(state, lambda v: v["lost"]))
+        elif state == "nocomm":
+            row += " %10s %9s %8.0f%%" % ("", "", med(state, lambda v: v["rec_cpu"] * 100))
+        print(row)
+    # On a busy machine the loop's quietest 0.5 s rounds tell its own cost best: the lowest
+    # tenth of each state's rounds.
+    low = {st: statistics.median(sorted(v)[:max(1, len(v) // 10)]) for st, v in best.items()}
+    print("  quietest tenth of the loop's rounds, CPU/call: " + ", ".join(
+        "%s %.2f us" % (labels[st].split(" (")[0] if st not in ("before", "comm")
+                        else st, low[st]) for st in states if st in low) +
+          "; collectives' probes: %+.2f us" % (low["comm"] - low["nocomm"]) +
+          (" (before: %+.2f us)" % (low["before"] - low["nocomm"]) if "before" in low else ""))
+    for state in ("before", "comm"):
+        if state in states:
+            print("  %s: stacks copied %s of %s calls per recording" % (
+                labels[state], "/".join(str(v[state].get("copies", "?")) for v in full),
+                "/".join(str(v[state].get("rows", "?")) for v in full)))
+    print("  (wall and CPU per call: the loop's, medians over its 0.5 s rounds inside each phase,")
+    print("   mean over ranks, median over rounds; +CPU/call: median over rounds of that round's")
+    print("   record minus --no-comm; BPF/call: comm_probe's run time (kernel.bpf_stats_enabled)")
+    print("   per call; recorder: its CPU in % of one core)")
     sys.stdout.flush()
 
 
@@ -156,7 +261,7 @@ def ddp_step(args, tmp):
                                          r"bwd_end=\d+ cpu=(\d+)", "".join(out.lines)):
         steps.setdefault(int(rank), []).append((int(a) / 1e9, int(cpu) / 1e9))
     per = {}
-    for r, state, a, b in phases:
+    for r, state, a, b, _ in phases:
         walls, cpus = [], []
         for rank, ss in steps.items():
             inside = [(s1[0] - s0[0], s1[1] - s0[1]) for s0, s1 in zip(ss, ss[1:])
@@ -198,6 +303,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--phase", type=float, default=4.0, help="seconds per state and round")
     ap.add_argument("--only", choices=("call", "ddp"), help="one part only")
+    ap.add_argument("--ranks", type=int, default=1, help="ranks of the per-call loop's group")
     ap.add_argument("--hidden", type=int, default=2000,
                     help="the DDP model's hidden width (parameters: 111 x HIDDEN + 10)")
     args = ap.parse_args()
@@ -205,6 +311,9 @@ def main():
         raise SystemExit("build/probing is missing: run make first")
     if os.geteuid() != 0:
         raise SystemExit("bench_comm.py needs root (record loads BPF programs)")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from benchlib import enable_bpf_stats
+    enable_bpf_stats()
     with tempfile.TemporaryDirectory(prefix="bench-comm-") as tmp:
         if args.only in (None, "call"):
             per_call(args, tmp)

@@ -7,10 +7,12 @@
  * (comm.h) says what it is.
  *
  * A call sends its arguments that matter (process group, tag, tensor sizes) and the calling
- * thread's stack as a sample (registers, the user stack in use, the Python frames), reserved
- * in the ring buffer and filled in place: uprobe programs run with preemption enabled, so a
- * per-CPU scratch buffer could be overwritten half-way by another program on the same CPU.
- * The other events are small: which work object the call queued, when a work object
+ * thread's stack as a sample (registers, the Python frames and, the first time from a call
+ * site, the user stack in use). Uprobe programs run with preemption enabled, so a per-CPU
+ * scratch buffer could be overwritten half-way by another program on the same CPU: a call is
+ * built in its thread's task storage, or a stack copy in place in its ring-buffer record. A
+ * call from a site userspace has unwound and whose checks hold (comm.h, struct comm_site) sends
+ * no copy. The other events are small: which work object the call queued, when a work object
  * completed. Userspace joins them (user/record/collectives.c).
  *
  * comm_mmap (fentry on security_mmap_file), or where the kernel has no BPF trampolines
@@ -87,6 +89,14 @@ struct {
 	__type(value, __u32);
 } p2p_bufs SEC(".maps");
 
+/* Call sites whose native stack userspace knows (comm.h): written by userspace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct comm_site_key);
+	__type(value, struct comm_site);
+} comm_sites SEC(".maps");
+
 /* Events lost because the ring buffer was full (one counter per CPU). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -108,6 +118,35 @@ struct comm_call_rec {
 	__u8 data[PY_AREA + UCTX_STACK_AREA + UCTX_CHUNK_MAX];
 	struct py_scratch ps; /* the Python walk's header copies (not sent: after the data) */
 };
+
+/*
+ * A call with a shallow stack (most: 3-8 KiB, Python's frames aside) as reserved in the ring
+ * buffer: an eighth of the largest record, so that the calls made before the recorder knew
+ * their site fill the ring buffer that much later.
+ */
+#define SMALL_PY    0x1000 /* Python frames: 256 */
+#define SMALL_STACK 0x2000
+struct comm_call_small {
+	struct comm_call_event e;
+	__u8 data[SMALL_PY + SMALL_STACK];
+};
+
+/* A thread's scratch for a call from a known site: the record, then its Python frames. */
+#define SCRATCH_PY (SAMPLER_MAX_PYDEPTH * sizeof(struct py_frame_rec))
+_Static_assert((SCRATCH_PY & (SCRATCH_PY - 1)) == 0, "SCRATCH_PY must be a power of two");
+
+struct comm_scratch {
+	struct comm_call_event e;
+	__u8 py[SCRATCH_PY + 8]; /* before the walk, the stack words a site checks */
+	struct py_scratch ps; /* the Python walk's header copies (not sent) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct comm_scratch);
+} comm_scratch SEC(".maps");
 
 static __always_inline void count_lost(void)
 {
@@ -260,17 +299,212 @@ static __always_inline void read_nccl(const __u64 *r, struct comm_call_event *e,
 	e->pg = arg(r, m);
 }
 
-/* A call: its arguments and the calling thread's stack, as one record. */
+/* A call's header, arguments, registers and its stack's header into @e (zeroed first). */
+static __always_inline void fill_call(struct comm_call_event *e, struct pt_regs *ctx,
+				      struct task_struct *task, struct task_ids *ids,
+				      const struct comm_lib_cfg *lc, __u64 cookie, __u32 role)
+{
+	__u32 argb = COMM_COOKIE_ARG(cookie);
+	struct sample_event *s = &e->s;
+	const __u64 *regs;
+
+	__builtin_memset(e, 0, sizeof(*e));
+	fill_header(&e->h, COMM_EV_CALL, ids, cookie, 0);
+	e->peer = -1;
+	/* The registers first: the arguments are read from the copy. */
+	copy_regs(s->regs, ctx);
+	regs = s->regs;
+	if (role == COMM_R_NCCL_CALL) {
+		read_nccl(regs, e, argb);
+	} else {
+		/* The collectives return c10::intrusive_ptr<Work> by value: its hidden return
+		 * slot is argument 1, `this` argument 2. */
+		read_group(e, lc, arg(regs, 2));
+		if (argb & COMM_ARG_INDEX)
+			read_tensors(e, lc, arg(regs, argb & COMM_ARG_INDEX),
+				     argb & COMM_ARG_TENSOR);
+		if (role == COMM_R_GLOO_P2P) {
+			/* send/recv(tensors, peer, tag); recvAnysource(tensors, tag) */
+			if (COMM_COOKIE_OP(cookie) == COMM_OP_RECV_ANYSOURCE) {
+				e->tag = (__s32)arg(regs, 4);
+			} else {
+				e->peer = (__s32)arg(regs, 4);
+				e->tag = (__s32)arg(regs, 5);
+			}
+		}
+	}
+
+	/* The stack's header, as a sample of the calling thread. */
+	s->type = EVENT_SAMPLE;
+	s->pid = ids->pid;
+	s->tid = ids->tid;
+	own_ids(task, ids);
+	s->ns_pid = ids->ns_pid;
+	s->ns_tid = ids->ns_tid;
+	s->cpu = bpf_get_smp_processor_id();
+	s->time_ns = bpf_ktime_get_ns();
+	s->py_status = PY_NONE;
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	s->fsbase = BPF_CORE_READ(task, thread.fsbase);
+}
+
+/* The Python frames of the calling thread into @out, with @ps for the walk's copies. Return
+ * the bytes written (py_len set). */
+static __always_inline __u32 call_python(struct sample_event *s, struct py_frame_rec *out,
+					 struct py_scratch *ps)
+{
+	struct py_proc_cfg *cfg;
+	__u32 tgid = s->pid, n;
+
+	if (!want_python)
+		return 0;
+	cfg = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (!cfg)
+		return 0;
+	n = py_walk_in(cfg, s->pid, s->fsbase, NULL, out, ps, &s->py_status, &s->flags);
+	if (n > SAMPLER_MAX_PYDEPTH)
+		n = SAMPLER_MAX_PYDEPTH;
+	s->py_len = n;
+	return n * sizeof(struct py_frame_rec);
+}
+
+struct site_check {
+	const struct comm_site *site;
+	const __u64 *regs;
+	const __u8 *copy; /* the site's span of the stack, copied (NULL: read word by word) */
+	__u64 sp;
+	__u32 done;
+};
+
+/* One check of a call site (the bpf_loop callback). Returns 1 to stop. */
+static long check_site_word(__u32 i, void *arg)
+{
+	struct site_check *c = arg;
+	__u32 off, k = i & (COMM_SITE_CHECKS - 1);
+	__u64 v = 0;
+
+	if (i >= c->site->n)
+		return 1;
+	off = c->site->off[k];
+	if (off & COMM_SITE_REG) {
+		if ((off & 0xff) >= DWREG_COUNT)
+			return 1;
+		v = c->regs[off & 0xff];
+	} else if (c->copy) {
+		if (off > c->site->span - 8)
+			return 1;
+		v = *(const __u64 *)(c->copy + (off & (SCRATCH_PY - 1)));
+	} else if (bpf_probe_read_user(&v, sizeof(v), (const void *)(c->sp + off))) {
+		return 1;
+	}
+	if (v != c->site->val[k])
+		return 1;
+	c->done = i + 1;
+	return 0;
+}
+
+/*
+ * The call site of the call @e (its registers set) if userspace knows it and every check holds
+ * (comm.h, struct comm_site): its id; 0 otherwise. @buf (SCRATCH_PY + 8 bytes) takes the
+ * stack words checked, read at once where they fit (one read is cheaper than many).
+ */
+static __always_inline __u64 known_site(const struct comm_call_event *e, __u8 *buf)
+{
+	struct comm_site_key k = {.pid = e->s.pid, .tid = e->s.tid,
+				  .ip = e->s.regs[DWREG_RIP], .sp = e->s.regs[DWREG_RSP]};
+	const struct comm_site *site = bpf_map_lookup_elem(&comm_sites, &k);
+	struct site_check c = {.site = site, .regs = e->s.regs, .sp = k.sp};
+	__u32 n, span;
+
+	if (!site)
+		return 0;
+	n = site->n;
+	if (!n || n > COMM_SITE_CHECKS)
+		return 0;
+	span = site->span;
+	if (span >= 8 && span <= SCRATCH_PY) {
+		if (bpf_probe_read_user(buf, span, (const void *)k.sp))
+			return 0;
+		c.copy = buf;
+	}
+	bpf_loop(COMM_SITE_CHECKS, check_site_word, &c, 0);
+	return c.done == n ? site->id : 0;
+}
+
+/*
+ * The Python frames and the user stack of the call in @r (its event filled by fill_call), and
+ * the record submitted. The Python frames are walked here, or with @py already (@pyb bytes,
+ * py_len set).
+ */
+static __always_inline void submit_call_stack(struct task_struct *task, struct comm_call_rec *r,
+					      const __u8 *py, __u32 pyb)
+{
+	struct sample_event *s = &r->e.s;
+	__u64 sp;
+
+	if (!py)
+		pyb = call_python(s, (struct py_frame_rec *)r->data, &r->ps);
+	else if (pyb > SCRATCH_PY || bpf_probe_read_kernel(r->data, pyb & (PY_AREA - 1), py))
+		pyb = s->py_len = 0;
+	sp = s->regs[DWREG_RSP];
+	s->stack_len = copy_user_stack(NULL, r->data + (pyb & (PY_AREA - 1)), sp,
+				       stack_top(task, s->pid, s->tid, s->fsbase, sp), stack_size,
+				       &s->flags);
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
+/*
+ * The call in @sc (its Python frames, @pyb bytes, walked) with its stack copy in a small record,
+ * if they fit and the stack reads at once; false otherwise (send it in a large one).
+ */
+static __always_inline bool send_small(struct task_struct *task, struct comm_scratch *sc,
+				       __u32 pyb)
+{
+	struct sample_event *s = &sc->e.s;
+	__u64 sp = s->regs[DWREG_RSP], top;
+	struct comm_call_small *r;
+	__u32 want = stack_size;
+
+	/* What copy_user_stack would copy. */
+	if (want > SAMPLER_MAX_STACK)
+		want = SAMPLER_MAX_STACK;
+	top = stack_top(task, s->pid, s->tid, s->fsbase, sp);
+	if (top && top - sp <= want)
+		want = (top - sp + 7) & ~7u;
+	if (pyb >= SMALL_PY || !want || want > SMALL_STACK)
+		return false;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_lost();
+		return true;
+	}
+	__builtin_memcpy(&r->e, &sc->e, sizeof(r->e));
+	pyb &= SMALL_PY - 1;
+	if ((pyb && bpf_probe_read_kernel(r->data, pyb, sc->py)) ||
+	    bpf_probe_read_user(r->data + pyb, want, (const void *)sp)) {
+		bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
+		return false;
+	}
+	r->e.s.stack_len = want;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return true;
+}
+
+/*
+ * A call: its arguments and the calling thread's stack, as one record. From a call site
+ * userspace already unwound (known_site), only the Python frames, in a record of the size they
+ * take, built in the thread's own scratch (task storage: a uprobe program may be preempted,
+ * but not by another run on the same thread); the first call from a site, or any call when the
+ * scratch cannot be had, with its stack copy.
+ */
 static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 argb = COMM_COOKIE_ARG(cookie), lib = COMM_COOKIE_LIB(cookie), pyb = 0;
+	__u32 lib = COMM_COOKIE_LIB(cookie), pyb;
 	const struct comm_lib_cfg *lc;
+	struct comm_scratch *sc;
 	struct comm_call_rec *r;
-	struct sample_event *s;
 	struct task_ids ids = {};
-	const __u64 *regs;
-	__u64 sp;
 
 	view_ids(task, &ids);
 	if (!ids.pid)
@@ -278,70 +512,38 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 	lc = bpf_map_lookup_elem(&comm_libs, &lib);
 	if (!lc)
 		return 0;
-	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
-	if (!r) {
-		count_lost();
+	sc = bpf_task_storage_get(&comm_scratch, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!sc) {
+		r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+		if (!r) {
+			count_lost();
+			return 0;
+		}
+		fill_call(&r->e, ctx, task, &ids, lc, cookie, role);
+		submit_call_stack(task, r, NULL, 0);
 		return 0;
 	}
-	__builtin_memset(&r->e, 0, sizeof(r->e));
-	fill_header(&r->e.h, COMM_EV_CALL, &ids, cookie, 0);
-	r->e.peer = -1;
-	/* The registers first: the arguments are read from the copy. */
-	copy_regs(r->e.s.regs, ctx);
-	regs = r->e.s.regs;
-	if (role == COMM_R_NCCL_CALL) {
-		read_nccl(regs, &r->e, argb);
-	} else {
-		/* The collectives return c10::intrusive_ptr<Work> by value: its hidden return
-		 * slot is argument 1, `this` argument 2. */
-		read_group(&r->e, lc, arg(regs, 2));
-		if (argb & COMM_ARG_INDEX)
-			read_tensors(&r->e, lc, arg(regs, argb & COMM_ARG_INDEX),
-				     argb & COMM_ARG_TENSOR);
-		if (role == COMM_R_GLOO_P2P) {
-			/* send/recv(tensors, peer, tag); recvAnysource(tensors, tag) */
-			if (COMM_COOKIE_OP(cookie) == COMM_OP_RECV_ANYSOURCE) {
-				r->e.tag = (__s32)arg(regs, 4);
-			} else {
-				r->e.peer = (__s32)arg(regs, 4);
-				r->e.tag = (__s32)arg(regs, 5);
-			}
+	fill_call(&sc->e, ctx, task, &ids, lc, cookie, role);
+	sc->e.site = known_site(&sc->e, sc->py);
+	if (sc->e.site)
+		sc->e.h.flags |= COMM_F_SITE;
+	pyb = call_python(&sc->e.s, (struct py_frame_rec *)sc->py, &sc->ps);
+	if (pyb > SCRATCH_PY)
+		pyb = SCRATCH_PY;
+	if (!sc->e.site) {
+		if (send_small(task, sc, pyb))
+			return 0;
+		r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+		if (!r) {
+			count_lost();
+			return 0;
 		}
+		__builtin_memcpy(&r->e, &sc->e, sizeof(r->e));
+		submit_call_stack(task, r, pyb ? sc->py : NULL, pyb);
+		return 0;
 	}
-
-	/* The stack, as a sample of the calling thread. */
-	s = &r->e.s;
-	s->type = EVENT_SAMPLE;
-	s->pid = ids.pid;
-	s->tid = ids.tid;
-	own_ids(task, &ids);
-	s->ns_pid = ids.ns_pid;
-	s->ns_tid = ids.ns_tid;
-	s->cpu = bpf_get_smp_processor_id();
-	s->time_ns = bpf_ktime_get_ns();
-	s->py_status = PY_NONE;
-	bpf_get_current_comm(s->comm, sizeof(s->comm));
-	s->fsbase = BPF_CORE_READ(task, thread.fsbase);
-	if (want_python) {
-		__u32 tgid = ids.pid;
-		struct py_proc_cfg *cfg = bpf_map_lookup_elem(&py_procs, &tgid);
-
-		if (cfg) {
-			__u32 n = py_walk_in(cfg, s->pid, s->fsbase, NULL,
-					     (struct py_frame_rec *)r->data, &r->ps, &s->py_status,
-					     &s->flags);
-
-			if (n > SAMPLER_MAX_PYDEPTH)
-				n = SAMPLER_MAX_PYDEPTH;
-			s->py_len = n;
-			pyb = n * sizeof(struct py_frame_rec);
-		}
-	}
-	sp = regs[DWREG_RSP];
-	s->stack_len = copy_user_stack(NULL, r->data + (pyb & (PY_AREA - 1)), sp,
-				       stack_top(task, s->pid, s->tid, s->fsbase, sp), stack_size,
-				       &s->flags);
-	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	if (bpf_ringbuf_output(&events, &sc->e, sizeof(sc->e) + pyb, BPF_RB_NO_WAKEUP))
+		count_lost();
 	return 0;
 }
 

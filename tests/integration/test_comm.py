@@ -470,6 +470,95 @@ def test_comm_library_without_symbols_is_a_note():
     assert md["comm"] == "on" and note in md["comm_notes"] and int(md["collectives"]) == 0, md
 
 
+SITES_JOB = r"""
+import ctypes, os, socket, sys, time
+import torch, torch.distributed as dist
+s = socket.socket(); s.bind(("127.0.0.1", 0))
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(s.getsockname()[1])); s.close()
+dist.init_process_group("gloo", rank=0, world_size=1)
+x = torch.ones(3)
+
+def site_a():
+    dist.all_reduce(x)  # LINE_A
+
+cb = ctypes.CFUNCTYPE(None)(lambda: dist.all_reduce(x))  # LINE_CB
+
+def site_b():  # through C: libffi calls back into Python
+    cb()  # LINE_B
+
+def deeper(n):
+    if n:
+        return deeper(n - 1)
+    dist.all_reduce(x)  # LINE_C
+
+plan = [i % 5 for i in range(int(sys.argv[1]))]
+site_a(); site_b(); deeper(1); deeper(2); deeper(3)  # each call site once (copied)
+time.sleep(5)  # time for the recorder to learn them (its first unwinds read libtorch)
+print("PLAN", "".join(map(str, plan)), flush=True)
+for k in plan:
+    if k == 0:
+        site_a()
+    elif k == 1:
+        site_b()
+    else:
+        deeper(k - 1)
+"""
+
+
+@harness.timeout(120)
+def test_comm_stack_once_per_call_site():
+    """A one-rank gloo job calls all_reduce from five call sites in a known order (two Python
+    functions, one of them through C (a ctypes callback: libffi's frames), and one line reached through 1, 2 and 3
+    recursive calls): after each site's first call, the calls send no stack copy, yet every
+    row has its own exact stack: its site's Python line, its number of recursive frames, the
+    native frames of its site's first (copied) call, libffi's among them only through ctypes."""
+    n = 600
+    src = harness.tmp("sites.py")
+    with open(src, "w") as f:
+        f.write(SITES_JOB.lstrip("\n"))
+    lines = {tag: i + 1 for i, l in enumerate(SITES_JOB.lstrip("\n").splitlines())
+             for tag in ("LINE_A", "LINE_B", "LINE_C", "LINE_CB") if l.endswith("# " + tag)}
+    db = harness.tmp("sites.db")
+    p = harness.probing("record", "-o", db, "--", "/usr/bin/python3", src, str(n),
+                        env={"OMP_NUM_THREADS": "1"}, timeout=100)
+    assert p.returncode == 0, p.stderr[-2000:]
+    plan = [int(c) for c in re.search(r"PLAN (\d+)", p.stdout).group(1)]
+    got = [r for r in rows(db) if r["op"] == "allreduce"]
+    got.sort(key=lambda r: r["seq"])
+    assert len(got) == 5 + n and [r["bytes"] for r in got] == [12] * len(got), len(got)
+    assert [r["seq"] for r in got] == list(range(got[0]["seq"], got[0]["seq"] + len(got)))
+    md = meta(db)
+    copies, from_sites = int(md["comm_stack_copies"]), int(md["comm_site_calls"])
+    harness.log("stacks copied: %d, calls from known sites: %d" % (copies, from_sites))
+    assert copies + from_sites == len(got), md
+    # Calls made before the recorder learned their site (a busy machine) are copied too.
+    assert copies <= 100 and from_sites >= n - 95, md
+
+    con = sqlite3.connect(db)
+    try:
+        def stack(sid):
+            return con.execute("SELECT kind, func, file, lineno FROM frames WHERE stack_id = ? "
+                               "ORDER BY depth", (sid,)).fetchall()
+        native_of = {}
+        for r, k in zip(got, [0, 1, 2, 3, 4] + plan):
+            frames = stack(r["stack_id"])
+            assert frames[0][:2] == ("native", "c10d::ProcessGroupGloo::allreduce("
+                                     "std::vector<at::Tensor, std::allocator<at::Tensor> >&, "
+                                     "c10d::AllreduceOptions const&)"), frames[:3]
+            py = [(f, ln) for kind, f, file, ln in frames
+                  if kind == "python" and file and file.endswith("sites.py")]
+            want = {0: [("site_a", lines["LINE_A"])],
+                    1: [("<lambda>", lines["LINE_CB"]), ("site_b", lines["LINE_B"])]}.get(
+                k, [("deeper", lines["LINE_C"])] + [("deeper", lines["LINE_C"] - 1)] * (k - 1))
+            assert py[:len(want)] == want and py[len(want)][0] != "deeper", (k, py)
+            # The native frames are those of the site's first call (copied: the first of all).
+            native = tuple(f for kind, f, _, _ in frames if kind == "native")
+            assert native_of.setdefault(k, native) == native, (k, native_of[k], native)
+            assert any(f.startswith("ffi_") for f in native) == (k == 1), (k, native)
+    finally:
+        con.close()
+
+
 FSDP2_JOB = os.path.join(harness.PY_WORKLOADS, "torch", "fsdp2_job.py")
 
 

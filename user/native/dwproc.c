@@ -51,6 +51,10 @@ struct dwproc {
 	struct dwproc_frame *out;
 	int max, n;
 	uint64_t last_sp; /* stack pointer of out[n - 1]; 0 if unknown */
+	/* dwproc__unwind_checks: the offsets (from sp) of the words the unwind read */
+	bool logging;
+	uint32_t *reads;
+	size_t nreads, capreads;
 };
 
 static char *debuginfo_path;
@@ -232,6 +236,9 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 	    addr + sizeof(*result) < addr)
 		return false;
 	memcpy(result, dp->stack + (addr - dp->sp), sizeof(*result));
+	if (dp->logging && !grow_array(&dp->reads, &dp->capreads, dp->nreads + 1,
+				       sizeof(*dp->reads)))
+		dp->reads[dp->nreads++] = (uint32_t)(addr - dp->sp);
 	return true;
 }
 
@@ -343,6 +350,7 @@ static void release(struct dwproc *dp)
 	procmaps__release(&dp->maps);
 	bmap__free(dp->reported);
 	free(dp->ranges);
+	free(dp->reads);
 	free(dp);
 }
 
@@ -554,4 +562,113 @@ Dwfl_Module *dwproc__module_refreshed(struct dwproc *dp, uint64_t pc)
 	if (!mod && pc > 4096 && dwproc__refresh(dp, REFRESH_MAX_GAP_MS) > 0)
 		mod = dwproc__module(dp, pc);
 	return mod;
+}
+
+/* Whether two unwinds gave the same frames. */
+static bool same_frames(const struct dwproc_frame *a, int na, bool ca, const struct dwproc_frame *b,
+			int nb, bool cb)
+{
+	int i;
+
+	if (na != nb || ca != cb)
+		return false;
+	for (i = 0; i < na; i++)
+		if (a[i].pc != b[i].pc || a[i].activation != b[i].activation)
+			return false;
+	return true;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* A value no stack word or register can be taken for: a non-canonical address. */
+#define POISON(i) (0xdead000000000000ull | (uint64_t)(i))
+
+int dwproc__unwind_checks(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
+			  size_t stack_len, const struct dwproc_frame *frames, int n,
+			  bool complete, uint32_t *off, uint64_t *val, int max)
+{
+	uint64_t sp = regs[DWREG_RSP], pregs[DWREG_COUNT], w;
+	struct dwproc_frame *again = NULL;
+	uint8_t *poisoned = NULL;
+	size_t i, k, nreads;
+	int m = 0, words, j, got, pass, ret = 0;
+	bool done;
+
+	if (n <= 0 || stack_len < 8 || stack_len > UINT32_MAX)
+		return 0;
+	/* One frame more than @n: an unwind that would go on further must not look the same. */
+	again = malloc(sizeof(*again) * (n + 1));
+	poisoned = malloc(stack_len);
+	if (!again || !poisoned) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* The unwind again, noting what it reads; it must give the same frames. */
+	dp->logging = true;
+	dp->nreads = 0;
+	got = dwproc__unwind(dp, tid, regs, stack, stack_len, again, n + 1, &done);
+	dp->logging = false;
+	if (!same_frames(frames, n, complete, again, got, done))
+		goto out;
+	qsort(dp->reads, dp->nreads, sizeof(*dp->reads), cmp_u32);
+	for (i = nreads = 0; i < dp->nreads; i++)
+		if (!nreads || dp->reads[i] != dp->reads[nreads - 1])
+			dp->reads[nreads++] = dp->reads[i];
+
+	/* Words read that are a frame's return address or point into the stack are checked;
+	 * every other word of the copy is poisoned. */
+	for (i = 0; i + 8 <= stack_len; i += 8)
+		w = POISON(i), memcpy(poisoned + i, &w, 8);
+	memset(poisoned + i, 0xde, stack_len - i);
+	for (i = 0; i < nreads; i++) {
+		k = dp->reads[i];
+		memcpy(&w, (const uint8_t *)stack + k, 8);
+		for (j = 1; j < n; j++)
+			if (!frames[j].activation && frames[j].pc == w)
+				break;
+		if (j == n && !(w >= sp && w <= sp + stack_len))
+			continue;
+		if (m >= max)
+			goto out;
+		memcpy(poisoned + k, &w, 8);
+		off[m] = (uint32_t)k;
+		val[m++] = w;
+	}
+	words = m;
+	/*
+	 * Registers: rip and rsp are the key. First try with every other one poisoned; if the
+	 * frames need one (a frame pointer), with those that point into the stack checked.
+	 */
+	for (pass = 0; pass < 2; pass++) {
+		m = words;
+		for (j = 0; j < DWREG_COUNT; j++) {
+			pregs[j] = regs[j];
+			if (j == DWREG_RIP || j == DWREG_RSP)
+				continue;
+			if (pass && regs[j] >= sp && regs[j] <= sp + stack_len) {
+				if (m >= max)
+					goto out;
+				off[m] = DWPROC_CHECK_REG | j;
+				val[m++] = regs[j];
+			} else {
+				pregs[j] = POISON(0x100000000ull + j);
+			}
+		}
+		/* Proof: from those alone the unwind gives the same frames. */
+		got = dwproc__unwind(dp, tid, pregs, poisoned, stack_len, again, n + 1, &done);
+		if (same_frames(frames, n, complete, again, got, done)) {
+			ret = m;
+			break;
+		}
+	}
+out:
+	dp->logging = false;
+	free(again);
+	free(poisoned);
+	return ret;
 }

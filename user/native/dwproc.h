@@ -81,6 +81,27 @@ struct dwproc_frame {
 int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
 		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete);
 
+/* A check of dwproc__unwind_checks that is a register's value (DWREG_* in the low bits). */
+#define DWPROC_CHECK_REG 0x80000000u
+
+/*
+ * What decided the unwind of @n @frames (and @complete) that dwproc__unwind gave for @regs and
+ * @stack (@stack_len bytes from regs[DWREG_RSP]): checks, each the word at offset off[i] of the
+ * stack, or with DWPROC_CHECK_REG a register, and the value val[i] it had. Any unwind of @tid
+ * from the same rip and rsp whose checked words and registers have these values gives the same
+ * frames. Chosen as the words read that are a frame's return address or point into the stack
+ * (saved frame pointers) and the registers that point into the stack, then proven: the unwind
+ * redone with every other word of the copy and every other register replaced by a
+ * non-canonical address must give the same frames (any use of a replaced value as an address
+ * or a return address would derail it). Meant for a @complete unwind: one that stopped early
+ * may have stopped on a value that no check covers. Return the number of checks (at most @max),
+ * 0 when no such set of @max checks was found (the caller copies the stack each time), or
+ * -errno.
+ */
+int dwproc__unwind_checks(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
+			  size_t stack_len, const struct dwproc_frame *frames, int n,
+			  bool complete, uint32_t *off, uint64_t *val, int max);
+
 /* The module holding @pc, or NULL (anonymous memory, JIT code, unknown). */
 Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc);
 

@@ -742,9 +742,34 @@ void comm__poll(struct comm *c)
 	}
 }
 
+int comm__site_put(struct comm *c, const struct comm_site_key *k, const struct comm_site *site)
+{
+	if (bpf_map__update_elem(c->skel->maps.comm_sites, k, sizeof(*k), site, sizeof(*site),
+				 BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+/* Drop @pid's call sites from the map: a later process with the pid must not match them. */
+static void forget_sites(struct comm *c, pid_t pid)
+{
+	struct comm_site_key last, next;
+	struct bpf_map *m = c->skel->maps.comm_sites;
+	bool have_last = false;
+
+	while (!bpf_map__get_next_key(m, have_last ? &last : NULL, &next, sizeof(next))) {
+		if (next.pid == (__u32)pid && !bpf_map__delete_elem(m, &next, sizeof(next), 0))
+			continue; /* the key after the last one kept is the next one */
+		last = next;
+		have_last = true;
+	}
+}
+
 void comm__forget(struct comm *c, pid_t pid)
 {
 	size_t i;
+
+	forget_sites(c, pid);
 
 	for (i = 0; i < c->natt;) {
 		if (c->att[i].pid != pid) {

@@ -54,7 +54,13 @@ void comm__mapped(struct comm *c, pid_t pid);
 /* Frequent, cheap work: the scans comm__mapped asked for. */
 void comm__poll(struct comm *c);
 
-/* @pid exited or exec'd: detach its probes. */
+/*
+ * Tell the probes the call site @k (bpf/comm.h): later calls from it that pass @site's checks
+ * send its id instead of a stack copy. 0 or -errno (the calls then go on sending copies).
+ */
+int comm__site_put(struct comm *c, const struct comm_site_key *k, const struct comm_site *site);
+
+/* @pid exited or exec'd: detach its probes and forget its call sites. */
 void comm__forget(struct comm *c, pid_t pid);
 
 /*

@@ -68,8 +68,11 @@ void meta__write_end(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "complete_native_stacks", t->rs.complete);
 	store__meta_real(st, "recorder_cpu", t->recorder_cpu);
 	store__meta_text(st, "comm", t->comm_state);
-	if (t->comm_state && !strcmp(t->comm_state, "on"))
+	if (t->comm_state && !strcmp(t->comm_state, "on")) {
 		store__meta_int(st, "collectives", t->comm_rows);
+		store__meta_int(st, "comm_stack_copies", t->comm_copies);
+		store__meta_int(st, "comm_site_calls", t->comm_site_calls);
+	}
 	if (t->comm_notes[0])
 		store__meta_text(st, "comm_notes", t->comm_notes);
 	if (t->bpf_runs) {

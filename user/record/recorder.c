@@ -91,6 +91,10 @@ struct recorder {
 				  * sample statistics leave it out */
 	struct comm *comm;	 /* probes on collectives libraries, or NULL (recorder__use_comm) */
 	struct collectives *cs;	 /* their events joined into rows */
+	struct bmap *sites;	 /* call site id -> struct call_site * (comm.h: struct comm_site) */
+	struct bmap *site_keys;	 /* struct comm_site_key -> the id of its latest site */
+	uint64_t next_site;
+	uint64_t comm_copies, comm_site_calls; /* calls with a stack copy, calls from a site */
 	int64_t mono_to_real_ns;
 	struct recorder_stats stats;
 	int live;		   /* targets not yet seen to exit */
@@ -102,6 +106,10 @@ struct recorder {
 	struct pym_frame merged[MAX_FRAMES];
 	struct frame frames[MAX_FRAMES];
 	int nframes_last; /* frames in r->frames by the last intern_frames */
+	/* The last native_frames: frames unwound (r->nat) and built (r->nframes), its view. */
+	int nat_last, nn_last;
+	bool nat_complete;
+	struct dwproc *nat_dp;
 	const struct frame *stable[MAX_FRAMES]; /* the cached frame each came from, or NULL */
 	uint64_t ids[MAX_FRAMES];
 	struct bmap *frame_ids;	  /* address of a cached (stable) frame -> frame id */
@@ -128,7 +136,10 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 	r->thread_idx = bmap__new();
 	r->frame_ids = bmap__new();
 	r->pyframes = bmap__new();
-	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids || !r->pyframes)
+	r->sites = bmap__new();
+	r->site_keys = bmap__new();
+	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids || !r->pyframes ||
+	    !r->sites || !r->site_keys)
 		goto nomem;
 	if (opts->off_cpu && !(r->oc = offcpu__new(st, fallback_stack, r)))
 		goto nomem;
@@ -177,8 +188,20 @@ struct pyframe_key {
 static int free_pyframe(const void *key, size_t len, uint64_t *value, void *ctx)
 {
 	free((void *)(uintptr_t)*value);
+	*value = 0;
 	return 0;
 }
+
+/*
+ * A call site of the collectives probes (bpf/comm.h, struct comm_site): the native frames of
+ * its calls, unwound once.
+ */
+struct call_site {
+	pid_t pid;
+	struct comm_site chk; /* as the probes have it */
+	int nn;
+	struct pym_frame f[]; /* as native_frames built them */
+};
 
 /* Forget @t's glibc thread layout (read again lazily: after an exec, another libc). */
 static void free_layout(struct target *t)
@@ -215,6 +238,10 @@ void recorder__free(struct recorder *r)
 	if (r->pyframes)
 		bmap__for_each(r->pyframes, free_pyframe, NULL);
 	bmap__free(r->pyframes);
+	if (r->sites)
+		bmap__for_each(r->sites, free_pyframe, NULL);
+	bmap__free(r->sites);
+	bmap__free(r->site_keys);
 	symbolizer__free(r->sym);
 	kallsyms__free(r->ks);
 	free(r);
@@ -496,11 +523,23 @@ static void start_target(struct recorder *r, struct target *t)
 		comm__scan(r->comm, t->pid);
 }
 
+static int forget_site(const void *key, size_t len, uint64_t *value, void *arg)
+{
+	struct call_site *cs = (struct call_site *)(uintptr_t)*value;
+
+	if (cs && cs->pid == *(const pid_t *)arg) {
+		free(cs);
+		*value = 0;
+	}
+	return 0;
+}
+
 /* @t's collectives probes and what waits for their events belong to its old program. */
 static void forget_comm(struct recorder *r, struct target *t)
 {
 	if (r->comm)
 		comm__forget(r->comm, t->pid);
+	bmap__for_each(r->sites, forget_site, &t->pid);
 	if (r->cs)
 		collectives__forget(r->cs, t->pid);
 }
@@ -849,6 +888,8 @@ static int native_frames(struct recorder *r, struct target *t, const struct samp
 	uint64_t pc;
 	int nn;
 
+	r->nat_last = r->nn_last = 0;
+	r->nat_dp = NULL;
 	if (!dp) {
 		r->stats.unresolved += !r->capture;
 		*trunc |= STACK_TRUNC_NATIVE;
@@ -877,7 +918,11 @@ again:
 		r->stats.complete += !r->capture;
 	else
 		*trunc |= STACK_TRUNC_NATIVE;
-	return stackbuild_native(dp, r->sym, t->py, r->nat, nn, r->nframes, MAX_FRAMES);
+	r->nat_last = nn;
+	r->nat_complete = complete;
+	r->nat_dp = dp;
+	r->nn_last = stackbuild_native(dp, r->sym, t->py, r->nat, nn, r->nframes, MAX_FRAMES);
+	return r->nn_last;
 }
 
 /* Resolve the sample's Python frames into r->pframes. Return their number. */
@@ -1137,6 +1182,144 @@ static bool nested_nccl_call(const struct recorder *r)
 	return false;
 }
 
+/*
+ * The call @e (a stack copy follows it) of @t was just unwound: make its call site known to the
+ * probes, with the checks that prove a later call's native frames the same (dwproc.h), so that
+ * later calls from it send no copy. Nothing is done where that cannot be proven.
+ */
+static void learn_site(struct recorder *r, struct target *t, const struct comm_call_event *e,
+		       const void *stack)
+{
+	const struct sample_event *s = &e->s;
+	struct comm_site_key k = {.pid = s->pid, .tid = s->tid, .ip = s->regs[DWREG_RIP],
+				  .sp = s->regs[DWREG_RSP]};
+	struct call_site *cs;
+	uint64_t *slot, *kslot;
+	int n, i;
+
+	_Static_assert(DWPROC_CHECK_REG == COMM_SITE_REG, "check of a register");
+	/* Only an unwind that reached the thread's first frame: one that stopped early may have
+	 * stopped on a value no check covers. */
+	if (!r->comm || !r->opts.native || t->dp_shared || r->nat_dp != t->dp || !r->nat_last ||
+	    !r->nat_complete || !r->nn_last ||
+	    (s->flags & (SAMPLE_F_STACK_SHORT | SAMPLE_F_NO_USER_REGS)))
+		return;
+	cs = calloc(1, sizeof(*cs) + sizeof(cs->f[0]) * r->nn_last);
+	if (!cs)
+		return;
+	n = dwproc__unwind_checks(t->dp, s->tid, (const uint64_t *)s->regs, stack, s->stack_len,
+				  r->nat, r->nat_last, r->nat_complete, cs->chk.off,
+				  (uint64_t *)cs->chk.val, COMM_SITE_CHECKS);
+	kslot = n > 0 ? bmap__upsert(r->site_keys, &k, sizeof(k), 0, NULL) : NULL;
+	slot = kslot ? bmap__upsert(r->sites, &(uint64_t){r->next_site + 1}, sizeof(uint64_t), 0,
+				    NULL)
+		     : NULL;
+	if (!slot) {
+		free(cs);
+		return;
+	}
+	cs->pid = s->pid;
+	cs->nn = r->nn_last;
+	memcpy(cs->f, r->nframes, sizeof(cs->f[0]) * r->nn_last);
+	cs->chk.id = ++r->next_site;
+	cs->chk.n = n;
+	for (i = 0; i < n; i++)
+		if (!(cs->chk.off[i] & COMM_SITE_REG) && cs->chk.off[i] + 8 > cs->chk.span)
+			cs->chk.span = cs->chk.off[i] + 8;
+	*slot = (uintptr_t)cs;
+	*kslot = cs->chk.id;
+	if (comm__site_put(r->comm, &k, &cs->chk))
+		pr_debug("pid %d: call site not given to the probes", s->pid);
+}
+
+/*
+ * The known call site of the call @e whose stack was copied anyway (made before its site was
+ * known, or while the probes had not been told yet), if its checks hold on the copy @stack,
+ * as they would have in the probes; NULL otherwise.
+ */
+static const struct call_site *copied_site(struct recorder *r, const struct comm_call_event *e,
+					   const uint8_t *stack)
+{
+	const struct sample_event *s = &e->s;
+	struct comm_site_key k = {.pid = s->pid, .tid = s->tid, .ip = s->regs[DWREG_RIP],
+				  .sp = s->regs[DWREG_RSP]};
+	uint64_t *id = bmap__find(r->site_keys, &k, sizeof(k)), *slot, v;
+	const struct call_site *cs;
+	uint32_t i, off;
+
+	slot = id ? bmap__find(r->sites, id, sizeof(*id)) : NULL;
+	cs = slot ? (const void *)(uintptr_t)*slot : NULL;
+	if (!cs || cs->pid != (pid_t)s->pid || (s->flags & SAMPLE_F_STACK_SHORT))
+		return NULL;
+	for (i = 0; i < cs->chk.n; i++) {
+		off = cs->chk.off[i];
+		if (off & COMM_SITE_REG) {
+			if ((off & 0xff) >= DWREG_COUNT)
+				return NULL;
+			v = s->regs[off & 0xff];
+		} else if (off + 8ull <= s->stack_len) {
+			memcpy(&v, stack + off, 8);
+		} else {
+			return NULL;
+		}
+		if (v != cs->chk.val[i])
+			return NULL;
+	}
+	return cs;
+}
+
+/*
+ * The stack of the call @e of @t from the call site @cs: the site's native frames with the
+ * call's own Python frames, interned.
+ */
+static int site_stack(struct recorder *r, struct target *t, const struct comm_call_event *e,
+		      const struct call_site *cs, uint64_t *stack_id)
+{
+	const struct py_frame_rec *py = (const void *)(&e->s + 1);
+	unsigned int trunc = 0; /* a site's native stack is complete */
+	int np, nm, i;
+
+	memcpy(r->nframes, cs->f, sizeof(cs->f[0]) * cs->nn);
+	np = python_frames(r, t, &e->s, py, &trunc);
+	nm = pymerge(r->nframes, cs->nn, r->pframes, np, r->merged, MAX_FRAMES);
+	for (i = 0; i < nm; i++) {
+		r->frames[i] = r->merged[i].f;
+		r->stable[i] = r->merged[i].stable;
+	}
+	return intern_frames(r, nm, trunc, stack_id);
+}
+
+/*
+ * The stack of the call @e of @t: from its site (COMM_F_SITE, or a copy that passes a known
+ * site's checks), or unwound from its copy, whose site is then learned. 0 or -errno (-ENOENT:
+ * from a site no longer known).
+ */
+static int call_stack(struct recorder *r, struct target *t, const struct comm_call_event *e,
+		      uint64_t *stack_id)
+{
+	const struct py_frame_rec *py = (const void *)(&e->s + 1);
+	const void *stack = py + e->s.py_len;
+	const struct call_site *cs;
+	uint64_t *slot;
+	int err;
+
+	if (e->h.flags & COMM_F_SITE) {
+		r->comm_site_calls++;
+		slot = bmap__find(r->sites, &e->site, sizeof(e->site));
+		cs = slot ? (const void *)(uintptr_t)*slot : NULL;
+		if (!cs || cs->pid != (pid_t)e->s.pid)
+			return -ENOENT;
+		return site_stack(r, t, e, cs, stack_id);
+	}
+	r->comm_copies++;
+	if (!e->s.kstack_len && (cs = copied_site(r, e, stack)))
+		return site_stack(r, t, e, cs, stack_id);
+	err = intern_stack(r, t, &e->s, stack_id);
+	if (!err && !e->s.kstack_len)
+		learn_site(r, t, e, stack);
+	return err;
+}
+
 /* An event of the collectives probes: a call's stack is interned like a sample's. */
 static int handle_comm(struct recorder *r, const struct comm_event *h, size_t len)
 {
@@ -1154,14 +1337,15 @@ static int handle_comm(struct recorder *r, const struct comm_event *h, size_t le
 	}
 	if (h->ev != COMM_EV_CALL)
 		return collectives__event(r->cs, h);
-	if (len < sizeof(*e) || !sample_fits(&e->s, len - offsetof(struct comm_call_event, s)))
+	if (len < sizeof(*e) || !sample_fits(&e->s, len - offsetof(struct comm_call_event, s)) ||
+	    ((h->flags & COMM_F_SITE) && (e->s.stack_len || e->s.kstack_len)))
 		return -EINVAL;
 	t = find_target(r, h->pid);
 	if (t && t->alive) {
 		/* A call is no sample: the sample statistics stay as they were. */
 		keep = r->stats;
 		r->nframes_last = 0;
-		if (intern_stack(r, t, &e->s, &stack_id))
+		if (call_stack(r, t, e, &stack_id))
 			stack_id = 0;
 		r->stats = keep;
 		if (COMM_COOKIE_ROLE(h->cookie) == COMM_R_NCCL_CALL && nested_nccl_call(r))
@@ -1329,6 +1513,12 @@ void recorder__comm_counts(const struct recorder *r, uint64_t *rows, uint64_t *c
 	*rows = *completed = *processes = 0;
 	if (r->cs)
 		collectives__counts(r->cs, rows, completed, processes);
+}
+
+void recorder__comm_stacks(const struct recorder *r, uint64_t *copies, uint64_t *site_calls)
+{
+	*copies = r->comm_copies;
+	*site_calls = r->comm_site_calls;
 }
 
 int recorder__comm_summary(struct recorder *r, char *buf, size_t size)

@@ -99,6 +99,12 @@ int recorder__use_comm(struct recorder *r, struct comm *c);
 void recorder__comm_counts(const struct recorder *r, uint64_t *rows, uint64_t *completed,
 			   uint64_t *processes);
 
+/*
+ * Calls of collectives whose stack was copied and unwound (the first from each call site, and
+ * any whose site could not be proven the same), and calls that came from a known call site.
+ */
+void recorder__comm_stacks(const struct recorder *r, uint64_t *copies, uint64_t *site_calls);
+
 /* The summary of the collectives (collectives.h) into @buf; "" if none. 0 or -errno. */
 int recorder__comm_summary(struct recorder *r, char *buf, size_t size);
 

@@ -350,6 +350,7 @@ static void comm_totals(struct session *s, struct record_totals *t)
 	if (!s->comm)
 		return;
 	recorder__comm_counts(s->rec, &t->comm_rows, &t->comm_completed, &t->comm_processes);
+	recorder__comm_stacks(s->rec, &t->comm_copies, &t->comm_site_calls);
 	comm__stats(s->comm, &cst);
 	t->comm_lost = cst.lost;
 	notes = comm__notes(s->comm);
