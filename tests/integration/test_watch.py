@@ -245,7 +245,7 @@ def test_watch_attached_to_running_job():
     waiting in their allreduce."""
     stall = 5
     fault = harness.tmp("fault")
-    w = Watch(["-v", "--stall", stall, "--segment", "10s"], attach=True, FAULT="hang", FAULT_RANK=1,
+    w = Watch(["--stall", stall, "--segment", "10s"], attach=True, FAULT="hang", FAULT_RANK=1,
               FAULT_STEP=0, FAULT_FILE=fault, STEP_MS=100)
     try:
         pids = w.ranks()
@@ -280,11 +280,14 @@ def test_watch_attached_to_running_job():
 
 @harness.timeout(240)
 def test_watch_rank_killed_by_sigsegv():
-    """A rank killed by SIGSEGV: a stall at once naming its death and signal, with the other
-    ranks' stacks in the report. The fault comes 15 s into the loop: at its start the watch is
-    still reading the job's libraries (libtorch's debug information) for its first samples,
-    and an exit waits in its queue behind them (docs/watch.md, "Not done yet")."""
-    w = Watch(["--segment", "10s"], FAULT="segv", FAULT_RANK=2, FAULT_STEP=150, STEP_MS=100)
+    """A rank killed by SIGSEGV in the job's first seconds of steps: a stall at once naming
+    its death and signal (the first death, not the ranks torchrun kills after it), with the
+    other ranks' stacks in the report. The exit is handled ahead of the samples that wait
+    (the watch reads libtorch for the first of them then), so it is not late."""
+    # Steps of 1.5 s: the others learn of the death at their next allreduce (a connection
+    # reset: they exit) up to 1.5 s after it, and torchrun kills them after its own check.
+    w = Watch(["-v", "--segment", "10s"], FAULT="segv", FAULT_RANK=2, FAULT_STEP=2,
+              STEP_MS=1500)
     try:
         pids = w.ranks()
         rank, fault_time = w.fault()
@@ -295,12 +298,18 @@ def test_watch_rank_killed_by_sigsegv():
         assert f"rank 2 (pid {pids[2]}) died: killed by SIGSEGV" in out, out[-3000:]
         st = query(report, "SELECT * FROM watch_stall")[0]
         assert st["kind"] == "dead-rank" and st["culprit_pid"] == pids[2], st
+        assert st["culprit_rank"] == 2, st
         dead = query(report, f"SELECT * FROM watch_ranks WHERE pid = {pids[2]}")[0]
         assert dead["alive"] == 0 and dead["exit_status"] & 0x7f == signal.SIGSEGV, dead
-        # Reported within 2 s of its end (the kernel's time of its exit: after its core dump,
-        # which takes seconds of its own after the fault).
-        assert fault_time <= dead["exit_time"] and seen - dead["exit_time"] < 2, \
-            (fault_time, dead["exit_time"], seen)
+        # Declared within 2 s of its end (the kernel's time of its exit: after its core
+        # dump, which takes seconds of its own after the fault); the report's writing time
+        # is logged (bench/bench_watch.py measures it).
+        harness.log(f"death declared {st['time'] - dead['exit_time']:.2f} s after the exit, "
+                    f"report on disk {seen - dead['exit_time']:.2f} s after it\n" +
+                    "\n".join(x for x in w.err().splitlines() if re.search(
+                        r"symbols|snapshot|report written|exited", x)))
+        assert fault_time <= dead["exit_time"] and st["time"] - dead["exit_time"] < 2, \
+            (fault_time, dead["exit_time"], st["time"], w.err()[-5000:])
         # The other ranks' stacks: read before torchrun tears the job down.
         have = {r["pid"] for r in query(report, "SELECT DISTINCT pid FROM bt_threads")}
         assert {pids[0], pids[1]} <= have, have
