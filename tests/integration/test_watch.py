@@ -278,6 +278,111 @@ def test_watch_attached_to_running_job():
         w.stop()
 
 
+def marked_line(mark):
+    with open(JOB) as f:
+        for n, line in enumerate(f, 1):
+            if f"# {mark}" in line:
+                return n
+    raise AssertionError(f"no {mark} in the workload")
+
+
+@harness.timeout(240)
+def test_watch_mismatch_broadcast_vs_allreduce():
+    """Rank 1 calls broadcast while ranks 0 and 2 call all_reduce, at the same step (real
+    gloo: each waits for the others in its own collective, the same seq): a mismatch naming
+    each rank's collective and the line of the job that called it."""
+    stall = 5
+    w = Watch(["--stall", stall, "--segment", "10s"], FAULT="mismatch", FAULT_RANK=1,
+              FAULT_STEP=20, STEP_MS=100)
+    try:
+        pids = w.ranks()
+        rank, fault_time = w.fault()
+        report, seen = w.report()
+        out = w.watch_out()
+        st = query(report, "SELECT * FROM watch_stall")
+        assert len(st) == 1 and st[0]["kind"] == "mismatch", (st, out)
+        declared_in_time(st[0], fault_time, stall, seen, w)
+        assert "a mismatch: the ranks are in different collectives" in out, out
+        m = re.search(r"2 ranks wait in allreduce seq (\d+) of group \S+, entered [\d.]+ s ago: "
+                      rf"rank 0 \(pid {pids[0]}\), rank 2 \(pid {pids[2]}\)", out)
+        assert m, out
+        seq = int(m.group(1))
+        assert re.search(rf"1 rank waits in broadcast seq {seq} of group \S+, entered [\d.]+ s "
+                         rf"ago: rank 1 \(pid {pids[1]}\)", out), out
+        bline, aline = marked_line("BROADCAST_LINE"), marked_line("ALLREDUCE_LINE")
+        assert (f"rank 1 (pid {pids[1]}) calls broadcast seq {seq} of group 0 from main "
+                f"({JOB}:{bline})") in out, out
+        for r in (0, 2):
+            assert (f"rank {r} (pid {pids[r]}) calls allreduce seq {seq} of group 0 from main "
+                    f"({JOB}:{aline})") in out, out
+        ranks = {r["rank"]: r for r in query(report, "SELECT * FROM watch_ranks")}
+        assert ranks[1]["op"] == "broadcast" and ranks[1]["seq"] == seq, ranks[1]
+        assert ranks[1]["lineno"] == bline, ranks[1]
+        for r in (0, 2):
+            assert ranks[r]["op"] == "allreduce" and ranks[r]["seq"] == seq, ranks[r]
+            assert ranks[r]["lineno"] == aline, ranks[r]
+    finally:
+        w.stop()
+
+
+@harness.timeout(300)
+def test_watch_on_stall_and_recovery():
+    """--on-stall runs its command at a stall with the report and the diagnosis in its
+    environment, at most once per --on-stall-interval (a second stall within it: not run,
+    said). Rank 1 stalls (sleeping in hang_for) for longer than the threshold, then
+    resumes: the watch says it recovered and notes it in the stall's report."""
+    stall = 4
+    fault = harness.tmp("fault")
+    hooks = harness.tmp("hooks")
+    os.mkdir(hooks)
+    open(fault, "w").close()
+    cmd = f"env | grep ^PROBING_WATCH_ > {hooks}/$$.env"
+    w = Watch(["--stall", stall, "--segment", "10s", "--on-stall", cmd,
+               "--on-stall-interval", "1h"], FAULT="resume", FAULT_RANK=1, FAULT_STEP=20,
+              FAULT_FILE=fault, STEP_MS=100)
+    try:
+        pids = w.ranks()
+        rank, fault_time = w.fault()
+        report, seen = w.report()
+        envs = harness.wait_for(lambda: [f for f in os.listdir(hooks) if f.endswith(".env")],
+                                timeout=30, what="the --on-stall command's output")
+        time.sleep(0.5)  # it is written
+        with open(os.path.join(hooks, envs[0])) as f:
+            env = dict(line.split("=", 1) for line in f.read().split("\n") if "=" in line
+                       and line.startswith("PROBING_WATCH_"))
+        assert env["PROBING_WATCH_REPORT"] == report, env
+        assert env["PROBING_WATCH_KIND"] == "culprit", env
+        assert env["PROBING_WATCH_CULPRIT_PID"] == str(pids[1]), env
+        assert env["PROBING_WATCH_CULPRIT_RANK"] == "1", env
+        assert env["PROBING_WATCH_REASON"].startswith("allreduce in flight on rank"), env
+        # The diagnosis's first line (env prints a multi-line value over several lines).
+        assert env["PROBING_WATCH_DIAGNOSIS"].startswith(
+            f"rank 1 (pid {pids[1]}) has been in hang_for ({JOB}:"
+            f"{marked_line('RESUME_LINE')})"), env
+
+        # It resumes: recovered, said and noted in the report.
+        os.unlink(fault)
+        harness.wait_for(lambda: "RESUMED rank=1" in w.out(), timeout=30, what="the resume")
+        m = harness.wait_for(lambda: re.search(r"probing watch: recovered at [\d:]+, after "
+                                               r"(\d+) s: collectives complete again; noted "
+                                               r"in (\S+)", w.watch_out()),
+                             timeout=30, what="the recovery")
+        assert m.group(2) == report and int(m.group(1)) >= 0, m.group(0)
+        st = query(report, "SELECT time, recovered_at FROM watch_stall")[0]
+        assert st["recovered_at"] is not None and st["recovered_at"] > st["time"], st
+
+        # A second stall within --on-stall-interval: a report, the command not run again.
+        open(fault, "w").close()
+        harness.wait_for(lambda: len(re.findall(r"probing watch: stall at", w.watch_out())) == 2,
+                         timeout=60, what="a second stall")
+        harness.wait_for(lambda: "--on-stall: not run, it ran" in w.err(), timeout=30,
+                         what="the skipped command said")
+        assert len([f for f in os.listdir(hooks) if f.endswith(".env")]) == 1, os.listdir(hooks)
+        os.unlink(fault)
+    finally:
+        w.stop()
+
+
 @harness.timeout(240)
 def test_watch_rank_killed_by_sigsegv():
     """A rank killed by SIGSEGV in the job's first seconds of steps: a stall at once naming

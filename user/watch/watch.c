@@ -327,7 +327,7 @@ static void where_from(const struct bt_job *j, struct dg_rank *r)
 {
 	const struct bt_thread *t = NULL;
 	const struct bt_process *p = NULL;
-	int i;
+	int i, k;
 
 	for (i = 0; j && i < j->nprocs; i++)
 		if (j->procs[i].pid == r->pid && j->procs[i].bt)
@@ -346,6 +346,13 @@ static void where_from(const struct bt_job *j, struct dg_rank *r)
 			break;
 	if (i == t->nframes)
 		i = 0; /* no Python frame: its innermost native one */
+	/* In a collective: where the job called it, not torch.distributed's wrapper. */
+	for (k = i; r->in_coll && k < t->nframes; k++)
+		if (t->frames[k].kind == FRAME_PYTHON && t->frames[k].file &&
+		    !strstr(t->frames[k].file, "-packages/torch/")) {
+			i = k;
+			break;
+		}
 	if (i < t->nframes) {
 		const struct frame *f = &t->frames[i];
 

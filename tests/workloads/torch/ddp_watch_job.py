@@ -11,7 +11,8 @@ STEP_MS of sleep per step (a steady pace). At step FAULT_STEP, rank FAULT_RANK d
 With FAULT_FILE set, the faulty rank does its fault at the first step from FAULT_STEP on
 where that file exists (a test that attaches to a running job says when); a mismatch needs
 every rank at the same step, and takes FAULT_STEP only.
-  resume   - (FAULT_FILE only) sleeps in hang_for until the file is gone, then goes on
+  resume   - (FAULT_FILE only) sleeps in hang_for until the file is gone, then goes on (and
+             again each time the file is there)
 
 Environment: STEPS (1000000), STEP_MS (100), FAULT (none), FAULT_RANK (1), FAULT_STEP (20),
 FAULT_FILE (none).
@@ -59,6 +60,8 @@ def main():
     for step in range(STEPS):
         due = step == FAULT_STEP if not FAULT_FILE else (
             step >= FAULT_STEP and not faulted and os.path.exists(FAULT_FILE))
+        if FAULT == "resume":
+            due = step >= FAULT_STEP and os.path.exists(FAULT_FILE)  # each time it is there
         if due and rank == FAULT_RANK and FAULT != "mismatch":
             faulted = True
             print(f"FAULT {FAULT} rank={rank} step={step} time={time.time()}", flush=True)
@@ -73,9 +76,9 @@ def main():
             t = torch.ones(10)
             if rank == FAULT_RANK:
                 print(f"FAULT {FAULT} rank={rank} step={step} time={time.time()}", flush=True)
-                dist.broadcast(t, src=0)
+                dist.broadcast(t, src=0)  # BROADCAST_LINE
             else:
-                dist.all_reduce(t)
+                dist.all_reduce(t)  # ALLREDUCE_LINE
         time.sleep(STEP_MS / 1000)
         t0 = time.perf_counter()
         loss = ddp(x).sum()
