@@ -464,6 +464,52 @@ def test_watch_healthy_job_and_bounds():
         w.stop()
 
 
+@harness.timeout(300)
+def test_watch_max_size_bounds_the_directory():
+    """--max-size 1M with a job that writes several times that in the run (fast steps: many
+    collectives) and a --keep that never binds: the segments never take more than 1M
+    together, the oldest go first, and a new segment starts when the current one reaches a
+    quarter of the size (not at every second once all of them together do)."""
+    max_size, seg, run = 1 << 20, 4, 60
+    w = Watch(["--keep", "1h", "--segment", f"{seg}s", "--max-size", "1M", "--stall-floor", 30],
+              FAULT="none", STEP_MS=5)
+    try:
+        w.ranks()
+        end = time.time() + run
+        worst, seen = 0, {}
+        while time.time() < end:
+            assert w.p.poll() is None, w.err()[-2000:]
+            size, listing = 0, []
+            for f in os.listdir(w.dir):
+                if not f.startswith("rec-"):
+                    continue
+                try:
+                    n = os.path.getsize(os.path.join(w.dir, f))
+                except FileNotFoundError:
+                    continue
+                size += n
+                listing.append((f, n))
+                name = f.split(".db")[0]
+                seen[name] = max(seen.get(name, 0), n)
+            if size > worst:
+                worst, worst_listing = size, sorted(listing)
+            time.sleep(0.5)
+        written = sum(seen.values())
+        harness.log(f"{len(seen)} segments, {written} bytes written, at most {worst} kept")
+        assert written > 2 * max_size, (written, seen)
+        assert worst <= max_size, (worst, worst_listing)
+        # Rotated by time (every 4 s) or at a quarter of the size (about 100 KB/s here: every
+        # 2.5 s or so): not at every second.
+        assert len(seen) <= run * 0.75, len(seen)
+        names = sorted(seen, key=lambda n: int(n.rsplit("-", 1)[1]))
+        kept = sorted((f.split(".db")[0] for f in os.listdir(w.dir) if f.startswith("rec-")),
+                      key=lambda n: int(n.rsplit("-", 1)[1]))
+        assert kept == names[-len(kept):], (kept, names)  # the newest are kept
+        assert "stall" not in w.watch_out(), w.watch_out()
+    finally:
+        w.stop()
+
+
 def test_watch_bad_input():
     """Clear messages and exit status 2 or 1, nothing started."""
     p = harness.probing("watch", "-p", "1")

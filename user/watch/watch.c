@@ -758,7 +758,7 @@ static void on_exit_seen(void *ctx, pid_t pid, const struct job_identity *job, i
 	d->ts = ts;
 	d->reported = false;
 	/* A rank's failure is a stall at once (its peers may be killed soon by the launcher). */
-	d->counts = status && job->rank >= 0;
+	d->counts = status && (job->rank >= 0 || pid == w->root); /* or the command started */
 	for (i = 0; status && i < (size_t)w->o->npids; i++)
 		if (w->o->pids[i] == pid)
 			d->counts = true; /* a process named with -p */
@@ -847,7 +847,7 @@ static int on_turn(void *ctx, struct session *s, bool second)
 		}
 	}
 	if (now_s() - w->seg_start >= w->o->segment_s ||
-	    (w->o->max_bytes && segdir__bytes(w->sd) > w->o->max_bytes / 4)) {
+	    (w->o->max_bytes && segdir__current_bytes(w->sd) > w->o->max_bytes / 4)) {
 		if (start_segment(w))
 			fprintf(stderr,
 				"probing %s: cannot start a new segment in %s; the current "
