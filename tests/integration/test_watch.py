@@ -510,6 +510,42 @@ def test_watch_max_size_bounds_the_directory():
         w.stop()
 
 
+@harness.timeout(180)
+def test_watch_single_process_and_native():
+    """Without collectives there is no pace to judge a stall by: a single Python process that
+    only sleeps gets no stall, a report on demand (where it is: no rank in a collective), and
+    a program without Python that fails is a stall at its death, its status said."""
+    d = harness.tmp("single")
+    script = harness.tmp("single.py")
+    with open(script, "w") as f:
+        f.write("import time\n\ndef idle():\n    while True:\n        time.sleep(0.2)\n\nidle()\n")
+    out, err = harness.tmp("single.out"), harness.tmp("single.err")
+    p = harness.spawn([harness.PROBING, "watch", "-o", d, "--stall-floor", "2", "--", "python3",
+                       script], stdout=open(out, "w"), stderr=open(err, "w"))
+    try:
+        harness.wait_for(lambda: os.path.exists(os.path.join(d, "watch.lock")) and
+                         "watching" in open(err).read(), timeout=60, what="the watch")
+        time.sleep(6)  # three times the floor: no stall
+        assert p.poll() is None, open(err).read()
+        assert "stall" not in open(out).read(), open(out).read()
+        report = harness.probing("watch", "--dump", d, check=True).stdout.strip()
+        st = query(report, "SELECT reason, kind, diagnosis FROM watch_stall")[0]
+        assert st["kind"] == "no-progress", st
+        assert re.search(rf"pid \d+ has been in idle \({re.escape(script)}:5\)", st["diagnosis"]), st
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=60)
+    d2 = harness.tmp("native")
+    p = harness.probing("watch", "-o", d2, "--", "sh", "-c", "sleep 2; exit 3", timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"probing watch: stall at [\d:]+: pid (\d+) exited with status 3", p.stdout), \
+        p.stdout
+    assert re.search(r"pid \d+ died: exited with status 3", p.stdout), p.stdout
+    with open(os.path.join(d2, "latest-report")) as f:
+        st = query(f.read().strip(), "SELECT kind, culprit_pid FROM watch_stall")[0]
+    assert st["kind"] == "dead-rank" and st["culprit_pid"], st
+
+
 def test_watch_bad_input():
     """Clear messages and exit status 2 or 1, nothing started."""
     p = harness.probing("watch", "-p", "1")

@@ -362,7 +362,21 @@ static void where_from(const struct bt_job *j, struct dg_rank *r)
 	}
 }
 
-/* The ranks for the diagnosis: the processes with a rank (all of them if none has one). */
+/* Was @pid named with -p, or is it the command started? */
+static bool named(const struct watch *w, pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < w->o->npids; i++)
+		if (w->o->pids[i] == pid)
+			return true;
+	return pid == w->root;
+}
+
+/*
+ * The ranks for the diagnosis: the processes with a rank; if none has one, those alive and
+ * those named (-p, the command) that ended.
+ */
 static int build_ranks(struct watch *w, const struct bt_job *j, struct dg_rank **out, int *world)
 {
 	struct recorder *rec = session__recorder(w->s);
@@ -401,6 +415,8 @@ static int build_ranks(struct watch *w, const struct bt_job *j, struct dg_rank *
 			dead |= w->deaths[d].pid == procs[i].pid;
 		if (!dead && !recorder__has_target(rec, procs[i].pid))
 			continue; /* ended before the watch saw how */
+		if (dead && !any_rank && !named(w, procs[i].pid))
+			continue; /* a helper that ended (a shell of a library's): not the job */
 		r = &rs[k++];
 		r->pid = procs[i].pid;
 		r->rank = id->rank;
@@ -758,10 +774,7 @@ static void on_exit_seen(void *ctx, pid_t pid, const struct job_identity *job, i
 	d->ts = ts;
 	d->reported = false;
 	/* A rank's failure is a stall at once (its peers may be killed soon by the launcher). */
-	d->counts = status && (job->rank >= 0 || pid == w->root); /* or the command started */
-	for (i = 0; status && i < (size_t)w->o->npids; i++)
-		if (w->o->pids[i] == pid)
-			d->counts = true; /* a process named with -p */
+	d->counts = status && (job->rank >= 0 || named(w, pid)); /* a rank, -p, the command */
 	if (d->counts)
 		w->death_pending = true;
 }
