@@ -148,12 +148,13 @@ static int read_format(sqlite3 *db, struct input *in)
 		if (!name)
 			continue;
 		if (!strcmp(name, "watch_stall")) {
-			pr_warn("cannot merge %s: it is a report of 'probing watch' (a snapshot and "
-				"a recording in one file), and merging watch reports is not done yet",
+			pr_warn("cannot merge %s: it is a report of 'probing watch' (a "
+				"snapshot and a recording in one file), and merging watch "
+				"reports is not done yet",
 				in->path);
-			pr_warn("Read each node's report on its own ('probing backtrace -i', 'query "
-				"-i'), or merge snapshots taken on every node (docs/watch.md, "
-				"\"Several nodes\").");
+			pr_warn("Read each node's report on its own ('probing backtrace -i', "
+				"'query -i'), or merge snapshots taken on every node "
+				"(docs/watch.md, \"Several nodes\").");
 			err = -EPROTO;
 			goto cleanup;
 		}
