@@ -230,10 +230,11 @@ int segdir__prune(struct segdir *sd, double keep_s, uint64_t max_bytes)
 
 	while (sd->nsegs > 1) {
 		const struct seg *old = &sd->segs[0];
-		uint64_t cur = segdir__current_bytes(sd), room = max_bytes / 4;
+		uint64_t cur = segdir__current_bytes(sd), room = max_bytes / 3;
 
-		/* Room for the segment being written to grow to a quarter (it is then rotated):
-		 * the others leave it that much. */
+		/* Room for the segment being written to grow to a quarter (it is then rotated,
+		 * at a check once a second: a third leaves it a second's growth past that, and
+		 * its -shm): the others leave it that much. */
 		if (!(now - old->end > keep_s) &&
 		    !(max_bytes && segdir__bytes(sd) - cur + (cur > room ? cur : room) > max_bytes))
 			break;
