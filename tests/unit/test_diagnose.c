@@ -122,6 +122,27 @@ TEST(a_dead_rank_and_its_signal)
 	CHECK(res.kind != DG_DEAD);
 }
 
+TEST(the_first_rank_to_die_is_the_culprit)
+{
+	struct dg_rank r[3];
+	struct dg_input in = {.n = 3, .r = r, .now = NOW, .world_size = 3};
+	struct dg_result res;
+
+	/* The launcher kills ranks 0 and 1 a second after rank 2's fault. */
+	r[0] = rank_at(0, 600);
+	r[1] = rank_at(1, 601);
+	r[2] = rank_at(2, 602);
+	r[0].dead = r[1].dead = r[2].dead = true;
+	r[0].status = r[1].status = SIGTERM;
+	r[0].exit_ts = r[1].exit_ts = NOW - 1;
+	r[2].status = SIGSEGV;
+	r[2].exit_ts = NOW - 2;
+	diagnose(&in, &res);
+	CHECK_EQ(res.kind, DG_DEAD);
+	CHECK_EQ(res.culprit, 602);
+	CHECK_EQ(res.culprit_rank, 2);
+}
+
 TEST(no_collective_anywhere_and_hostile_names)
 {
 	struct dg_rank r[1];

@@ -15,13 +15,19 @@ struct ev {
 	unsigned char data[];
 };
 
+/* A list of records, oldest first. */
+struct evlist {
+	struct ev *head, *tail;
+};
+
 struct evqueue {
 	struct sampling *s;
+	evqueue_urgent_fn urgent;
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct ev *head, *tail;
+	struct evlist l[2]; /* [1]: the urgent records, popped first */
 	size_t bytes, limit;
 	uint64_t dropped;
 	bool stop;    /* asked to stop */
@@ -33,6 +39,7 @@ static int enqueue(void *ctx, void *data, size_t len)
 {
 	struct evqueue *q = ctx;
 	struct ev *e = malloc(sizeof(*e) + len);
+	struct evlist *l = &q->l[q->urgent && q->urgent(data, len)];
 
 	if (e) {
 		e->next = NULL;
@@ -46,11 +53,11 @@ static int enqueue(void *ctx, void *data, size_t len)
 		free(e);
 		return 0;
 	}
-	if (q->tail)
-		q->tail->next = e;
+	if (l->tail)
+		l->tail->next = e;
 	else
-		q->head = e;
-	q->tail = e;
+		l->head = e;
+	l->tail = e;
 	q->bytes += len;
 	pthread_mutex_unlock(&q->lock);
 	return 0;
@@ -73,7 +80,7 @@ static void *reader(void *arg)
 		/* One wake-up per batch, not per record: a context switch per sample would cost
 		 * more than processing it. */
 		pthread_mutex_lock(&q->lock);
-		if (q->head)
+		if (q->l[0].head || q->l[1].head)
 			pthread_cond_signal(&q->cond);
 		pthread_mutex_unlock(&q->lock);
 		if (stop)
@@ -86,7 +93,8 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-int evqueue__start(struct sampling *s, size_t limit_bytes, struct evqueue **out)
+int evqueue__start(struct sampling *s, size_t limit_bytes, evqueue_urgent_fn urgent,
+		   struct evqueue **out)
 {
 	struct evqueue *q = calloc(1, sizeof(*q));
 	int err;
@@ -94,6 +102,7 @@ int evqueue__start(struct sampling *s, size_t limit_bytes, struct evqueue **out)
 	if (!q)
 		return -ENOMEM;
 	q->s = s;
+	q->urgent = urgent;
 	q->limit = limit_bytes ? limit_bytes : EVQUEUE_DEFAULT_LIMIT;
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->cond, NULL);
@@ -117,10 +126,26 @@ size_t evqueue__queued(struct evqueue *q)
 	return n;
 }
 
+/* Unlink the oldest record of @l (locked, not empty) into *@data: its size. */
+static long take(struct evqueue *q, struct evlist *l, void **data)
+{
+	struct ev *e = l->head;
+	long len;
+
+	l->head = e->next;
+	if (!l->head)
+		l->tail = NULL;
+	q->bytes -= e->len;
+	/* Hand out the record itself: move the payload to the front of the allocation. */
+	len = e->len;
+	memmove(e, e->data, len);
+	*data = e;
+	return len;
+}
+
 long evqueue__pop(struct evqueue *q, int timeout_ms, void **data)
 {
 	struct timespec deadline;
-	struct ev *e;
 	long len;
 
 	clock_gettime(CLOCK_REALTIME, &deadline);
@@ -131,25 +156,28 @@ long evqueue__pop(struct evqueue *q, int timeout_ms, void **data)
 		deadline.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&q->lock);
-	while (!q->head && !q->stopped) {
+	while (!q->l[0].head && !q->l[1].head && !q->stopped) {
 		if (pthread_cond_timedwait(&q->cond, &q->lock, &deadline) == ETIMEDOUT)
 			break;
 	}
-	e = q->head;
-	if (!e) {
+	if (q->l[1].head)
+		len = take(q, &q->l[1], data);
+	else if (q->l[0].head)
+		len = take(q, &q->l[0], data);
+	else
 		len = q->stopped ? -EPIPE : 0;
-		pthread_mutex_unlock(&q->lock);
-		return len;
-	}
-	q->head = e->next;
-	if (!q->head)
-		q->tail = NULL;
-	q->bytes -= e->len;
 	pthread_mutex_unlock(&q->lock);
-	/* Hand out the record itself: move the payload to the front of the allocation. */
-	len = e->len;
-	memmove(e, e->data, len);
-	*data = e;
+	return len;
+}
+
+long evqueue__pop_urgent(struct evqueue *q, void **data)
+{
+	long len = 0;
+
+	pthread_mutex_lock(&q->lock);
+	if (q->l[1].head)
+		len = take(q, &q->l[1], data);
+	pthread_mutex_unlock(&q->lock);
 	return len;
 }
 
@@ -165,6 +193,16 @@ void evqueue__stop(struct evqueue *q)
 	q->stopped = true;
 }
 
+bool evqueue__urgent_waiting(struct evqueue *q)
+{
+	bool waiting;
+
+	pthread_mutex_lock(&q->lock);
+	waiting = q->l[1].head;
+	pthread_mutex_unlock(&q->lock);
+	return waiting;
+}
+
 uint64_t evqueue__dropped(struct evqueue *q)
 {
 	uint64_t n;
@@ -178,14 +216,16 @@ uint64_t evqueue__dropped(struct evqueue *q)
 void evqueue__free(struct evqueue *q)
 {
 	struct ev *e, *next;
+	int i;
 
 	if (!q)
 		return;
 	evqueue__stop(q);
-	for (e = q->head; e; e = next) {
-		next = e->next;
-		free(e);
-	}
+	for (i = 0; i < 2; i++)
+		for (e = q->l[i].head; e; e = next) {
+			next = e->next;
+			free(e);
+		}
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->cond);
 	free(q);

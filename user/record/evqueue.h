@@ -2,11 +2,15 @@
 /*
  * evqueue: a reader thread that drains the sampler's ring buffer promptly into an in-memory
  * queue, so slow work in the consumer (first symbolization of a large library, a burst of
- * new threads) does not make the kernel drop samples.
+ * new threads) does not make the kernel drop samples. Optionally, records a classifier
+ * calls urgent go into a second queue popped first (in their own order): a consumer that
+ * must learn of some records promptly (probing watch: exits, collectives) is then behind
+ * only by the record it is handling, not by a backlog of samples.
  */
 #ifndef PROBING_EVQUEUE_H
 #define PROBING_EVQUEUE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,14 +21,25 @@ struct evqueue;
 /* Records held at most (bytes); beyond it records are dropped and counted. */
 #define EVQUEUE_DEFAULT_LIMIT (512u << 20)
 
-/* Start the reader thread on @s. Return 0 and *@out or -errno. */
-int evqueue__start(struct sampling *s, size_t limit_bytes, struct evqueue **out);
+/* Is the record @rec (@len bytes) urgent? Called on the reader thread: cheap, no state. */
+typedef bool (*evqueue_urgent_fn)(const void *rec, size_t len);
 
 /*
- * Take the next record, waiting up to @timeout_ms. Return its size and set *@data to a
- * malloc'd copy (caller frees), 0 on time-out, or -EPIPE once stopped and empty.
+ * Start the reader thread on @s. @urgent: which records are popped ahead of the others, or
+ * NULL (one queue, in the kernel's order). Return 0 and *@out or -errno.
+ */
+int evqueue__start(struct sampling *s, size_t limit_bytes, evqueue_urgent_fn urgent,
+		   struct evqueue **out);
+
+/*
+ * Take the next record (an urgent one first), waiting up to @timeout_ms. Return its size and
+ * set *@data to a malloc'd copy (caller frees), 0 on time-out, or -EPIPE once stopped and
+ * empty.
  */
 long evqueue__pop(struct evqueue *q, int timeout_ms, void **data);
+
+/* Take the next urgent record, without waiting: its size and *@data as evqueue__pop, or 0. */
+long evqueue__pop_urgent(struct evqueue *q, void **data);
 
 /*
  * Stop the reader after one last drain of the ring buffer; records already queued can still
@@ -34,6 +49,8 @@ void evqueue__stop(struct evqueue *q);
 
 /* Bytes of records queued and not popped yet (0: the consumer has caught up). */
 size_t evqueue__queued(struct evqueue *q);
+/* Does an urgent record wait in the queue? */
+bool evqueue__urgent_waiting(struct evqueue *q);
 
 /* Records dropped because the queue was over its limit. */
 uint64_t evqueue__dropped(struct evqueue *q);

@@ -43,6 +43,7 @@ struct target {
 	size_t py_maps_seen;  /* mappings when we last looked for an interpreter */
 	uint64_t py_tried_ns; /* when we last looked (monotonic) */
 	uint64_t started_ns;  /* when it became a target or exec'd (monotonic) */
+	uint64_t exec_ns;     /* the kernel's time of its latest exec seen (monotonic), or 0 */
 	uint64_t samples;
 	bool names_to_drop;	       /* exited: drop its Python thread names at a later tick */
 	long long cpu_first, cpu_last; /* its CPU ticks when added and at the last look; -1 */
@@ -643,6 +644,8 @@ static void target_exec(struct recorder *r, struct target *t, const struct proc_
 	size_t i, n = ev->h.args_len < sizeof(ev->args) ? ev->h.args_len : sizeof(ev->args);
 	char *cmd = NULL, *path;
 
+	if (ev->h.time_ns > t->exec_ns)
+		t->exec_ns = ev->h.time_ns;
 	drop_dwproc(t);	      /* its parent's too: the child's address space is new */
 	forget_comm(r, t);    /* the new program's libraries are probed when it maps them */
 	t->dp_failed = false; /* re-read lazily: the loader is still mapping */
@@ -1089,6 +1092,11 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 		if (!t)
 			return -ENOMEM;
 	}
+	/* A sample of the program before its exec, handled after the exec (records of processes
+	 * ahead of samples: session.h's urgent_first): its addresses are not the new
+	 * program's. */
+	if (e->time_ns < t->exec_ns)
+		return 0;
 	if (!t->samples++)
 		r->stats.processes++;
 	retry_python(r, t);

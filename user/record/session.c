@@ -174,6 +174,14 @@ static int add_command(struct session *s)
 	return err;
 }
 
+/* A record of a process (fork, exec, exit) or of a collective: urgent_first's. */
+static bool urgent_record(const void *rec, size_t len)
+{
+	const __u32 *type = rec;
+
+	return len >= sizeof(*type) && (*type == EVENT_PROC || *type == EVENT_COMM);
+}
+
 int session__open(const struct session_opts *o, struct session **out)
 {
 	struct session *s;
@@ -205,7 +213,7 @@ int session__open(const struct session_opts *o, struct session **out)
 		err = add_command(s);
 	if (err)
 		goto fail;
-	err = evqueue__start(s->smp, 0, &s->q);
+	err = evqueue__start(s->smp, 0, o->urgent_first ? urgent_record : NULL, &s->q);
 	if (err) {
 		pr_warn("cannot start the reader thread: %s", strerror(-err));
 		goto fail;
@@ -316,6 +324,21 @@ int session__drain(struct session *s, double budget_s)
 		n++;
 	}
 	return n;
+}
+
+int session__drain_urgent(struct session *s, double budget_s)
+{
+	double end = now_mono_ns() / 1e9 + budget_s;
+	void *data;
+	long len;
+
+	while ((len = evqueue__pop_urgent(s->q, &data)) > 0) {
+		recorder__handle(s->rec, data, len);
+		free(data);
+		if (now_mono_ns() / 1e9 >= end)
+			return evqueue__urgent_waiting(s->q) ? -EAGAIN : 0;
+	}
+	return 0;
 }
 
 struct store *session__store(const struct session *s)

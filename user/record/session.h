@@ -40,6 +40,14 @@ struct session_opts {
 	int (*on_turn)(void *ctx, struct session *s, bool second);
 	void *turn_ctx;
 	bool quiet; /* no progress line on a terminal */
+	/*
+	 * Records of processes (fork, exec, exit) and of collectives are handled ahead of the
+	 * samples waiting (in their own order), so that what the recorder knows of them is
+	 * behind by one record's handling, not by a backlog of samples (probing watch). A
+	 * sample from before its process's exec, handled after it, is then dropped. false: the
+	 * kernel's order.
+	 */
+	bool urgent_first;
 };
 
 /* What a finished recording counted (session__finish). */
@@ -103,6 +111,13 @@ int session__rotate(struct session *s, const char *path);
  * Return the number handled.
  */
 int session__drain(struct session *s, double budget_s);
+
+/*
+ * Handle the records of processes and collectives that wait (urgent_first), for at most
+ * @budget_s seconds. Return 0 when none waits any more, -EAGAIN when the budget ran out
+ * first.
+ */
+int session__drain_urgent(struct session *s, double budget_s);
 
 /* The store, the recorder, and the command started (0 if none) of @s. */
 struct store *session__store(const struct session *s);

@@ -148,6 +148,17 @@ static int read_format(sqlite3 *db, struct input *in)
 
 		if (!name)
 			continue;
+		if (!strcmp(name, "watch_stall")) {
+			pr_warn("cannot merge %s: it is a report of 'probing watch' (a "
+				"snapshot and a recording in one file), and merging watch "
+				"reports is not done yet",
+				in->path);
+			pr_warn("Read each node's report on its own ('probing backtrace -i', "
+				"'query -i'), or merge snapshots taken on every node "
+				"(docs/watch.md, \"Several nodes\").");
+			err = -EPROTO;
+			goto cleanup;
+		}
 		if (!known_table(in, name)) {
 			pr_warn("cannot merge %s: it has a table '%s' that this probing does not "
 				"know (made by a newer version of probing?)",

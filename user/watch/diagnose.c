@@ -209,16 +209,21 @@ void diagnose(const struct dg_input *in, struct dg_result *out)
 	}
 
 	if (dead) {
+		const struct dg_rank *earliest = NULL;
+
 		out->kind = DG_DEAD;
+		/* The first to die: a launcher kills the others after it. */
+		for (i = 0; i < in->n; i++)
+			if (in->r[i].dead && in->r[i].status &&
+			    (!earliest || in->r[i].exit_ts < earliest->exit_ts))
+				earliest = &in->r[i];
+		out->culprit = earliest->pid;
+		out->culprit_rank = earliest->rank;
 		for (i = 0; i < in->n; i++) {
 			const struct dg_rank *r = &in->r[i];
 
 			if (!r->dead || !r->status)
 				continue;
-			if (!out->culprit) {
-				out->culprit = r->pid;
-				out->culprit_rank = r->rank;
-			}
 			say(out, "%s died: %s, %s s ago\n", r->label,
 			    diagnose_exit_str(r->status, e, sizeof(e)),
 			    secs(in->now - r->exit_ts, a, sizeof(a)));

@@ -204,6 +204,11 @@ uint64_t segdir__bytes(const struct segdir *sd)
 	return n;
 }
 
+uint64_t segdir__current_bytes(const struct segdir *sd)
+{
+	return sd->nsegs ? file_bytes(seg_file(sd, sd->nsegs - 1)) : 0;
+}
+
 static void remove_file(const char *path)
 {
 	static const char *const sfx[] = {"",	      "-wal",	      "-shm",	     "-journal",
@@ -225,8 +230,13 @@ int segdir__prune(struct segdir *sd, double keep_s, uint64_t max_bytes)
 
 	while (sd->nsegs > 1) {
 		const struct seg *old = &sd->segs[0];
+		uint64_t cur = segdir__current_bytes(sd), room = max_bytes / 3;
 
-		if (!(now - old->end > keep_s) && !(max_bytes && segdir__bytes(sd) > max_bytes))
+		/* Room for the segment being written to grow to a quarter (it is then rotated,
+		 * at a check once a second: a third leaves it a second's growth past that, and
+		 * its -shm): the others leave it that much. */
+		if (!(now - old->end > keep_s) &&
+		    !(max_bytes && segdir__bytes(sd) - cur + (cur > room ? cur : room) > max_bytes))
 			break;
 		pr_debug("removing segment %s", old->path);
 		remove_file(old->path);

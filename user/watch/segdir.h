@@ -38,12 +38,17 @@ int segdir__next_report(struct segdir *sd, char *buf, size_t size);
 /*
  * Remove the oldest complete segments while the oldest ended more than @keep_s seconds ago,
  * or the segments (their files with -wal, the current one included) take more than
- * @max_bytes. The current segment is never removed. Return the number removed.
+ * @max_bytes, the current one counted as at least a third of it (it is rotated at a quarter,
+ * checked once a second: room for it to grow). The current segment is never removed. Return the number
+ * removed.
  */
 int segdir__prune(struct segdir *sd, double keep_s, uint64_t max_bytes);
 
 /* Bytes the segments take now (the current one with its -wal). */
 uint64_t segdir__bytes(const struct segdir *sd);
+
+/* Bytes of the segment being written (its file and side files), 0 if none. */
+uint64_t segdir__current_bytes(const struct segdir *sd);
 
 /*
  * The segments that hold data from unix second @from on, oldest first, the current one

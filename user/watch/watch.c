@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -41,6 +42,8 @@ struct death {
 	int rank;
 	int status;
 	double ts;
+	bool counts;   /* a failure of a rank or of a process named with -p: a stall */
+	bool reported; /* looked at by report_death */
 };
 
 /* A rank's oldest call under way. */
@@ -74,6 +77,11 @@ struct watch {
 	 * once, by a first snapshot taken when the job is up (warm), not at the first stall. */
 	struct symbolizer *sym;
 	bool warm;
+	/* That snapshot is read on a thread of its own, while the loop goes on (a death
+	 * meanwhile is handled at once, its report without native frames). */
+	bool warming;
+	pthread_t warm_thread;
+	struct job_procs warm_jp;
 	double last_check;
 };
 
@@ -319,7 +327,7 @@ static void where_from(const struct bt_job *j, struct dg_rank *r)
 {
 	const struct bt_thread *t = NULL;
 	const struct bt_process *p = NULL;
-	int i;
+	int i, k;
 
 	for (i = 0; j && i < j->nprocs; i++)
 		if (j->procs[i].pid == r->pid && j->procs[i].bt)
@@ -338,6 +346,13 @@ static void where_from(const struct bt_job *j, struct dg_rank *r)
 			break;
 	if (i == t->nframes)
 		i = 0; /* no Python frame: its innermost native one */
+	/* In a collective: where the job called it, not torch.distributed's wrapper. */
+	for (k = i; r->in_coll && k < t->nframes; k++)
+		if (t->frames[k].kind == FRAME_PYTHON && t->frames[k].file &&
+		    !strstr(t->frames[k].file, "-packages/torch/")) {
+			i = k;
+			break;
+		}
 	if (i < t->nframes) {
 		const struct frame *f = &t->frames[i];
 
@@ -347,7 +362,21 @@ static void where_from(const struct bt_job *j, struct dg_rank *r)
 	}
 }
 
-/* The ranks for the diagnosis: the processes with a rank (all of them if none has one). */
+/* Was @pid named with -p, or is it the command started? */
+static bool named(const struct watch *w, pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < w->o->npids; i++)
+		if (w->o->pids[i] == pid)
+			return true;
+	return pid == w->root;
+}
+
+/*
+ * The ranks for the diagnosis: the processes with a rank; if none has one, those alive and
+ * those named (-p, the command) that ended.
+ */
 static int build_ranks(struct watch *w, const struct bt_job *j, struct dg_rank **out, int *world)
 {
 	struct recorder *rec = session__recorder(w->s);
@@ -386,6 +415,8 @@ static int build_ranks(struct watch *w, const struct bt_job *j, struct dg_rank *
 			dead |= w->deaths[d].pid == procs[i].pid;
 		if (!dead && !recorder__has_target(rec, procs[i].pid))
 			continue; /* ended before the watch saw how */
+		if (dead && !any_rank && !named(w, procs[i].pid))
+			continue; /* a helper that ended (a shell of a library's): not the job */
 		r = &rs[k++];
 		r->pid = procs[i].pid;
 		r->rank = id->rank;
@@ -475,16 +506,22 @@ static void run_hook(struct watch *w, const char *reason, const struct dg_result
 	w->hook_pid = pid;
 }
 
+static bool still_warming(struct watch *w, bool wait);
+
 /* A stall (or a dump): snapshot, diagnosis, report, said. @declared: a stall, not a dump. */
 static void capture(struct watch *w, const char *reason, double thr, bool declared)
 {
+	/* The job's libraries not read yet (a death in the job's first seconds) or still being
+	 * read by the warm-up: no native frames (they would take seconds, and the launcher
+	 * kills the other ranks in about one), the Python stacks and waits at once. */
+	bool cold = still_warming(w, false) || (!w->warm && declared);
 	struct bt_opts bo = {
-		.native = w->o->native,
+		.native = w->o->native && !cold,
 		.waits = true,
 		.routines = true,
 		.py_depth = SAMPLER_MAX_PYDEPTH,
 		.max_repr = 200,
-		.sym = w->sym,
+		.sym = cold ? NULL : w->sym,
 	};
 	struct collectives *cs = recorder__collectives(session__recorder(w->s));
 	struct job_procs jp = {0};
@@ -503,15 +540,21 @@ static void capture(struct watch *w, const char *reason, double thr, bool declar
 	char clk[16], *line, *save = NULL, text[sizeof(res.text)];
 	int n, err;
 
-	/* What the recorder has not handled yet (a backlog on a loaded machine): the latest
-	 * calls and completions, within half a second. */
-	session__drain(w->s, 0.5);
+	/* The calls, completions and exits the recorder has not handled yet (handled ahead
+	 * of the samples: few), within half a second. */
+	session__drain_urgent(w->s, 0.5);
 	gather_calls(w, cs);
 	if (live_procs(w, &jp))
 		pr_info("some processes exited while the snapshot was taken");
+	if (cold && w->o->native)
+		pr_info("native frames left out of this report: the job's libraries are not read "
+			"yet");
 	if (jp.n && btjob__collect(&jp, &bo, &j))
 		j = NULL;
 	pr_info("snapshot of %d processes read in %.2f s", jp.n, now_s() - t0);
+	/* The samples that wait (a backlog on a loaded machine), for the report's recording:
+	 * after the snapshot, which cannot wait. */
+	session__drain(w->s, 1.0);
 	n = build_ranks(w, j, &ranks, &in.world_size);
 	in.n = n > 0 ? n : 0;
 	in.r = ranks;
@@ -560,25 +603,52 @@ static void capture(struct watch *w, const char *reason, double thr, bool declar
 	livejob__free(&jp);
 }
 
-/*
- * Once the job's collectives run: a snapshot read and dropped, so that the symbolizer knows
- * the job's libraries before the first stall (reading libtorch's symbols takes a second).
- */
-static void warm_up(struct watch *w)
+/* The warm-up's snapshot, read and dropped (on its own thread). */
+static void *warm_main(void *arg)
 {
+	struct watch *w = arg;
 	struct bt_opts bo = {.native = true, .routines = true, .py_depth = 1, .sym = w->sym};
-	struct job_procs jp = {0};
 	struct bt_job *j = NULL;
 	double t0 = now_s();
 
-	w->warm = true;
-	if (!w->sym || live_procs(w, &jp) || !jp.n)
-		goto out;
-	if (!btjob__collect(&jp, &bo, &j))
+	if (!btjob__collect(&w->warm_jp, &bo, &j))
 		pr_info("symbols of the job's libraries read in %.2f s", now_s() - t0);
-out:
 	btjob__free(j);
-	livejob__free(&jp);
+	return NULL;
+}
+
+/*
+ * Once the job's collectives run: a snapshot read and dropped, so that the symbolizer knows
+ * the job's libraries before the first stall (reading libtorch's symbols takes a second, or
+ * several on a loaded machine). On a thread of its own: the loop goes on meanwhile (a death
+ * in the job's first seconds is handled at once).
+ */
+static void warm_up(struct watch *w)
+{
+	w->warm = true;
+	if (!w->sym || live_procs(w, &w->warm_jp) || !w->warm_jp.n) {
+		livejob__free(&w->warm_jp);
+		return;
+	}
+	if (pthread_create(&w->warm_thread, NULL, warm_main, w)) {
+		livejob__free(&w->warm_jp);
+		return;
+	}
+	w->warming = true;
+}
+
+/* Is the warm-up's snapshot still being read? @wait: wait for it. */
+static bool still_warming(struct watch *w, bool wait)
+{
+	if (!w->warming)
+		return false;
+	if (!wait && pthread_tryjoin_np(w->warm_thread, NULL))
+		return true;
+	if (wait)
+		pthread_join(w->warm_thread, NULL);
+	w->warming = false;
+	livejob__free(&w->warm_jp);
+	return false;
 }
 
 /* The stall is over: say so, and note it in its report. */
@@ -668,14 +738,15 @@ static void check_stall(struct watch *w)
 			recovered(w);
 		return;
 	}
-	if (!stall_now(w, cs, reason, sizeof(reason), &thr))
-		return;
 	/*
-	 * What the recorder knows may be behind (records wait in its queue on a loaded
-	 * machine): a call seen under way may have completed meanwhile. Catch up, then look
-	 * again.
+	 * What the recorder knows may be behind: a call seen under way may have completed in a
+	 * record not handled yet. The records of collectives and processes are handled ahead
+	 * of the samples (urgent_first): those that wait are handled first, and only a
+	 * recorder that caught up with them judges (else: at the next check).
 	 */
-	if (session__drain(w->s, 1.0) && !stall_now(w, cs, reason, sizeof(reason), &thr))
+	if (session__drain_urgent(w->s, 0.5))
+		return;
+	if (!stall_now(w, cs, reason, sizeof(reason), &thr))
 		return;
 	w->stalled = true;
 	w->stalled_at = now;
@@ -701,12 +772,11 @@ static void on_exit_seen(void *ctx, pid_t pid, const struct job_identity *job, i
 	d->rank = job->rank;
 	d->status = status;
 	d->ts = ts;
+	d->reported = false;
 	/* A rank's failure is a stall at once (its peers may be killed soon by the launcher). */
-	if (status && job->rank >= 0)
+	d->counts = status && (job->rank >= 0 || named(w, pid)); /* a rank, -p, the command */
+	if (d->counts)
 		w->death_pending = true;
-	for (i = 0; status && i < (size_t)w->o->npids; i++)
-		if (w->o->pids[i] == pid)
-			w->death_pending = true; /* a process named with -p */
 }
 
 /* ---- the loop --------------------------------------------------------------------------- */
@@ -724,35 +794,45 @@ static int start_segment(struct watch *w)
 	return err;
 }
 
+/*
+ * A death seen since the last turn: a stall (unless one is being reported), its reason the
+ * first of them (by the kernel's time: the launcher kills the other ranks after it).
+ */
+static void report_death(struct watch *w)
+{
+	const struct death *first = NULL;
+	char reason[256], how[96];
+	size_t i;
+
+	if (!w->death_pending)
+		return;
+	w->death_pending = false;
+	for (i = 0; i < w->ndeaths; i++)
+		if (w->deaths[i].counts && !w->deaths[i].reported &&
+		    (!first || w->deaths[i].ts < first->ts))
+			first = &w->deaths[i];
+	for (i = 0; i < w->ndeaths; i++)
+		w->deaths[i].reported = true;
+	if (!first || w->stalled)
+		return;
+	if (first->rank >= 0)
+		snprintf(reason, sizeof(reason), "rank %d (pid %d) %s", first->rank, first->pid,
+			 diagnose_exit_str(first->status, how, sizeof(how)));
+	else
+		snprintf(reason, sizeof(reason), "pid %d %s", first->pid,
+			 diagnose_exit_str(first->status, how, sizeof(how)));
+	w->stalled = true;
+	w->stalled_at = now_s();
+	w->stalls++;
+	capture(w, reason, 0, true);
+}
+
 static int on_turn(void *ctx, struct session *s, bool second)
 {
 	struct watch *w = ctx;
-	char reason[256];
-	size_t i;
 
 	(void)s;
-	if (w->death_pending) {
-		w->death_pending = false;
-		for (i = 0; i < w->ndeaths; i++) {
-			const struct death *d = &w->deaths[i];
-			char how[96];
-
-			if (!d->status)
-				continue;
-			if (d->rank >= 0)
-				snprintf(reason, sizeof(reason), "rank %d (pid %d) %s", d->rank,
-					 d->pid, diagnose_exit_str(d->status, how, sizeof(how)));
-			else
-				snprintf(reason, sizeof(reason), "pid %d %s", d->pid,
-					 diagnose_exit_str(d->status, how, sizeof(how)));
-		}
-		if (!w->stalled) {
-			w->stalled = true;
-			w->stalled_at = now_s();
-			w->stalls++;
-			capture(w, reason, 0, true);
-		}
-	}
+	report_death(w);
 	if (dump_asked) {
 		dump_asked = 0;
 		capture(w, "asked for (watch --dump or SIGUSR1)", 0, false);
@@ -762,12 +842,14 @@ static int on_turn(void *ctx, struct session *s, bool second)
 	if (now_s() - w->last_check >= 0.1) {
 		w->last_check = now_s();
 		check_stall(w);
+		/* A death its drain handled: at once, not after this turn's other work. */
+		report_death(w);
 	}
 	if (!second)
 		return 0;
 	if (w->hook_pid > 0 && waitpid(w->hook_pid, NULL, WNOHANG) == w->hook_pid)
 		w->hook_pid = 0;
-	if (!w->warm && w->o->native) {
+	if (!w->warm && w->o->native && !w->stalled) {
 		struct collectives *cs = recorder__collectives(session__recorder(w->s));
 		struct coll_progress p;
 
@@ -778,7 +860,7 @@ static int on_turn(void *ctx, struct session *s, bool second)
 		}
 	}
 	if (now_s() - w->seg_start >= w->o->segment_s ||
-	    (w->o->max_bytes && segdir__bytes(w->sd) > w->o->max_bytes / 4)) {
+	    (w->o->max_bytes && segdir__current_bytes(w->sd) > w->o->max_bytes / 4)) {
 		if (start_segment(w))
 			fprintf(stderr,
 				"probing %s: cannot start a new segment in %s; the current "
@@ -814,6 +896,7 @@ int watch__run(const struct watch_opts *o)
 		.on_turn = on_turn,
 		.turn_ctx = &w,
 		.quiet = true,
+		.urgent_first = true,
 	};
 	for (i = 0; i < o->npids; i++)
 		if (preflight_target(o->pids[i], false))
@@ -839,7 +922,9 @@ int watch__run(const struct watch_opts *o)
 		CMD, o->command ? o->command[0] : "the processes", o->freq, o->dir, o->keep_s,
 		o->max_bytes / 1e6, o->stall_s > 0 ? "fixed" : "from the job's pace", o->dir);
 	err = session__run(w.s);
-	/* A death seen in the last records, or a dump asked at the very end. */
+	/* A death in the last records (the loop ends when /proc shows every process gone,
+	 * maybe before their exits were handled), or a dump asked at the very end. */
+	session__drain_urgent(w.s, 2.0);
 	on_turn(&w, w.s, false);
 	session__finish(w.s, &t);
 	fprintf(stderr, "probing %s: watched %.0f s, %d stall%s, %d report%s in %s\n", CMD,
@@ -848,6 +933,7 @@ int watch__run(const struct watch_opts *o)
 	ret = (session__close(w.s) || err) ? EXIT_FAIL : EXIT_OK;
 	w.s = NULL;
 cleanup:
+	still_warming(&w, true);
 	if (w.hook_pid > 0)
 		waitpid(w.hook_pid, NULL, 0);
 	segdir__free(w.sd);

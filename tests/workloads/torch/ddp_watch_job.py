@@ -8,7 +8,14 @@ STEP_MS of sleep per step (a steady pace). At step FAULT_STEP, rank FAULT_RANK d
   mismatch - calls dist.broadcast while the others call dist.all_reduce (the same seq)
   none     - nothing (a healthy job)
 
-Environment: STEPS (1000000), STEP_MS (100), FAULT (none), FAULT_RANK (1), FAULT_STEP (20).
+With FAULT_FILE set, the faulty rank does its fault at the first step from FAULT_STEP on
+where that file exists (a test that attaches to a running job says when); a mismatch needs
+every rank at the same step, and takes FAULT_STEP only.
+  resume   - (FAULT_FILE only) sleeps in hang_for until the file is gone, then goes on (and
+             again each time the file is there)
+
+Environment: STEPS (1000000), STEP_MS (100), FAULT (none), FAULT_RANK (1), FAULT_STEP (20),
+FAULT_FILE (none).
 Prints "rank R pid P" once set up and "STEP rank=R step=S ms=M" per step (M: the step's wall
 time without its STEP_MS sleep, for bench/bench_watch.py).
 """
@@ -26,11 +33,17 @@ STEP_MS = float(os.environ.get("STEP_MS", "100"))
 FAULT = os.environ.get("FAULT", "none")
 FAULT_RANK = int(os.environ.get("FAULT_RANK", "1"))
 FAULT_STEP = int(os.environ.get("FAULT_STEP", "20"))
+FAULT_FILE = os.environ.get("FAULT_FILE")
 
 
 def hang_here():
     while True:
         time.sleep(1)  # HANG_LINE
+
+
+def hang_for(path):
+    while os.path.exists(path):
+        time.sleep(0.05)  # RESUME_LINE
 
 
 def main():
@@ -43,19 +56,29 @@ def main():
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     x = torch.randn(32, 100)
     print(f"rank {rank} pid {os.getpid()}", flush=True)
+    faulted = False
     for step in range(STEPS):
-        if step == FAULT_STEP and rank == FAULT_RANK:
+        due = step == FAULT_STEP if not FAULT_FILE else (
+            step >= FAULT_STEP and not faulted and os.path.exists(FAULT_FILE))
+        if FAULT == "resume":
+            due = step >= FAULT_STEP and os.path.exists(FAULT_FILE)  # each time it is there
+        if due and rank == FAULT_RANK and FAULT != "mismatch":
+            faulted = True
             print(f"FAULT {FAULT} rank={rank} step={step} time={time.time()}", flush=True)
             if FAULT == "hang":
                 hang_here()
             elif FAULT == "segv":
                 os.kill(os.getpid(), signal.SIGSEGV)
+            elif FAULT == "resume":
+                hang_for(FAULT_FILE)
+                print(f"RESUMED rank={rank} time={time.time()}", flush=True)
         if step == FAULT_STEP and FAULT == "mismatch":
             t = torch.ones(10)
             if rank == FAULT_RANK:
-                dist.broadcast(t, src=0)
+                print(f"FAULT {FAULT} rank={rank} step={step} time={time.time()}", flush=True)
+                dist.broadcast(t, src=0)  # BROADCAST_LINE
             else:
-                dist.all_reduce(t)
+                dist.all_reduce(t)  # ALLREDUCE_LINE
         time.sleep(STEP_MS / 1000)
         t0 = time.perf_counter()
         loss = ddp(x).sum()
