@@ -33,7 +33,8 @@ static const char crash_schema[] =
 /*
  * Where the stack of @t starts: for a thread in the agent's fatal-signal handler (the one that
  * crashed, and any other that crashed meanwhile and waits), below the signal frame
- * (__restore_rt above on_fatal): what is above it is the handler waiting for us.
+ * (__restore_rt above on_fatal, or any frame of the agent library): what is above it is the
+ * handler waiting for us.
  */
 static int first_frame(const struct bt_thread *t, const struct crash_info *ci)
 {
@@ -43,11 +44,19 @@ static int first_frame(const struct bt_thread *t, const struct crash_info *ci)
 	if (ci->nexc)
 		return 0;
 	for (i = 0; i < t->nframes && i < 24; i++) {
-		if (t->frames[i].kind != FRAME_NATIVE)
+		const struct frame *fr = &t->frames[i];
+		const char *base = fr->module ? strrchr(fr->module, '/') : NULL;
+
+		if (fr->kind != FRAME_NATIVE)
 			return 0;
-		if (!strcmp(t->frames[i].func, "on_fatal"))
+		if (!strcmp(fr->func, "on_fatal") ||
+		    (base && !strcmp(base + 1, "libprobing-agent.so")))
 			handler = true;
-		else if (handler && !strcmp(t->frames[i].func, "__restore_rt"))
+		/* The signal frame: glibc's trampoline, or where an unwind that could not go
+		 * through it stopped (Debian unstable's glibc 2.43: the native frames below the
+		 * signal are lost, the Python ones are not). */
+		else if (handler && (!strcmp(fr->func, "__restore_rt") ||
+				     (!strcmp(fr->func, "[unknown]") && !fr->module)))
 			return i + 1;
 	}
 	return 0;
