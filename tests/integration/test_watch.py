@@ -508,7 +508,7 @@ def test_watch_max_size_bounds_the_directory():
         # 2.5 s or so): not at every second.
         assert len(seen) <= run * 0.75, len(seen)
         names = sorted(seen, key=lambda n: int(n.rsplit("-", 1)[1]))
-        kept = sorted((f.split(".db")[0] for f in os.listdir(w.dir) if f.startswith("rec-")),
+        kept = sorted({f.split(".db")[0] for f in os.listdir(w.dir) if f.startswith("rec-")},
                       key=lambda n: int(n.rsplit("-", 1)[1]))
         assert kept == names[-len(kept):], (kept, names)  # the newest are kept
         assert "stall" not in w.watch_out(), w.watch_out()

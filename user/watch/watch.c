@@ -554,7 +554,7 @@ static void capture(struct watch *w, const char *reason, double thr, bool declar
 	pr_info("snapshot of %d processes read in %.2f s", jp.n, now_s() - t0);
 	/* The samples that wait (a backlog on a loaded machine), for the report's recording:
 	 * after the snapshot, which cannot wait. */
-	session__drain(w->s, 1.0);
+	session__drain(w->s, 2.0);
 	n = build_ranks(w, j, &ranks, &in.world_size);
 	in.n = n > 0 ? n : 0;
 	in.r = ranks;
@@ -867,7 +867,7 @@ static int on_turn(void *ctx, struct session *s, bool second)
 		check_stall(w);
 		/* A death its drain handled: at once, not after this turn's other work. */
 		report_death(w);
-	bound_size(w);
+		bound_size(w);
 	}
 	if (!second)
 		return 0;
