@@ -472,7 +472,7 @@ def test_watch_healthy_job_and_bounds():
 def test_watch_max_size_bounds_the_directory():
     """--max-size 1M with a job that writes several times that in the run (fast steps: many
     collectives) and a --keep that never binds: the segments never take more than 1M
-    together, the oldest go first, and a new segment starts when the current one reaches a
+    together (and a tenth: docs/watch.md), the oldest go first, and a new segment starts when the current one reaches a
     quarter of the size (not at every second once all of them together do)."""
     max_size, seg, run = 1 << 20, 4, 60
     w = Watch(["--keep", "1h", "--segment", f"{seg}s", "--max-size", "1M", "--stall-floor", 30],
@@ -501,12 +501,14 @@ def test_watch_max_size_bounds_the_directory():
         written = sum(seen.values())
         harness.log(f"{len(seen)} segments, {written} bytes written, at most {worst} kept")
         assert written > 2 * max_size, (written, seen)
-        assert worst <= max_size, (worst, worst_listing)
+        # Within a tenth: the segment being written grows past its quarter while the
+        # watch's loop is late (a load of 20-30 on 2 cores: 3-9% seen over 1M).
+        assert worst <= max_size * 1.1, (worst, worst_listing)
         # Rotated by time (every 4 s) or at a quarter of the size (about 100 KB/s here: every
         # 2.5 s or so): not at every second.
         assert len(seen) <= run * 0.75, len(seen)
         names = sorted(seen, key=lambda n: int(n.rsplit("-", 1)[1]))
-        kept = sorted((f.split(".db")[0] for f in os.listdir(w.dir) if f.startswith("rec-")),
+        kept = sorted({f.split(".db")[0] for f in os.listdir(w.dir) if f.startswith("rec-")},
                       key=lambda n: int(n.rsplit("-", 1)[1]))
         assert kept == names[-len(kept):], (kept, names)  # the newest are kept
         assert "stall" not in w.watch_out(), w.watch_out()

@@ -141,6 +141,17 @@ static int read_format(sqlite3 *db, struct input *in)
 	sqlite3_stmt *st = NULL;
 	int rc, err = 0;
 
+	/* A watch report (watch/watch.c): said as such, before its other tables are. */
+	if (sqlite3_table_column_metadata(db, NULL, "watch_stall", "time", NULL, NULL, NULL, NULL,
+					  NULL) == SQLITE_OK) {
+		pr_warn("cannot merge %s: it is a report of 'probing watch' (a snapshot and a "
+			"recording in one file), and merging watch reports is not done yet",
+			in->path);
+		pr_warn("Read each node's report on its own ('probing backtrace -i', 'query -i'), "
+			"or merge snapshots taken on every node (docs/watch.md, \"Several "
+			"nodes\").");
+		return -EPROTO;
+	}
 	rc = sqlite3_prepare_v2(db, tables_sql, -1, &st, NULL);
 	while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *name = (const char *)sqlite3_column_text(st, 0);
@@ -148,17 +159,6 @@ static int read_format(sqlite3 *db, struct input *in)
 
 		if (!name)
 			continue;
-		if (!strcmp(name, "watch_stall")) {
-			pr_warn("cannot merge %s: it is a report of 'probing watch' (a "
-				"snapshot and a recording in one file), and merging watch "
-				"reports is not done yet",
-				in->path);
-			pr_warn("Read each node's report on its own ('probing backtrace -i', "
-				"'query -i'), or merge snapshots taken on every node "
-				"(docs/watch.md, \"Several nodes\").");
-			err = -EPROTO;
-			goto cleanup;
-		}
 		if (!known_table(in, name)) {
 			pr_warn("cannot merge %s: it has a table '%s' that this probing does not "
 				"know (made by a newer version of probing?)",

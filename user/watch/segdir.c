@@ -233,8 +233,8 @@ int segdir__prune(struct segdir *sd, double keep_s, uint64_t max_bytes)
 		uint64_t cur = segdir__current_bytes(sd), room = max_bytes / 3;
 
 		/* Room for the segment being written to grow to a quarter (it is then rotated,
-		 * at a check once a second: a third leaves it a second's growth past that, and
-		 * its -shm): the others leave it that much. */
+		 * at a check ten times a second: a third leaves it the growth past that, and its
+		 * -shm): the others leave it that much. */
 		if (!(now - old->end > keep_s) &&
 		    !(max_bytes && segdir__bytes(sd) - cur + (cur > room ? cur : room) > max_bytes))
 			break;

@@ -554,7 +554,7 @@ static void capture(struct watch *w, const char *reason, double thr, bool declar
 	pr_info("snapshot of %d processes read in %.2f s", jp.n, now_s() - t0);
 	/* The samples that wait (a backlog on a loaded machine), for the report's recording:
 	 * after the snapshot, which cannot wait. */
-	session__drain(w->s, 1.0);
+	session__drain(w->s, 2.0);
 	n = build_ranks(w, j, &ranks, &in.world_size);
 	in.n = n > 0 ? n : 0;
 	in.r = ranks;
@@ -827,6 +827,29 @@ static void report_death(struct watch *w)
 	capture(w, reason, 0, true);
 }
 
+/* Go on in a new segment; said if it cannot be started. */
+static void next_segment(struct watch *w)
+{
+	if (start_segment(w))
+		fprintf(stderr,
+			"probing %s: cannot start a new segment in %s; the current one goes on\n",
+			CMD, w->o->dir);
+}
+
+/*
+ * --max-size, ten times a second (a few lstat calls): the current segment rotated once it
+ * takes a quarter of it, the oldest ones removed (at a check once a second, a fast job's
+ * segment grew well past its quarter in between).
+ */
+static void bound_size(struct watch *w)
+{
+	if (!w->o->max_bytes)
+		return;
+	if (segdir__current_bytes(w->sd) > w->o->max_bytes / 4)
+		next_segment(w);
+	segdir__prune(w->sd, w->o->keep_s, w->o->max_bytes);
+}
+
 static int on_turn(void *ctx, struct session *s, bool second)
 {
 	struct watch *w = ctx;
@@ -844,6 +867,7 @@ static int on_turn(void *ctx, struct session *s, bool second)
 		check_stall(w);
 		/* A death its drain handled: at once, not after this turn's other work. */
 		report_death(w);
+		bound_size(w);
 	}
 	if (!second)
 		return 0;
@@ -859,14 +883,8 @@ static int on_turn(void *ctx, struct session *s, bool second)
 				warm_up(w);
 		}
 	}
-	if (now_s() - w->seg_start >= w->o->segment_s ||
-	    (w->o->max_bytes && segdir__current_bytes(w->sd) > w->o->max_bytes / 4)) {
-		if (start_segment(w))
-			fprintf(stderr,
-				"probing %s: cannot start a new segment in %s; the current "
-				"one goes on\n",
-				CMD, w->o->dir);
-	}
+	if (now_s() - w->seg_start >= w->o->segment_s)
+		next_segment(w);
 	segdir__prune(w->sd, w->o->keep_s, w->o->max_bytes);
 	return 0;
 }
