@@ -31,22 +31,58 @@ class Skip(Exception):
 
 
 # ---- test lifecycle (called by runner.py) ---------------------------------------------------
+# Every process a test starts, however it starts it (spawn, run, subprocess directly; the
+# ranks a launcher forks; a job left behind by a watcher the test killed), inherits this
+# variable from the runner's environment; end_test kills whatever still carries it.
+MARK = "PROBING_TEST_MARK"
+
+
 def begin_test(tmpdir):
     global _tmp
     _tmp = tmpdir
     _procs.clear()
     _log.clear()
+    os.environ[MARK] = tmpdir
+
+
+def _marked_pids(mark):
+    want = f"{MARK}={mark}".encode()
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                if want in f.read().split(b"\0"):
+                    pids.append(int(d))
+        except OSError:
+            pass
+    return pids
 
 
 def end_test():
     for p in _procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+        # The group too when its leader has ended (a launcher killed by the test leaves its
+        # ranks in the group).
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            if p.poll() is None:
                 p.kill()
-            p.wait()
+        p.wait()
     _procs.clear()
+    mark = os.environ.pop(MARK, None)
+    for _ in range(3):
+        left = _marked_pids(mark) if mark else []
+        if not left:
+            break
+        log(f"killed {len(left)} processes the test left running: {left}")
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.1)
 
 
 def test_log():

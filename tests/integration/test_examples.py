@@ -41,6 +41,8 @@ SKIPPED = [
      "(test_top drives it in tmux)"),
     (r"\bprobing watch\b(?!.*--dump)", "watches a job until stopped (test_watch runs it on "
      "real jobs)"),
+    (r"/var/tmp/watch/stall-", "reads the report of a stall that a watch wrote (test_watch "
+     "reads real ones with backtrace -i, flamegraph -i and query -i)"),
     (r"-- \./myprog|-- python3 train\.py|-- torchrun", "starts the user's own program"),
     (r"--listen", "a fixed TCP port (9400, 8080) that tests running side by side would share"),
     (r"--show-token", "needs the agent's TCP port (--listen, above)"),
