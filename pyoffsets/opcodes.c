@@ -144,12 +144,8 @@ static const struct py_opcodes py_opcodes_3_15 = {
 const struct py_opcodes *py_opcodes_for(unsigned int version)
 {
 	static const struct py_opcodes *const tables[] = {
-		&py_opcodes_3_10,
-		&py_opcodes_3_11,
-		&py_opcodes_3_12,
-		&py_opcodes_3_13,
-		&py_opcodes_3_14,
-		&py_opcodes_3_15,
+		&py_opcodes_3_10, &py_opcodes_3_11, &py_opcodes_3_12,
+		&py_opcodes_3_13, &py_opcodes_3_14, &py_opcodes_3_15,
 	};
 	size_t i;
 

@@ -43,7 +43,7 @@ TEST(every_python_table_of_the_docs_is_declared)
 TEST(backtrace_columns_are_the_outside_readers_rows)
 {
 	static const char *const cols[] = {"thread", "tid",    "depth", "func",
-					   "file",   "lineno", "kind",  "qualname"};
+					   "file",   "lineno", "kind",	"qualname"};
 
 	CHECK(columns_are(live_table__find("python", "backtrace"), cols, 8));
 }

@@ -35,7 +35,8 @@ TEST(next_tag_offset_after_the_group_check)
 				      0xe8, 0x13, 0x3e, 0xc0, 0xf9, 0x8b, 0x83, 0xf4,
 				      0x00, 0x00, 0x00, 0x8d, 0x50, 0x01, 0x89, 0x93};
 	/* the same with a disp8, and one whose load is from %rdi (not the register saved) */
-	static const uint8_t short8[] = {0x53, 0x48, 0x89, 0xfb, 0xe8, 0, 0, 0, 0, 0x8b, 0x43, 0x30};
+	static const uint8_t short8[] = {0x53, 0x48, 0x89, 0xfb, 0xe8, 0,
+					 0,    0,    0,	   0x8b, 0x43, 0x30};
 	static const uint8_t rdi[] = {0x53, 0x48, 0x89, 0xfb, 0xe8, 0, 0, 0, 0, 0x8b, 0x47, 0x30};
 	uint16_t off = 0;
 
@@ -55,7 +56,7 @@ TEST(layout_by_the_file_name)
 	CHECK(tl && !strcmp(tl->version, "2.14") && tl->pg_rank == 16 && tl->ti_numel == 152);
 	tl = torchlayout_by_name("libtorch_cpu.so.1.13");
 	CHECK(tl && !strcmp(tl->version, "1.13") && tl->pg_rank == 24 && tl->ti_numel == 168);
-	CHECK(!torchlayout_by_name("libtorch_cpu.so"));	       /* a wheel's: no version */
+	CHECK(!torchlayout_by_name("libtorch_cpu.so"));		/* a wheel's: no version */
 	CHECK(!torchlayout_by_name("libtorch_cpu.so.2.140.0")); /* not 2.14 */
 	CHECK(!torchlayout_by_name("libtorch_cpu.so.2.5.1"));
 	CHECK(torchlayout_known(0) && torchlayout_known(1) && !torchlayout_known(2));

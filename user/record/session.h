@@ -69,15 +69,15 @@ struct record_totals {
 	int nprocs;
 	struct sampling_offcpu_stats off; /* with --off-cpu */
 	/* Collectives (comm.h, collectives.h). */
-	const char *comm_state;	 /* "on", "off" (--no-comm) or "unavailable" */
-	uint64_t comm_rows;	 /* collectives recorded */
-	uint64_t comm_completed; /* of which seen completing */
-	uint64_t comm_processes; /* processes that issued them */
-	uint64_t comm_lost;	 /* events lost (ring buffer full) */
-	uint64_t comm_copies;	 /* calls whose stack was copied (the first of each call site) */
+	const char *comm_state;	  /* "on", "off" (--no-comm) or "unavailable" */
+	uint64_t comm_rows;	  /* collectives recorded */
+	uint64_t comm_completed;  /* of which seen completing */
+	uint64_t comm_processes;  /* processes that issued them */
+	uint64_t comm_lost;	  /* events lost (ring buffer full) */
+	uint64_t comm_copies;	  /* calls whose stack was copied (the first of each call site) */
 	uint64_t comm_site_calls; /* calls from a known call site: no copy */
-	char comm_summary[1024]; /* the stragglers, a line per kind of collective */
-	char comm_notes[2048];	 /* what comm noted ("; "-separated), or "" */
+	char comm_summary[1024];  /* the stragglers, a line per kind of collective */
+	char comm_notes[2048];	  /* what comm noted ("; "-separated), or "" */
 };
 
 /*

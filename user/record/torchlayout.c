@@ -207,7 +207,7 @@ static uint64_t find_member(pid_t pid, uint64_t obj, unsigned int hint, unsigned
 #define PREFIX_STORE "N4c10d11PrefixStoreE"
 
 const struct torchlayout *torchlayout_confirm_group(pid_t pid, uint64_t pg, int32_t *rank,
-						     int32_t *size)
+						    int32_t *size)
 {
 	const struct torchlayout *tl;
 	int32_t rs[2];

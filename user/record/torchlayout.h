@@ -49,7 +49,7 @@ const struct torchlayout *torchlayout_known(unsigned int i);
  * known layout fits (then nothing read from the group can be trusted).
  */
 const struct torchlayout *torchlayout_confirm_group(pid_t pid, uint64_t pg, int32_t *rank,
-						     int32_t *size);
+						    int32_t *size);
 
 /*
  * The offset of the member ProcessGroupGloo::nextTag() returns and increments, from the first
