@@ -255,7 +255,7 @@ static int derive_output(const struct derived_output *d, const char *rec, const 
 			"again, 'probing serve -i %s' shows it in a browser)\n",
 			output, d->what, rec, line, rec);
 	else
-		fprintf(stderr, "probing: the recording is in %s; make the %s with '%s'\n", rec,
+		fprintf(stderr, "probing: the recording is in %s; make %s from it with '%s'\n", rec,
 			d->what, line);
 	return ret;
 }
