@@ -10,6 +10,17 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #ifndef min
+/* probing record's default sampling frequency (-F), the one definition of it. */
+#define PROBING_DEFAULT_HZ     99
+#define PROBING_DEFAULT_HZ_STR "99"
+
+/* Nanoseconds between two samples at @hz (> 0), as the sampler's perf event is set: the
+ * sampler, the recording's meta and the store's weights must agree on it. */
+static inline uint64_t hz_period_ns(unsigned int hz)
+{
+	return 1000000000ULL / hz;
+}
+
 #define min(a, b) ((a) < (b) ? (a) : (b))
 #define max(a, b) ((a) > (b) ? (a) : (b))
 #endif

@@ -52,7 +52,7 @@ static const char usage_text[] =
 	"Options:\n"
 	"  -p, --pid PID[,PID...]  processes to watch\n"
 	"      --children          also their descendants, now and later (every rank of a job)\n"
-	"  -F, --freq HZ           samples per second, 1-1000 (default 99)\n"
+	"  -F, --freq HZ           samples per second, 1-1000 (default " PROBING_DEFAULT_HZ_STR ")\n"
 	"  -d, --duration SECONDS  stop after this long (default: until q, Ctrl-C or exit)\n"
 	"      --once              print the table once, at the end (scripts, tests)\n"
 	"  -n, --rows N            functions in a printed table (default 20; on a terminal,\n"
@@ -400,7 +400,7 @@ int cmd_top(int argc, char **argv)
 	struct top t = {
 		.so =
 			{
-				.sampling = {.freq = 99,
+				.sampling = {.freq = PROBING_DEFAULT_HZ,
 					     .stack_size = SAMPLER_MAX_STACK,
 					     .python = true,
 					     .off_cpu = true},

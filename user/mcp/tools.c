@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/escape.h"
+#include "base/util.h"
 #include "base/jobinfo.h"
 #include "base/jsonq.h"
 #include "base/subcmd.h"
@@ -399,7 +400,7 @@ static int tool_record(const char *args, struct strbuf *text, bool *is_error)
 
 	if (arg_int(args, "pid", true, 1, INT_MAX, 0, &pid, text) ||
 	    arg_int(args, "seconds", false, 1, 600, 5, &seconds, text) ||
-	    arg_int(args, "frequency", false, 1, 10000, 99, &hz, text) ||
+	    arg_int(args, "frequency", false, 1, 10000, PROBING_DEFAULT_HZ, &hz, text) ||
 	    arg_bool(args, "children", false, &children, text) ||
 	    arg_bool(args, "off_cpu", false, &off_cpu, text))
 		return -EINVAL;
@@ -689,7 +690,7 @@ static const struct tool {
 		"\"pid\":{\"type\":\"integer\",\"minimum\":1},"
 		"\"seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":600,\"default\":5},"
 		"\"frequency\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":10000,"
-		"\"default\":99,\"description\":\"samples per second\"},"
+		"\"default\":" PROBING_DEFAULT_HZ_STR ",\"description\":\"samples per second\"},"
 		"\"children\":{\"type\":\"boolean\",\"default\":false,\"description\":\"also "
 		"child processes started while recording\"},"
 		"\"off_cpu\":{\"type\":\"boolean\",\"default\":false,\"description\":\"also "

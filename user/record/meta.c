@@ -32,7 +32,7 @@ void meta__write_start(struct store *st, const struct session_opts *o, double st
 		/* How: threads off their CPU observed once per sampling period (sampler.h), at most
 		 * OFFCPU_SWEEP_THREADS per sweep; no threshold on the length of a block. */
 		store__meta_text(st, "off_cpu_mode", "sampled");
-		store__meta_int(st, "off_cpu_period_ns", 1000000000ULL / o->sampling.freq);
+		store__meta_int(st, "off_cpu_period_ns", hz_period_ns(o->sampling.freq));
 		store__meta_int(st, "off_cpu_threads_per_sweep", OFFCPU_SWEEP_THREADS);
 	}
 	store__meta_text(st, "probing_version", PROBING_VERSION);

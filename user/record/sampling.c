@@ -323,7 +323,7 @@ static int ring_cb(void *ctx, void *data, size_t len)
 int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 {
 	struct sampling *s;
-	__u64 period_ns = 1000000000ULL / opts->freq;
+	__u64 period_ns = hz_period_ns(opts->freq);
 	int err = 0;
 	size_t rb_bytes;
 

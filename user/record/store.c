@@ -290,7 +290,7 @@ int store__create(const char *path, unsigned int flags, struct store **out)
 	st->stacks = bmap__new();
 	st->counts = bmap__new();
 	st->strings = strpool__new();
-	st->period_ns = 1000000000ULL / 99; /* record's default -F, until store__set_frequency */
+	st->period_ns = hz_period_ns(PROBING_DEFAULT_HZ); /* until store__set_frequency */
 	st->rotating = flags & STORE_ROTATE;
 	st->gen = 1;
 	if (st->rotating)
@@ -314,7 +314,7 @@ cleanup:
 void store__set_frequency(struct store *st, unsigned int hz)
 {
 	if (hz)
-		st->period_ns = 1000000000ULL / hz;
+		st->period_ns = hz_period_ns(hz);
 }
 
 const char *store__path(const struct store *st)

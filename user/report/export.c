@@ -11,7 +11,6 @@
 #include "report/speedscope.h"
 #include "report/torchtrace.h"
 
-#define DEFAULT_HZ 99 /* probing record's default -F */
 
 /* pprof: CPU time needs the sampling frequency, which old recordings may not say. */
 static int write_pprof(const struct profile *p, const char *input, FILE *f)
@@ -22,8 +21,8 @@ static int write_pprof(const struct profile *p, const char *input, FILE *f)
 
 	if (hz <= 0) {
 		pr_warn("%s does not say its sampling frequency; computing CPU time at %d Hz",
-			input, DEFAULT_HZ);
-		hz = DEFAULT_HZ;
+			input, PROBING_DEFAULT_HZ);
+		hz = PROBING_DEFAULT_HZ;
 	}
 	err = pprof__encode(p, hz, &pb);
 	if (!err)

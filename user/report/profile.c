@@ -533,7 +533,9 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 	struct sample_key k;
 	int64_t cur_id = -1, cur = -1, count;
 	/* A sample stands for one period when the recording does not say (older recordings). */
-	uint64_t period = (uint64_t)(1e9 / (p->frequency > 0 ? p->frequency : 99) + 0.5), ns;
+	uint64_t period = (uint64_t)(1e9 / (p->frequency > 0 ? p->frequency : PROBING_DEFAULT_HZ) +
+				     0.5),
+		 ns;
 	size_t cap = 0;
 	uint64_t *slot;
 	int rc, err = 0, inserted;
