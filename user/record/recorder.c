@@ -1158,15 +1158,27 @@ static int fallback_stack(void *ctx, pid_t pid, pid_t tid, uint64_t ip, uint64_t
 static int handle_offcpu(struct recorder *r, const struct offcpu_event *ev)
 {
 	struct target *t = find_target(r, ev->pid);
+	struct offcpu_event clipped;
 	struct thread *th;
-	double ts = unix_seconds(r, ev->time_ns);
+	double ts = unix_seconds(r, ev->time_ns), after;
 
 	if (!r->oc || !t)
 		return 0; /* a process whose fork event was lost: its stacks say who it is */
-	/* Observed after the process ended (a zombie waits for nothing; the sweep leaves those
-	 * out, bpf/sampler.bpf.c): not its time, and not a sign of its threads. */
-	if (t->end_exact && ts > t->end_time)
-		return 0;
+	/* Time observed after the process ended (a zombie waits for nothing; the sweep leaves
+	 * those out, bpf/sampler.bpf.c) is not its time, nor a sign of its threads. A segment
+	 * whose last observation came after the end (a sweep between the exit's event and the
+	 * task's exit_state) keeps the part before it: dropped whole, a child that slept through
+	 * its short life lost all of it. */
+	if (t->end_exact && ts > t->end_time) {
+		after = (ts - t->end_time) * 1e9;
+		if (after >= (double)ev->ns)
+			return 0;
+		clipped = *ev;
+		clipped.ns = ev->ns - (uint64_t)after;
+		clipped.time_ns = ev->time_ns - (uint64_t)after;
+		ev = &clipped;
+		ts = t->end_time;
+	}
 	if (!t->samples++)
 		r->stats.processes++;
 	th = get_thread(r, t, ev->tid, ev->ns_tid, ev->comm, ts);
