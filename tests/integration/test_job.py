@@ -414,9 +414,18 @@ def _script_job(name, port, extra_env=""):
     sh = h.spawn(["sh", script], stdout=open(out, "w"), stderr=subprocess.STDOUT)
 
     def ready():
-        ranks = {int(r): int(p) for r, p in re.findall(r"READY (\d+) (\d+)", open(out).read())}
-        return ranks if len(ranks) == 2 else None
-    return sh, h.wait_for(ready, timeout=30, what="both ranks READY")
+        text = open(out).read()
+        ranks = {int(r): int(p) for r, p in re.findall(r"READY (\d+) (\d+)", text)}
+        if len(ranks) == 2:
+            return ranks
+        if sh.poll() is not None:
+            raise AssertionError(f"sh {name} exited {sh.returncode}: {text[-2000:]}")
+        return None
+    try:
+        return sh, h.wait_for(ready, timeout=60, what="both ranks READY")
+    except AssertionError:
+        h.log(f"{name}: {open(script).read()}\n{name}.out: {open(out).read()[-2000:]}")
+        raise
 
 
 def test_job_launched_by_a_shell_script_is_named_by_its_command():
