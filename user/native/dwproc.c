@@ -55,13 +55,15 @@ struct dwproc {
 	bool logging;
 	uint32_t *reads;
 	size_t nreads, capreads;
+	/* Where separate debug files are looked for: this host's, then the process's own root
+	 * (a container's /usr/lib/debug: Debian's libc6-dbg for its stripped libc). */
+	Dwfl_Callbacks callbacks;
+	char *debuginfo_path;
 };
 
-static char *debuginfo_path;
 static const Dwfl_Callbacks dwfl_callbacks = {
 	.find_elf = dwfl_linux_proc_find_elf, /* unused: every module comes with an fd */
 	.find_debuginfo = dwfl_standard_find_debuginfo,
-	.debuginfo_path = &debuginfo_path,
 };
 
 /* A memfd holding this process's vDSO image, created once; -1 if unavailable. */
@@ -323,7 +325,15 @@ struct dwproc *dwproc__new(pid_t pid)
 		goto fail;
 	if (procinfo_start_stack(pid, &dp->start_stack))
 		dp->start_stack = 0;
-	dp->dwfl = dwfl_begin(&dwfl_callbacks);
+	if (asprintf(&dp->debuginfo_path, ":.debug:/usr/lib/debug:/proc/%d/root/usr/lib/debug",
+		     pid) < 0) {
+		dp->debuginfo_path = NULL;
+		err = -ENOMEM;
+		goto fail;
+	}
+	dp->callbacks = dwfl_callbacks;
+	dp->callbacks.debuginfo_path = &dp->debuginfo_path;
+	dp->dwfl = dwfl_begin(&dp->callbacks);
 	if (!dp->dwfl) {
 		err = -ENOMEM;
 		goto fail;
@@ -347,6 +357,7 @@ static void release(struct dwproc *dp)
 		return;
 	if (dp->dwfl)
 		dwfl_end(dp->dwfl);
+	free(dp->debuginfo_path);
 	procmaps__release(&dp->maps);
 	bmap__free(dp->reported);
 	free(dp->ranges);
