@@ -174,8 +174,11 @@ def test_record_children_of_a_running_torchrun_job(tv):
     assert [labels[f"pl{k}"] for k in range(WORLD)] == want, labels
     flagged = [t.get("id") for t in root.iter(SVG + "text") if "flag" in (t.get("class") or "")]
     assert flagged == [f"pl{SLOW_RANK}"], flagged
-    assert f"furthest from the median: rank {SLOW_RANK}" in "".join(
-        root.find(f".//{SVG}text[@id='subtitle']").itertext())
+    # The slow rank named: as the rank the others wait for in their collectives when it is
+    # (it burns its extra CPU before each step), else as the one furthest from the median.
+    subtitle = "".join(root.find(f".//{SVG}text[@id='subtitle']").itertext())
+    assert (re.search(rf"rank {SLOW_RANK} entered last in \d+ of \d+ collectives", subtitle)
+            or f"furthest from the median: rank {SLOW_RANK}" in subtitle), subtitle
     # Each panel's samples are its rank's.
     frames = [g for g in root.find(f".//{SVG}g[@id='frames']")]
     for k in range(WORLD):
