@@ -89,15 +89,17 @@ def test_record_children_of_a_running_torchrun_job(tv):
     os.mkdir(ready)
     job, pids = start_job(tv, ready)
     db = harness.tmp("job.db")
-    # Record until rank 1 has spent 1.5 s of CPU time in straggler_burn since the recorder
-    # started (a few seconds on an idle machine): enough samples however loaded it is.
+    # Record until rank 1 has spent 3 s of CPU time in straggler_burn since the recorder was
+    # launched (a few seconds on an idle machine): enough samples however loaded it is, and
+    # more than 1 s of it after the recording started (attaching to a job of 4 processes,
+    # their libtorch probed, takes about a second: with 1.5 s, 0.5-0.8 s were left).
     burn_log = os.path.join(ready, "burn.log")
     launched = time.time()
     rec = harness.spawn([harness.PROBING, "record", "--children", "-p", str(job.pid), "-F",
                          str(FREQ), "-o", db], stderr=harness.subprocess.PIPE, text=True)
     harness.wait_for(lambda: rec.poll() is not None or
-                     burn_between(burn_log, launched, time.time()) >= 1.5,
-                     timeout=180, interval=0.2, what="rank 1 to burn 1.5 s of CPU")
+                     burn_between(burn_log, launched, time.time()) >= 3,
+                     timeout=180, interval=0.2, what="rank 1 to burn 3 s of CPU")
     rec.send_signal(signal.SIGINT)
     rec.stderr = rec.communicate(timeout=120)[1]
     assert rec.returncode == 0, rec.stderr
