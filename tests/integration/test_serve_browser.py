@@ -14,6 +14,7 @@ import harness
 import recordings
 import serve_helpers
 import test_torch
+import torchenv
 from serve_helpers import Server
 
 ARTIFACTS = os.path.join(harness.BUILD, "test-artifacts", "serve")
@@ -199,7 +200,7 @@ def test_browser_live_page():
     # Rank 0 trains with the PyTorch hooks (every step), paused after 6 steps.
     os.environ.update(dict(job, RANK="0", LOCAL_RANK="0"))
     try:
-        t = test_torch.Train("--steps", 6, "--pause-at", "0,6")
+        t = test_torch.Train(torchenv.HOST, "--steps", 6, "--pause-at", "0,6")
     finally:
         for k in list(job) + ["RANK", "LOCAL_RANK"]:
             os.environ.pop(k, None)
