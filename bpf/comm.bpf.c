@@ -138,7 +138,7 @@ _Static_assert((SCRATCH_PY & (SCRATCH_PY - 1)) == 0, "SCRATCH_PY must be a power
 struct comm_scratch {
 	struct comm_call_event e;
 	__u8 py[SCRATCH_PY + 8]; /* before the walk, the stack words a site checks */
-	struct py_scratch ps; /* the Python walk's header copies (not sent) */
+	struct py_scratch ps;	 /* the Python walk's header copies (not sent) */
 };
 
 struct {
@@ -410,8 +410,10 @@ static long check_site_word(__u32 i, void *arg)
  */
 static __always_inline __u64 known_site(const struct comm_call_event *e, __u8 *buf)
 {
-	struct comm_site_key k = {.pid = e->s.pid, .tid = e->s.tid,
-				  .ip = e->s.regs[DWREG_RIP], .sp = e->s.regs[DWREG_RSP]};
+	struct comm_site_key k = {.pid = e->s.pid,
+				  .tid = e->s.tid,
+				  .ip = e->s.regs[DWREG_RIP],
+				  .sp = e->s.regs[DWREG_RSP]};
 	const struct comm_site *site = bpf_map_lookup_elem(&comm_sites, &k);
 	struct site_check c = {.site = site, .regs = e->s.regs, .sp = k.sp};
 	__u32 n, span;
@@ -457,8 +459,7 @@ static __always_inline void submit_call_stack(struct task_struct *task, struct c
  * The call in @sc (its Python frames, @pyb bytes, walked) with its stack copy in a small record,
  * if they fit and the stack reads at once; false otherwise (send it in a large one).
  */
-static __always_inline bool send_small(struct task_struct *task, struct comm_scratch *sc,
-				       __u32 pyb)
+static __always_inline bool send_small(struct task_struct *task, struct comm_scratch *sc, __u32 pyb)
 {
 	struct sample_event *s = &sc->e.s;
 	__u64 sp = s->regs[DWREG_RSP], top;

@@ -115,7 +115,8 @@ enum comm_ev {
 #define COMM_F_TENSORS 8u  /* COMM_EV_CALL: ntensors and the sizes were read */
 #define COMM_F_TAI     16u /* time_ns is CLOCK_TAI (else CLOCK_MONOTONIC) */
 #define COMM_F_HDR     32u /* COMM_EV_CALL: tensor0 was read */
-#define COMM_F_SITE    64u /* COMM_EV_CALL: no stack copy follows (stack_len 0): the native stack
+#define COMM_F_SITE \
+	64u /* COMM_EV_CALL: no stack copy follows (stack_len 0): the native stack
 			    * is that of call site `site` (struct comm_site), checked in place */
 
 struct comm_event {
@@ -172,11 +173,11 @@ struct comm_site_key {
 };
 
 struct comm_site {
-	__u64 id;			 /* userspace's: sent as comm_call_event.site */
-	__u32 n;			 /* checks used */
-	__u32 span;			 /* bytes from sp that hold every word checked */
-	__u32 off[COMM_SITE_CHECKS];	 /* a word at sp + off, or COMM_SITE_REG | register */
-	__u64 val[COMM_SITE_CHECKS];	 /* the value it must have */
+	__u64 id;		     /* userspace's: sent as comm_call_event.site */
+	__u32 n;		     /* checks used */
+	__u32 span;		     /* bytes from sp that hold every word checked */
+	__u32 off[COMM_SITE_CHECKS]; /* a word at sp + off, or COMM_SITE_REG | register */
+	__u64 val[COMM_SITE_CHECKS]; /* the value it must have */
 };
 
 #endif

@@ -38,7 +38,8 @@ static const char usage_text[] =
 	"Options:\n"
 	"  -p, --pid PID[,PID...]  processes to record (all their threads); kernel threads\n"
 	"                          only with --kernel\n"
-	"  -F, --freq HZ           samples per second per CPU, 1-10000 (default " PROBING_DEFAULT_HZ_STR ")\n"
+	"  -F, --freq HZ           samples per second per CPU, 1-10000 "
+	"(default " PROBING_DEFAULT_HZ_STR ")\n"
 	"  -d, --duration SECONDS  stop after this long (default: until Ctrl-C or exit)\n"
 	"  -o, --output FILE       recording to write (default probing.db). While recording, the\n"
 	"                          data is in FILE.partial, readable at any time; it becomes\n"
@@ -263,7 +264,9 @@ static int derive_output(const struct derived_output *d, const char *rec, const 
 int cmd_record(int argc, char **argv)
 {
 	struct session_opts o = {
-		.sampling = {.freq = PROBING_DEFAULT_HZ, .stack_size = SAMPLER_MAX_STACK, .python = true},
+		.sampling = {.freq = PROBING_DEFAULT_HZ,
+			     .stack_size = SAMPLER_MAX_STACK,
+			     .python = true},
 		.recorder = {.native = true, .python = true, .py_depth = 128},
 		.output = "probing.db",
 		.comm = true,

@@ -52,7 +52,8 @@ static const char usage_text[] =
 	"Options:\n"
 	"  -p, --pid PID[,PID...]  processes to watch\n"
 	"      --children          also their descendants, now and later (every rank of a job)\n"
-	"  -F, --freq HZ           samples per second, 1-1000 (default " PROBING_DEFAULT_HZ_STR ")\n"
+	"  -F, --freq HZ           samples per second, 1-1000 (default " PROBING_DEFAULT_HZ_STR
+	")\n"
 	"  -d, --duration SECONDS  stop after this long (default: until q, Ctrl-C or exit)\n"
 	"      --once              print the table once, at the end (scripts, tests)\n"
 	"  -n, --rows N            functions in a printed table (default 20; on a terminal,\n"

@@ -238,8 +238,8 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 	    addr + sizeof(*result) < addr)
 		return false;
 	memcpy(result, dp->stack + (addr - dp->sp), sizeof(*result));
-	if (dp->logging && !grow_array(&dp->reads, &dp->capreads, dp->nreads + 1,
-				       sizeof(*dp->reads)))
+	if (dp->logging &&
+	    !grow_array(&dp->reads, &dp->capreads, dp->nreads + 1, sizeof(*dp->reads)))
 		dp->reads[dp->nreads++] = (uint32_t)(addr - dp->sp);
 	return true;
 }
@@ -600,8 +600,8 @@ static int cmp_u32(const void *a, const void *b)
 #define POISON(i) (0xdead000000000000ull | (uint64_t)(i))
 
 int dwproc__unwind_checks(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
-			  size_t stack_len, const struct dwproc_frame *frames, int n,
-			  bool complete, uint32_t *off, uint64_t *val, int max)
+			  size_t stack_len, const struct dwproc_frame *frames, int n, bool complete,
+			  uint32_t *off, uint64_t *val, int max)
 {
 	uint64_t sp = regs[DWREG_RSP], pregs[DWREG_COUNT], w;
 	struct dwproc_frame *again = NULL;

@@ -99,8 +99,8 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
  * -errno.
  */
 int dwproc__unwind_checks(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
-			  size_t stack_len, const struct dwproc_frame *frames, int n,
-			  bool complete, uint32_t *off, uint64_t *val, int max);
+			  size_t stack_len, const struct dwproc_frame *frames, int n, bool complete,
+			  uint32_t *off, uint64_t *val, int max);
 
 /* The module holding @pc, or NULL (anonymous memory, JIT code, unknown). */
 Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc);

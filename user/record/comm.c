@@ -289,7 +289,8 @@ fail:
  * mounted, for the tracepoint). */
 static int attach_mmap_hook(struct comm *c, enum mmap_hook h)
 {
-	struct bpf_program *p = h == HOOK_FENTRY ? c->skel->progs.comm_mmap : c->skel->progs.comm_mmap_tp;
+	struct bpf_program *p =
+		h == HOOK_FENTRY ? c->skel->progs.comm_mmap : c->skel->progs.comm_mmap_tp;
 
 	c->mmap_link = bpf_program__attach(p);
 	return c->mmap_link ? 0 : -errno;
@@ -865,8 +866,7 @@ int comm__call_bytes(struct comm *c, const struct comm_call_event *e, int64_t *b
 	return 0;
 }
 
-int comm__call_group(struct comm *c, const struct comm_call_event *e, int32_t *rank,
-		     int32_t *size)
+int comm__call_group(struct comm *c, const struct comm_call_event *e, int32_t *rank, int32_t *size)
 {
 	unsigned int slot = COMM_COOKIE_LIB(e->h.cookie);
 	const struct torchlayout *tl;

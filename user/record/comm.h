@@ -76,8 +76,7 @@ int comm__call_bytes(struct comm *c, const struct comm_call_event *e, int64_t *b
  * the group of the first call (torchlayout_confirm_group), once per library. Return 0 and
  * *@rank and *@size (0 <= rank < size), or -ENOENT when they cannot be told.
  */
-int comm__call_group(struct comm *c, const struct comm_call_event *e, int32_t *rank,
-		     int32_t *size);
+int comm__call_group(struct comm *c, const struct comm_call_event *e, int32_t *rank, int32_t *size);
 
 /* The torch layout of the library of the gloo call @e, or NULL if not known (yet). */
 const struct torchlayout *comm__call_layout(const struct comm *c, const struct comm_call_event *e);

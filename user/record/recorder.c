@@ -1211,8 +1211,8 @@ static void learn_site(struct recorder *r, struct target *t, const struct comm_c
 		       const void *stack)
 {
 	const struct sample_event *s = &e->s;
-	struct comm_site_key k = {.pid = s->pid, .tid = s->tid, .ip = s->regs[DWREG_RIP],
-				  .sp = s->regs[DWREG_RSP]};
+	struct comm_site_key k = {
+		.pid = s->pid, .tid = s->tid, .ip = s->regs[DWREG_RIP], .sp = s->regs[DWREG_RSP]};
 	struct call_site *cs;
 	uint64_t *slot, *kslot;
 	int n, i;
@@ -1261,8 +1261,8 @@ static const struct call_site *copied_site(struct recorder *r, const struct comm
 					   const uint8_t *stack)
 {
 	const struct sample_event *s = &e->s;
-	struct comm_site_key k = {.pid = s->pid, .tid = s->tid, .ip = s->regs[DWREG_RIP],
-				  .sp = s->regs[DWREG_RSP]};
+	struct comm_site_key k = {
+		.pid = s->pid, .tid = s->tid, .ip = s->regs[DWREG_RIP], .sp = s->regs[DWREG_RSP]};
 	uint64_t *id = bmap__find(r->site_keys, &k, sizeof(k)), *slot, v;
 	const struct call_site *cs;
 	uint32_t i, off;

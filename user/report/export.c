@@ -11,7 +11,6 @@
 #include "report/speedscope.h"
 #include "report/torchtrace.h"
 
-
 /* pprof: CPU time needs the sampling frequency, which old recordings may not say. */
 static int write_pprof(const struct profile *p, const char *input, FILE *f)
 {
