@@ -60,6 +60,20 @@ int cli_bad_option(const char *cmd, int c, char **argv)
 	return cli_usage_error(cmd, "unknown option '%s'", arg ? arg : "?");
 }
 
+int cli_command_after_dashdash(const char *cmd, int argc, char **argv, char ***command)
+{
+	if (optind >= argc)
+		return 0;
+	/* "--" ends the options; getopt leaves optind after it. */
+	if (strcmp(argv[optind - 1], "--"))
+		return cli_usage_error(cmd,
+				       "unexpected argument '%s' (put the command to run after "
+				       "'--')",
+				       argv[optind]);
+	*command = argv + optind;
+	return 0;
+}
+
 void cli_getopt_reset(void)
 {
 	optind = 0; /* 0 makes glibc re-initialise its internal state */

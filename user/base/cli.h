@@ -48,6 +48,14 @@ int cli_run_command(int argc, char **argv);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
+ * After getopt_long (with "+" in its option string): the command to run that follows "--"
+ * in @argv, for the commands that take either -p PID or "-- COMMAND" (record, watch).
+ * *@command is argv + optind, or stays as it was when nothing follows the options.
+ * Returns 0, or the usage error (said) of an argument not after "--".
+ */
+int cli_command_after_dashdash(const char *cmd, int argc, char **argv, char ***command);
+
+/*
  * Parse @arg, the value of option @opt of @cmd, as a process or thread id into *@out.
  * Return 0, or EXIT_USAGE with "invalid --pid 'x': expected a positive integer" printed.
  */

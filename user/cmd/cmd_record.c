@@ -355,16 +355,10 @@ int cmd_record(int argc, char **argv)
 			return cli_bad_option(CMD, c, argv);
 		}
 	}
-	if (optind < argc) {
-		/* "--" ends the options; getopt leaves optind after it. */
-		if (strcmp(argv[optind - 1], "--")) {
-			free(pids);
-			return cli_usage_error(CMD,
-					       "unexpected argument '%s' (put the command "
-					       "to run after '--')",
-					       argv[optind]);
-		}
-		o.command = argv + optind;
+	err = cli_command_after_dashdash(CMD, argc, argv, &o.command);
+	if (err) {
+		free(pids);
+		return err;
 	}
 	if (!npids && !o.command)
 		return cli_usage_error(CMD, "say what to record: -p PID, or -- COMMAND");

@@ -210,7 +210,7 @@ int cmd_watch(int argc, char **argv)
 	};
 	const char *dump = NULL;
 	pid_t *pids = NULL;
-	int npids = 0, c, ret;
+	int npids = 0, c, ret, err;
 	long v;
 
 	cli_getopt_reset();
@@ -321,15 +321,10 @@ int cmd_watch(int argc, char **argv)
 						    "watch running in DIR for a report");
 		return watch__dump(dump, 60);
 	}
-	if (optind < argc) {
-		if (strcmp(argv[optind - 1], "--")) {
-			free(pids);
-			return cli_usage_error(CMD,
-					       "unexpected argument '%s' (put the command to run "
-					       "after '--')",
-					       argv[optind]);
-		}
-		o.command = argv + optind;
+	err = cli_command_after_dashdash(CMD, argc, argv, &o.command);
+	if (err) {
+		free(pids);
+		return err;
 	}
 	if (!npids && !o.command)
 		return cli_usage_error(CMD, "say what to watch: -p PID, or -- COMMAND");
