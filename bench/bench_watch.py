@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""probing watch's cost to a training job: the step time of a 3-rank gloo DDP job
+"""probing watch's cost to a training job: the step time of a gloo DDP job of RANKS ranks
 (tests/workloads/torch/ddp_watch_job.py under torchrun, loopback) unwatched and under
 'probing watch' at its default rate, in interleaved rounds; medians of each round's median
-step time, and their ratio. Also the watcher's own CPU time per minute watched and the bytes
-its segments took per minute.
+step time, and their ratio. Also, for the watched rounds: the watcher's own CPU time (its
+utime+stime, polled from /proc: not its children's) as % of one core, its peak resident
+memory, and the bytes its segments took per hour. Then --stall-rounds runs where one rank
+hangs at a known step (FAULT=hang) under 'watch --stall STALL': the time from the fault
+(the job prints it) + the threshold to the stall's declaration (watch_stall.time) and to the
+report on disk (latest-report appears).
 
     bench/bench_watch.py [--rounds 6] [--steps 300] [--step-ms 20] [--ranks 3]
+                         [--stall-rounds 3] [--stall 5]
 
 Run it on a quiet machine, as root: it is not a test. Steps are timed by the job itself
 (forward + backward + optimizer, the sleep between steps excluded).
@@ -13,12 +18,13 @@ Run it on a quiet machine, as root: it is not a test. Steps are timed by the job
 import argparse
 import os
 import re
-import resource
 import shutil
 import socket
 import statistics
 import subprocess
+import sqlite3
 import tempfile
+import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -32,26 +38,93 @@ def free_port():
         return s.getsockname()[1]
 
 
+class OwnUsage:
+    """Polls a process's own CPU time (utime+stime, not its children's) and peak RSS."""
+
+    def __init__(self, pid):
+        self.pid, self.cpu, self.hwm, self.done = pid, 0.0, 0, False
+        self.t = threading.Thread(target=self._poll, daemon=True)
+        self.t.start()
+
+    def _poll(self):
+        tick = os.sysconf("SC_CLK_TCK")
+        while not self.done:
+            try:
+                f = open(f"/proc/{self.pid}/stat").read().rsplit(")", 1)[1].split()
+                self.cpu = (int(f[11]) + int(f[12])) / tick
+                for line in open(f"/proc/{self.pid}/status"):
+                    if line.startswith("VmHWM:"):
+                        self.hwm = int(line.split()[1]) * 1024
+            except (OSError, ValueError, IndexError):
+                return
+            time.sleep(0.2)
+
+    def stop(self):
+        self.done = True
+        self.t.join()
+
+
+def job_cmd(args):
+    return ["/usr/bin/torchrun", "--nproc_per_node", str(args.ranks), "--master_addr",
+            "127.0.0.1", "--master_port", str(free_port()), "--redirects", "1", "--tee", "1",
+            JOB]
+
+
 def one_round(args, watched, tmp):
-    cmd = ["/usr/bin/torchrun", "--nproc_per_node", str(args.ranks), "--master_addr",
-           "127.0.0.1", "--master_port", str(free_port()), "--redirects", "1", "--tee", "1",
-           JOB]
+    cmd = job_cmd(args)
     d = os.path.join(tmp, "watch")
     shutil.rmtree(d, ignore_errors=True)
     if watched:
         cmd = [PROBING, "watch", "-o", d, "--"] + cmd
     env = dict(os.environ, OMP_NUM_THREADS="1", FAULT="none", STEPS=str(args.steps),
                STEP_MS=str(args.step_ms))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600).stdout
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True)
+    usage = OwnUsage(p.pid) if watched else None
+    out = p.communicate(timeout=3600)[0]
     wall = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if usage:
+        usage.stop()
     ms = [float(m) for s, m in re.findall(r"STEP rank=\d+ step=(\d+) ms=([\d.]+)", out)
           if int(s) >= 10]
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) if watched else 0
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return statistics.median(ms), wall, size, cpu
+    return (statistics.median(ms), wall, size, usage.cpu if usage else 0,
+            usage.hwm if usage else 0)
+
+
+def stall_round(args, tmp):
+    """(s from fault + threshold to the declaration, s to the report on disk)."""
+    d = os.path.join(tmp, "stall")
+    shutil.rmtree(d, ignore_errors=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", FAULT="hang", FAULT_RANK="1",
+               FAULT_STEP="30", STEP_MS="100")
+    p = subprocess.Popen([PROBING, "watch", "--stall", str(args.stall), "-o", d, "--"] +
+                         job_cmd(args), env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    fault, latest = None, os.path.join(d, "latest-report")
+    try:
+        for line in p.stdout:
+            m = re.search(r"FAULT hang rank=\d+ step=\d+ time=([\d.]+)", line)
+            if m:
+                fault = float(m.group(1))
+                break
+        deadline = time.time() + args.stall + 60
+        while not os.path.exists(latest) and time.time() < deadline:
+            time.sleep(0.02)
+        on_disk = time.time()
+        report = open(latest).read().strip()
+        con = sqlite3.connect(report)
+        declared = con.execute("SELECT time FROM watch_stall").fetchone()[0]
+        con.close()
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    return declared - fault - args.stall, on_disk - fault - args.stall
 
 
 def main():
@@ -60,20 +133,37 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--step-ms", type=float, default=20)
     ap.add_argument("--ranks", type=int, default=3)
+    ap.add_argument("--stall-rounds", type=int, default=3)
+    ap.add_argument("--stall", type=float, default=5)
     args = ap.parse_args()
+    print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} CPUs")
     res = {False: [], True: []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for watched in ((False, True) if r % 2 == 0 else (True, False)):
                 res[watched].append(one_round(args, watched, tmp))
-                m, wall, size, _ = res[watched][-1]
+                m, wall, size, cpu, hwm = res[watched][-1]
                 print(f"round {r} {'watched  ' if watched else 'unwatched'}: step {m:.3f} ms "
-                      f"median, {wall:.0f} s, segments {size / 1e6:.2f} MB", flush=True)
+                      f"median, {wall:.0f} s, segments {size / 1e6:.2f} MB, watcher CPU "
+                      f"{cpu:.2f} s, peak RSS {hwm / 2**20:.0f} MiB", flush=True)
+        stalls = [stall_round(args, tmp) for _ in range(args.stall_rounds)]
+        for i, (dec, disk) in enumerate(stalls):
+            print(f"stall round {i}: declared {dec:+.2f} s after fault + threshold, report on "
+                  f"disk {disk:+.2f} s after", flush=True)
     un = statistics.median(x[0] for x in res[False])
     wa = statistics.median(x[0] for x in res[True])
     print(f"step time: unwatched {un:.3f} ms, watched {wa:.3f} ms: {100 * (wa / un - 1):+.2f}%")
-    per_min = statistics.median(x[2] / (x[1] / 60) for x in res[True])
-    print(f"segments: {per_min / 1e6:.2f} MB per minute watched (19 Hz, {args.ranks} ranks)")
+    per_hour = statistics.median(x[2] / (x[1] / 3600) for x in res[True])
+    print(f"segments: {per_hour / 1e6:.1f} MB per hour watched (19 Hz, {args.ranks} ranks; "
+          f"bounded by --keep/--max-size)")
+    cpu = statistics.median(100 * x[3] / x[1] for x in res[True])
+    hwm = statistics.median(x[4] for x in res[True])
+    print(f"watcher: {cpu:.1f} % of one core, peak RSS {hwm / 2**20:.0f} MiB")
+    if stalls:
+        print(f"stall -> declared {statistics.median(x[0] for x in stalls):+.2f} s, report on "
+              f"disk {statistics.median(x[1] for x in stalls):+.2f} s after fault + threshold "
+              f"(median of {len(stalls)}, {args.ranks} ranks)")
+    print(f"load average at end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

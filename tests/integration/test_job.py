@@ -394,7 +394,9 @@ def test_job_record_thread_names(t):
 
 SCRIPT_RANK = r"""
 import os, sys, time
-print("READY", os.environ["RANK"], os.getpid(), flush=True)
+# One write(2) for the whole line: the two ranks share the output file, and print() of
+# several items under PYTHONUNBUFFERED writes each item apart (the lines interleaved).
+os.write(1, ("READY %s %d\n" % (os.environ["RANK"], os.getpid())).encode())
 time.sleep(120)
 """
 

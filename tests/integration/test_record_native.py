@@ -191,14 +191,17 @@ def test_kernel_stacks():
 
 
 def test_target_exits_mid_recording():
-    target = h.spawn([h.workload("split"), "1.5"])
+    """A target that exits 3 s in: the recording ends with it (not at -d 30) and keeps its
+    samples and its end. (1.5 s was once shorter than the recorder's start on a loaded
+    machine: "exited before recording started".)"""
+    target = h.spawn([h.workload("split"), "3"])
     time.sleep(0.2)
     out = h.tmp("rec.db")
     t0 = time.monotonic()
     p = h.probing("record", "-F", 499, "-d", 30, "-p", target.pid, "-o", out)
     took = time.monotonic() - t0
     assert p.returncode == 0, p.stderr
-    assert took < 6, f"record kept going {took:.1f}s after the target exited"
+    assert took < 8, f"record kept going {took:.1f}s after the target exited"
     con = h.db(out)
     assert h.total_samples(con) > 300
     end = con.execute("SELECT end_time FROM processes WHERE pid = ?", (target.pid,)).fetchone()

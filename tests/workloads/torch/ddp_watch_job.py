@@ -4,7 +4,8 @@ Run under torchrun with gloo on CPU: a small DDP model, one gradient allreduce p
 STEP_MS of sleep per step (a steady pace). At step FAULT_STEP, rank FAULT_RANK does FAULT:
   hang     - calls hang_here(), which sleeps for good at the line marked HANG_LINE: the other
              ranks wait in the next allreduce
-  segv     - kills itself with SIGSEGV
+  segv     - kills itself with SIGSEGV: the others, told by gloo at their next allreduce,
+             wait in peer_lost() until torchrun stops them
   mismatch - calls dist.broadcast while the others call dist.all_reduce (the same seq)
   none     - nothing (a healthy job)
 
@@ -46,6 +47,15 @@ def hang_for(path):
         time.sleep(0.05)  # RESUME_LINE
 
 
+def peer_lost(rank, err):
+    """gloo on loopback tells the others of a dead peer at once (a connection reset): they
+    wait here, as NCCL ranks would wait in their collective, until torchrun stops them
+    (SIGTERM), so that a watch finds them alive when it reads the job after the death."""
+    print(f"PEER LOST rank={rank}: {str(err).splitlines()[0]}", flush=True)
+    time.sleep(120)  # PEER_LOST_LINE
+    raise err
+
+
 def main():
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
@@ -81,8 +91,11 @@ def main():
                 dist.all_reduce(t)  # ALLREDUCE_LINE
         time.sleep(STEP_MS / 1000)
         t0 = time.perf_counter()
-        loss = ddp(x).sum()
-        loss.backward()
+        try:
+            loss = ddp(x).sum()
+            loss.backward()
+        except RuntimeError as e:
+            peer_lost(rank, e)
         opt.step()
         opt.zero_grad()
         ms = (time.perf_counter() - t0) * 1000
