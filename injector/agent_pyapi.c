@@ -48,6 +48,13 @@ struct py_module {
 };
 extern const struct py_module probing_py_modules[];
 
+/* Py_XDECREF: drop the reference @o holds, if any. */
+static void py_xdecref(PyObject *o)
+{
+	if (o)
+		py.DecRef(o);
+}
+
 /* ---- resolving Python --------------------------------------------------------------- */
 
 struct find_libpython {
@@ -147,15 +154,11 @@ static void py_error_text(const char *what, char *out, size_t len)
 	if (s)
 		txt = py.UnicodeAsUTF8(s);
 	snprintf(out, len, "%s: %s", what, txt ? txt : "unknown error");
-	if (s)
-		py.DecRef(s);
+	py_xdecref(s);
 	py.ErrClear();
-	if (t)
-		py.DecRef(t);
-	if (v)
-		py.DecRef(v);
-	if (tb)
-		py.DecRef(tb);
+	py_xdecref(t);
+	py_xdecref(v);
+	py_xdecref(tb);
 }
 
 /*
@@ -181,8 +184,7 @@ static PyObject *instances_of(PyObject *get_objects, PyObject *cls)
 		o = py.ListGetItem(all, i); /* borrowed */
 		t = o ? py.ObjectType(o) : NULL;
 		sub = t ? py.TypeIsSubtype(t, cls) : 0;
-		if (t)
-			py.DecRef(t);
+		py_xdecref(t);
 		if (sub && py.ListAppend(out, o)) {
 			py.DecRef(out);
 			out = NULL;
@@ -323,8 +325,7 @@ static int py_load(void)
 			snprintf(file, sizeof(file), "<probing:%s.py>", m->name);
 			code = py.CompileStringExFlags(m->source, file, Py_file_input, NULL, -1);
 			r = code ? py.ImportExecCodeModule(name, code) : NULL;
-			if (code)
-				py.DecRef(code);
+			py_xdecref(code);
 			if (!r) {
 				py_error_text(name, ag.py_error, sizeof(ag.py_error));
 				if (pass == 0)
@@ -369,14 +370,10 @@ static int py_load(void)
 	ag.py_loaded = true;
 	return 0;
 fail:
-	if (init)
-		py.DecRef(init);
-	if (fn)
-		py.DecRef(fn);
-	if (info)
-		py.DecRef(info);
-	if (mod)
-		py.DecRef(mod);
+	py_xdecref(init);
+	py_xdecref(fn);
+	py_xdecref(info);
+	py_xdecref(mod);
 	return -1;
 }
 
@@ -494,12 +491,9 @@ static void call_handle(const struct pyreq *req, struct answer *a)
 		py_error_text("probing_agent.handle", msg, sizeof(msg));
 		error_answer(a, msg);
 	}
-	if (k)
-		py.DecRef(k);
-	if (b)
-		py.DecRef(b);
-	if (r)
-		py.DecRef(r);
+	py_xdecref(k);
+	py_xdecref(b);
+	py_xdecref(r);
 }
 
 /* Run @req on @w (GIL held): load the helpers (once), then call the dispatcher. */
