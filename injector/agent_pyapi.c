@@ -292,6 +292,44 @@ static struct py_method_def native_def = {"probing_native", native_fn, METH_VARA
 					  "probing agent: C-side operations"};
 
 /*
+ * The agent module @mod is loaded (GIL held): take its handle and _drop_interrupt, and call
+ * its _init(probing_native, info). 0, or -1 with ag.py_error set.
+ */
+static int py_init_agent(PyObject *mod)
+{
+	PyObject *init, *fn = NULL, *info = NULL, *r;
+	char infobuf[1024], esc[256], esc2[160];
+	int err = -1;
+
+	ag.handle = py.GetAttrString(mod, "handle");
+	ag.drop_interrupt = py.GetAttrString(mod, "_drop_interrupt");
+	init = py.GetAttrString(mod, "_init");
+	if (!ag.handle || !ag.drop_interrupt || !init) {
+		py_error_text("probing_agent", ag.py_error, sizeof(ag.py_error));
+		goto cleanup;
+	}
+	fn = py.CFunctionNewEx(&native_def, NULL, NULL);
+	json_str(esc, sizeof(esc), ag.sockname);
+	json_str(esc2, sizeof(esc2), ag.tcp_addr);
+	snprintf(infobuf, sizeof(infobuf),
+		 "{\"since\": %.6f, \"socket\": %s, \"tcp\": %s, \"agent\": \"%s\"}", ag.since, esc,
+		 ag.tcp_addr[0] ? esc2 : "null", AGENT_VERSION);
+	info = py.BytesFromStringAndSize(infobuf, strlen(infobuf));
+	r = fn && info ? py.CallFunctionObjArgs(init, fn, info, NULL) : NULL;
+	if (!r) {
+		py_error_text("probing_agent._init", ag.py_error, sizeof(ag.py_error));
+		goto cleanup;
+	}
+	py.DecRef(r);
+	err = 0;
+cleanup:
+	py_xdecref(init);
+	py_xdecref(fn);
+	py_xdecref(info);
+	return err;
+}
+
+/*
  * Load the embedded helpers and call probing_agent._init (GIL held, worker thread), once:
  * 0 when they are loaded, -1 with ag.py_error set. The watchdog never interrupts this (the
  * request is not in an interruptible section), and a failure is not remembered: the next
@@ -302,8 +340,8 @@ static struct py_method_def native_def = {"probing_native", native_fn, METH_VARA
 static int py_load(void)
 {
 	const struct py_module *m, *agent_mod = NULL;
-	PyObject *code, *mod = NULL, *init = NULL, *fn = NULL, *info = NULL, *r;
-	char name[128], file[160], infobuf[1024], esc[256], esc2[160];
+	PyObject *code, *mod = NULL, *r;
+	char name[128], file[160];
 	int pass;
 
 	if (ag.py_loaded)
@@ -337,42 +375,13 @@ static int py_load(void)
 			else
 				py.DecRef(r);
 		}
-		if (pass == 0) {
-			ag.handle = py.GetAttrString(mod, "handle");
-			ag.drop_interrupt = py.GetAttrString(mod, "_drop_interrupt");
-			init = py.GetAttrString(mod, "_init");
-			if (!ag.handle || !ag.drop_interrupt || !init) {
-				py_error_text("probing_agent", ag.py_error, sizeof(ag.py_error));
-				goto fail;
-			}
-			fn = py.CFunctionNewEx(&native_def, NULL, NULL);
-			json_str(esc, sizeof(esc), ag.sockname);
-			json_str(esc2, sizeof(esc2), ag.tcp_addr);
-			snprintf(
-				infobuf, sizeof(infobuf),
-				"{\"since\": %.6f, \"socket\": %s, \"tcp\": %s, \"agent\": \"%s\"}",
-				ag.since, esc, ag.tcp_addr[0] ? esc2 : "null", AGENT_VERSION);
-			info = py.BytesFromStringAndSize(infobuf, strlen(infobuf));
-			r = fn && info ? py.CallFunctionObjArgs(init, fn, info, NULL) : NULL;
-			if (!r) {
-				py_error_text("probing_agent._init", ag.py_error,
-					      sizeof(ag.py_error));
-				goto fail;
-			}
-			py.DecRef(r);
-			py.DecRef(init);
-			py.DecRef(fn);
-			py.DecRef(info);
-			init = fn = info = NULL;
-		}
+		if (pass == 0 && py_init_agent(mod))
+			goto fail;
 	}
 	py.DecRef(mod);
 	ag.py_loaded = true;
 	return 0;
 fail:
-	py_xdecref(init);
-	py_xdecref(fn);
-	py_xdecref(info);
 	py_xdecref(mod);
 	return -1;
 }
