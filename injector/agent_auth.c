@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * agent_auth: who may talk to the agent, and how much they may send (docs/live.md, "Security
- * model"). The whole of the agent's security policy is here:
+ * model"). Its access checks and per-client limits are all here:
  *  - Unix socket: the peer's credentials (SO_PEERCRED): the target's own user or root is the
  *    owner; anyone else is told no and closed, in a few DENIED slots;
  *  - TCP: a peer must send "auth" with the token (compared in constant time) first, within
