@@ -646,8 +646,19 @@ int BPF_PROG(comm_mmap, struct file *file, unsigned long prot, unsigned long fla
 	return 0;
 }
 
+/* The same through a kprobe, where the kernel has no BPF trampolines (fentry loads fail with
+ * EPERM): attached by the kprobe PMU, no tracefs needed. */
+SEC("kprobe/security_mmap_file")
+int BPF_KPROBE(comm_mmap_kp, struct file *file, unsigned long prot)
+{
+	if (prot & PROT_EXEC)
+		mapped(file);
+	return 0;
+}
+
 /*
- * The same where the kernel has no BPF trampolines (fentry): mmap(2) of a file descriptor with
+ * The same where the kernel has neither BPF trampolines nor kprobes: mmap(2) of a file
+ * descriptor with
  * PROT_EXEC, as the dynamic loader maps a library's code; the file is the descriptor's.
  */
 SEC("tp/syscalls/sys_enter_mmap")

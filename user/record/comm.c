@@ -189,6 +189,7 @@ struct attachment {
 struct rescan {
 	pid_t pid;
 	uint64_t due_ns;
+	uint64_t every_ns; /* between the scans after the first */
 	int left;
 };
 
@@ -246,11 +247,30 @@ static int share_map(struct sampling *s, struct bpf_map *m, const char *name)
 }
 
 /* How comm learns that a target maps a library (COMM_EV_MAPPED), in the order tried: fentry on
- * security_mmap_file (needs BPF trampolines, nothing mounted), the mmap system call's
- * tracepoint (its attach needs tracefs, which a fresh machine may not have mounted), none.
+ * security_mmap_file (needs BPF trampolines, nothing mounted), a kprobe on it (the kprobe PMU,
+ * nothing mounted either: for kernels built without trampolines), the mmap system call's
+ * tracepoint (its attach needs tracefs, which a fresh machine may not have mounted), none
+ * (the targets are scanned once a second: a library's first calls can be missed).
  * A hook counts only once it is attached: the next one is tried if its load or its attach
  * fails. */
-enum mmap_hook { HOOK_FENTRY, HOOK_TRACEPOINT, HOOK_NONE };
+enum mmap_hook { HOOK_FENTRY, HOOK_KPROBE, HOOK_TRACEPOINT, HOOK_NONE };
+
+static const char *const mmap_hook_names[] = {"fentry", "kprobe", "tracepoint", "none"};
+
+/* The program of hook @h in @skel (NULL for HOOK_NONE). */
+static struct bpf_program *mmap_hook_prog(struct comm_bpf *skel, enum mmap_hook h)
+{
+	switch (h) {
+	case HOOK_FENTRY:
+		return skel->progs.comm_mmap;
+	case HOOK_KPROBE:
+		return skel->progs.comm_mmap_kp;
+	case HOOK_TRACEPOINT:
+		return skel->progs.comm_mmap_tp;
+	default:
+		return NULL;
+	}
+}
 
 static int load(struct comm *c, struct sampling *s, const struct comm_opts *o, enum mmap_hook h)
 {
@@ -274,6 +294,7 @@ static int load(struct comm *c, struct sampling *s, const struct comm_opts *o, e
 	if (c->multi)
 		bpf_program__set_expected_attach_type(skel->progs.comm_probe, ATTACH_UPROBE_MULTI);
 	bpf_program__set_autoload(skel->progs.comm_mmap, h == HOOK_FENTRY);
+	bpf_program__set_autoload(skel->progs.comm_mmap_kp, h == HOOK_KPROBE);
 	bpf_program__set_autoload(skel->progs.comm_mmap_tp, h == HOOK_TRACEPOINT);
 	err = comm_bpf__load(skel);
 	if (err)
@@ -289,10 +310,7 @@ fail:
  * mounted, for the tracepoint). */
 static int attach_mmap_hook(struct comm *c, enum mmap_hook h)
 {
-	struct bpf_program *p =
-		h == HOOK_FENTRY ? c->skel->progs.comm_mmap : c->skel->progs.comm_mmap_tp;
-
-	c->mmap_link = bpf_program__attach(p);
+	c->mmap_link = bpf_program__attach(mmap_hook_prog(c->skel, h));
 	return c->mmap_link ? 0 : -errno;
 }
 
@@ -329,12 +347,15 @@ int comm__open(struct sampling *s, const struct comm_opts *o, struct comm **out)
 	log_libbpf_quiet(true);
 	for (h = HOOK_FENTRY; h <= HOOK_NONE && err; h++) {
 		err = load(c, s, o, h);
+		if (err && h != HOOK_NONE)
+			pr_debug("collectives: the %s mmap hook did not load (%s)",
+				 mmap_hook_names[h], strerror(-err));
 		if (err || h == HOOK_NONE)
 			continue;
 		err = attach_mmap_hook(c, h);
 		if (err) {
 			pr_debug("collectives: the %s mmap hook did not attach (%s)",
-				 h == HOOK_FENTRY ? "fentry" : "tracepoint", strerror(-err));
+				 mmap_hook_names[h], strerror(-err));
 			comm_bpf__destroy(c->skel);
 			c->skel = NULL;
 		}
@@ -352,6 +373,9 @@ int comm__open(struct sampling *s, const struct comm_opts *o, struct comm **out)
 	}
 	if (!c->mmap_link)
 		pr_debug("collectives: no mmap hook: targets are scanned once a second");
+	else
+		pr_debug("collectives: libraries mapped are seen by the %s mmap hook",
+			 mmap_hook_names[h - 1]);
 	*out = c;
 	return 0;
 fail:
@@ -703,20 +727,41 @@ int comm__scan(struct comm *c, pid_t pid)
 	return n;
 }
 
+/* Scan @pid again @first_ns from now, then every @every_ns, @times scans in all (replacing
+ * what was planned for it with the same interval: an exec starts its count again). */
+static void rescan_later(struct comm *c, pid_t pid, uint64_t first_ns, uint64_t every_ns, int times)
+{
+	struct rescan *r = NULL;
+	size_t i;
+
+	for (i = 0; i < c->nrescans && !r; i++)
+		if (c->rescans[i].pid == pid && c->rescans[i].every_ns == every_ns)
+			r = &c->rescans[i];
+	if (!r) {
+		if (grow_array(&c->rescans, &c->caprescans, c->nrescans + 1, sizeof(*c->rescans)))
+			return;
+		r = &c->rescans[c->nrescans++];
+	}
+	r->pid = pid;
+	r->due_ns = now_mono_ns() + first_ns;
+	r->every_ns = every_ns;
+	r->left = times;
+}
+
 void comm__mapped(struct comm *c, pid_t pid)
 {
-	struct rescan *r;
-
 	pr_debug("collectives: pid %d maps a library that may have probe points", pid);
 	comm__scan(c, pid);
 	/* The event comes before the mapping exists; it is usually there by the time the
 	 * event is handled, but look again shortly in case. */
-	if (grow_array(&c->rescans, &c->caprescans, c->nrescans + 1, sizeof(*c->rescans)))
-		return;
-	r = &c->rescans[c->nrescans++];
-	r->pid = pid;
-	r->due_ns = now_mono_ns() + 20000000ULL;
-	r->left = 3;
+	rescan_later(c, pid, 20000000ULL, 100000000ULL, 3);
+}
+
+void comm__started(struct comm *c, pid_t pid)
+{
+	comm__scan(c, pid);
+	if (!c->mmap_link)
+		rescan_later(c, pid, 100000000ULL, 100000000ULL, 200);
 }
 
 void comm__poll(struct comm *c)
@@ -735,7 +780,7 @@ void comm__poll(struct comm *c)
 			continue;
 		}
 		if (comm__scan(c, r->pid) >= 0 && --r->left > 0) {
-			r->due_ns = now + 100000000ULL;
+			r->due_ns = now + r->every_ns;
 			i++;
 			continue;
 		}

@@ -51,6 +51,15 @@ int comm__scan(struct comm *c, pid_t pid);
 /* @pid maps a library that may have probe points (COMM_EV_MAPPED): scan it now and shortly. */
 void comm__mapped(struct comm *c, pid_t pid);
 
+/*
+ * @pid starts to be recorded (a new process, an exec, or one the recording started with):
+ * scan it now. Without a hook that sees libraries mapped (comm__watches_mmap), a young
+ * process loads its libraries in its first seconds (Python imports torch, then calls
+ * collectives within a second): it is scanned every 100 ms for its first 20 s, not only at
+ * the caller's once-a-second scans.
+ */
+void comm__started(struct comm *c, pid_t pid);
+
 /* Frequent, cheap work: the scans comm__mapped asked for. */
 void comm__poll(struct comm *c);
 

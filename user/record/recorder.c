@@ -521,7 +521,7 @@ static void start_target(struct recorder *r, struct target *t)
 	if (err)
 		pr_warn("pid %d: cannot add it to the sampler: %s", t->pid, strerror(-err));
 	if (r->comm)
-		comm__scan(r->comm, t->pid);
+		comm__started(r->comm, t->pid);
 }
 
 static int forget_site(const void *key, size_t len, uint64_t *value, void *arg)
