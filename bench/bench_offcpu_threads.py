@@ -49,16 +49,20 @@ def cpu_ns(pid):
     return (int(f[11]) + int(f[12])) * 10**9 // TICK
 
 
-def bpf_run_ns(pid):
-    """Summed run_time_ns of the BPF programs @pid holds (bpftool)."""
+def bpf_progs():
+    """{id: run_time_ns} of the BPF programs loaded now (bpftool)."""
     try:
         out = subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True,
                              text=True, timeout=30).stdout
-        progs = json.loads(out or "[]")
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        return 0
-    return sum(p.get("run_time_ns", 0) for p in progs
-               if any(h.get("pid") == pid for h in p.get("pids", [])))
+        return {p["id"]: p.get("run_time_ns", 0) for p in json.loads(out or "[]")}
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return {}
+
+
+def bpf_run_ns(before):
+    """Summed run_time_ns of the BPF programs loaded since @before (bpf_progs()): those of the
+    one probing that runs (this bpftool does not list the programs' processes)."""
+    return sum(ns for i, ns in bpf_progs().items() if i not in before)
 
 
 def start_targets(procs, threads, periodic):
@@ -75,10 +79,11 @@ def start_targets(procs, threads, periodic):
 
 def one(config, pids, hz, warmup, window):
     out = os.path.join(TMP, f"{config}.db")
-    args = [PROBING, "record", "-F", str(hz), "-p", ",".join(map(str, pids)), "-o", out,
+    args = [PROBING, "record", "-v", "-F", str(hz), "-p", ",".join(map(str, pids)), "-o", out,
             "--force"]
     if config == "offcpu":
         args.insert(2, "--off-cpu")
+    before = bpf_progs()
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen = ""
     while "recording at" not in seen:
@@ -90,9 +95,9 @@ def one(config, pids, hz, warmup, window):
     t_attach = time.monotonic()
     targets_attach = sum(cpu_ns(x) for x in pids)
     time.sleep(warmup)
-    t0, r0, b0 = time.monotonic(), cpu_ns(p.pid), bpf_run_ns(p.pid)
+    t0, r0, b0 = time.monotonic(), cpu_ns(p.pid), bpf_run_ns(before)
     time.sleep(window)
-    t1, r1, b1 = time.monotonic(), cpu_ns(p.pid), bpf_run_ns(p.pid)
+    t1, r1, b1 = time.monotonic(), cpu_ns(p.pid), bpf_run_ns(before)
     targets_stop = sum(cpu_ns(x) for x in pids)
     t_stop = time.monotonic()
     p.send_signal(signal.SIGINT)

@@ -19,6 +19,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -43,6 +44,7 @@ class OwnUsage:
 
     def __init__(self, pid):
         self.pid, self.cpu, self.hwm, self.done = pid, 0.0, 0, False
+        self.series = []  # (monotonic s, CPU s)
         self.t = threading.Thread(target=self._poll, daemon=True)
         self.t.start()
 
@@ -52,6 +54,7 @@ class OwnUsage:
             try:
                 f = open(f"/proc/{self.pid}/stat").read().rsplit(")", 1)[1].split()
                 self.cpu = (int(f[11]) + int(f[12])) / tick
+                self.series.append((time.monotonic(), self.cpu))
                 for line in open(f"/proc/{self.pid}/status"):
                     if line.startswith("VmHWM:"):
                         self.hwm = int(line.split()[1]) * 1024
@@ -62,6 +65,14 @@ class OwnUsage:
     def stop(self):
         self.done = True
         self.t.join()
+
+    def steady(self):
+        """CPU s per s over the second half of the run (after the start-up's reading of the
+        job's libraries)."""
+        if len(self.series) < 4:
+            return 0.0
+        (t0, c0), (t1, c1) = self.series[len(self.series) // 2], self.series[-1]
+        return (c1 - c0) / max(1e-9, t1 - t0)
 
 
 def job_cmd(args):
@@ -90,7 +101,7 @@ def one_round(args, watched, tmp):
           if int(s) >= 10]
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) if watched else 0
     return (statistics.median(ms), wall, size, usage.cpu if usage else 0,
-            usage.hwm if usage else 0)
+            usage.hwm if usage else 0, usage.steady() if usage else 0)
 
 
 def stall_round(args, tmp):
@@ -142,7 +153,7 @@ def main():
         for r in range(args.rounds):
             for watched in ((False, True) if r % 2 == 0 else (True, False)):
                 res[watched].append(one_round(args, watched, tmp))
-                m, wall, size, cpu, hwm = res[watched][-1]
+                m, wall, size, cpu, hwm, _ = res[watched][-1]
                 print(f"round {r} {'watched  ' if watched else 'unwatched'}: step {m:.3f} ms "
                       f"median, {wall:.0f} s, segments {size / 1e6:.2f} MB, watcher CPU "
                       f"{cpu:.2f} s, peak RSS {hwm / 2**20:.0f} MiB", flush=True)
@@ -157,8 +168,10 @@ def main():
     print(f"segments: {per_hour / 1e6:.1f} MB per hour watched (19 Hz, {args.ranks} ranks; "
           f"bounded by --keep/--max-size)")
     cpu = statistics.median(100 * x[3] / x[1] for x in res[True])
+    steady = statistics.median(100 * x[5] for x in res[True])
     hwm = statistics.median(x[4] for x in res[True])
-    print(f"watcher: {cpu:.1f} % of one core, peak RSS {hwm / 2**20:.0f} MiB")
+    print(f"watcher: {cpu:.1f} % of one core over whole runs (start-up included), "
+          f"{steady:.1f} % over their second halves; peak RSS {hwm / 2**20:.0f} MiB")
     if stalls:
         print(f"stall -> declared {statistics.median(x[0] for x in stalls):+.2f} s, report on "
               f"disk {statistics.median(x[1] for x in stalls):+.2f} s after fault + threshold "
