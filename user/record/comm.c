@@ -757,6 +757,18 @@ void comm__mapped(struct comm *c, pid_t pid)
 	rescan_later(c, pid, 20000000ULL, 100000000ULL, 3);
 }
 
+void comm__tick(struct comm *c, pid_t pid)
+{
+	uint64_t second = now_mono_ns() / 1000000000ULL;
+
+	if (c->mmap_link)
+		return;
+	/* The probed ones in turn, a tenth of them each second (by their pid). */
+	if (probed(c, pid, NULL) && second % 10 != (uint64_t)pid % 10)
+		return;
+	comm__scan(c, pid);
+}
+
 void comm__started(struct comm *c, pid_t pid)
 {
 	comm__scan(c, pid);

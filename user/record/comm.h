@@ -60,6 +60,15 @@ void comm__mapped(struct comm *c, pid_t pid);
  */
 void comm__started(struct comm *c, pid_t pid);
 
+/*
+ * The caller's once-a-second look at @pid, where no hook sees libraries mapped
+ * (comm__watches_mmap false; else it does nothing): scan it. A process that has probes
+ * already (libtorch_cpu, libgloo, libtorch_cuda and libnccl load together, with `import
+ * torch`) is scanned once every 10 s instead: reading the maps of every rank every second
+ * was a fifth of `probing watch`'s CPU time.
+ */
+void comm__tick(struct comm *c, pid_t pid);
+
 /* Frequent, cheap work: the scans comm__mapped asked for. */
 void comm__poll(struct comm *c);
 

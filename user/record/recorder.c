@@ -1442,8 +1442,8 @@ int recorder__tick(struct recorder *r, bool caught_up)
 			retry_python(r, t);
 		}
 		/* Libraries loaded since (dlopen), when the kernel does not say so itself. */
-		if (r->comm && !comm__watches_mmap(r->comm))
-			comm__scan(r->comm, t->pid);
+		if (r->comm)
+			comm__tick(r->comm, t->pid);
 	}
 	/* Python names change (thread.name = ...): have them read again, and store what
 	 * changed and how long the threads that ran were seen. */
