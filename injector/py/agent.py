@@ -565,6 +565,21 @@ def _settings_rows():
 
 
 # ---- dispatcher --------------------------------------------------------------------------
+def _drop_own_dummy():
+    """A debugger that traces every thread (pydevd on sys.monitoring, Python 3.12+) registers
+    the agent's thread in threading as a Dummy when a request runs Python code on it: take
+    it out again, so the program never finds the agent's threads among its own."""
+    th = sys.modules.get("threading")
+    if th is None or "pydevd" not in sys.modules:
+        return
+    import _thread
+
+    me = _thread.get_ident()
+    with th._active_limbo_lock:
+        if isinstance(th._active.get(me), th._DummyThread):
+            del th._active[me]
+
+
 def handle(kind, body):
     """Called by the C side for every Python request. Never raises: returns the frame type
     (b"R" result, b"X" failure) followed by a JSON object."""
@@ -582,6 +597,7 @@ def handle(kind, body):
                 reply = fn(args)
         else:
             reply = fn(args)
+        _drop_own_dummy()
         return b"R" + json.dumps(reply, default=_repr).encode("utf-8", "replace")
     except BaseException as e:  # noqa: B902 - nothing may escape into the C side
         try:

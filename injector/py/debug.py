@@ -199,7 +199,14 @@ def _import_threading(main_ident):
     main thread, whose ident probing read from outside (_PyRuntime.main_thread: @main_ident)
     — only when the object stands for the agent's thread, which is our doing."""
     if sys.version_info >= (3, 13):
-        __import__("threading")
+        import threading
+
+        # The ident is the main thread's, but its native id is that of the thread that
+        # imported threading (_MainThread.__init__ asks the current thread).
+        main = threading._main_thread
+        if main_ident and main.ident == main_ident and getattr(main, "_native_id", 0) and \
+                main._native_id != os.getpid() and threading.get_ident() != main_ident:
+            main._native_id = os.getpid()
         return
     if "threading" not in sys.modules and not main_ident:
         raise _Refused("this program has not imported the threading module, which debugpy "
@@ -353,6 +360,19 @@ def _restore_hook():
     _saved_hook = None
 
 
+def _check_listens_again(debugpy):
+    """debugpy from 1.8 listens once per process: after 'probing debug --stop', its listen()
+    refuses a second call (upstream: a second one hangs the debuggee). Say so up front."""
+    api = sys.modules.get("debugpy.server.api")
+    if api is not None and getattr(getattr(api, "listen", None), "called", False):
+        raise _Refused(
+            "debugpy %s was started in this process before and stopped: it listens only "
+            "once per process (its listen() refuses a second call)" % getattr(
+                debugpy, "__version__", "?"),
+            "debug a new run of the program, or leave debugpy listening (do not --stop it) "
+            "to attach again later")
+
+
 def _k_start(args):
     global _session, _saved_hook
     host = str(args.get("host") or "127.0.0.1")
@@ -382,6 +402,7 @@ def _k_start(args):
                     "install a debugpy that supports Python %d.%d" % sys.version_info[:2])
             if _foreign_debugger():
                 raise _Refused("a debugger already runs in this process")
+            _check_listens_again(debugpy)
             h, p = _listen(debugpy, host, port, python)
         _session = {"host": h, "port": p, "since": time.time(),
                     "debugpy": getattr(debugpy, "__version__", "?"),

@@ -51,3 +51,9 @@ def python(minor):
     os.chmod(tmp, 0o755)
     os.replace(tmp, path)
     return path
+
+
+def has_debugpy():
+    """Whether the root holds Debian's python3-debugpy (install-sidroot.sh installs it)."""
+    return available() and os.path.isfile(
+        os.path.join(ROOT, "usr", "lib", "python3", "dist-packages", "debugpy", "__init__.py"))

@@ -14,6 +14,7 @@ import subprocess
 import time
 
 import harness
+import sidroot
 from dap_client import DAP
 from live_helpers import maps_count
 from pystack_common import markers
@@ -83,12 +84,15 @@ class Loop:
 
 
 def _check_threading(loop):
-    """threading as the program sees it: its main thread is the real one, alive, and the
-    agent's thread is not registered (pydevd registers a Dummy for every thread it saw)."""
+    """threading as the program sees it: its main thread is the real one, alive, and no
+    agent thread is registered (pydevd registers a Dummy for every thread it saw; on
+    sys.monitoring, 3.12+, for the thread that runs this very eval too, while it runs: the
+    agent takes it out after each request, so that one is left out here)."""
     p = harness.probing("eval", "-p", loop.pid,
                         "import threading as t; m = t.main_thread(); "
                         "print(m.native_id, m.is_alive(), "
-                        "[x.name for x in t.enumerate() if isinstance(x, t._DummyThread)])")
+                        "[x.name for x in t.enumerate() if isinstance(x, t._DummyThread) "
+                        "and x.ident != t.get_ident()])")
     assert p.stdout == "%d True []\n" % loop.pid, p.stdout + p.stderr
 
 
@@ -104,6 +108,11 @@ def _variants():
         out.append(("embedded-3.11", ([EMBED, lib], {"PATH": "/nonexistent"})))
     if os.path.exists(DEBIAN_311):
         out.append(("debian-3.11", ([DEBIAN_311], None)))
+    # Debian unstable's 3.14 and 3.15 with its python3-debugpy, in the container root
+    # (sidroot.py): the process inside, probing and the DAP client outside.
+    for label, exe in harness.pythons():
+        if label in ("3.14", "3.15") and sidroot.has_debugpy():
+            out.append((label, ([exe], None)))
     return out
 
 
@@ -199,12 +208,24 @@ def test_debug_dap_session(variant):
     assert "no thread is traced" in p.stdout, p.stdout
     assert loop.modules().endswith("] True"), "breakpoint() not given back"
     after = loop.cost(len(loop.ticks()) + 2)
-    assert traced > 4 * untraced and traced > 4 * after and after < 2.5 * untraced, \
-        (untraced, traced, after)
+    if os.path.basename(cmd[0]) in ("python3.14", "python3.15"):
+        # debugpy on sys.monitoring (PEP 669): only the lines with breakpoints cost much;
+        # tracing made the loop 1.1-1.3 times slower on a loaded machine.
+        assert after < 2.5 * untraced, (untraced, traced, after)
+    else:
+        assert traced > 4 * untraced and traced > 4 * after and after < 2.5 * untraced, \
+            (untraced, traced, after)
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0, "debugpy still listens"
     p = harness.probing("debug", "-p", loop.pid, "--stop")
     assert p.returncode == 0 and "nothing to stop" in p.stdout, p.stdout + p.stderr
+    if os.path.basename(cmd[0]) in ("python3.14", "python3.15"):
+        # debugpy 1.8 listens once per process: a second start is refused, clearly.
+        p = harness.probing("debug", "-p", loop.pid, "--listen", "127.0.0.1:0")
+        assert p.returncode == 1 and "listens only once per process" in p.stderr, \
+            p.stdout + p.stderr
+        assert loop.finish() > i + 20
+        return
     # And debugging starts again: a new listener, a client stops the loop again.
     p = harness.probing("debug", "-p", loop.pid, "--listen", "127.0.0.1:0")
     port2 = _attach_port(p.stdout)
