@@ -55,11 +55,32 @@ struct fnindex {
 	struct fnrange r[];
 };
 
+/*
+ * The symbols of a large module by address: libdw's dwfl_module_addrinfo() looks through
+ * the whole table at each call (2.3 ms a call in Debian's libtorch_cpu, 35,000 dynamic
+ * symbols), so each module with at least SYMINDEX_MIN symbols gets this index, built once
+ * per build-id (tests/unit/test_symbolize.c checks it names addresses as libdw does).
+ * Offsets are from the module's start, so that every process mapping it shares the index.
+ */
+#define SYMINDEX_MIN 1000
+
+struct symentry {
+	uint64_t off, size;
+	uint32_t idx; /* in the module's symbol table (dwfl_module_getsym_info) */
+	uint8_t rank; /* binding: 2 global, 1 weak, 0 other */
+};
+
+struct symindex {
+	size_t n; /* 0: not indexed (a small module: libdw searches it) */
+	struct symentry e[];
+};
+
 struct symbolizer {
 	struct strpool *strings;
 	struct bmap *module_ids; /* identity string -> key_id */
 	struct bmap *cache;	 /* cache_key -> (uintptr_t) struct cache_val * */
 	struct bmap *cuindex;	 /* (key_id, CU offset) -> (uintptr_t) struct fnindex * */
+	struct bmap *symindex;	 /* key_id -> (uintptr_t) struct symindex * */
 	struct modinfo *modinfos;
 };
 
@@ -75,7 +96,8 @@ struct symbolizer *symbolizer__new(void)
 	sz->module_ids = bmap__new();
 	sz->cache = bmap__new();
 	sz->cuindex = bmap__new();
-	if (!sz->strings || !sz->module_ids || !sz->cache || !sz->cuindex) {
+	sz->symindex = bmap__new();
+	if (!sz->strings || !sz->module_ids || !sz->cache || !sz->cuindex || !sz->symindex) {
 		symbolizer__free(sz);
 		return NULL;
 	}
@@ -100,6 +122,9 @@ void symbolizer__free(struct symbolizer *sz)
 	if (sz->cuindex)
 		bmap__for_each(sz->cuindex, free_val, NULL);
 	bmap__free(sz->cuindex);
+	if (sz->symindex)
+		bmap__for_each(sz->symindex, free_val, NULL);
+	bmap__free(sz->symindex);
 	bmap__free(sz->module_ids);
 	for (mi = sz->modinfos; mi; mi = next) {
 		next = mi->next;
@@ -165,6 +190,103 @@ static struct modinfo *module_info(struct symbolizer *sz, Dwfl_Module *mod, Dwar
 	sz->modinfos = mi;
 	*ud = mi;
 	return mi;
+}
+
+static int symentry_cmp(const void *a, const void *b)
+{
+	const struct symentry *x = a, *y = b;
+
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank > y->rank ? -1 : 1; /* the best binding first */
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* The symbols libdw would consider for an address: defined, neither section, file nor TLS. */
+static bool symbol_counts(const GElf_Sym *sym)
+{
+	int type = GELF_ST_TYPE(sym->st_info);
+
+	return sym->st_shndx != SHN_UNDEF && type != STT_SECTION && type != STT_FILE &&
+	       type != STT_TLS;
+}
+
+/* Build the index of @mod (module key @key_id, start @start). NULL on no memory. */
+static struct symindex *build_symindex(Dwfl_Module *mod, Dwarf_Addr start)
+{
+	int i, nsym = dwfl_module_getsymtab(mod);
+	struct symindex *si;
+	GElf_Sym sym;
+	GElf_Addr addr;
+	size_t n = 0;
+
+	si = malloc(sizeof(*si) + (nsym >= SYMINDEX_MIN ? (size_t)nsym : 0) * sizeof(si->e[0]));
+	if (!si)
+		return NULL;
+	for (i = 1; nsym >= SYMINDEX_MIN && i < nsym; i++) {
+		const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL, NULL, NULL);
+		int bind = GELF_ST_BIND(sym.st_info);
+
+		if (!name || !*name || !symbol_counts(&sym) || addr < start)
+			continue;
+		si->e[n++] = (struct symentry){
+			.off = addr - start,
+			.size = sym.st_size,
+			.idx = (uint32_t)i,
+			.rank = bind == STB_GLOBAL ? 2
+				: bind == STB_WEAK ? 1
+						   : 0,
+		};
+	}
+	qsort(si->e, n, sizeof(si->e[0]), symentry_cmp);
+	si->n = n;
+	return si;
+}
+
+const char *symbolize_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t addr)
+{
+	struct symindex *si;
+	struct modinfo *mi;
+	Dwarf_Addr start;
+	GElf_Sym sym;
+	GElf_Addr a;
+	uint64_t *slot, off;
+	size_t lo = 0, hi;
+	int inserted;
+
+	mi = module_info(sz, mod, &start);
+	if (!mi || addr < start)
+		goto libdw;
+	slot = bmap__upsert(sz->symindex, &mi->key_id, sizeof(mi->key_id), 0, &inserted);
+	if (!slot)
+		goto libdw;
+	if (!*slot)
+		*slot = (uintptr_t)build_symindex(mod, start);
+	si = (struct symindex *)(uintptr_t)*slot;
+	if (!si || !si->n)
+		goto libdw;
+	/* The last symbol at or below the address, then the first (best bound) at its address. */
+	off = addr - start;
+	hi = si->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (si->e[mid].off <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		goto libdw;
+	for (hi = lo - 1; hi > 0 && si->e[hi - 1].off == si->e[lo - 1].off; hi--)
+		;
+	/* A sized symbol holding the address: libdw's answer too (the closest such one). Any
+	 * other case (sizeless symbols, a gap between functions) is left to libdw. */
+	if (si->e[hi].size && off < si->e[hi].off + si->e[hi].size)
+		return dwfl_module_getsym_info(mod, (int)si->e[hi].idx, &sym, &a, NULL, NULL, NULL);
+libdw:
+	return dwfl_module_addrinfo(mod, addr, &(GElf_Off){0}, &sym, NULL, NULL, NULL);
 }
 
 /* Name of a subprogram or inlined-subroutine DIE: demangled linkage name, else DW_AT_name. */
@@ -332,9 +454,8 @@ static int resolve(struct symbolizer *sz, Dwfl_Module *mod, const struct modinfo
 		   Dwarf_Addr addr, struct frame *out)
 {
 	Dwarf_Die *cu, *scopes = NULL;
-	Dwarf_Addr bias, symoff;
+	Dwarf_Addr bias;
 	Dwfl_Line *ln;
-	GElf_Sym sym;
 	const char *file = NULL, *sname;
 	char *dem;
 	int line = 0, n = 0, ns, i, tag;
@@ -392,9 +513,9 @@ static int resolve(struct symbolizer *sz, Dwfl_Module *mod, const struct modinfo
 		call_site(sz, cu, &scopes[i], &file, &line);
 	}
 	free(scopes);
-	/* The ELF symbol table is more reliable for the outermost name (DWARF may be partial). */
-	sname = dwfl_module_addrinfo(mod, addr, &symoff, &sym, NULL, NULL, NULL);
 	if (n == 0) {
+		/* No DWARF for the address: the ELF symbol table names it. */
+		sname = symbolize_symbol(sz, mod, addr);
 		out[0] = (struct frame){.kind = FRAME_NATIVE, .module = mi->path};
 		out[0].file = file;
 		out[0].line = line;

@@ -29,6 +29,13 @@ void symbolizer__free(struct symbolizer *sz);
 int symbolizer__lookup(struct symbolizer *sz, Dwfl_Module *mod, uint64_t pc, bool activation,
 		       const struct frame **frames, int *n);
 
+/*
+ * The ELF symbol of module @mod holding address @addr, as dwfl_module_addrinfo() names it
+ * (NULL: none); in a module of many symbols from an index built at the first call (a binary
+ * search, not libdw's walk over the whole table). Valid while @mod is.
+ */
+const char *symbolize_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t addr);
+
 /* Demangle a C++ (Itanium ABI) name into a malloc'd string; NULL if @name is not mangled. */
 char *symbolize_demangle(const char *name);
 
