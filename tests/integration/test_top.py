@@ -74,7 +74,9 @@ def test_top_once_names_split_hot_functions_with_their_lines():
     before = set(glob.glob("/tmp/probing-top-*"))
     w = h.spawn([sys.executable, SPLIT, "30"])
     time.sleep(0.5)
-    p = top("-p", w.pid, "-d", "4", "--once", "--on-cpu", "-n", "15")
+    # 8 s: under a full test run the target gets a fraction of a CPU, and 4 s (~150
+    # samples then) once gave work_a 47 %.
+    p = top("-p", w.pid, "-d", "8", "--once", "--on-cpu", "-n", "15")
     rows, head = table(p.stdout)
     assert head and head[0].startswith("probing top: pid %d" % w.pid), head
     assert "(on-CPU only)" in p.stdout, p.stdout
