@@ -240,18 +240,6 @@ def _import_threading(main_ident):
             locks.add(lock)
 
 
-def _forget_agent_dummy():
-    """pydevd registers a threading Dummy for every thread with Python frames, the agent's
-    own included (it was running this request): take the agent's out of threading again."""
-    import _thread
-    import threading
-
-    me = _thread.get_ident()
-    with threading._active_limbo_lock:
-        if isinstance(threading._active.get(me), threading._DummyThread):
-            del threading._active[me]
-
-
 def _import_debugpy(extra, source):
     """Import debugpy and the parts listen() needs, with @extra on sys.path meanwhile (after
     the process's own entries). On failure the modules imported are removed again and
@@ -308,7 +296,7 @@ def _in_thread(fn, name, timeout):
     t = threading.Thread(target=run, name=name, daemon=True)
     t.start()
     t.join(timeout)
-    _forget_agent_dummy()
+    agent._drop_own_dummy()  # pydevd registered the agent's thread while it waited
     if t.is_alive():
         out["timeout"] = True
     return out
