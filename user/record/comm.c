@@ -183,6 +183,7 @@ struct attachment {
 	int link_fd;		 /* uprobe_multi: one link for every point */
 	struct bpf_link **links; /* perf-event uprobes: one link per point */
 	size_t nlinks;
+	uint64_t made_ns; /* CLOCK_MONOTONIC */
 };
 
 /* A scan comm__mapped asked for. */
@@ -675,6 +676,7 @@ static int probe_mapping(struct comm *c, pid_t pid, const struct procmap *m,
 	a->file = *fk;
 	a->lib = l - c->libs;
 	a->link_fd = -1;
+	a->made_ns = now_mono_ns();
 	if (!l->npoints)
 		return 0;
 	/* The file the process maps (procmaps__open checks device and inode), named for the
@@ -823,14 +825,13 @@ static void forget_sites(struct comm *c, pid_t pid)
 	}
 }
 
-void comm__forget(struct comm *c, pid_t pid)
+/* Detach @pid's probes attached before @before_ns and drop the scans planned for it. */
+static void drop_attachments(struct comm *c, pid_t pid, uint64_t before_ns)
 {
 	size_t i;
 
-	forget_sites(c, pid);
-
 	for (i = 0; i < c->natt;) {
-		if (c->att[i].pid != pid) {
+		if (c->att[i].pid != pid || c->att[i].made_ns >= before_ns) {
 			i++;
 			continue;
 		}
@@ -843,6 +844,19 @@ void comm__forget(struct comm *c, pid_t pid)
 		else
 			i++;
 	}
+}
+
+void comm__forget(struct comm *c, pid_t pid)
+{
+	forget_sites(c, pid);
+	drop_attachments(c, pid, UINT64_MAX);
+}
+
+void comm__exec(struct comm *c, pid_t pid, uint64_t exec_ns)
+{
+	forget_sites(c, pid);
+	drop_attachments(c, pid, exec_ns);
+	comm__started(c, pid);
 }
 
 /* The layout of @l's tensors, checked on the first tensor of @e that can tell. */

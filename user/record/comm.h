@@ -78,8 +78,15 @@ void comm__poll(struct comm *c);
  */
 int comm__site_put(struct comm *c, const struct comm_site_key *k, const struct comm_site *site);
 
-/* @pid exited or exec'd: detach its probes and forget its call sites. */
+/* @pid exited: detach its probes, forget its call sites and the scans planned for it. */
 void comm__forget(struct comm *c, pid_t pid);
+
+/*
+ * @pid exec'd at @exec_ns (CLOCK_MONOTONIC; the event is handled late): forget its call
+ * sites and the probes attached before @exec_ns (those attached since are the new program's:
+ * scans read /proc ahead of the event stream), then start it again as comm__started does.
+ */
+void comm__exec(struct comm *c, pid_t pid, uint64_t exec_ns);
 
 /*
  * The payload bytes of the call @e on this rank, from its tensors' sizes (checked against

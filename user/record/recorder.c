@@ -535,10 +535,15 @@ static int forget_site(const void *key, size_t len, uint64_t *value, void *arg)
 	return 0;
 }
 
-/* @t's collectives probes and what waits for their events belong to its old program. */
-static void forget_comm(struct recorder *r, struct target *t)
+/*
+ * @t's collectives probes and what waits for their events belong to its old program, or it
+ * exited (@exec_ns 0). Events come in order: none of the new program's calls is handled yet.
+ */
+static void forget_comm(struct recorder *r, struct target *t, uint64_t exec_ns)
 {
-	if (r->comm)
+	if (r->comm && exec_ns)
+		comm__exec(r->comm, t->pid, exec_ns);
+	else if (r->comm)
 		comm__forget(r->comm, t->pid);
 	bmap__for_each(r->sites, forget_site, &t->pid);
 	if (r->cs)
@@ -647,7 +652,7 @@ static void target_exec(struct recorder *r, struct target *t, const struct proc_
 	if (ev->h.time_ns > t->exec_ns)
 		t->exec_ns = ev->h.time_ns;
 	drop_dwproc(t);	      /* its parent's too: the child's address space is new */
-	forget_comm(r, t);    /* the new program's libraries are probed when it maps them */
+	forget_comm(r, t, ev->h.time_ns); /* the new program's libraries: probed again */
 	t->dp_failed = false; /* re-read lazily: the loader is still mapping */
 	free_layout(t);
 	/* Events are handled late: an interpreter found after the exec is the new program's
@@ -694,7 +699,7 @@ static void target_exited(struct recorder *r, struct target *t, double ts, bool 
 	}
 	if (from_event)
 		sampling__remove_target(r->s, t->pid);
-	forget_comm(r, t);
+	forget_comm(r, t, 0);
 	/* Samples of its last thread's way out of the kernel (or, found gone, its queued
 	 * samples) may follow: its Python thread names are dropped a tick later. */
 	if (r->tn) {
