@@ -7,6 +7,7 @@ one marked HANG_LINE in the workload.
 """
 import os
 import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -538,11 +539,43 @@ def test_watch_single_process_and_native():
         st = query(report, "SELECT reason, kind, diagnosis FROM watch_stall")[0]
         assert st["kind"] == "no-progress", st
         assert re.search(rf"pid \d+ has been in idle \({re.escape(script)}:5\)", st["diagnosis"]), st
-        # Reports are not merged (yet): said clearly, nothing written.
-        m = harness.probing("merge", report, report, "-o", harness.tmp("merged.db"))
-        assert m.returncode == 1 and "is a report of 'probing watch'" in m.stderr, m.stderr
-        assert "merging watch reports is not done yet" in m.stderr, m.stderr
-        assert not os.path.exists(harness.tmp("merged.db"))
+        # A report merges with other nodes' reports: alone, it is this node's job again
+        # (the host on every row); with itself or with a recording it is refused, nothing
+        # written.
+        merged = harness.tmp("merged.db")
+        m = harness.probing("merge", report, "-o", merged)
+        assert m.returncode == 0, m.stderr
+        host = socket.gethostname()
+        assert f"probing merge: the job, from the watch reports of 1 node merged ({host}: " \
+            "no-progress)" in m.stdout, m.stdout
+        assert query(merged, "SELECT kind, host FROM watch_stall") == \
+            [{"kind": "no-progress", "host": None}]
+        assert [r["host"] for r in query(merged, "SELECT host FROM watch_node_stalls")] == [host]
+        assert [r["host"] for r in query(merged, "SELECT host FROM watch_ranks")] == [host]
+        os.unlink(merged)
+        # A report from anyone: its text reaches the terminal escaped, one line per rank.
+        evil = harness.tmp("evil.db")
+        shutil.copy(report, evil)
+        con = sqlite3.connect(evil)
+        con.execute("UPDATE watch_ranks SET func = 'f\x1b[2J', wait = 'in x\nFAKE LINE', "
+                    "state = 'S', label = 'z'")
+        con.execute("UPDATE meta SET value = 'h\x07\nFAKE' WHERE key = 'host'")
+        con.commit()
+        con.close()
+        m = harness.probing("merge", evil, "-o", merged)
+        assert m.returncode == 0, m.stderr
+        assert "\x1b" not in m.stdout and "\x07" not in m.stdout, m.stdout
+        assert not re.search(r"^\s*FAKE", m.stdout, re.M), m.stdout
+        os.unlink(merged)
+        m = harness.probing("merge", report, report, "-o", merged)
+        assert m.returncode == 1 and "are the same file" in m.stderr, m.stderr
+        rec = harness.tmp("one.db")
+        harness.probing("record", "-o", rec, "--", "python3", "-c", "import time; "
+                        "time.sleep(0.3)", check=True)
+        m = harness.probing("merge", report, rec, "-o", merged)
+        assert m.returncode == 1 and re.search(r"cannot merge \S+, a watch report, with \S+, "
+                                               r"a recording", m.stderr), m.stderr
+        assert not os.path.exists(merged)
     finally:
         p.send_signal(signal.SIGINT)
         p.wait(timeout=60)
@@ -583,3 +616,105 @@ def test_watch_bad_input():
     assert p.returncode == 1 and "another watch" in p.stderr, p.stderr
     first.send_signal(signal.SIGINT)
     assert first.wait(timeout=30) == 0
+
+
+@harness.timeout(300)
+def test_watch_reports_of_two_nodes_merged():
+    """A torchrun --nnodes 2 job, one rank per node (two network namespaces, a veth pair),
+    one watch per node. Rank 1 stops for good at HANG_LINE: node a's watch sees its rank wait
+    in an allreduce (all-waiting, the peer not on the node), node b's sees its rank away from
+    collectives (no-progress); neither can name a culprit. Their reports merged: rank 1, on
+    node-b, at HANG_LINE, is the culprit, and rank 0 on node-a waits in the allreduce's seq."""
+    from test_merge import TORCHRUN as TR, TwoNodes
+    d = harness.tmp("nodes")
+    os.makedirs(d)
+    hosts = os.path.join(d, "hosts")
+    with open(hosts, "w") as f:
+        f.write("127.0.0.1 localhost\n10.231.0.1 node-a\n10.231.0.2 node-b\n")
+    env = "OMP_NUM_THREADS=1 FAULT=hang FAULT_RANK=1 FAULT_STEP=20 STEP_MS=100"
+    reports = {}
+    with TwoNodes() as nodes:
+        port = nodes.free_port("a")
+        procs = {}
+        for n in "ab":
+            procs[n] = nodes.spawn(
+                n, f"mount --bind {hosts} /etc/hosts && exec env {env} {harness.PROBING} watch "
+                f"-o {d}/watch-{n} --stall 5 -- {TR} --nnodes 2 --nproc_per_node 1 "
+                f"--rdzv_backend c10d --rdzv_endpoint {nodes.addr['a']}:{port} "
+                f"--rdzv_id pjw-{nodes.tag} --max_restarts 0 --redirects 1 --tee 1 {JOB}")
+        logs = {n: harness.tmp(f"{n}.log") for n in "ab"}
+
+        def both_reports():
+            for n in "ab":
+                assert procs[n].poll() is None, open(logs[n]).read()[-3000:]
+            latest = [os.path.join(d, f"watch-{n}", "latest-report") for n in "ab"]
+            return all(os.path.exists(p) for p in latest)
+        try:
+            harness.wait_for(both_reports, timeout=200, interval=0.2, what="both nodes' reports")
+            time.sleep(1)  # the second report's line printed
+            for n in "ab":
+                with open(os.path.join(d, f"watch-{n}", "latest-report")) as f:
+                    reports[n] = f.read().strip()
+        finally:
+            for n in "ab":
+                # The watch is the first process of the node's PID namespace: when it ends,
+                # the kernel ends torchrun and the rank with it.
+                try:
+                    init = int(open(f"/proc/{procs[n].pid}/task/{procs[n].pid}/children")
+                               .read().split()[0])
+                    os.kill(init, signal.SIGINT)
+                except (OSError, ValueError, IndexError):
+                    pass
+            for n in "ab":
+                try:
+                    procs[n].wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    procs[n].kill()
+                harness.log(open(logs[n]).read()[-3000:])
+    out = {n: open(logs[n]).read() for n in "ab"}
+    pids = {}  # rank -> (node, pid)
+    for n in "ab":
+        for r, pid in re.findall(r"rank (\d+) pid (\d+)", out[n]):
+            pids[int(r)] = (n, int(pid))
+    assert sorted(pids) == [0, 1], pids
+    a0, b1 = pids[0][0], pids[1][0]
+    assert a0 != b1, pids
+    kinds = {n: query(reports[n], "SELECT kind FROM watch_stall")[0]["kind"] for n in "ab"}
+    assert kinds[a0] == "all-waiting" and kinds[b1] == "no-progress", kinds
+    assert "the ranks they wait for are not on this node (world size 2, 1 here)" in out[a0]
+
+    job = os.path.join(d, "job.db")
+    m = harness.probing("merge", reports["a"], reports["b"], "-o", job)
+    assert m.returncode == 0, m.stderr
+    harness.log(m.stdout + m.stderr)
+    assert "merged 2 watch reports" in m.stderr and "node-a,node-b" in m.stderr, m.stderr
+    line = hang_line()
+    culprit = (f"rank 1 (pid {pids[1][1]}, node-{b1}) has been in hang_here ({JOB}:{line}) "
+               "for ")
+    assert culprit in m.stdout, m.stdout
+    w = re.search(r"the other 1 rank waits in allreduce seq (\d+) of group \S+, entered "
+                  r"[\d.]+ s ago: rank 0 \(pid (\d+), node-(\w)\)", m.stdout)
+    assert w and int(w.group(2)) == pids[0][1] and w.group(3) == a0, m.stdout
+    st = query(job, "SELECT * FROM watch_stall")
+    assert len(st) == 1 and st[0]["kind"] == "culprit", st
+    assert (st[0]["culprit_rank"], st[0]["culprit_pid"], st[0]["host"]) == \
+        (1, pids[1][1], f"node-{b1}"), st
+    assert st[0]["reason"].startswith("the watch reports of 2 nodes merged"), st
+    nodes_rows = query(job, "SELECT host, kind FROM watch_node_stalls ORDER BY host")
+    assert nodes_rows == [{"host": f"node-{n}", "kind": kinds[n]} for n in "ab"], nodes_rows
+    ranks = {r["rank"]: r for r in query(job, "SELECT * FROM watch_ranks")}
+    assert ranks[1]["host"] == f"node-{b1}" and ranks[1]["lineno"] == line, ranks[1]
+    assert ranks[0]["op"] == "allreduce" and ranks[0]["seq"] == int(w.group(1)), ranks[0]
+    # The merged report reads as a recording and as a snapshot of both nodes.
+    folded = harness.probing("flamegraph", "-i", job, "--folded", "--rank", 1,
+                             check=True).stdout
+    assert f"hang_here ({JOB}:{line})" in folded, folded[:2000]
+    bt = harness.probing("backtrace", "-i", job, check=True).stdout
+    assert "node-a" in bt and "node-b" in bt and f"hang_here ({JOB}:{line})" in bt, bt[:3000]
+    # A merged report merges again: the same diagnosis.
+    again = os.path.join(d, "again.db")
+    one = os.path.join(d, "one.db")
+    assert harness.probing("merge", reports[a0], "-o", one).returncode == 0
+    m2 = harness.probing("merge", one, reports[b1], "-o", again)
+    assert m2.returncode == 0, m2.stderr
+    assert culprit in m2.stdout, m2.stdout

@@ -11,6 +11,7 @@
 #include "base/cli.h"
 #include "base/outfile.h"
 #include "report/merge.h"
+#include "watch/jobdiag.h"
 
 enum { OPT_FORCE = 256 };
 
@@ -33,10 +34,16 @@ static void usage(FILE *f)
 	      "files ('probing run --crash', 'inject --crash') are snapshots: those of a job's\n"
 	      "ranks merge into one, with every crash and its local variables.\n"
 	      "\n"
-	      "Every input is checked before anything is written: all recordings or all\n"
-	      "snapshots (no other file), of the same format (the same version of probing),\n"
-	      "recordings sampled at the same frequency; no file or process twice. A merged\n"
-	      "file can be merged again with more.\n"
+	      "Watch reports ('probing watch' on each node: DIR/report-*.db, the same stall\n"
+	      "seen from every node) merge into one report, and the job is diagnosed again\n"
+	      "over every node's ranks: the culprit, its node and line, when each node alone\n"
+	      "saw only its ranks waiting. The diagnosis is printed and kept in watch_stall\n"
+	      "(each node's own in watch_node_stalls; watch_ranks.host says whose rank).\n"
+	      "\n"
+	      "Every input is checked before anything is written: all recordings, all\n"
+	      "snapshots or all watch reports (no other file), of the same format (the same\n"
+	      "version of probing), recordings sampled at the same frequency; no file or\n"
+	      "process twice. A merged file can be merged again with more.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -o, --output OUT    the merged recording (required; written to OUT.partial,\n"
@@ -49,7 +56,8 @@ static void usage(FILE *f)
 	      "  probing merge rec/*.db -o job.db && probing flamegraph -i job.db --rank 3 "
 	      "-o rank3.svg\n"
 	      "  probing query -i job.db 'SELECT host, rank, pid, host_pid FROM processes'\n"
-	      "  probing merge bt-node0.db bt-node1.db -o bt.db && probing backtrace -i bt.db\n",
+	      "  probing merge bt-node0.db bt-node1.db -o bt.db && probing backtrace -i bt.db\n"
+	      "  probing merge node0/report-*.db node1/report-*.db -o stall.db\n",
 	      f);
 }
 
@@ -62,6 +70,7 @@ static const struct option options[] = {
 
 int cmd_merge(int argc, char **argv)
 {
+	static const struct merge_hooks hooks = {.reports = jobdiag__merged};
 	unsigned int out_flags = OUTFILE_FORCE_HINT;
 	const char *output = NULL;
 	int c;
@@ -90,7 +99,7 @@ int cmd_merge(int argc, char **argv)
 	if (!strcmp(output, "-"))
 		return cli_usage_error("merge", "a merged recording is a file: -o FILE, not -o -");
 	return merge__recordings((const char *const *)argv + optind, argc - optind, output,
-				 out_flags)
+				 out_flags, &hooks)
 		       ? EXIT_FAIL
 		       : EXIT_OK;
 }

@@ -651,9 +651,9 @@ static void target_exec(struct recorder *r, struct target *t, const struct proc_
 
 	if (ev->h.time_ns > t->exec_ns)
 		t->exec_ns = ev->h.time_ns;
-	drop_dwproc(t);	      /* its parent's too: the child's address space is new */
+	drop_dwproc(t);			  /* its parent's too: the child's address space is new */
 	forget_comm(r, t, ev->h.time_ns); /* the new program's libraries: probed again */
-	t->dp_failed = false; /* re-read lazily: the loader is still mapping */
+	t->dp_failed = false;		  /* re-read lazily: the loader is still mapping */
 	free_layout(t);
 	/* Events are handled late: an interpreter found after the exec is the new program's
 	 * (and its threads' names are being read); one found before is the old one's. */

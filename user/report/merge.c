@@ -45,6 +45,10 @@ static const char *const snapshot_tables[] = {"meta",  "bt_processes", "bt_threa
 static const char *const optional_tables[] = {"torch_trace", "crash", "bt_locals"};
 #define OPTIONAL_TABLES ARRAY_SIZE(optional_tables)
 
+/* The tables a watch report has besides a recording's and a snapshot's (watch/watch.c); a
+ * merged report's own, watch_node_stalls, is read apart (read_format). */
+static const char *const report_tables[] = {"watch_stall", "watch_ranks", NULL};
+
 /* meta keys merged by a rule of their own (merge.h); the others are kept when all agree. */
 static const char *const summed_keys[] = {
 	"samples",  "lost", "complete_native_stacks", "recorder_cpu", "bpf_run_ns",
@@ -53,6 +57,8 @@ static const char *const summed_keys[] = {
 struct input {
 	const char *path;
 	unsigned int kind; /* RECORDING_SAMPLES or RECORDING_BACKTRACE */
+	bool report;	   /* a watch report: a recording with a snapshot and watch_* tables */
+	bool node_stalls;  /* a merged report: its nodes' stalls in watch_node_stalls */
 	dev_t dev;
 	ino_t ino;
 	char *tables;	 /* "name(col type pk, ...);..." of every table, sorted: the format */
@@ -110,20 +116,27 @@ static int execf(sqlite3 *db, const char *what, const char *fmt, ...)
 
 /* ---- checking the inputs ------------------------------------------------------------------ */
 
-static bool known_table(const struct input *in, const char *name)
+static bool in_list(const char *const *t, const char *name)
 {
-	const char *const *t = in->kind == RECORDING_BACKTRACE ? snapshot_tables : known_tables;
-
 	for (int i = 0; t[i]; i++)
 		if (!strcmp(t[i], name))
 			return true;
 	return false;
 }
 
+static bool known_table(const struct input *in, const char *name)
+{
+	if (in->report)
+		return in_list(known_tables, name) || in_list(snapshot_tables, name) ||
+		       in_list(report_tables, name);
+	return in_list(in->kind == RECORDING_BACKTRACE ? snapshot_tables : known_tables, name);
+}
+
 /*
  * Read what @in's file is made of, through @db: its tables with their columns (merge's own
- * processes.host and host_pid left out: a merged file merges again with recordings) and the
- * meta values the checks need. Return 0 or -errno with the reason printed.
+ * processes.host and host_pid, watch_ranks.host, watch_stall.host and watch_node_stalls left
+ * out: a merged file merges again with unmerged ones) and the meta values the checks need.
+ * Return 0 or -errno with the reason printed.
  */
 static int read_format(sqlite3 *db, struct input *in)
 {
@@ -132,6 +145,8 @@ static int read_format(sqlite3 *db, struct input *in)
 		" FROM sqlite_master m, pragma_table_info(m.name) c"
 		" WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
 		" AND NOT (m.name = 'processes' AND c.name IN ('host', 'host_pid'))"
+		" AND NOT (m.name IN ('watch_ranks', 'watch_stall') AND c.name = 'host')"
+		" AND m.name != 'watch_node_stalls'"
 		" GROUP BY m.name ORDER BY m.name";
 	static const char meta_sql[] =
 		"SELECT key, value FROM meta"
@@ -141,15 +156,13 @@ static int read_format(sqlite3 *db, struct input *in)
 	sqlite3_stmt *st = NULL;
 	int rc, err = 0;
 
-	/* A watch report (watch/watch.c): said as such, before its other tables are. */
-	if (sqlite3_table_column_metadata(db, NULL, "watch_stall", "time", NULL, NULL, NULL, NULL,
-					  NULL) == SQLITE_OK) {
-		pr_warn("cannot merge %s: it is a report of 'probing watch' (a snapshot and a "
-			"recording in one file), and merging watch reports is not done yet",
-			in->path);
-		pr_warn("Read each node's report on its own ('probing backtrace -i', 'query -i'), "
-			"or merge snapshots taken on every node (docs/watch.md, \"Several "
-			"nodes\").");
+	/* A watch report (watch/watch.c): a recording, a snapshot and watch_* tables. */
+	in->report = sqlite3_table_column_metadata(db, NULL, "watch_stall", "time", NULL, NULL,
+						   NULL, NULL, NULL) == SQLITE_OK;
+	in->node_stalls = sqlite3_table_column_metadata(db, NULL, "watch_node_stalls", "host", NULL,
+							NULL, NULL, NULL, NULL) == SQLITE_OK;
+	if (in->report && in->kind != RECORDING_SAMPLES) {
+		pr_warn("cannot merge %s: a watch report without its recording's tables", in->path);
 		return -EPROTO;
 	}
 	rc = sqlite3_prepare_v2(db, tables_sql, -1, &st, NULL);
@@ -291,9 +304,11 @@ static const char *optional_difference(const struct input *a, const struct input
 	return NULL;
 }
 
-static const char *kind_name(unsigned int kind)
+static const char *kind_name(const struct input *in)
 {
-	return kind == RECORDING_BACKTRACE ? "backtrace snapshot" : "recording";
+	return in->report			 ? "watch report"
+	       : in->kind == RECORDING_BACKTRACE ? "backtrace snapshot"
+						 : "recording";
 }
 
 /* Check that @b can be merged with @a (merge.h). Return 0 or -EPROTO with the reason. */
@@ -308,10 +323,11 @@ static int check_compatible(const struct input *a, const struct input *b)
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	if (a->kind != b->kind) {
-		pr_warn("cannot merge %s, a %s, with %s, a %s", a->path, kind_name(a->kind),
-			b->path, kind_name(b->kind));
-		pr_warn("Merge recordings with recordings, backtrace snapshots with snapshots.");
+	if (a->kind != b->kind || a->report != b->report) {
+		pr_warn("cannot merge %s, a %s, with %s, a %s", a->path, kind_name(a), b->path,
+			kind_name(b));
+		pr_warn("Merge recordings with recordings, backtrace snapshots with snapshots, "
+			"watch reports with watch reports.");
 		err = -EPROTO;
 		goto cleanup;
 	}
@@ -331,7 +347,7 @@ static int check_compatible(const struct input *a, const struct input *b)
 
 		pr_warn("cannot merge %s with %s: they are %ss of different formats "
 			"(table '%s' differs; made by probing %s and %s)",
-			a->path, b->path, kind_name(a->kind), which,
+			a->path, b->path, kind_name(a), which,
 			a->version ? a->version : "of an unknown version",
 			b->version ? b->version : "of an unknown version");
 		pr_warn("Use the same version of probing on every node.");
@@ -449,13 +465,13 @@ struct colexpr {
 };
 
 /*
- * Copy the rows of src.@table into main.@table: every column of src.@table (alias s), a
+ * Copy the rows of src.@table into main.@dest: every column of src.@table (alias s), a
  * column named in @special taken from its expression instead, @extra_cols (", a, b") given
  * @extra_vals (", x, y"), FROM src.@table s @join. Return 0 or -errno, printed.
  */
-static int copy_rows(sqlite3 *db, const char *table, const struct colexpr *special,
-		     const char *const *skip, const char *extra_cols, const char *extra_vals,
-		     const char *join)
+static int copy_rows_into(sqlite3 *db, const char *table, const char *dest,
+			  const struct colexpr *special, const char *const *skip,
+			  const char *extra_cols, const char *extra_vals, const char *join)
 {
 	struct strbuf cols = {0}, sql = {0};
 	const char *c;
@@ -464,7 +480,7 @@ static int copy_rows(sqlite3 *db, const char *table, const struct colexpr *speci
 	err = table_columns(db, "src", table, skip, &cols, &n);
 	if (err)
 		goto cleanup;
-	err = sb_printf(&sql, "INSERT INTO main.\"%s\"(", table);
+	err = sb_printf(&sql, "INSERT INTO main.\"%s\"(", dest);
 	c = sb_str(&cols);
 	for (int i = 0; i < n && !err; i++, c += strlen(c) + 1)
 		err = sb_printf(&sql, "%s%s", i ? ", " : "", c);
@@ -487,6 +503,14 @@ cleanup:
 	sb_free(&cols);
 	sb_free(&sql);
 	return err;
+}
+
+/* copy_rows_into @table itself. */
+static int copy_rows(sqlite3 *db, const char *table, const struct colexpr *special,
+		     const char *const *skip, const char *extra_cols, const char *extra_vals,
+		     const char *join)
+{
+	return copy_rows_into(db, table, table, special, skip, extra_cols, extra_vals, join);
 }
 
 /*
@@ -663,7 +687,8 @@ static char *readonly_uri(const char *path)
 	return out;
 }
 
-static int create_schema(sqlite3 *db, bool recording, struct strbuf *match, struct strbuf *cols);
+static int create_schema(sqlite3 *db, const struct input *in, struct strbuf *match,
+			 struct strbuf *cols);
 static int create_optional(sqlite3 *db, const char *table);
 
 /*
@@ -797,6 +822,52 @@ static int add_snapshot(sqlite3 *db, const struct input *in)
 }
 
 /*
+ * Add the watch tables of the report attached as src: its ranks and its stall (a merged
+ * report's: its nodes' stalls), each row with its node's host (the report's meta 'host').
+ * The job's own stall row is made once every report is in (merge_hooks). Return 0 or -errno.
+ */
+static int add_watch(sqlite3 *db, const struct input *in)
+{
+	static const char *const skip_host[] = {"host", NULL};
+	char *host = sqlite3_mprintf(", %Q", in->host);
+	int err;
+
+	if (!host)
+		return -ENOMEM;
+	if (has_column(db, "src", "watch_ranks", "host"))
+		err = copy_rows(db, "watch_ranks", NULL, NULL, "", "", "");
+	else
+		err = copy_rows(db, "watch_ranks", NULL, NULL, ", host", host, "");
+	if (!err && in->node_stalls)
+		err = copy_rows(db, "watch_node_stalls", NULL, NULL, "", "", "");
+	else if (!err)
+		err = copy_rows_into(db, "watch_stall", "watch_node_stalls", NULL, skip_host,
+				     ", host", host, "");
+	sqlite3_free(host);
+	return err;
+}
+
+/*
+ * Where a merged report keeps its nodes: watch_ranks.host, watch_node_stalls (each node's
+ * watch_stall row and its host) and watch_stall.host (the culprit's), made unless the first
+ * input, a merged report, has them.
+ */
+static int create_report_tables(sqlite3 *db)
+{
+	int err = 0;
+
+	if (!has_column(db, "main", "watch_ranks", "host"))
+		err = exec(db, "watch_ranks", "ALTER TABLE main.watch_ranks ADD COLUMN host TEXT");
+	if (!err && !has_column(db, "main", "watch_node_stalls", "host"))
+		err = exec(db, "watch_node_stalls",
+			   "CREATE TABLE main.watch_node_stalls AS SELECT * FROM main.watch_stall"
+			   " WHERE 0; ALTER TABLE main.watch_node_stalls ADD COLUMN host TEXT");
+	if (!err && !has_column(db, "main", "watch_stall", "host"))
+		err = exec(db, "watch_stall", "ALTER TABLE main.watch_stall ADD COLUMN host TEXT");
+	return err;
+}
+
+/*
  * Add the input @in (number @i) to the output open on @db; the first one makes its tables
  * (create_schema: @match and @cols). Return 0 or -errno, printed.
  */
@@ -824,12 +895,18 @@ static int merge_one(sqlite3 *db, const struct input *in, int i, struct strbuf *
 	/* One transaction per input: an attached file is detached only outside of one. */
 	err = exec(db, "the output", "BEGIN");
 	if (!err && !i)
-		err = create_schema(db, !snapshot, match, cols);
+		err = create_schema(db, in, match, cols);
+	if (!err && !i && in->report)
+		err = create_report_tables(db);
 	for (size_t o = 0; o < OPTIONAL_TABLES && !err; o++)
 		if (in->optional[o])
 			err = create_optional(db, optional_tables[o]);
 	if (!err)
 		err = snapshot ? add_snapshot(db, in) : add_recording(db, in, i, match, cols);
+	if (!err && in->report)
+		err = add_snapshot(db, in);
+	if (!err && in->report)
+		err = add_watch(db, in);
 	if (!err)
 		err = execf(db, "meta",
 			    "INSERT INTO temp.allmeta(i, key, value) SELECT %d, key, value"
@@ -899,12 +976,14 @@ static int define(sqlite3 *db, const char *what, const char *sql)
 }
 
 /*
- * The output's tables and views, from the first input (attached as src), and, for a
- * @recording, what merging needs of them: processes.host and host_pid, an index to find a
+ * The output's tables and views, from the first input @in (attached as src), and, for a
+ * recording, what merging needs of them: processes.host and host_pid, an index to find a
  * frame by its columns (the condition @match and the columns @cols).
  */
-static int create_schema(sqlite3 *db, bool recording, struct strbuf *match, struct strbuf *cols)
+static int create_schema(sqlite3 *db, const struct input *in, struct strbuf *match,
+			 struct strbuf *cols)
 {
+	bool recording = in->kind == RECORDING_SAMPLES;
 	sqlite3_stmt *st = NULL;
 	int rc, err = 0;
 
@@ -931,6 +1010,8 @@ static int create_schema(sqlite3 *db, bool recording, struct strbuf *match, stru
 		 * each of probing's views the input has, and none of the others.
 		 */
 		found = recording ? store__view_sql(name, &own) : btjob__view_sql(name, &own);
+		if (found == -ENOENT && in->report) /* its snapshot's views */
+			found = btjob__view_sql(name, &own);
 		if (found == -ENOENT)
 			pr_info("merge: leaving out the view %s of %s: it is not one of probing's",
 				name, "the first input");
@@ -1084,10 +1165,11 @@ static const char temp_sql[] =
 	"CREATE TEMP TABLE allmeta(i INTEGER, key TEXT, value);";
 
 /*
- * "merged 2 recordings into job.db: 6 processes of 2 hosts (a,b), 1,234 samples", or for
- * snapshots "... 6 processes of 2 hosts (a,b), 80 threads".
+ * "merged 2 recordings into job.db: 6 processes of 2 hosts (a,b), 1,234 samples" (@what:
+ * "recording", "watch report"), or for snapshots "... 6 processes of 2 hosts (a,b), 80
+ * threads".
  */
-static void print_summary(sqlite3 *db, int n, bool snapshot, const char *output)
+static void print_summary(sqlite3 *db, int n, const char *what, bool snapshot, const char *output)
 {
 	const char *sql = snapshot ? "SELECT (SELECT count(*) FROM bt_processes), (SELECT"
 				     " count(DISTINCT host) FROM bt_processes), (SELECT value FROM"
@@ -1107,16 +1189,16 @@ static void print_summary(sqlite3 *db, int n, bool snapshot, const char *output)
 		fprintf(stderr,
 			"probing merge: merged %d %s%s into %s: %d processes of %d host%s (%s), "
 			"%s %s\n",
-			n, snapshot ? "snapshot" : "recording", n == 1 ? "" : "s", output,
-			sqlite3_column_int(st, 0), nhosts, nhosts == 1 ? "" : "s",
-			hosts ? hosts : "unknown",
+			n, what, n == 1 ? "" : "s", output, sqlite3_column_int(st, 0), nhosts,
+			nhosts == 1 ? "" : "s", hosts ? hosts : "unknown",
 			fmt_thousands(num, sizeof(num), sqlite3_column_int64(st, 3)),
 			snapshot ? "threads" : "samples");
 	}
 	sqlite3_finalize(st);
 }
 
-int merge__recordings(const char *const *inputs, int n, const char *output, unsigned int out_flags)
+int merge__recordings(const char *const *inputs, int n, const char *output, unsigned int out_flags,
+		      const struct merge_hooks *hooks)
 {
 	struct strbuf match = {0}, cols = {0};
 	struct outpath op = {0};
@@ -1163,6 +1245,12 @@ int merge__recordings(const char *const *inputs, int n, const char *output, unsi
 		if (err)
 			goto cleanup;
 	}
+	if (in[0].report && !(hooks && hooks->reports)) {
+		pr_warn("cannot merge %s: a watch report, and this merge does not diagnose jobs",
+			in[0].path);
+		err = -EPROTO;
+		goto cleanup;
+	}
 
 	if (asprintf(&tmp, "%s.partial", op.dest) < 0) {
 		tmp = NULL;
@@ -1196,13 +1284,22 @@ int merge__recordings(const char *const *inputs, int n, const char *output, unsi
 	snapshot = in[0].kind == RECORDING_BACKTRACE;
 	if (!err)
 		err = merge_meta(db, n, snapshot ? "bt_processes" : "processes");
-	if (!err && snapshot)
+	if (!err && (snapshot || in[0].report))
 		err = flag_odd_ones(db, output);
+	if (!err && in[0].report) {
+		err = exec(db, "the output", "BEGIN");
+		err = err ?: hooks->reports(db, hooks->arg);
+		err = err ?: exec(db, "the output", "COMMIT");
+	}
 	if (!err && !snapshot)
 		err = exec(db, "the output", "DROP INDEX main.merge_frame_key");
 	if (err)
 		goto cleanup;
-	print_summary(db, n, snapshot, output);
+	print_summary(db, n,
+		      snapshot	     ? "snapshot"
+		      : in[0].report ? "watch report"
+				     : "recording",
+		      snapshot, output);
 	if (sqlite3_close(db) != SQLITE_OK) {
 		pr_warn("cannot write %s: %s", tmp, sqlite3_errmsg(db));
 		err = -EIO;

@@ -28,6 +28,20 @@
 #ifndef PROBING_MERGE_H
 #define PROBING_MERGE_H
 
+#include <sqlite3.h>
+
+/*
+ * What a higher floor adds to a merge. Watch reports (probing watch's: a recording, a
+ * snapshot and watch_* tables) merge as both, their watch_ranks and each node's watch_stall
+ * row (into watch_node_stalls) with their host; then @reports, when set, runs on the output
+ * @db in a transaction before it is written (the job's own diagnosis: watch/jobdiag.h) and
+ * returns 0 or -errno, printed. Without it, reports are refused.
+ */
+struct merge_hooks {
+	int (*reports)(sqlite3 *db, void *arg);
+	void *arg;
+};
+
 /*
  * Merge the @n recordings @inputs into @output, written under the rules of base/outfile.h
  * (OUTFILE_* @out_flags; a recording is a file: no stream, no stdout) through OUTPUT.partial,
@@ -36,9 +50,12 @@
  * the same tables and columns (the same version of the format), recordings the same
  * sampling clock and frequency (a sample must weigh the same); no file, and no process
  * (recordings: same host, pid and start time; snapshots: same host and pid), may come twice;
- * @output may not be one of the inputs. Return 0, or -errno with what failed, why and what to do printed; nothing is
- * written then (OUTPUT.partial is removed, an existing @output is left as it was).
+ * @output may not be one of the inputs; watch reports merge only with watch reports, and
+ * only with @hooks->reports (NULL: no hooks). Return 0, or -errno with what failed, why and
+ * what to do printed; nothing is written then (OUTPUT.partial is removed, an existing @output
+ * is left as it was).
  */
-int merge__recordings(const char *const *inputs, int n, const char *output, unsigned int out_flags);
+int merge__recordings(const char *const *inputs, int n, const char *output, unsigned int out_flags,
+		      const struct merge_hooks *hooks);
 
 #endif

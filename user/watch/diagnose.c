@@ -267,8 +267,13 @@ void diagnose(const struct dg_input *in, struct dg_result *out)
 	}
 	if (in_coll) {
 		out->kind = DG_ALL_WAIT;
-		waiters(out, in, "every rank here:");
-		if (in->world_size > 0 && ranks_here < in->world_size)
+		waiters(out, in, in->nodes > 1 ? "every rank of these nodes:" : "every rank here:");
+		if (in->world_size > 0 && ranks_here < in->world_size && in->nodes > 1)
+			say(out,
+			    "the ranks they wait for are on none of these %d nodes (world size %d, "
+			    "%d in their reports): merge the other nodes' watch reports too\n",
+			    in->nodes, in->world_size, ranks_here);
+		else if (in->world_size > 0 && ranks_here < in->world_size)
 			say(out,
 			    "the ranks they wait for are not on this node (world size %d, %d "
 			    "here): look at the other nodes' watch reports ('probing merge')\n",

@@ -51,6 +51,8 @@ struct dg_input {
 	const struct dg_rank *r;
 	double now;	/* unix seconds */
 	int world_size; /* ranks in the job, -1 unknown */
+	int nodes;	/* the nodes whose ranks @r holds: 0 or 1 (one watch), or the number of
+			 * watch reports merged (wording: "these nodes" for "this node") */
 };
 
 struct dg_result {
