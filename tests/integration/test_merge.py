@@ -268,10 +268,10 @@ def test_merge_two_node_torchrun_job():
 HOLD_PY = """import sys, time
 def hold_here():
     while True:
-        time.sleep(0.05)
+        time.sleep(3600)
 def elsewhere_here():
     while True:
-        time.sleep(0.05)
+        time.sleep(3600)
 print("READY", flush=True)
 hold_here() if sys.argv[1] == "hold" else elsewhere_here()
 """
@@ -291,6 +291,9 @@ def test_merge_snapshots_find_the_odd_rank_across_hosts():
                      f" {script} {where}"], stdout=subprocess.PIPE,
                     env={"RANK": str(rank), "WORLD_SIZE": "3", "LOCAL_RANK": "0"})
         assert p.stdout.readline().strip() == b"READY"
+        # In its hour-long sleep (not still at the module's level): asleep in the kernel.
+        h.wait_for(lambda: open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[0]
+                   == "S", timeout=10, what="the rank asleep")
         files.append(f"{d}/bt{rank}.db")
         b = h.probing("backtrace", "-p", p.pid, "-o", files[-1])
         assert b.returncode == 0, b.stderr

@@ -165,6 +165,9 @@ def test_watch_hung_rank_is_the_culprit():
         culprit = (f"rank 1 (pid {pids[1]}) has been in hang_here "
                    f"({JOB}:{line}) for ")
         assert culprit in out, out[-3000:]
+        # Its locals, read from outside: the step it hung at and the local it made.
+        assert re.search(re.escape(culprit) + r"[\d.]+ s, blocked in clock_nanosleep \(sleep\); "
+                         r"its locals there: step=30, shard='shard-6'\n", out), out[-3000:]
         m = re.search(r"the other 2 ranks wait in allreduce seq (\d+) of group \S+, entered "
                       r"[\d.]+ s ago: rank 0 \(pid (\d+)\), rank 2 \(pid (\d+)\)", out)
         assert m and int(m.group(2)) == pids[0] and int(m.group(3)) == pids[2], out[-3000:]
@@ -178,6 +181,13 @@ def test_watch_hung_rank_is_the_culprit():
         assert set(ranks) == {0, 1, 2}, ranks
         assert ranks[1]["op"] is None and ranks[1]["func"] == "hang_here", ranks[1]
         assert ranks[1]["lineno"] == line and ranks[1]["file"] == JOB, ranks[1]
+        assert ranks[1]["locals"] == "step=30, shard='shard-6'", ranks[1]
+        # Every frame's locals are in the snapshot (bt_locals), hang_here's among them.
+        loc = query(report, "SELECT l.name, l.repr FROM bt_locals l JOIN bt_frames f USING "
+                    "(host, pid, tid, depth) WHERE f.func = 'hang_here' AND l.pid = "
+                    f"{pids[1]}")
+        assert {(x["name"], x["repr"]) for x in loc} == {("step", "30"),
+                                                         ("shard", "'shard-6'")}, loc
         for r in (0, 2):
             assert ranks[r]["op"] == "allreduce" and ranks[r]["seq"] == seq, ranks[r]
         # The collectives of the last minutes: every rank's allreduce up to seq - 1, and
@@ -692,6 +702,7 @@ def test_watch_reports_of_two_nodes_merged():
     culprit = (f"rank 1 (pid {pids[1][1]}, node-{b1}) has been in hang_here ({JOB}:{line}) "
                "for ")
     assert culprit in m.stdout, m.stdout
+    assert "its locals there: step=20, shard='shard-4'" in m.stdout, m.stdout
     w = re.search(r"the other 1 rank waits in allreduce seq (\d+) of group \S+, entered "
                   r"[\d.]+ s ago: rank 0 \(pid (\d+), node-(\w)\)", m.stdout)
     assert w and int(w.group(2)) == pids[0][1] and w.group(3) == a0, m.stdout

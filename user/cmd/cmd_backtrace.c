@@ -198,6 +198,16 @@ static int show_job(const struct bt_cmd *bc, const struct bt_job *j)
 	return EXIT_OK;
 }
 
+/* Does a thread of @j have local variables? */
+static bool job_has_locals(const struct bt_job *j)
+{
+	for (int i = 0; i < j->nprocs; i++)
+		for (int k = 0; j->procs[i].bt && k < j->procs[i].bt->nthreads; k++)
+			if (j->procs[i].bt->threads[k].locals)
+				return true;
+	return false;
+}
+
 /* -i FILE: a snapshot read back. */
 static int from_snapshot(const struct bt_cmd *bc)
 {
@@ -214,11 +224,16 @@ static int from_snapshot(const struct bt_cmd *bc)
 	crash = crashsnap__load(db, bc->input, j, bc->o.locals);
 	if (crash < 0)
 		goto out;
-	if (bc->o.locals && !crash) {
+	if (bc->o.locals && !crash && btjob__load_locals(db, j)) {
+		fprintf(stderr, "probing %s: %s: its table bt_locals is not as probing writes it\n",
+			CMD, text_str(&e, bc->input, 0));
+		goto out;
+	}
+	if (bc->o.locals && !job_has_locals(j)) {
 		fprintf(stderr,
-			"probing %s: %s is a snapshot of 'backtrace -o', which keeps no local "
-			"variables (crash files of 'inject --crash' and 'run --crash' do); read "
-			"them live: 'probing backtrace -p PID --locals'\n",
+			"probing %s: %s keeps no local variables (crash files of 'inject --crash' "
+			"and 'run --crash' and the reports of 'probing watch' do); read them "
+			"live: 'probing backtrace -p PID --locals'\n",
 			CMD, text_str(&e, bc->input, 0));
 		goto out;
 	}

@@ -144,6 +144,14 @@ int btjob__step(struct sqlite3_stmt *st);
  */
 int btjob__load(struct sqlite3 *db, const char *path, struct bt_job **out);
 
+/*
+ * Put the local variables of the snapshot open on @db (bt_locals: written for threads read
+ * with bt_opts.locals) on the frames of @j, loaded from it (backtrace -i --locals). A
+ * snapshot without the table has none. Return 0, -EPROTO (not as probing writes it) or
+ * -ENOMEM.
+ */
+int btjob__load_locals(struct sqlite3 *db, struct bt_job *j);
+
 void btjob__free(struct bt_job *j);
 
 #endif

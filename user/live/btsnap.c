@@ -37,6 +37,10 @@ static const char schema[] =
 	" depth INTEGER NOT NULL, kind TEXT NOT NULL, func TEXT NOT NULL, qualname TEXT,"
 	" file TEXT, lineno INTEGER, module TEXT, PRIMARY KEY(host, pid, tid, depth))"
 	" WITHOUT ROWID;\n"
+	/* The local variables of Python frames, where they were read (--locals, a watch's
+	 * report, a crash file): the frame's depth in bt_frames. */
+	"CREATE TABLE bt_locals(host TEXT NOT NULL, pid INTEGER NOT NULL, tid INTEGER NOT NULL,"
+	" depth INTEGER NOT NULL, name TEXT NOT NULL, type TEXT, repr TEXT);\n"
 	/* Each thread's stack as one line, leaf first (bt_frames is stored in key order). */
 	"CREATE VIEW bt_stacks AS SELECT t.host, t.pid, p.rank, t.tid, t.name AS thread,"
 	" t.state, t.wait, t.call,"
@@ -57,7 +61,7 @@ int btjob__view_sql(const char *name, struct strbuf *sql)
 
 struct writer {
 	sqlite3 *db;
-	sqlite3_stmt *proc, *thread, *frame;
+	sqlite3_stmt *proc, *thread, *frame, *local;
 };
 
 void btjob__bind_text(sqlite3_stmt *st, int i, const char *s)
@@ -123,6 +127,19 @@ static int write_thread(struct writer *w, const struct bt_job_proc *p, const str
 		bind_int(w->frame, 9, f->line, f->line > 0);
 		btjob__bind_text(w->frame, 10, f->module);
 		err = btjob__step(w->frame);
+		for (int k = 0; !err && t->locals && f->kind == FRAME_PYTHON && k < t->locals[i].n;
+		     k++) {
+			const struct bt_var *v = &t->locals[i].v[k];
+
+			btjob__bind_text(w->local, 1, host);
+			sqlite3_bind_int(w->local, 2, p->pid);
+			sqlite3_bind_int(w->local, 3, t->tid);
+			sqlite3_bind_int(w->local, 4, i);
+			btjob__bind_text(w->local, 5, v->name ? v->name : "?");
+			btjob__bind_text(w->local, 6, v->type);
+			btjob__bind_text(w->local, 7, v->repr);
+			err = btjob__step(w->local);
+		}
 	}
 	return err;
 }
@@ -208,7 +225,9 @@ static int write_snapshot(const char *tmp, const struct bt_job *j, const struct 
 	    sqlite3_prepare_v2(w.db,
 			       "INSERT INTO bt_frames VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
 			       " ?10)",
-			       -1, &w.frame, NULL) != SQLITE_OK)
+			       -1, &w.frame, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(w.db, "INSERT INTO bt_locals VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+			       -1, &w.local, NULL) != SQLITE_OK)
 		goto out;
 	err = write_meta(w.db, j, x && x->created_by ? x->created_by : "probing backtrace");
 	for (i = 0; !err && i < j->nprocs; i++)
@@ -224,6 +243,7 @@ out:
 	sqlite3_finalize(w.proc);
 	sqlite3_finalize(w.thread);
 	sqlite3_finalize(w.frame);
+	sqlite3_finalize(w.local);
 	if (sqlite3_close(w.db) != SQLITE_OK && !err)
 		err = -EIO;
 	return err;
@@ -586,6 +606,44 @@ static int load_frames(sqlite3 *db, struct bt_job *j, struct snap_index *x)
 	}
 	sqlite3_finalize(st);
 	return err;
+}
+
+int btjob__load_locals(struct sqlite3 *db, struct bt_job *j)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = SQLITE_DONE, err = 0;
+
+	if (sqlite3_table_column_metadata(db, "main", "bt_locals", NULL, NULL, NULL, NULL, NULL,
+					  NULL) != SQLITE_OK)
+		return 0; /* a snapshot from before bt_locals */
+	if (sqlite3_prepare_v2(db,
+			       "SELECT host, pid, tid, depth, name, type, repr FROM bt_locals"
+			       " ORDER BY rowid",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EPROTO;
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *host = col_text(st, 0);
+		int pid = sqlite3_column_int(st, 1), tid = sqlite3_column_int(st, 2);
+
+		if (!col_text(st, 4))
+			continue;
+		for (int i = 0; i < j->nprocs; i++) {
+			struct bt_process *p = j->procs[i].bt;
+
+			if (!p || j->procs[i].pid != pid ||
+			    (host && j->procs[i].id.host[0] && strcmp(host, j->procs[i].id.host)))
+				continue;
+			for (int k = 0; !err && k < p->nthreads; k++)
+				if (p->threads[k].tid == tid)
+					err = backtrace__add_local(
+						&p->threads[k], sqlite3_column_int(st, 3),
+						col_text(st, 4), col_text(st, 5), col_text(st, 6));
+			if (err == -EINVAL)
+				err = 0; /* a frame the file does not have: left out */
+		}
+	}
+	sqlite3_finalize(st);
+	return err ?: (rc == SQLITE_DONE ? 0 : -EPROTO);
 }
 
 int btjob__load(struct sqlite3 *db, const char *path, struct bt_job **out)

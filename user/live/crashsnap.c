@@ -26,9 +26,7 @@
 static const char crash_schema[] =
 	"CREATE TABLE crash(host TEXT NOT NULL, pid INTEGER NOT NULL, tid INTEGER NOT NULL,"
 	" kind TEXT NOT NULL, signal INTEGER, signal_name TEXT, code INTEGER, addr INTEGER,"
-	" exception TEXT, message TEXT, time REAL NOT NULL);\n"
-	"CREATE TABLE bt_locals(host TEXT NOT NULL, pid INTEGER NOT NULL, tid INTEGER NOT NULL,"
-	" depth INTEGER NOT NULL, name TEXT NOT NULL, type TEXT, repr TEXT);\n";
+	" exception TEXT, message TEXT, time REAL NOT NULL);\n";
 
 /*
  * Where the stack of @t starts: for a thread in the agent's fatal-signal handler (the one that
@@ -209,40 +207,6 @@ static int write_crash_row(sqlite3 *db, const struct bt_job_proc *jp, const stru
 	return err;
 }
 
-/* The locals of every Python frame, at the frame's depth in bt_frames. */
-static int write_locals(sqlite3 *db, const struct bt_job_proc *jp)
-{
-	const struct bt_process *p = jp->bt;
-	sqlite3_stmt *st = NULL;
-	int err = 0, i, d, k;
-
-	if (sqlite3_prepare_v2(db, "INSERT INTO bt_locals VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", -1,
-			       &st, NULL) != SQLITE_OK)
-		return -EIO;
-	for (i = 0; !err && i < p->nthreads; i++) {
-		const struct bt_thread *t = &p->threads[i];
-
-		for (d = 0; !err && t->locals && d < t->nframes; d++) {
-			if (t->frames[d].kind != FRAME_PYTHON)
-				continue;
-			for (k = 0; !err && k < t->locals[d].n; k++) {
-				const struct bt_var *v = &t->locals[d].v[k];
-
-				btjob__bind_text(st, 1, jp->id.host);
-				sqlite3_bind_int(st, 2, jp->pid);
-				sqlite3_bind_int(st, 3, t->tid);
-				sqlite3_bind_int(st, 4, d);
-				btjob__bind_text(st, 5, v->name ? v->name : "?");
-				btjob__bind_text(st, 6, v->type);
-				btjob__bind_text(st, 7, v->repr);
-				err = btjob__step(st);
-			}
-		}
-	}
-	sqlite3_finalize(st);
-	return err;
-}
-
 static int write_extra(sqlite3 *db, const struct bt_job *j, void *arg)
 {
 	const struct crash_info *ci = arg;
@@ -252,7 +216,7 @@ static int write_extra(sqlite3 *db, const struct bt_job *j, void *arg)
 		err = write_crash_row(db, &j->procs[0], ci, NULL);
 	for (i = 0; !err && i < ci->nexc; i++)
 		err = write_crash_row(db, &j->procs[0], ci, &ci->exc[i]);
-	return err ?: write_locals(db, &j->procs[0]);
+	return err; /* the locals: the snapshot's own bt_locals (btsnap.c) */
 }
 
 /* The exception raised in thread @tid (the latest given for it), or NULL. */
@@ -557,31 +521,6 @@ static int load_crashes(sqlite3 *db, struct bt_job *j)
 	return rc == SQLITE_DONE ? 0 : -EPROTO;
 }
 
-/* The local variables of bt_locals, on the frames they belong to. */
-static int load_locals(sqlite3 *db, struct bt_job *j)
-{
-	sqlite3_stmt *st = NULL;
-	struct bt_thread *t;
-	int rc, proc, err = 0;
-
-	if (sqlite3_prepare_v2(db,
-			       "SELECT host, pid, tid, depth, name, type, repr FROM bt_locals"
-			       " ORDER BY rowid",
-			       -1, &st, NULL) != SQLITE_OK)
-		return -EPROTO;
-	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		t = job_thread(j, col_text(st, 0), sqlite3_column_int(st, 1),
-			       sqlite3_column_int(st, 2), &proc);
-		if (t && col_text(st, 4))
-			err = backtrace__add_local(t, sqlite3_column_int(st, 3), col_text(st, 4),
-						   col_text(st, 5), col_text(st, 6));
-		if (err == -EINVAL)
-			err = 0; /* a frame the file does not have: left out */
-	}
-	sqlite3_finalize(st);
-	return err ?: (rc == SQLITE_DONE ? 0 : -EPROTO);
-}
-
 int crashsnap__load(sqlite3 *db, const char *path, struct bt_job *j, bool locals)
 {
 	struct strbuf e = {0};
@@ -590,8 +529,8 @@ int crashsnap__load(sqlite3 *db, const char *path, struct bt_job *j, bool locals
 	if (!has_table(db, "crash"))
 		return 0;
 	err = load_crashes(db, j);
-	if (!err && locals && has_table(db, "bt_locals"))
-		err = load_locals(db, j);
+	if (!err && locals)
+		err = btjob__load_locals(db, j);
 	err = err ?: btjob__group(j);
 	if (err)
 		pr_warn("cannot read the crash of %s: %s", text_str(&e, path, 0),

@@ -89,6 +89,19 @@ static const char *where(const struct dg_rank *r, char *buf, size_t size)
 	return buf;
 }
 
+/* "; its locals there: shard='x', step=20" (escaped), or "". */
+static const char *locals_of(const struct dg_rank *r, char *buf, size_t size)
+{
+	struct strbuf e = {0};
+
+	if (r->locals[0])
+		snprintf(buf, size, "; its locals there: %s", text_str(&e, r->locals, 0));
+	else
+		buf[0] = '\0';
+	sb_free(&e);
+	return buf;
+}
+
 /* ", running on a CPU (spinning or computing)" / ", blocked in futex (lock)". */
 static const char *how(const struct dg_rank *r, char *buf, size_t size)
 {
@@ -183,7 +196,7 @@ void diagnose(const struct dg_input *in, struct dg_result *out)
 {
 	int i, alive = 0, in_coll = 0, dead = 0, distinct = 0, ranks_here = 0;
 	const struct dg_rank *first = NULL;
-	char a[32], w[512], h[160], e[96], c[96];
+	char a[32], w[512], h[160], e[96], c[96], l[1100];
 
 	memset(out, 0, sizeof(*out));
 	for (i = 0; i < in->n; i++) {
@@ -246,8 +259,9 @@ void diagnose(const struct dg_input *in, struct dg_result *out)
 				out->culprit = r->pid;
 				out->culprit_rank = r->rank;
 			}
-			say(out, "%s has been in %s for %s s%s\n", r->label, where(r, w, sizeof(w)),
-			    secs(away(in, r), a, sizeof(a)), how(r, h, sizeof(h)));
+			say(out, "%s has been in %s for %s s%s%s\n", r->label,
+			    where(r, w, sizeof(w)), secs(away(in, r), a, sizeof(a)),
+			    how(r, h, sizeof(h)), locals_of(r, l, sizeof(l)));
 		}
 		waiters(out, in, "the other");
 		return;
@@ -289,9 +303,10 @@ void diagnose(const struct dg_input *in, struct dg_result *out)
 		say(out, "no rank is in a collective:\n");
 		for (i = 0; i < in->n; i++)
 			if (!in->r[i].dead)
-				say(out, "%s has been in %s for %s s%s\n", in->r[i].label,
+				say(out, "%s has been in %s for %s s%s%s\n", in->r[i].label,
 				    where(&in->r[i], w, sizeof(w)),
 				    secs(away(in, &in->r[i]), a, sizeof(a)),
-				    how(&in->r[i], h, sizeof(h)));
+				    how(&in->r[i], h, sizeof(h)),
+				    locals_of(&in->r[i], l, sizeof(l)));
 	}
 }

@@ -35,6 +35,9 @@ struct dg_rank {
 	int line;
 	char state;    /* its /proc state letter ('R' on a CPU), 0 unknown */
 	char wait[96]; /* what it waits in ("in futex (lock)"), "" */
+	/* The local variables of that frame read from outside, "shard='x', step=20" (reprs
+	 * cut), "" when none; escaped by diagnose. */
+	char locals[256];
 };
 
 enum dg_kind {

@@ -5,6 +5,7 @@
  * (labels, ops, waits) is escaped on the way in, numbers are taken as they are.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +16,10 @@
 #include "watch/diagnose.h"
 #include "watch/jobdiag.h"
 
-/* The ranks of every node, with what diagnose needs; the latest row of a (host, pid). */
+/* The ranks of every node, with what diagnose needs (locals: since reports have them). */
 static const char ranks_sql[] =
 	"SELECT host, pid, rank, alive, exit_status, exit_time, op, grp, seq, entered,"
-	" last_done, func, file, lineno, state, wait FROM main.watch_ranks"
+	" last_done, func, file, lineno, state, wait, %s FROM main.watch_ranks"
 	" ORDER BY rank IS NULL, rank, host, pid";
 
 /* The job as a whole: its world size, the latest stall, the nodes and their kinds. */
@@ -69,17 +70,24 @@ static void read_rank(sqlite3_stmt *st, struct dg_rank *r)
 	r->line = sqlite3_column_int(st, 13);
 	r->state = state && state[0] >= 'A' && state[0] <= 'Z' && !state[1] ? state[0] : 0;
 	copy_text(r->wait, sizeof(r->wait), st, 15, true);
+	copy_text(r->locals, sizeof(r->locals), st, 16, false); /* diagnose escapes them */
 }
 
 /* The ranks of @db into *@out (malloc'd). Their number, or -errno. */
 static int read_ranks(sqlite3 *db, struct dg_rank **out)
 {
+	bool locals = sqlite3_table_column_metadata(db, "main", "watch_ranks", "locals", NULL, NULL,
+						    NULL, NULL, NULL) == SQLITE_OK;
+	char *sql = sqlite3_mprintf(ranks_sql, locals ? "locals" : "NULL");
 	sqlite3_stmt *st = NULL;
 	struct dg_rank *rs = NULL;
 	size_t cap = 0;
 	int rc, n = 0;
 
-	rc = sqlite3_prepare_v2(db, ranks_sql, -1, &st, NULL);
+	if (!sql)
+		return -ENOMEM;
+	rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+	sqlite3_free(sql);
 	while ((rc == SQLITE_OK || rc == SQLITE_ROW) && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (grow_array(&rs, &cap, n + 1, sizeof(*rs))) {
 			n = -ENOMEM;

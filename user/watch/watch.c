@@ -175,7 +175,7 @@ static const char watch_schema[] =
 	"CREATE TABLE watch_ranks(pid INTEGER NOT NULL, rank INTEGER, label TEXT,"
 	" alive INTEGER NOT NULL, exit_status INTEGER, exit_time REAL, op TEXT, grp TEXT,"
 	" seq INTEGER, entered REAL, last_done REAL, func TEXT, file TEXT, lineno INTEGER,"
-	" state TEXT, wait TEXT);\n";
+	" state TEXT, wait TEXT, locals TEXT);\n";
 
 struct report_ctx {
 	struct watch *w;
@@ -214,7 +214,7 @@ static int write_report(sqlite3 *db, const struct bt_job *j, void *arg)
 		return err;
 	if (sqlite3_prepare_v2(db,
 			       "INSERT INTO watch_ranks VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-			       " ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+			       " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	for (i = 0; !err && i < rc->in->n; i++) {
@@ -245,6 +245,7 @@ static int write_report(sqlite3 *db, const struct bt_job *j, void *arg)
 		state[0] = r->state;
 		btjob__bind_text(st, 15, r->state ? state : NULL);
 		btjob__bind_text(st, 16, r->wait[0] ? r->wait : NULL);
+		btjob__bind_text(st, 17, r->locals[0] ? r->locals : NULL);
 		err = btjob__step(st);
 	}
 	sqlite3_finalize(st);
@@ -323,6 +324,24 @@ static int live_procs(struct watch *w, struct job_procs *jp)
 }
 
 /* Where the main thread of @pid is, from @j, into @r. */
+/* "name=repr, ..." of @vs into @buf, each repr cut at 60 bytes, the whole at @size. */
+static void locals_str(const struct bt_vars *vs, char *buf, size_t size)
+{
+	size_t len = 0;
+	int k, n;
+
+	buf[0] = '\0';
+	for (k = 0; k < vs->n && len + 1 < size; k++) {
+		const struct bt_var *v = &vs->v[k];
+
+		n = snprintf(buf + len, size - len, "%s%s=%.60s%s", k ? ", " : "",
+			     v->name ? v->name : "?", v->repr, strlen(v->repr) > 60 ? "..." : "");
+		if (n < 0)
+			break;
+		len += (size_t)n < size - len ? (size_t)n : size - len - 1;
+	}
+}
+
 static void where_from(const struct bt_job *j, struct dg_rank *r)
 {
 	const struct bt_thread *t = NULL;
@@ -359,6 +378,8 @@ static void where_from(const struct bt_job *j, struct dg_rank *r)
 		snprintf(r->func, sizeof(r->func), "%s", f->qualname ? f->qualname : f->func);
 		snprintf(r->file, sizeof(r->file), "%s", f->file ? f->file : "");
 		r->line = f->line;
+		if (t->locals && f->kind == FRAME_PYTHON)
+			locals_str(&t->locals[i], r->locals, sizeof(r->locals));
 	}
 }
 
@@ -520,6 +541,7 @@ static void capture(struct watch *w, const char *reason, double thr, bool declar
 		.waits = true,
 		.routines = true,
 		.py_depth = SAMPLER_MAX_PYDEPTH,
+		.locals = true, /* simple values read from outside: nothing is stopped */
 		.max_repr = 200,
 		.sym = cold ? NULL : w->sym,
 	};

@@ -2,7 +2,7 @@
 
 Run under torchrun with gloo on CPU: a small DDP model, one gradient allreduce per step,
 STEP_MS of sleep per step (a steady pace). At step FAULT_STEP, rank FAULT_RANK does FAULT:
-  hang     - calls hang_here(), which sleeps for good at the line marked HANG_LINE: the other
+  hang     - calls hang_here(step), which sleeps for good at the line marked HANG_LINE: the other
              ranks wait in the next allreduce
   segv     - kills itself with SIGSEGV: the others, told by gloo at their next allreduce,
              wait in peer_lost() until torchrun stops them
@@ -37,7 +37,8 @@ FAULT_STEP = int(os.environ.get("FAULT_STEP", "20"))
 FAULT_FILE = os.environ.get("FAULT_FILE")
 
 
-def hang_here():
+def hang_here(step):
+    shard = f"shard-{step % 8}"  # a local a report shows: "step=30, shard='shard-6'"
     while True:
         time.sleep(1)  # HANG_LINE
 
@@ -76,7 +77,7 @@ def main():
             faulted = True
             print(f"FAULT {FAULT} rank={rank} step={step} time={time.time()}", flush=True)
             if FAULT == "hang":
-                hang_here()
+                hang_here(step)
             elif FAULT == "segv":
                 os.kill(os.getpid(), signal.SIGSEGV)
             elif FAULT == "resume":
