@@ -151,10 +151,14 @@ TEST(no_collective_anywhere_and_hostile_names)
 
 	r[0] = rank_at(0, 500);
 	snprintf(r[0].func, sizeof(r[0].func), "evil\x1b[2Jname");
+	snprintf(r[0].locals, sizeof(r[0].locals), "s='a\nFAKE LINE'");
 	diagnose(&in, &res);
 	CHECK_EQ(res.kind, DG_NO_PROGRESS);
 	CHECK(!strchr(res.text, '\x1b'));
 	CHECK(strstr(res.text, "evil\\x1b[2Jname"));
+	/* Its locals on its line, the newline in a repr escaped: two lines in all. */
+	CHECK(strstr(res.text, "; its locals there: s='a\\nFAKE LINE'\n"));
+	CHECK(!strstr(res.text, "\nFAKE"));
 }
 
 TEST_MAIN()
