@@ -20,7 +20,7 @@
  * library whose name says it may have probe points (libtorch*, libgloo*, libnccl*), so that a
  * job recorded from its start is probed as soon as it imports torch.
  *
- * The maps events, targets, py_procs and py_tstates are the sampler's (sampler.bpf.c),
+ * The maps of shared_maps.bpf.h and py_tstates are the sampler's (sampler.bpf.c),
  * shared by userspace before load.
  */
 #include "vmlinux.h"
@@ -29,6 +29,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "comm.h"
+#include "shared_maps.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -39,25 +40,6 @@ const volatile bool use_tai = true; /* bpf_ktime_get_tai_ns exists (Linux 6.1) *
 const volatile __u32 pidns_inum = 0;
 
 __u32 pidns_level = 0;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 20); /* replaced by the sampler's */
-} events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u32);
-} targets SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct py_proc_cfg);
-} py_procs SEC(".maps");
 
 /* Layouts per library file (comm.h). */
 struct {

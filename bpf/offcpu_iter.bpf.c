@@ -9,8 +9,8 @@
  * sampler's ring buffer. Its own scratch memory: it runs preemptible, and the sampler's per-CPU
  * buffers may be in use by an interrupt on the same CPU.
  *
- * The maps off_threads, off_want, py_procs, py_tstates and events are the sampler's (the
- * recorder makes them shared before loading this object).
+ * The maps of shared_maps.bpf.h and py_tstates are the sampler's (sampling__share_maps gives
+ * them to this object before it is loaded).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -18,6 +18,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "sampler.h"
+#include "shared_maps.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -28,32 +29,6 @@ const volatile bool want_python = true;
 
 /* What the runs did, read by the recorder. */
 __u64 iter_sent, iter_torn, iter_lost;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct off_thread);
-} off_threads SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct off_want);
-} off_want SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct py_proc_cfg);
-} py_procs SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20);
-} events SEC(".maps");
 
 #define PY_AREA 0x8000 /* as sampler.bpf.c's */
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
 /*
  * The BPF side of the Python stack walker, for inclusion by sampler.bpf.c (and the test
- * program pystack_test.bpf.c) after vmlinux.h, bpf_helpers.h, bpf_core_read.h, bpf_tracing.h
+ * program tests/bpf/pystack_test.bpf.c) after vmlinux.h, bpf_helpers.h, bpf_core_read.h, bpf_tracing.h
  * and sampler.h. The rules of the walk are in pywalk.h, shared with the userspace walker.
  *
  *   __u32 py_walk(cfg, tgid, fsbase, task, out, &status, &flags)

@@ -45,22 +45,7 @@ const volatile __u32 pidns_inum = 0;
 __u32 pidns_level = 0;
 
 #include "uctx.bpf.h"
-
-/* Processes to sample: tgid -> unused. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u32);
-} targets SEC(".maps");
-
-/* Python configuration of target processes that run CPython: tgid -> config. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct py_proc_cfg);
-} py_procs SEC(".maps");
+#include "shared_maps.bpf.h"
 
 /* Sizes of the scratch areas (powers of two, so masks bound offsets for the verifier). */
 #define PY_AREA 0x8000 /* >= SAMPLER_MAX_PYDEPTH * 16 + SAMPLER_MAX_KSTACK * 8 */
@@ -77,11 +62,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct scratch);
 } scratch SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20); /* resized by userspace */
-} events SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -351,24 +331,6 @@ int BPF_PROG(on_exit, struct task_struct *p)
 
 extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
 extern void bpf_task_release(struct task_struct *p) __ksym;
-
-/* The threads of the targets the sweep looks at: kernel tid -> struct off_thread. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct off_thread);
-} off_threads SEC(".maps");
-
-/* A block whose stack the sweep could not take (struct off_want), for on_waking and the
- * iterator. Task storage: on_waking runs for every wake-up on the machine, and a task without
- * storage is told apart at once, without a hash lookup. */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct off_want);
-} off_want SEC(".maps");
 
 __u64 sweep_last_ns; /* when the last sweep started: one CPU claims each period */
 __u32 sweep_cursor;  /* with more threads than offcpu_max_threads: where the next sweep starts */

@@ -15,6 +15,7 @@
 #define SAMPLER_MAX_KSTACK  64		/* kernel frames per sample */
 #define SAMPLER_MAX_PYDEPTH 1024	/* largest --py-depth */
 #define SAMPLER_MAX_CPUS    1024
+#define SAMPLER_MAX_TARGETS 16384 /* processes (targets, py_procs), threads (off_threads) */
 
 /* x86_64 user registers, indexed by DWARF register number (what libdw wants). */
 enum sample_reg {

@@ -1,4 +1,4 @@
-"""The BPF Python walker (bpf/pystack.bpf.h, through bpf/pystack_test.bpf.c and the
+"""The BPF Python walker (bpf/pystack.bpf.h, through tests/bpf/pystack_test.bpf.c and the
 pystack-bpf tool) against every interpreter: for threads running on CPU with known stacks,
 >= 99% of the samples must give exactly the known chain (function names, the call-site lines
 of every caller, the leaf line among the lines the leaf loop can be on). Includes a thread

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * pystack-bpf: sample one process with the BPF Python walker (bpf/pystack_test.bpf.c, which
+ * pystack-bpf: sample one process with the BPF Python walker (tests/bpf/pystack_test.bpf.c, which
  * calls py_walk from bpf/pystack.bpf.h) and print what it saw, aggregated. A test tool.
  *
  *   pystack-bpf -p PID [-d SECONDS] [-F HZ] [--depth N] [--no-tss] [--no-map]
@@ -45,8 +45,8 @@
 #include "base/bmap.h"
 #include "base/log.h"
 #include "python/pyproc.h"
-#include "bpf/pystack_test.h"
-#include "pystack_test.skel.h"
+#include "tests/bpf/pystack_test.h"
+#include "tests/bpf/pystack_test.skel.h"
 #include "base/util.h"
 
 struct tid_cost {

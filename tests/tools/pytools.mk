@@ -1,6 +1,19 @@
 # Test tools of the Python-stack work: pystacks (Python stacks read from outside) and
-# pystack-bpf (the BPF walker, through bpf/pystack_test.bpf.c).
+# pystack-bpf (the BPF walker, through tests/bpf/pystack_test.bpf.c: a test program, built
+# here, not with the product's bpf/*.bpf.c).
 PYTOOLS := $(BUILD)/tests/tools/pystacks $(BUILD)/tests/tools/pystack-bpf
+
+$(BUILD)/tests/bpf/pystack_test.bpf.o: tests/bpf/pystack_test.bpf.c tests/bpf/pystack_test.h \
+		$(wildcard bpf/*.h) vmlinux/$(ARCH)/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -I. -c $< -o $@
+
+$(BUILD)/tests/bpf/pystack_test.skel.h: $(BUILD)/tests/bpf/pystack_test.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name pystack_test_bpf > $@
+
+$(BUILD)/obj/tests/tools/pystack_bpf.o: $(BUILD)/tests/bpf/pystack_test.skel.h
 
 $(BUILD)/tests/tools/pystacks: $(BUILD)/obj/tests/tools/pystacks.o $(LIB)
 	$(call msg,LINK,$@)

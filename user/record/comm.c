@@ -239,14 +239,6 @@ static bool kernel_has_uprobe_multi(void)
 	return major > 6 || (major == 6 && minor >= 6);
 }
 
-/* Share the sampler's map @name with the program. */
-static int share_map(struct sampling *s, struct bpf_map *m, const char *name)
-{
-	int fd = sampling__map_fd(s, name);
-
-	return fd < 0 ? fd : bpf_map__reuse_fd(m, fd);
-}
-
 /* How comm learns that a target maps a library (COMM_EV_MAPPED), in the order tried: fentry on
  * security_mmap_file (needs BPF trampolines, nothing mounted), a kprobe on it (the kprobe PMU,
  * nothing mounted either: for kernels built without trampolines), the mmap system call's
@@ -286,10 +278,7 @@ static int load(struct comm *c, struct sampling *s, const struct comm_opts *o, e
 	skel->rodata->pidns_inum = o->pidns_inum;
 	skel->rodata->use_tai =
 		libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_ktime_get_tai_ns, NULL) > 0;
-	err = share_map(s, skel->maps.events, "events");
-	err = err ?: share_map(s, skel->maps.targets, "targets");
-	err = err ?: share_map(s, skel->maps.py_procs, "py_procs");
-	err = err ?: share_map(s, skel->maps.py_tstates, "py_tstates");
+	err = sampling__share_maps(s, skel->obj);
 	if (err)
 		goto fail;
 	if (c->multi)

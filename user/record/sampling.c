@@ -204,13 +204,7 @@ static int offcpu_iter_open(struct sampling *s, const struct sampling_opts *opts
 	s->iter->rodata->stack_size = opts->stack_size & ~7u;
 	s->iter->rodata->want_kernel = opts->kernel;
 	s->iter->rodata->want_python = opts->python;
-	err = bpf_map__reuse_fd(s->iter->maps.off_threads, bpf_map__fd(s->skel->maps.off_threads));
-	err = err ?: bpf_map__reuse_fd(s->iter->maps.off_want, bpf_map__fd(s->skel->maps.off_want));
-	err = err ?: bpf_map__reuse_fd(s->iter->maps.py_procs, bpf_map__fd(s->skel->maps.py_procs));
-	err = err
-		      ?: bpf_map__reuse_fd(s->iter->maps.py_tstates,
-					   bpf_map__fd(s->skel->maps.py_tstates));
-	err = err ?: bpf_map__reuse_fd(s->iter->maps.events, bpf_map__fd(s->skel->maps.events));
+	err = sampling__share_maps(s, s->iter->obj);
 	if (err) {
 		pr_warn("cannot share the sampler's maps with the off-CPU stack fetcher: %s",
 			strerror(-err));
@@ -561,6 +555,30 @@ int sampling__set_python(struct sampling *s, pid_t pid, const struct py_proc_cfg
 	if (bpf_map__update_elem(s->skel->maps.py_procs, &key, sizeof(key), cfg, sizeof(*cfg),
 				 BPF_ANY))
 		return -errno;
+	return 0;
+}
+
+/* The sampler's maps other programs use (bpf/shared_maps.bpf.h, py_tstates). */
+static const char *const shared_maps[] = {"targets",	 "py_procs", "events",
+					  "off_threads", "off_want", "py_tstates"};
+
+int sampling__share_maps(struct sampling *s, struct bpf_object *obj)
+{
+	struct bpf_map *m;
+	size_t i;
+	int err;
+
+	bpf_object__for_each_map(m, obj)
+	{
+		for (i = 0; i < ARRAY_SIZE(shared_maps); i++)
+			if (!strcmp(bpf_map__name(m), shared_maps[i]))
+				break;
+		if (i == ARRAY_SIZE(shared_maps))
+			continue;
+		err = bpf_map__reuse_fd(m, sampling__map_fd(s, shared_maps[i]));
+		if (err)
+			return err;
+	}
 	return 0;
 }
 

@@ -81,6 +81,15 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 /* File descriptor of the BPF map called @name (e.g. "py_tstates"), or -ENOENT. */
 int sampling__map_fd(struct sampling *s, const char *name);
 
+struct bpf_object;
+
+/*
+ * Give the BPF object @obj, opened and not loaded yet, the sampler's own maps in place of its
+ * copies of them: those of bpf/shared_maps.bpf.h and pystack.bpf.h's py_tstates, each that
+ * @obj has (comm.bpf.c, offcpu_iter.bpf.c). 0 or -errno.
+ */
+int sampling__share_maps(struct sampling *s, struct bpf_object *obj);
+
 /*
  * Call @cb(ctx, data, len) for each record waiting in the ring buffer (struct sample_event
  * or struct proc_change_event; data is valid only during the call). Return the number of

@@ -3,7 +3,7 @@
 #ifndef PROBING_PYSTACK_TEST_H
 #define PROBING_PYSTACK_TEST_H
 
-#include "sampler.h"
+#include "bpf/sampler.h"
 
 struct pystack_test_event {
 	__u32 pid, tid;

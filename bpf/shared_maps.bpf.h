@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
+/*
+ * The sampler's maps that the other programs use too, declared once, here: sampler.bpf.c
+ * owns them (userspace sizes them before load), comm.bpf.c and offcpu_iter.bpf.c include this
+ * header and, before they are loaded, get the sampler's maps in place of their own copies
+ * (sampling__share_maps, user/record/sampling.c, by these names). py_tstates is the walker's:
+ * pystack.bpf.h. For inclusion after vmlinux.h, bpf_helpers.h and sampler.h.
+ */
+#ifndef PROBING_SHARED_MAPS_BPF_H
+#define PROBING_SHARED_MAPS_BPF_H
+
+/* Processes to sample: tgid -> unused. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SAMPLER_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} targets SEC(".maps");
+
+/* Python configuration of target processes that run CPython: tgid -> config. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SAMPLER_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, struct py_proc_cfg);
+} py_procs SEC(".maps");
+
+/* Every event to userspace: samples, process events, off-CPU records, collectives. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20); /* resized by userspace */
+} events SEC(".maps");
+
+/* The threads of the targets the off-CPU sweep looks at: kernel tid -> struct off_thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SAMPLER_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, struct off_thread);
+} off_threads SEC(".maps");
+
+/* A block whose stack the sweep could not take (struct off_want), for on_waking and the
+ * iterator. Task storage: on_waking runs for every wake-up on the machine, and a task without
+ * storage is told apart at once, without a hash lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct off_want);
+} off_want SEC(".maps");
+
+#endif
