@@ -209,7 +209,7 @@ static void test_point(const char *name)
 		return;
 	if (colon && parse_long(colon + 1, 0, 100000, &ms))
 		ms = 0;
-	fprintf(stderr, "probing: test point %s\n", name);
+	pr_warn("test point %s", name);
 	fflush(stderr);
 	if (ms) {
 		struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};

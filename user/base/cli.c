@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/cli.h"
+#include "base/log.h"
 #include "base/procinfo.h"
 #include "base/util.h"
 
@@ -22,19 +23,20 @@ int cli_run_command(int argc, char **argv)
 	for (c = __start_probing_commands; c < __stop_probing_commands; c++)
 		if (!strcmp(c->name, argv[0]))
 			return c->fn(argc, argv);
-	fprintf(stderr, "probing: unknown command '%s'\n", argv[0]);
+	pr_warn("unknown command '%s'", argv[0]);
 	return EXIT_USAGE;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
+	char msg[4096];
 	va_list ap;
 
-	fprintf(stderr, "probing %s: ", cmd);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nTry 'probing %s --help'.\n", cmd);
+	log_cmd(cmd, "%s", msg);
+	fprintf(stderr, "Try 'probing %s --help'.\n", cmd);
 	return EXIT_USAGE;
 }
 
@@ -120,15 +122,13 @@ int cli_check_pid(const char *cmd, pid_t pid)
 	char state;
 
 	if (kill(pid, 0) && errno == ESRCH) {
-		fprintf(stderr,
-			"probing %s: no such process: %d\n"
-			"Check the PID (e.g. with 'ps aux' or 'pgrep -f NAME').\n",
-			cmd, pid);
+		log_cmd(cmd, "no such process: %d", pid);
+		fputs("Check the PID (e.g. with 'ps aux' or 'pgrep -f NAME').\n", stderr);
 		return EXIT_FAIL;
 	}
 	state = procinfo_state(pid, 0);
 	if (state == 'Z' || state == 'X') {
-		fprintf(stderr, "probing %s: process %d has exited (it is a zombie)\n", cmd, pid);
+		log_cmd(cmd, "process %d has exited (it is a zombie)", pid);
 		return EXIT_FAIL;
 	}
 	return 0;

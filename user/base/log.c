@@ -9,19 +9,18 @@
 
 int log_verbosity;
 
-void log_printf(enum log_level level, const char *fmt, ...)
+/*
+ * Print "probing[ CMD]: <message>\n" on stderr, the message formatted from @fmt and @ap, made
+ * one line and escaped: the one implementation of log_printf and log_cmd.
+ */
+static void log_vline(const char *cmd, const char *fmt, va_list ap)
 {
 	struct strbuf line = {0};
 	const char *text;
 	char buf[4096];
-	va_list ap;
 	size_t n, i;
 
-	if ((int)level > log_verbosity)
-		return;
-	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
 	n = strlen(buf);
 	if (n && buf[n - 1] == '\n')
 		buf[--n] = '\0';
@@ -39,8 +38,28 @@ void log_printf(enum log_level level, const char *fmt, ...)
 		text = buf;
 	}
 	/* One write per message, so lines from several threads do not interleave. */
-	fprintf(stderr, "probing: %s\n", text);
+	fprintf(stderr, "probing%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", text);
 	sb_free(&line);
+}
+
+void log_printf(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if ((int)level > log_verbosity)
+		return;
+	va_start(ap, fmt);
+	log_vline(NULL, fmt, ap);
+	va_end(ap);
+}
+
+void log_cmd(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vline(cmd, fmt, ap);
+	va_end(ap);
 }
 
 static bool libbpf_quiet;

@@ -22,6 +22,15 @@ extern int log_verbosity;
  */
 void log_printf(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/*
+ * A diagnostic of the command @cmd (its name, e.g. "record"; a constant of the program):
+ * print "probing CMD: <message>\n" on stderr, always (whatever log_verbosity), as one line
+ * escaped as by log_printf, so text read from a target (names, paths, agent replies) or a
+ * recording cannot forge a line nor drive the terminal. A message of several lines is one
+ * call per line; a line meant to follow without the prefix (a hint) is not for log_cmd.
+ */
+void log_cmd(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #define pr_warn(...)  log_printf(LOG_WARN, __VA_ARGS__)
 #define pr_info(...)  log_printf(LOG_INFO, __VA_ARGS__)
 #define pr_debug(...) log_printf(LOG_DEBUG, __VA_ARGS__)

@@ -225,24 +225,23 @@ static int from_snapshot(const struct bt_cmd *bc)
 	if (crash < 0)
 		goto out;
 	if (bc->o.locals && !crash && btjob__load_locals(db, j)) {
-		fprintf(stderr, "probing %s: %s: its table bt_locals is not as probing writes it\n",
-			CMD, text_str(&e, bc->input, 0));
+		log_cmd(CMD, "%s: its table bt_locals is not as probing writes it",
+			text_str(&e, bc->input, 0));
 		goto out;
 	}
 	if (bc->o.locals && !job_has_locals(j)) {
-		fprintf(stderr,
-			"probing %s: %s keeps no local variables (crash files of 'inject --crash' "
-			"and 'run --crash' and the reports of 'probing watch' do); read them "
-			"live: 'probing backtrace -p PID --locals'\n",
-			CMD, text_str(&e, bc->input, 0));
+		log_cmd(CMD,
+			"%s keeps no local variables (crash files of 'inject --crash' and 'run "
+			"--crash' and the reports of 'probing watch' do); read them live: 'probing "
+			"backtrace -p PID --locals'",
+			text_str(&e, bc->input, 0));
 		goto out;
 	}
 	if (bc->o.locals && j->nprocs != 1) {
-		fprintf(stderr,
-			"probing %s: %s holds %d processes: --locals shows those of one; the "
-			"table bt_locals has them all ('probing query -i %s \"SELECT * FROM "
-			"bt_locals\"')\n",
-			CMD, text_str(&e, bc->input, 0), j->nprocs, text_str(&e, bc->input, 0));
+		log_cmd(CMD,
+			"%s holds %d processes: --locals shows those of one; the table bt_locals "
+			"has them all ('probing query -i %s \"SELECT * FROM bt_locals\"')",
+			text_str(&e, bc->input, 0), j->nprocs, text_str(&e, bc->input, 0));
 		goto out;
 	}
 	rc = show_job(bc, j);
@@ -270,27 +269,25 @@ static void note_python_below(pid_t pid)
 		if (live__is_python(pids[i]) == 1)
 			pids[k++] = pids[i];
 	if (!k)
-		fprintf(stderr,
-			"probing %s: process %d runs no CPython 3.8-3.13 interpreter that probing "
-			"can read, nor does any process under it: these are its native stacks\n",
-			CMD, pid);
+		log_cmd(CMD,
+			"process %d runs no CPython 3.8-3.13 interpreter that probing can read, "
+			"nor does any process under it: these are its native stacks",
+			pid);
 	else
-		fprintf(stderr,
-			"probing %s: process %d runs no Python (its native stacks are above); "
-			"the Python process%s under it:\n",
-			CMD, pid, k == 1 ? "" : "es");
+		log_cmd(CMD,
+			"process %d runs no Python (its native stacks are above); the Python "
+			"process%s under it:",
+			pid, k == 1 ? "" : "es");
 	for (i = 0; i < k && i < 4; i++) {
 		cmd = procinfo_cmdline(pids[i]);
-		fprintf(stderr, "probing %s:   %s %d (%s): probing backtrace -p %d\n", CMD,
+		log_cmd(CMD, "  %s %d (%s): probing backtrace -p %d",
 			procinfo_ppid(pids[i]) == pid ? "its child" : "a descendant", pids[i],
 			cmd ? text_str(&e, cmd, 0) : "?", pids[i]);
 		free(cmd);
 	}
 	if (k > 4)
-		fprintf(stderr,
-			"probing %s:   and %d more ('probing backtrace -p %d --children' shows "
-			"them all)\n",
-			CMD, k - 4, pid);
+		log_cmd(CMD, "  and %d more ('probing backtrace -p %d --children' shows them all)",
+			k - 4, pid);
 	free(pids);
 	sb_free(&e);
 }
@@ -335,7 +332,7 @@ static int job(struct bt_cmd *bc, const struct job_procs *jp)
 
 	err = btjob__collect(jp, &bc->o, &j);
 	if (err) {
-		fprintf(stderr, "probing %s: %s\n", CMD, strerror(-err));
+		log_cmd(CMD, "%s", strerror(-err));
 		return EXIT_FAIL;
 	}
 	for (i = 0; i < j->nprocs; i++)
@@ -346,8 +343,7 @@ static int job(struct bt_cmd *bc, const struct job_procs *jp)
 	if (!read) {
 		/* Nothing to show: say why, as for one process. */
 		for (i = 0; i < j->nprocs; i++)
-			fprintf(stderr, "probing %s: %s: %s\n", CMD, j->procs[i].label,
-				j->procs[i].error);
+			log_cmd(CMD, "%s: %s", j->procs[i].label, j->procs[i].error);
 		btjob__free(j);
 		return EXIT_FAIL;
 	}
@@ -358,9 +354,8 @@ static int job(struct bt_cmd *bc, const struct job_procs *jp)
 			     ? EXIT_FAIL
 			     : EXIT_OK;
 		if (!rc)
-			fprintf(stderr,
-				"probing %s: snapshot of %d process%s (%d threads) written to %s\n",
-				CMD, read, read == 1 ? "" : "es", nthreads, bc->output);
+			log_cmd(CMD, "snapshot of %d process%s (%d threads) written to %s", read,
+				read == 1 ? "" : "es", nthreads, bc->output);
 	} else {
 		rc = show_job(bc, j);
 	}

@@ -56,7 +56,7 @@ static int print_error(char **v, int n, void *ctx)
 {
 	struct strbuf e = {0};
 
-	fprintf(stderr, "probing config: %s\n", text_str(&e, v[0], 0));
+	log_cmd("config", "%s", text_str(&e, v[0], 0));
 	sb_free(&e);
 	(*(int *)ctx)++;
 	return 0;

@@ -130,8 +130,7 @@ static int cmd_crashdump(int argc, char **argv)
 	for (i = 0; i < nexc; i++) {
 		json[i] = read_file(exc_path[i], 64 << 20, NULL);
 		if (!json[i]) {
-			fprintf(stderr, "probing %s: cannot read %s: %s\n", CMD, exc_path[i],
-				strerror(errno));
+			log_cmd(CMD, "cannot read %s: %s", exc_path[i], strerror(errno));
 			goto out;
 		}
 		exc[i].json = json[i];

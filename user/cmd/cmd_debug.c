@@ -193,8 +193,8 @@ static int wait_for_client(const struct live_target *t, struct agent_client *c, 
 	int rc = EXIT_OK;
 
 	sigaction(SIGINT, &sa, &old);
-	fprintf(stderr, "probing debug: waiting for a DAP client to attach (Ctrl-C to stop "
-			"waiting; debugpy keeps listening)...\n");
+	log_cmd("debug", "waiting for a DAP client to attach (Ctrl-C to stop waiting; debugpy "
+			 "keeps listening)...");
 	for (;;) {
 		rc = live__request(CMD, t, c, "debug.status", "{}", gil_ms, 10000, NULL, &json);
 		if (rc)
@@ -208,9 +208,7 @@ static int wait_for_client(const struct live_target *t, struct agent_client *c, 
 		if (!interrupted)
 			nanosleep(&ts, NULL);
 		if (interrupted) {
-			fprintf(stderr,
-				"probing debug: stopped waiting; debugpy still listens in "
-				"process %d\n",
+			log_cmd("debug", "stopped waiting; debugpy still listens in process %d",
 				t->pid);
 			rc = EXIT_FAIL;
 			break;
@@ -232,7 +230,7 @@ static int stop_debugging(const struct live_target *t, int gil_ms)
 
 	if (agent_client__connect_pid(t->pid, 1000, &c)) {
 		if (!procinfo_alive(t->pid)) {
-			fprintf(stderr, "probing debug: no such process: %d\n", t->pid);
+			log_cmd("debug", "no such process: %d", t->pid);
 			return EXIT_FAIL;
 		}
 		printf("debugpy was not started by probing in process %d: nothing to stop.\n",
@@ -244,7 +242,7 @@ static int stop_debugging(const struct live_target *t, int gil_ms)
 		goto out;
 	err = jq_text(json, "$.error");
 	if (err) {
-		fprintf(stderr, "probing debug: cannot stop debugpy in process %d: %s\n", t->pid,
+		log_cmd("debug", "cannot stop debugpy in process %d: %s", t->pid,
 			text_str(&e, err, 0));
 		free(err);
 		rc = EXIT_FAIL;
@@ -361,10 +359,10 @@ static int cmd_debug(int argc, char **argv)
 				"a "
 				"loopback port is safer)",
 				text_str(&e, host, 0));
-		fprintf(stderr,
-			"probing debug: WARNING: debugpy will listen on %s:%u, which is not a "
-			"loopback address, and it has NO authentication: anyone who can reach "
-			"that port can run any code in process %d as its user.\n",
+		log_cmd("debug",
+			"WARNING: debugpy will listen on %s:%u, which is not a loopback address, "
+			"and it has NO authentication: anyone who can reach that port can run any "
+			"code in process %d as its user.",
 			text_str(&e, host, 0), port, t.pid);
 	}
 	rc = live__connect(CMD, &t, true, &c);
@@ -385,7 +383,7 @@ static int cmd_debug(int argc, char **argv)
 		    "$.notes");
 	err = jq_text(json, "$.error");
 	if (err) {
-		fprintf(stderr, "probing debug: cannot start debugpy in process %d: %s\n", t.pid,
+		log_cmd("debug", "cannot start debugpy in process %d: %s", t.pid,
 			text_str(&e, err, 0));
 		print_field(stderr, "What to do: ", json, "$.hint");
 		rc = EXIT_FAIL;
@@ -397,10 +395,10 @@ static int cmd_debug(int argc, char **argv)
 		char *h = jq_text(json, "$.host");
 
 		if (have_port != port || !h || strcmp(h, host)) {
-			fprintf(stderr,
-				"probing debug: debugpy already listens in process %d on %s:%lld; "
-				"it serves one address for the life of the process and cannot "
-				"move to %s:%u. Attach to %s:%lld.\n",
+			log_cmd("debug",
+				"debugpy already listens in process %d on %s:%lld; it serves one "
+				"address for the life of the process and cannot move to %s:%u. "
+				"Attach to %s:%lld.",
 				t.pid, text_str(&e, h, 0), have_port, host, port,
 				text_str(&e, h, 0), have_port);
 			free(h);

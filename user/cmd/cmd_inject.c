@@ -189,15 +189,14 @@ static int torch_request(const struct live_target *t, struct agent_client *c, en
 	live__describe(t, desc, sizeof(desc));
 	reason = jq_text(json, "$.reason");
 	if (reason) {
-		if (!strcmp(reason, "not_imported"))
-			fprintf(stderr,
-				"probing inject: torch is not imported in %s: there is nothing to "
-				"hook.\nUse --torch=wait to install the hooks as soon as it "
-				"imports "
-				"torch.\n",
+		if (!strcmp(reason, "not_imported")) {
+			log_cmd("inject", "torch is not imported in %s: there is nothing to hook.",
 				desc);
-		else
-			fprintf(stderr, "probing inject: %s: %s\n", desc,
+			fputs("Use --torch=wait to install the hooks as soon as it imports "
+			      "torch.\n",
+			      stderr);
+		} else
+			log_cmd("inject", "%s: %s", desc,
 				text_str(&e, (v = jq_text(json, "$.error")) ? v : reason, 0));
 		rc = EXIT_FAIL;
 		goto cleanup;
@@ -287,25 +286,24 @@ static int show_token(const struct live_target *t)
 	uids = procinfo_status_field(t->pid, 0, "Uid");
 	if (geteuid() && uids && sscanf(uids, "%lu %lu %lu", &ru, &eu, &su) == 3 &&
 	    (ru != geteuid() || eu != geteuid() || su != geteuid())) {
-		fprintf(stderr,
-			"probing inject: permission denied: process %d belongs to uid %lu and you "
-			"are uid %u.\nOnly its owner or root may read its agent's token.\n",
+		log_cmd("inject",
+			"permission denied: process %d belongs to uid %lu and you are uid %u.",
 			t->pid, eu, (unsigned)geteuid());
+		fputs("Only its owner or root may read its agent's token.\n", stderr);
 		free(uids);
 		return EXIT_FAIL;
 	}
 	free(uids);
 	err = agent_client__connect_pid(t->pid, 2000, &c);
 	if (err == -ECONNREFUSED || err == -ENOENT) {
-		fprintf(stderr,
-			"probing inject: the agent is not loaded in process %d: it serves no TCP "
-			"port.\nStart one with 'probing inject -p %d --listen ADDR'.\n",
-			t->pid, t->pid);
+		log_cmd("inject", "the agent is not loaded in process %d: it serves no TCP port.",
+			t->pid);
+		fprintf(stderr, "Start one with 'probing inject -p %d --listen ADDR'.\n", t->pid);
 		return EXIT_FAIL;
 	}
 	if (err) {
-		fprintf(stderr, "probing inject: cannot connect to the agent of process %d: %s\n",
-			t->pid, strerror(-err));
+		log_cmd("inject", "cannot connect to the agent of process %d: %s", t->pid,
+			strerror(-err));
 		return EXIT_FAIL;
 	}
 	rc = live__request("inject", t, c, "token", "", 3000, 3000, NULL, &json);
@@ -332,8 +330,7 @@ static int crash_request(const struct live_target *t, struct agent_client *c, co
 	int rc = EXIT_FAIL;
 
 	if (!realpath("/proc/self/exe", self)) {
-		fprintf(stderr, "probing inject: cannot tell where probing is: %s\n",
-			strerror(errno));
+		log_cmd("inject", "cannot tell where probing is: %s", strerror(errno));
 		return EXIT_FAIL;
 	}
 	if (sb_puts(&body, "{\"file\": ") || jq_quote(&body, file ? file : CRASH_DEFAULT_FILE) ||
@@ -395,7 +392,7 @@ static int inject_one(const struct live_target *tp, const void *ctx)
 	    agent_client__connect_pid(t.pid, 1000, &c)) {
 		/* No agent: no hooks. Do not load it just to say so. */
 		if (kill(t.pid, 0) && errno == ESRCH) {
-			fprintf(stderr, "probing inject: no such process: %d\n", t.pid);
+			log_cmd("inject", "no such process: %d", t.pid);
 			return EXIT_FAIL;
 		}
 		printf("torch: the agent is not loaded in process %d: no hooks%s\n", t.pid,

@@ -73,7 +73,7 @@ static int list_python(bool all, bool json, bool header)
 
 	err = pyscan__list(&procs, &n);
 	if (err) {
-		fprintf(stderr, "probing list: cannot list the processes: %s\n", strerror(-err));
+		log_cmd("list", "cannot list the processes: %s", strerror(-err));
 		return EXIT_FAIL;
 	}
 	if (!all) {
@@ -116,7 +116,7 @@ static int list_python(bool all, bool json, bool header)
 			       text_str(&e[1], procs[i].command, 0));
 		}
 		if (!n)
-			fprintf(stderr, "probing list: no Python process%s\n",
+			log_cmd("list", "no Python process%s",
 				all ? " that you may inspect" : " with a running agent");
 	}
 	pyscan__free(procs, n);
@@ -124,7 +124,7 @@ static int list_python(bool all, bool json, bool header)
 	sb_free(&e[0]);
 	sb_free(&e[1]);
 	if (err) {
-		fprintf(stderr, "probing list: out of memory\n");
+		log_cmd("list", "out of memory");
 		return EXIT_FAIL;
 	}
 	return EXIT_OK;
@@ -175,7 +175,7 @@ static int cmd_list(int argc, char **argv)
 		return list_python(all, json, header);
 	err = pyscan__agent_pids(&pids, &n);
 	if (err) {
-		fprintf(stderr, "probing list: cannot read /proc/net/unix: %s\n", strerror(-err));
+		log_cmd("list", "cannot read /proc/net/unix: %s", strerror(-err));
 		return EXIT_FAIL;
 	}
 	for (i = 0; i < n; i++) {
@@ -226,8 +226,8 @@ static int cmd_list(int argc, char **argv)
 	for (i = 0; i < (int)ARRAY_SIZE(e); i++)
 		sb_free(&e[i]);
 	if (!shown)
-		fprintf(stderr, "probing list: no process with a running agent "
-				"(load one with 'probing inject -p PID')\n");
+		log_cmd("list",
+			"no process with a running agent (load one with 'probing inject -p PID')");
 	return EXIT_OK;
 }
 

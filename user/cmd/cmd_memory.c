@@ -248,11 +248,10 @@ static int memory_one(const struct live_target *tp, const void *ctx)
 	if (procinfo_is_kernel_thread(t.pid) == 1) {
 		char desc[128];
 
-		fprintf(stderr,
-			"probing memory: %s is a kernel thread: it has no user-space memory to "
-			"report.\nGive the PID of a user process (e.g. from 'ps -ef' or 'pgrep -f "
-			"NAME').\n",
+		log_cmd("memory", "%s is a kernel thread: it has no user-space memory to report.",
 			live__describe(&t, desc, sizeof(desc)));
+		fputs("Give the PID of a user process (e.g. from 'ps -ef' or 'pgrep -f NAME').\n",
+		      stderr);
 		return EXIT_FAIL;
 	}
 	snprintf(fn, sizeof(fn), "/proc/%d/status", t.pid);
@@ -262,16 +261,15 @@ static int memory_one(const struct live_target *tp, const void *ctx)
 	if (!status || !rollup) {
 		int e = errno;
 
-		if (e == EACCES || e == EPERM)
-			fprintf(stderr,
-				"probing memory: not allowed to read %s: %s.\nOnly the process's "
-				"owner or root may read its memory map; run probing as that user "
-				"or with sudo.\n",
-				fn, strerror(e));
-		else if (e == ESRCH || e == ENOENT)
-			fprintf(stderr, "probing memory: process %d has exited\n", t.pid);
+		if (e == EACCES || e == EPERM) {
+			log_cmd("memory", "not allowed to read %s: %s.", fn, strerror(e));
+			fputs("Only the process's owner or root may read its memory map; run "
+			      "probing as that user or with sudo.\n",
+			      stderr);
+		} else if (e == ESRCH || e == ENOENT)
+			log_cmd("memory", "process %d has exited", t.pid);
 		else
-			fprintf(stderr, "probing memory: cannot read %s: %s\n", fn, strerror(e));
+			log_cmd("memory", "cannot read %s: %s", fn, strerror(e));
 		rc = EXIT_FAIL;
 		goto cleanup;
 	}

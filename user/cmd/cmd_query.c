@@ -364,9 +364,7 @@ int cmd_query(int argc, char **argv)
 
 		if (torchtrace__save(db, save, &added, &total))
 			goto cleanup;
-		fprintf(stderr,
-			"probing query: saved %lld new rows of python.torch_trace into %s (%lld in "
-			"all)\n",
+		log_cmd("query", "saved %lld new rows of python.torch_trace into %s (%lld in all)",
 			added, save, total);
 		if (blank(sql)) {
 			ret = EXIT_OK;

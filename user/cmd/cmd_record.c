@@ -231,10 +231,10 @@ static int derived_recording(const struct derived_output *d, const char *output,
 	if (lstat(*rec, &st))
 		return 0;
 	derived_command(d, "NEW.db", output, false, argv, line, sizeof(line));
-	fprintf(stderr,
-		"probing record: -o %s makes %s from a recording kept beside it, %s, which "
-		"exists already and is not replaced: record into a new file and draw it from "
-		"there: 'probing record ... -o NEW.db' then '%s'\n",
+	log_cmd("record",
+		"-o %s makes %s from a recording kept beside it, %s, which exists already and is "
+		"not replaced: record into a new file and draw it from there: 'probing record ... "
+		"-o NEW.db' then '%s'",
 		output, d->what, *rec, line);
 	free(*rec);
 	*rec = NULL;
@@ -251,13 +251,11 @@ static int derive_output(const struct derived_output *d, const char *rec, const 
 	argc = derived_command(d, rec, output, force, argv, line, sizeof(line));
 	ret = cli_run_command(argc, argv);
 	if (ret == EXIT_OK)
-		fprintf(stderr,
-			"probing: wrote %s (%s); the recording is kept in %s ('%s' makes it "
-			"again, 'probing serve -i %s' shows it in a browser)\n",
+		pr_warn("wrote %s (%s); the recording is kept in %s ('%s' makes it again, 'probing "
+			"serve -i %s' shows it in a browser)",
 			output, d->what, rec, line, rec);
 	else
-		fprintf(stderr, "probing: the recording is in %s; make %s from it with '%s'\n", rec,
-			d->what, line);
+		pr_warn("the recording is in %s; make %s from it with '%s'", rec, d->what, line);
 	return ret;
 }
 
@@ -378,8 +376,8 @@ int cmd_record(int argc, char **argv)
 			return ret;
 		}
 		ret = EXIT_FAIL;
-		fprintf(stderr, "probing: recording into %s; %s (%s) is made from it at the end\n",
-			derived_rec, o.output, derived->what);
+		pr_warn("recording into %s; %s (%s) is made from it at the end", derived_rec,
+			o.output, derived->what);
 		derived_out = o.output;
 		o.output = derived_rec;
 	}
@@ -393,14 +391,12 @@ int cmd_record(int argc, char **argv)
 		goto cleanup;
 	/* What off-CPU stacks keep without them. */
 	if (o.sampling.off_cpu && !o.recorder.python)
-		fprintf(stderr,
-			"probing record: --off-cpu with --no-python: stacks have native frames "
-			"only, and waits for the Python GIL count as 'lock' (telling them apart "
-			"needs the interpreter, which --no-python leaves unread)\n");
+		log_cmd("record", "--off-cpu with --no-python: stacks have native frames only, and "
+				  "waits for the Python GIL count as 'lock' (telling them apart "
+				  "needs the interpreter, which --no-python leaves unread)");
 	if (o.sampling.off_cpu && !o.recorder.native)
-		fprintf(stderr,
-			"probing record: --off-cpu with --no-native: stacks keep the Python "
-			"frames and the function each thread runs or waits in\n");
+		log_cmd("record", "--off-cpu with --no-native: stacks keep the Python frames and "
+				  "the function each thread runs or waits in");
 
 	if (session__open(&o, &s))
 		goto cleanup;

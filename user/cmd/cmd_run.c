@@ -82,8 +82,7 @@ static int check_listen(const char *spec, char *shown, size_t len)
 	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
 	rc = getaddrinfo(host[0] ? host : HOSTPORT_DEFAULT_HOST, port_s, &hints, &res);
 	if (rc) {
-		fprintf(stderr, "probing run: bad --listen address '%s': %s\n", spec,
-			gai_strerror(rc));
+		log_cmd("run", "bad --listen address '%s': %s", spec, gai_strerror(rc));
 		return EXIT_FAIL;
 	}
 	for (ai = res; ai && fd < 0; ai = ai->ai_next) {
@@ -99,7 +98,7 @@ static int check_listen(const char *spec, char *shown, size_t len)
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		fprintf(stderr, "probing run: cannot serve TCP on %s: %s\n", spec,
+		log_cmd("run", "cannot serve TCP on %s: %s", spec,
 			strerror(err ? err : EADDRNOTAVAIL));
 		return EXIT_FAIL;
 	}
@@ -164,23 +163,23 @@ static int cmd_run(int argc, char **argv)
 	if (!lib)
 		return EXIT_FAIL;
 	if (!realpath(lib, abs)) {
-		fprintf(stderr, "probing run: %s: %s\n", lib, strerror(errno));
+		log_cmd("run", "%s: %s", lib, strerror(errno));
 		return EXIT_FAIL;
 	}
 	/* LD_PRELOAD splits on spaces and colons. */
 	if (strpbrk(abs, " :\t")) {
-		fprintf(stderr,
-			"probing run: the agent's path '%s' contains a space or a colon, which "
-			"LD_PRELOAD cannot carry.\nCopy libprobing-agent.so elsewhere and set "
-			"$PROBING_AGENT.\n",
+		log_cmd("run",
+			"the agent's path '%s' contains a space or a colon, which LD_PRELOAD "
+			"cannot carry.",
 			abs);
+		fputs("Copy libprobing-agent.so elsewhere and set $PROBING_AGENT.\n", stderr);
 		return EXIT_FAIL;
 	}
 	old = getenv("LD_PRELOAD");
 	if (sb_puts(&pre, abs) || (old && *old && (sb_puts(&pre, ":") || sb_puts(&pre, old))))
 		return EXIT_FAIL;
 	if (setenv("LD_PRELOAD", sb_str(&pre), 1) || setenv("PROBING", "1", 1)) {
-		fprintf(stderr, "probing run: cannot set the environment: %s\n", strerror(errno));
+		log_cmd("run", "cannot set the environment: %s", strerror(errno));
 		return EXIT_FAIL;
 	}
 	sb_free(&pre);
@@ -188,13 +187,11 @@ static int cmd_run(int argc, char **argv)
 	 * one exported in the caller's shell must not turn it on. */
 	if (crash) {
 		if (!realpath("/proc/self/exe", self)) {
-			fprintf(stderr, "probing run: cannot tell where probing is: %s\n",
-				strerror(errno));
+			log_cmd("run", "cannot tell where probing is: %s", strerror(errno));
 			return EXIT_FAIL;
 		}
 		if (setenv(CRASH_ENV_FILE, crash_file, 1) || setenv(CRASH_ENV_BIN, self, 1)) {
-			fprintf(stderr, "probing run: cannot set the environment: %s\n",
-				strerror(errno));
+			log_cmd("run", "cannot set the environment: %s", strerror(errno));
 			return EXIT_FAIL;
 		}
 	} else {
@@ -206,25 +203,21 @@ static int cmd_run(int argc, char **argv)
 		unsetenv("PROBING_LISTEN");
 	if (listen) {
 		if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-			fprintf(stderr, "probing run: no randomness for a token: %s\n",
-				strerror(errno));
+			log_cmd("run", "no randomness for a token: %s", strerror(errno));
 			return EXIT_FAIL;
 		}
 		for (i = 0; i < 16; i++)
 			snprintf(token + 2 * i, 3, "%02x", rnd[i]);
 		if (setenv("PROBING_LISTEN", listen, 1) || setenv("PROBING_TOKEN", token, 1)) {
-			fprintf(stderr, "probing run: cannot set the environment: %s\n",
-				strerror(errno));
+			log_cmd("run", "cannot set the environment: %s", strerror(errno));
 			return EXIT_FAIL;
 		}
-		fprintf(stderr,
-			"probing run: the agent will serve TCP on %s; clients need "
-			"PROBING_TOKEN=%s\n",
+		log_cmd("run", "the agent will serve TCP on %s; clients need PROBING_TOKEN=%s",
 			shown, token);
 	}
 	pr_info("run: LD_PRELOAD=%s PROBING=1 %s", getenv("LD_PRELOAD"), argv[optind]);
 	execvp(argv[optind], argv + optind);
-	fprintf(stderr, "probing run: cannot run '%s': %s\n", argv[optind], strerror(errno));
+	log_cmd("run", "cannot run '%s': %s", argv[optind], strerror(errno));
 	return EXIT_FAIL;
 }
 

@@ -143,18 +143,18 @@ static int cmd_serve(int argc, char **argv)
 		goto cleanup;
 	printf("%s\n", url);
 	fflush(stdout);
-	fprintf(stderr,
-		"probing serve: serving %d recording%s and the Python processes of this machine; "
-		"open the URL above (Ctrl-C to stop)\n",
+	log_cmd("serve",
+		"serving %d recording%s and the Python processes of this machine; open the URL "
+		"above (Ctrl-C to stop)",
 		n, n == 1 ? "" : "s");
 	if (!http__loopback(srv))
-		fprintf(stderr,
-			"probing serve: listening on %s, reachable from other machines: "
-			"anyone with the URL can use it, and HTTP is not encrypted\n",
+		log_cmd("serve",
+			"listening on %s, reachable from other machines: anyone with the URL can "
+			"use it, and HTTP is not encrypted",
 			listen);
 	while (sigwait(&stop, &sig))
 		;
-	fprintf(stderr, "probing serve: stopping (%s)\n", strsignal(sig));
+	log_cmd("serve", "stopping (%s)", strsignal(sig));
 	api__stop_all();
 	http__stop(srv);
 	ret = EXIT_OK;

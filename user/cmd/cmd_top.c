@@ -371,10 +371,10 @@ static int make_temp(char *dir, size_t size, char *file, size_t fsize)
 	if (!tmp || !*tmp)
 		tmp = "/tmp";
 	if ((size_t)snprintf(dir, size, "%s/probing-top-XXXXXX", tmp) >= size || !mkdtemp(dir)) {
-		fprintf(stderr,
-			"probing %s: cannot make a temporary directory in %s: %s (set TMPDIR to "
-			"a writable directory)\n",
-			CMD, tmp, strerror(errno));
+		log_cmd(CMD,
+			"cannot make a temporary directory in %s: %s (set TMPDIR to a writable "
+			"directory)",
+			tmp, strerror(errno));
 		return -errno;
 	}
 	snprintf(file, fsize, "%s/top.db", dir);
@@ -514,7 +514,7 @@ int cmd_top(int argc, char **argv)
 	restore_terminal();
 	ret = err ? EXIT_FAIL : EXIT_OK;
 	if (!t.quit && !tot.stop_signal && tot.live == 0)
-		fprintf(stderr, "probing %s: every process watched has exited\n", CMD);
+		log_cmd(CMD, "every process watched has exited");
 	/* The last table: asked (--once), or what the screen showed before its process ended. */
 	if (!err && (t.once || (t.screen && !t.quit && !tot.stop_signal))) {
 		t.screen = false;

@@ -71,15 +71,13 @@ int main(int argc, char **argv)
 			log_verbosity += strlen(argv[a]) - 1;
 		} else if (!strcmp(argv[a], "-t") || !strcmp(argv[a], "--target")) {
 			if (a + 1 >= argc) {
-				fprintf(stderr,
-					"probing: option '%s' needs a value (a PID or HOST:PORT)\n",
-					argv[a]);
+				pr_warn("option '%s' needs a value (a PID or HOST:PORT)", argv[a]);
 				return EXIT_USAGE;
 			}
 			target = argv[++a];
 		} else {
-			fprintf(stderr, "probing: unknown option '%s'\nTry 'probing --help'.\n",
-				argv[a]);
+			pr_warn("unknown option '%s'", argv[a]);
+			fputs("Try 'probing --help'.\n", stderr);
 			return EXIT_USAGE;
 		}
 		a++;
@@ -108,6 +106,7 @@ int main(int argc, char **argv)
 		free(args);
 		return n;
 	}
-	fprintf(stderr, "probing: unknown command '%s'\nTry 'probing --help'.\n", argv[a]);
+	pr_warn("unknown command '%s'", argv[a]);
+	fputs("Try 'probing --help'.\n", stderr);
 	return EXIT_USAGE;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/log.h"
 #include "base/util.h"
 #include "live/jobsql.h"
 #include "live/live.h"
@@ -153,7 +154,7 @@ static int add_rows(struct jobsql_result *r, struct result *res, sqlite3_stmt *s
 			break;
 	}
 	if (!err && rc != SQLITE_DONE) {
-		fprintf(stderr, "probing %s: %s: %s\n", cmd, p->label, sqlite3_errmsg(live));
+		log_cmd(cmd, "%s: %s", p->label, sqlite3_errmsg(live));
 		err = -EINVAL;
 	}
 	sqlite3_exec(r->db, err ? "ROLLBACK TO one; RELEASE one" : "RELEASE one", NULL, NULL, NULL);
@@ -207,10 +208,10 @@ int jobsql__run(const char *cmd, const struct job_procs *j, const char *sql, int
 
 				/* The same for every process: said once. */
 				if (syntax_error(msg)) {
-					fprintf(stderr, "probing %s: SQL error: %s\n", cmd, msg);
+					log_cmd(cmd, "SQL error: %s", msg);
 					break;
 				}
-				fprintf(stderr, "probing %s: %s: %s\n", cmd, j->p[i].label, msg);
+				log_cmd(cmd, "%s: %s", j->p[i].label, msg);
 				continue;
 			}
 			if (!st)
@@ -219,7 +220,7 @@ int jobsql__run(const char *cmd, const struct job_procs *j, const char *sql, int
 				/* No rows (a TEMP table, a view): just run it. */
 				rows = true;
 				if (sqlite3_step(st) != SQLITE_DONE)
-					fprintf(stderr, "probing %s: %s: %s\n", cmd, j->p[i].label,
+					log_cmd(cmd, "%s: %s", j->p[i].label,
 						sqlite3_errmsg(live[i]));
 				sqlite3_finalize(st);
 				continue;
@@ -228,11 +229,10 @@ int jobsql__run(const char *cmd, const struct job_procs *j, const char *sql, int
 			if (!res[k].table)
 				err = create_result(out, &res[k], st);
 			if (!err && sqlite3_column_count(st) != res[k].ncols)
-				fprintf(stderr,
-					"probing %s: %s: its result has %d columns, not %d like "
-					"the "
-					"others': left out\n",
-					cmd, j->p[i].label, sqlite3_column_count(st), res[k].ncols);
+				log_cmd(cmd,
+					"%s: its result has %d columns, not %d like the others': "
+					"left out",
+					j->p[i].label, sqlite3_column_count(st), res[k].ncols);
 			else if (!err)
 				err = add_rows(out, &res[k], st, &j->p[i], cmd, live[i]);
 			sqlite3_finalize(st);
@@ -256,7 +256,7 @@ cleanup:
 	free(res);
 	free(live);
 	if (err) {
-		fprintf(stderr, "probing %s: %s\n", cmd, strerror(-err));
+		log_cmd(cmd, "%s", strerror(-err));
 		jobsql__free(out);
 	}
 	return err;

@@ -84,10 +84,10 @@ const char *live__agent_path(const char *cmd)
 
 	if (env && *env) {
 		if (access(env, R_OK)) {
-			fprintf(stderr,
-				"probing %s: the agent library %s (from $PROBING_AGENT) is missing "
-				"or unreadable: %s\n",
-				cmd, env, strerror(errno));
+			log_cmd(cmd,
+				"the agent library %s (from $PROBING_AGENT) is missing or "
+				"unreadable: %s",
+				env, strerror(errno));
 			return NULL;
 		}
 		snprintf(path, sizeof(path), "%s", env);
@@ -106,12 +106,13 @@ const char *live__agent_path(const char *cmd)
 		if (!access(path, R_OK))
 			return path;
 	}
-	fprintf(stderr,
-		"probing %s: the agent library libprobing-agent.so was not found next to the "
-		"probing binary (%s) nor in %s/../lib/probing/.\n"
-		"Rebuild with 'make', reinstall with 'make install', or point $PROBING_AGENT at "
-		"it.\n",
-		cmd, n > 0 ? self : "?", n > 0 ? self : "?");
+	log_cmd(cmd,
+		"the agent library libprobing-agent.so was not found next to the probing binary "
+		"(%s) nor in %s/../lib/probing/.",
+		n > 0 ? self : "?", n > 0 ? self : "?");
+	fputs("Rebuild with 'make', reinstall with 'make install', or point $PROBING_AGENT at "
+	      "it.\n",
+	      stderr);
 	return NULL;
 }
 
@@ -183,18 +184,32 @@ static int connect_wait(pid_t pid, int ms, struct agent_client **out)
 	}
 }
 
-/* The injector's messages are lines of ours with names of the target's in them: escaped. */
-static void print_inject_error(const char *cmd, pid_t pid, int err, const struct inject_info *info)
+/*
+ * The injector's messages (and inject__check_permission's) are lines of ours with names of the
+ * target's in them: "probing CMD: @lead<first line>", then the lines that say what to do as
+ * they are, all escaped (each line on its own).
+ */
+static void print_lines(const char *cmd, const char *lead, const char *msg)
 {
 	struct strbuf e = {0};
-	const char *msg = text_str(&e, info->error, TEXT_LINES);
+	const char *s = text_str(&e, msg, TEXT_LINES), *nl = strchr(s, '\n');
 
-	if (err == -ESRCH || err == -EPERM || err == -EBUSY || err == -EAGAIN)
-		fprintf(stderr, "probing %s: %s\n", cmd, msg);
-	else
-		fprintf(stderr, "probing %s: cannot load the agent into process %d: %s\n", cmd, pid,
-			info->error[0] ? msg : strerror(-err));
+	log_cmd(cmd, "%s%.*s", lead, nl ? (int)(nl - s) : (int)strlen(s), s);
+	if (nl && nl[1])
+		fprintf(stderr, "%s%s", nl + 1, s[strlen(s) - 1] == '\n' ? "" : "\n");
 	sb_free(&e);
+}
+
+static void print_inject_error(const char *cmd, pid_t pid, int err, const struct inject_info *info)
+{
+	char lead[64];
+
+	if (err == -ESRCH || err == -EPERM || err == -EBUSY || err == -EAGAIN) {
+		print_lines(cmd, "", info->error);
+		return;
+	}
+	snprintf(lead, sizeof(lead), "cannot load the agent into process %d: ", pid);
+	print_lines(cmd, lead, info->error[0] ? info->error : strerror(-err));
 }
 
 int live__ensure_agent(const char *cmd, pid_t pid, enum live_agent_state *state,
@@ -211,7 +226,7 @@ int live__ensure_agent(const char *cmd, pid_t pid, enum live_agent_state *state,
 	memset(info, 0, sizeof(*info));
 	err = inject__check_permission(pid, msg, sizeof(msg));
 	if (err) {
-		fprintf(stderr, "probing %s: %s\n", cmd, msg);
+		print_lines(cmd, "", msg);
 		return EXIT_FAIL;
 	}
 	/* Serving already? Then there is nothing to do (injecting twice is a no-op). */
@@ -222,16 +237,19 @@ int live__ensure_agent(const char *cmd, pid_t pid, enum live_agent_state *state,
 	}
 	err = live__is_python(pid);
 	if (err == -ESRCH) {
-		fprintf(stderr, "probing %s: process %d has exited\n", cmd, pid);
+		log_cmd(cmd, "process %d has exited", pid);
 		return EXIT_FAIL;
 	}
 	if (err == 0) {
 		procinfo_comm_shown(pid, comm, sizeof(comm));
+		log_cmd(cmd,
+			"process %d (%s) is not a Python process (no libpython and no Python C API "
+			"in its executable).",
+			pid, comm);
 		fprintf(stderr,
-			"probing %s: process %d (%s) is not a Python process (no libpython and no "
-			"Python C API in its executable).\nThe agent serves CPython 3.8-3.13 "
-			"processes; for native code use 'probing record -p %d'.\n",
-			cmd, pid, comm, pid);
+			"The agent serves CPython 3.8-3.13 processes; for native code use 'probing "
+			"record -p %d'.\n",
+			pid);
 		return EXIT_FAIL;
 	}
 	err = inject__find_module(pid, AGENT_LIB_PREFIX, mapped, sizeof(mapped));
@@ -262,19 +280,17 @@ int live__ensure_agent(const char *cmd, pid_t pid, enum live_agent_state *state,
 	err = connect_wait(pid, SOCKET_WAIT_MS, &c);
 	agent_client__free(c);
 	if (err == -ESRCH) {
-		fprintf(stderr, "probing %s: process %d exited while its agent was starting\n", cmd,
-			pid);
+		log_cmd(cmd, "process %d exited while its agent was starting", pid);
 		return EXIT_FAIL;
 	}
 	if (err) {
-		fprintf(stderr,
-			"probing %s: the agent was loaded into process %d but its socket @%s%d "
-			"does "
-			"not answer (%s).\nIs the process in another network namespace that "
-			"probing "
-			"cannot enter? Run probing as root.\n",
-			cmd, pid, AGENT_SOCK_PREFIX, (int)agent_client__ns_pid(pid),
-			strerror(-err));
+		log_cmd(cmd,
+			"the agent was loaded into process %d but its socket @%s%d does not answer "
+			"(%s).",
+			pid, AGENT_SOCK_PREFIX, (int)agent_client__ns_pid(pid), strerror(-err));
+		fputs("Is the process in another network namespace that probing cannot enter? Run "
+		      "probing as root.\n",
+		      stderr);
 		return EXIT_FAIL;
 	}
 	return EXIT_OK;
@@ -285,43 +301,40 @@ void live__tcp_error(const char *cmd, const struct live_target *t, int err)
 	const char *hp = t->hostport, *colon = strrchr(hp, ':');
 	int hostlen = colon ? (int)(colon - hp) : (int)strlen(hp);
 
-	if (err == -EACCES)
-		fprintf(stderr,
-			"probing %s: the agent at %s refused the token.\nSet $PROBING_TOKEN to the "
-			"token 'probing inject --listen' printed ('probing inject -p PID "
-			"--show-token' prints it again).\n",
-			cmd, hp);
-	else if (err == -EAGAIN)
-		fprintf(stderr,
-			"probing %s: the agent at %s did not look at the token: too many failed "
-			"authentications came from this address lately.\nWait a few seconds, and "
-			"check $PROBING_TOKEN ('probing inject -p PID --show-token' prints the "
-			"right "
-			"one).\n",
-			cmd, hp);
-	else if (err == -ENXIO)
-		fprintf(stderr,
-			"probing %s: cannot find the host '%.*s' of %s: no such host name.\nCheck "
-			"the name, or give the agent's IP address (-t ADDRESS:PORT).\n",
-			cmd, hostlen, hp, hp);
-	else if (err == -EHOSTDOWN)
-		fprintf(stderr,
-			"probing %s: cannot find the host '%.*s' of %s: the name service did not "
-			"answer.\nTry again, or give the agent's IP address (-t ADDRESS:PORT).\n",
-			cmd, hostlen, hp, hp);
-	else if (err == -ECONNREFUSED)
-		fprintf(stderr,
-			"probing %s: nothing accepts connections at %s.\nIs an agent serving TCP "
-			"there ('probing inject -p PID --listen [HOST:]PORT')? Check the port.\n",
-			cmd, hp);
-	else if (err == -ETIMEDOUT)
-		fprintf(stderr,
-			"probing %s: %s did not answer in time: a wrong address, or a firewall "
-			"dropping the connection.\n",
-			cmd, hp);
+	if (err == -EACCES) {
+		log_cmd(cmd, "the agent at %s refused the token.", hp);
+		fputs("Set $PROBING_TOKEN to the token 'probing inject --listen' printed ('probing "
+		      "inject -p PID --show-token' prints it again).\n",
+		      stderr);
+	} else if (err == -EAGAIN) {
+		log_cmd(cmd,
+			"the agent at %s did not look at the token: too many failed "
+			"authentications came from this address lately.",
+			hp);
+		fputs("Wait a few seconds, and check $PROBING_TOKEN ('probing inject -p PID "
+		      "--show-token' prints the right one).\n",
+		      stderr);
+	} else if (err == -ENXIO) {
+		log_cmd(cmd, "cannot find the host '%.*s' of %s: no such host name.", hostlen, hp,
+			hp);
+		fputs("Check the name, or give the agent's IP address (-t ADDRESS:PORT).\n",
+		      stderr);
+	} else if (err == -EHOSTDOWN) {
+		log_cmd(cmd, "cannot find the host '%.*s' of %s: the name service did not answer.",
+			hostlen, hp, hp);
+		fputs("Try again, or give the agent's IP address (-t ADDRESS:PORT).\n", stderr);
+	} else if (err == -ECONNREFUSED) {
+		log_cmd(cmd, "nothing accepts connections at %s.", hp);
+		fputs("Is an agent serving TCP there ('probing inject -p PID --listen "
+		      "[HOST:]PORT')? Check the port.\n",
+		      stderr);
+	} else if (err == -ETIMEDOUT)
+		log_cmd(cmd,
+			"%s did not answer in time: a wrong address, or a firewall dropping the "
+			"connection.",
+			hp);
 	else
-		fprintf(stderr, "probing %s: cannot connect to the agent at %s: %s\n", cmd, hp,
-			strerror(-err));
+		log_cmd(cmd, "cannot connect to the agent at %s: %s", hp, strerror(-err));
 }
 
 int live__connect(const char *cmd, const struct live_target *t, bool inject,
@@ -347,15 +360,13 @@ int live__connect(const char *cmd, const struct live_target *t, bool inject,
 	if (!err)
 		return EXIT_OK;
 	if (err == -ESRCH)
-		fprintf(stderr, "probing %s: no such process: %d\n", cmd, t->pid);
-	else if (err == -ECONNREFUSED || err == -ENOENT)
-		fprintf(stderr,
-			"probing %s: the agent is not loaded in %s.\nLoad it with 'probing inject "
-			"-p "
-			"%d'.\n",
-			cmd, live__describe(t, desc, sizeof(desc)), t->pid);
-	else
-		fprintf(stderr, "probing %s: cannot connect to the agent of %s: %s\n", cmd,
+		log_cmd(cmd, "no such process: %d", t->pid);
+	else if (err == -ECONNREFUSED || err == -ENOENT) {
+		log_cmd(cmd, "the agent is not loaded in %s.",
+			live__describe(t, desc, sizeof(desc)));
+		fprintf(stderr, "Load it with 'probing inject -p %d'.\n", t->pid);
+	} else
+		log_cmd(cmd, "cannot connect to the agent of %s: %s",
 			live__describe(t, desc, sizeof(desc)), strerror(-err));
 	return EXIT_FAIL;
 }
@@ -373,12 +384,11 @@ int live__request(const char *cmd, const struct live_target *t, struct agent_cli
 	err = agent_client__request(c, kind, body, gil_ms, run_ms, interrupt, &r);
 	if (err == -ETIMEDOUT && agent_client__hung(c)) {
 		live__describe(t, desc, sizeof(desc));
-		fprintf(stderr,
-			"probing %s: the agent in %s did not get the GIL within %.1f s: the target "
-			"looks hung (a thread holds the GIL and does not release it, e.g. a long "
-			"call "
-			"into C code), or the agent is busy with another request.\n",
-			cmd, desc, gil_ms / 1000.0);
+		log_cmd(cmd,
+			"the agent in %s did not get the GIL within %.1f s: the target looks hung "
+			"(a thread holds the GIL and does not release it, e.g. a long call into C "
+			"code), or the agent is busy with another request.",
+			desc, gil_ms / 1000.0);
 		if (t->pid && strcmp(cmd, "backtrace"))
 			fprintf(stderr,
 				"See what every thread is doing with 'probing backtrace -p %d'.\n",
@@ -388,17 +398,13 @@ int live__request(const char *cmd, const struct live_target *t, struct agent_cli
 	if (err) {
 		live__describe(t, desc, sizeof(desc));
 		if (err == -ECONNRESET || err == -EPIPE)
-			fprintf(stderr,
-				"probing %s: the agent in %s closed the connection (did the "
-				"process "
-				"exit?)\n",
-				cmd, desc);
+			log_cmd(cmd,
+				"the agent in %s closed the connection (did the process exit?)",
+				desc);
 		else if (err == -ETIMEDOUT)
-			fprintf(stderr, "probing %s: %s did not answer within %.1f s\n", cmd, desc,
-				run_ms / 1000.0);
+			log_cmd(cmd, "%s did not answer within %.1f s", desc, run_ms / 1000.0);
 		else
-			fprintf(stderr, "probing %s: request to %s failed: %s\n", cmd, desc,
-				strerror(-err));
+			log_cmd(cmd, "request to %s failed: %s", desc, strerror(-err));
 		return EXIT_FAIL;
 	}
 	if (r.type == FRAME_RESULT) {
@@ -409,15 +415,14 @@ int live__request(const char *cmd, const struct live_target *t, struct agent_cli
 	/* What the agent says comes from inside the target: escaped (escape.h). */
 	if (r.type == FRAME_PYERROR) {
 		e = jq_text(r.data, "$.error");
-		fprintf(stderr, "probing %s: the agent in %s failed: %s\n", cmd, desc,
-			text_str(&esc, e ? e : r.data, 0));
+		log_cmd(cmd, "the agent in %s failed: %s", desc, text_str(&esc, e ? e : r.data, 0));
 		free(e);
 		e = jq_text(r.data, "$.traceback");
 		if (e && log_verbosity > 0)
 			fputs(text_str(&esc, e, TEXT_LINES), stderr);
 		free(e);
 	} else {
-		fprintf(stderr, "probing %s: %s: %s\n", cmd, desc, text_str(&esc, r.data, 0));
+		log_cmd(cmd, "%s: %s", desc, text_str(&esc, r.data, 0));
 	}
 	sb_free(&esc);
 	agent_reply__free(&r);

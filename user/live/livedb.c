@@ -609,7 +609,7 @@ int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out)
 	int err = 0;
 
 	if (t->pid && kill(t->pid, 0) && errno == ESRCH) {
-		fprintf(stderr, "probing query: no such process: %d\n", t->pid);
+		log_cmd("query", "no such process: %d", t->pid);
 		return -ESRCH;
 	}
 	l = calloc(1, sizeof(*l));
@@ -627,8 +627,7 @@ int livedb__open_target(const struct live_target *t, int gil_ms, sqlite3 **out)
 	    sqlite3_set_authorizer(db, authorize, NULL) != SQLITE_OK ||
 	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK ||
 	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, NULL) != SQLITE_OK) {
-		fprintf(stderr, "probing query: cannot create the live database: %s\n",
-			sqlite3_errmsg(db));
+		log_cmd("query", "cannot create the live database: %s", sqlite3_errmsg(db));
 		livedb_free(l);
 		err = -ENOMEM;
 		goto fail;

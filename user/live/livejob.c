@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/cli.h"
+#include "base/log.h"
 #include "base/procinfo.h"
 #include "base/util.h"
 #include "live/live.h"
@@ -76,22 +77,18 @@ int livejob__resolve(const char *cmd, const pid_t *pids, int npids, bool childre
 		if (children) {
 			err = jobinfo_descendants(pids[i], &tree, &ntree);
 			if (err == -ESRCH) {
-				fprintf(stderr, "probing %s: no such process: %d (it exited)\n",
-					cmd, pids[i]);
+				log_cmd(cmd, "no such process: %d (it exited)", pids[i]);
 				goto fail;
 			}
 			if (err) {
-				fprintf(stderr,
-					"probing %s: cannot list the descendants of process %d: "
-					"%s\n",
-					cmd, pids[i], strerror(-err));
+				log_cmd(cmd, "cannot list the descendants of process %d: %s",
+					pids[i], strerror(-err));
 				goto fail;
 			}
 		}
 		err = add_proc(out, &cap, pids[i], npids > 1 || children);
 		if (err == -ESRCH) {
-			fprintf(stderr, "probing %s: no such process: %d (it exited)\n", cmd,
-				pids[i]);
+			log_cmd(cmd, "no such process: %d (it exited)", pids[i]);
 			goto fail;
 		}
 		if (err)
@@ -114,7 +111,7 @@ int livejob__resolve(const char *cmd, const pid_t *pids, int npids, bool childre
 		}
 	return EXIT_OK;
 nomem:
-	fprintf(stderr, "probing %s: out of memory\n", cmd);
+	log_cmd(cmd, "out of memory");
 fail:
 	free(tree);
 	livejob__free(out);
@@ -160,8 +157,7 @@ int livejob__from_opts(const char *cmd, const char *pid_arg, const char *t_arg, 
 	for (i = k = 0; i < out->n; i++) {
 		r = live__is_python(out->p[i].pid);
 		if (r == 0) {
-			fprintf(stderr, "probing %s: %s runs no Python: left out\n", cmd,
-				out->p[i].label);
+			log_cmd(cmd, "%s runs no Python: left out", out->p[i].label);
 			out->unreadable -= !!out->p[i].id.env_error;
 			jobinfo_free(&out->p[i].id);
 			continue;
@@ -170,7 +166,7 @@ int livejob__from_opts(const char *cmd, const char *pid_arg, const char *t_arg, 
 	}
 	out->n = k;
 	if (!k) {
-		fprintf(stderr, "probing %s: none of these processes runs Python\n", cmd);
+		log_cmd(cmd, "none of these processes runs Python");
 		livejob__free(out);
 		return EXIT_FAIL;
 	}
@@ -197,10 +193,10 @@ void livejob__note_unreadable(const char *cmd, const struct job_procs *j)
 		return;
 	for (i = 0; i < j->n && !j->p[i].id.env_error; i++)
 		;
-	fprintf(stderr,
-		"probing %s: rank unknown for %d process%s (e.g. pid %d): cannot read %s "
-		"environment (%s); run as root or as the owner of %s\n",
-		cmd, j->unreadable, j->unreadable > 1 ? "es" : "", j->p[i].pid,
+	log_cmd(cmd,
+		"rank unknown for %d process%s (e.g. pid %d): cannot read %s environment (%s); run "
+		"as root or as the owner of %s",
+		j->unreadable, j->unreadable > 1 ? "es" : "", j->p[i].pid,
 		j->unreadable > 1 ? "their" : "its", strerror(-j->p[i].id.env_error),
 		j->unreadable > 1 ? "the processes" : "the process");
 }
@@ -220,7 +216,7 @@ int livejob__each(const char *cmd, const struct job_procs *j,
 		ranks |= jobinfo_has_rank(&j->p[i].id);
 	for (i = 0; i < j->n; i++) {
 		if (!procinfo_alive(j->p[i].pid)) {
-			fprintf(stderr, "probing %s: %s is gone (it exited)\n", cmd, j->p[i].label);
+			log_cmd(cmd, "%s is gone (it exited)", j->p[i].label);
 			continue;
 		}
 		if (j->n > 1)
@@ -231,16 +227,15 @@ int livejob__each(const char *cmd, const struct job_procs *j,
 		fflush(stderr);
 		if (rc != EXIT_OK && ranks && !jobinfo_has_rank(&j->p[i].id)) {
 			/* torchrun, srun...: Python, but not where the training code runs. */
-			fprintf(stderr,
-				"probing %s: %s, not a rank (the job's launcher or a helper): "
-				"failed (the messages above); only the ranks' results count\n",
-				cmd, j->p[i].label);
+			log_cmd(cmd,
+				"%s, not a rank (the job's launcher or a helper): failed (the "
+				"messages above); only the ranks' results count",
+				j->p[i].label);
 			continue;
 		}
 		if (rc != EXIT_OK && j->n > 1)
 			/* Its messages on stderr are not under the header: say whose they were. */
-			fprintf(stderr, "probing %s: %s: failed (the messages above)\n", cmd,
-				j->p[i].label);
+			log_cmd(cmd, "%s: failed (the messages above)", j->p[i].label);
 		if (rc != EXIT_OK && ret == EXIT_OK)
 			ret = rc;
 	}

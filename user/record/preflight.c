@@ -23,11 +23,11 @@ int preflight_target(pid_t pid, bool kernel)
 		return EXIT_FAIL;
 	if (kernel || procinfo_is_kernel_thread(pid) != 1)
 		return 0;
-	fprintf(stderr,
-		"probing record: process %d (%s) is a kernel thread: it has no user space, so "
-		"there is no user stack and no Python to sample.\n"
-		"Add --kernel to record its kernel stacks.\n",
+	log_cmd(CMD,
+		"process %d (%s) is a kernel thread: it has no user space, so there is no user "
+		"stack and no Python to sample.",
 		(int)pid, procinfo_comm_shown(pid, name, sizeof(name)));
+	fputs("Add --kernel to record its kernel stacks.\n", stderr);
 	return EXIT_FAIL;
 }
 
@@ -48,12 +48,11 @@ int preflight_privileges(void)
 		strcat(missing, " CAP_SYS_PTRACE");
 	if (!missing[0])
 		return 0;
-	fprintf(stderr,
-		"probing record: not running as root, and missing the capabilities:%s.\n"
-		"Recording loads BPF programs (CAP_BPF), opens perf events on every CPU "
-		"(CAP_PERFMON) and\nreads the targets' memory maps and stacks (CAP_SYS_PTRACE). "
-		"Run it with sudo.\n",
-		missing);
+	log_cmd(CMD, "not running as root, and missing the capabilities:%s.", missing);
+	fputs("Recording loads BPF programs (CAP_BPF), opens perf events on every CPU "
+	      "(CAP_PERFMON) and\nreads the targets' memory maps and stacks (CAP_SYS_PTRACE). "
+	      "Run it with sudo.\n",
+	      stderr);
 	return EXIT_FAIL;
 }
 
@@ -70,19 +69,19 @@ int preflight_pidns(__u32 *inum)
 	if (n > 0)
 		buf[n] = '\0';
 	if (n <= 0 || parse_long(buf, 1, INT_MAX, &self) || stat("/proc/self/ns/pid", &sb)) {
-		fprintf(stderr,
-			"probing record: cannot read /proc/self (%s); recording needs /proc\n",
+		log_cmd(CMD, "cannot read /proc/self (%s); recording needs /proc",
 			n <= 0 ? strerror(errno) : "unexpected contents");
 		return EXIT_FAIL;
 	}
 	if (self != getpid()) {
-		fprintf(stderr,
-			"probing record: /proc belongs to another PID namespace than probing: it "
-			"calls this process %ld, the process itself %d.\n"
-			"The recorder matches what it samples with /proc. Mount a /proc for this "
-			"namespace (unshare --pid --fork --mount-proc ...), or run probing outside "
-			"it.\n",
+		log_cmd(CMD,
+			"/proc belongs to another PID namespace than probing: it calls this "
+			"process %ld, the process itself %d.",
 			self, (int)getpid());
+		fputs("The recorder matches what it samples with /proc. Mount a /proc for this "
+		      "namespace (unshare --pid --fork --mount-proc ...), or run probing outside "
+		      "it.\n",
+		      stderr);
 		return EXIT_FAIL;
 	}
 	*inum = sb.st_ino == PROC_PID_INIT_INO ? 0 : (__u32)sb.st_ino;

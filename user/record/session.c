@@ -134,9 +134,7 @@ static int add_pids(struct session *s)
 	for (i = 0; i < o->npids; i++) {
 		err = recorder__add_target(s->rec, o->pids[i], 0);
 		if (err == -ESRCH) {
-			fprintf(stderr,
-				"probing record: process %d exited before recording started\n",
-				o->pids[i]);
+			log_cmd("record", "process %d exited before recording started", o->pids[i]);
 			return err;
 		} else if (err) {
 			pr_warn("cannot record process %d: %s", o->pids[i], strerror(-err));
@@ -169,8 +167,7 @@ static int add_command(struct session *s)
 	}
 	err = launch__release(&s->child);
 	if (err)
-		fprintf(stderr, "probing record: cannot run '%s': %s\n", command[0],
-			strerror(-err));
+		log_cmd("record", "cannot run '%s': %s", command[0], strerror(-err));
 	return err;
 }
 

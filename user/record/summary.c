@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "base/cli.h"
-#include "base/escape.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "record/summary.h"
@@ -20,29 +19,25 @@ static int explain_no_samples(const struct record_totals *t, unsigned int freq)
 	if (t->seen)
 		return EXIT_OK; /* sampled, but every sample was lost: said above */
 	if (cpu * freq >= 5) {
-		fprintf(stderr,
-			"probing record: no samples, although the recorded processes used %.2f s "
-			"of "
-			"CPU time while recorded (about %.0f samples at %u Hz): the sampler did "
-			"not "
-			"see them run.\n"
-			"This is a fault of probing; please report it with the output of 'probing "
-			"record -vv ...'.\n",
+		log_cmd("record",
+			"no samples, although the recorded processes used %.2f s of CPU time while "
+			"recorded (about %.0f samples at %u Hz): the sampler did not see them run.",
 			cpu, cpu * freq, freq);
+		fputs("This is a fault of probing; please report it with the output of 'probing "
+		      "record -vv ...'.\n",
+		      stderr);
 		return EXIT_FAIL;
 	}
 	if (t->live)
-		fprintf(stderr,
-			"probing: no samples: the recorded process%s did not run on a CPU at any "
-			"sampling tick (%.0f ms of CPU time in %.1f s): %s blocked or sleeping. "
-			"Sampling records threads only while they run on a CPU.\n",
+		pr_warn("no samples: the recorded process%s did not run on a CPU at any sampling "
+			"tick (%.0f ms of CPU time in %.1f s): %s blocked or sleeping. Sampling "
+			"records threads only while they run on a CPU.",
 			t->live == 1 ? "" : "es", cpu * 1000, t->seconds,
 			t->live == 1 ? "it was" : "they were");
 	else
-		fprintf(stderr,
-			"probing: no samples: the recorded processes exited after %.1f ms of CPU "
-			"time, %s one sampling period (%.1f ms at %u Hz), and were not running at "
-			"any sampling tick. A higher -F may catch them.\n",
+		pr_warn("no samples: the recorded processes exited after %.1f ms of CPU time, %s "
+			"one sampling period (%.1f ms at %u Hz), and were not running at any "
+			"sampling tick. A higher -F may catch them.",
 			cpu * 1000, cpu * 1000 < period_ms ? "less than" : "about", period_ms,
 			freq);
 	return EXIT_OK;
@@ -68,7 +63,6 @@ static int cmp_proc_rank(const void *a, const void *b)
 static void print_ranks(const struct record_totals *t)
 {
 	struct recorder_process *p = NULL;
-	struct strbuf text = {0};
 	int i, j, n = 0, lines = 0, world = -1, missing = 0, norank = 0;
 	uint64_t samples, norank_samples = 0;
 	char label[96], cnt[32];
@@ -96,10 +90,13 @@ static void print_ranks(const struct record_totals *t)
 		if (!job_id)
 			job_id = jobinfo_job_name(p[i].job);
 	}
-	fprintf(stderr, "probing: ranks of %s%s%s", job_id ? "job " : "a distributed job",
-		job_id ? text_str(&text, job_id, 0) : "", world > 0 ? "" : ":\n");
+	/* The heading, then the table's rows as they are (no user text in them). */
 	if (world > 0)
-		fprintf(stderr, " (world size %d):\n", world);
+		pr_warn("ranks of %s%s (world size %d):", job_id ? "job " : "a distributed job",
+			job_id ? job_id : "", world);
+	else
+		pr_warn("ranks of %s%s:", job_id ? "job " : "a distributed job",
+			job_id ? job_id : "");
 	for (i = 0; i < n; i = j) {
 		samples = 0;
 		for (j = i; j < n && p[j].job->rank == p[i].job->rank; j++)
@@ -124,16 +121,14 @@ static void print_ranks(const struct record_totals *t)
 		missing += !(j < n && p[j].job->rank == i);
 	}
 	if (missing)
-		fprintf(stderr,
-			"probing: %d of the job's %d ranks %s not among the recorded processes "
-			"(on other nodes, or not running when recording started?)\n",
+		pr_warn("%d of the job's %d ranks %s not among the recorded processes (on other "
+			"nodes, or not running when recording started?)",
 			missing, world, missing == 1 ? "is" : "are");
 	if (norank) {
 		fmt_thousands(cnt, sizeof(cnt), norank_samples);
-		fprintf(stderr, "probing: and %d process%s without a rank (%s samples)\n", norank,
+		pr_warn("and %d process%s without a rank (%s samples)", norank,
 			norank == 1 ? "" : "es", cnt);
 	}
-	sb_free(&text);
 	free(p);
 }
 
@@ -184,18 +179,17 @@ static void print_collectives(const struct record_totals *t)
 
 	if (!t->comm_rows)
 		return;
-	fprintf(stderr, "probing: %llu collective calls (%llu seen completing) in %llu process%s\n",
+	pr_warn("%llu collective calls (%llu seen completing) in %llu process%s",
 		(unsigned long long)t->comm_rows, (unsigned long long)t->comm_completed,
 		(unsigned long long)t->comm_processes, t->comm_processes == 1 ? "" : "es");
 	while (*line) {
 		end = strchrnul(line, '\n');
-		fprintf(stderr, "probing:   %.*s\n", (int)(end - line), line);
+		pr_warn("  %.*s", (int)(end - line), line);
 		line = *end ? end + 1 : end;
 	}
 	if (t->comm_lost)
-		fprintf(stderr,
-			"probing: %llu events of collective calls were lost because the recorder "
-			"could not keep up: some rows lack their completion\n",
+		pr_warn("%llu events of collective calls were lost because the recorder could not "
+			"keep up: some rows lack their completion",
 			(unsigned long long)t->comm_lost);
 }
 
@@ -210,35 +204,28 @@ int summary__print(const struct record_totals *t, const struct session_opts *o)
 		pr_info("stopping on signal %d", t->stop_signal);
 	if (o->sampling.off_cpu)
 		snprintf(off, sizeof(off), " and %.1f s of off-CPU time", rs->off_ns / 1e9);
-	fprintf(stderr,
-		"probing: recorded %llu samples (%llu lost)%s of %llu thread%s in %llu process%s "
-		"over %.1f s -> %s\n",
+	pr_warn("recorded %llu samples (%llu lost)%s of %llu thread%s in %llu process%s over %.1f "
+		"s -> %s",
 		(unsigned long long)rs->samples, (unsigned long long)t->lost, off,
 		(unsigned long long)rs->threads, rs->threads == 1 ? "" : "s",
 		(unsigned long long)rs->processes, rs->processes == 1 ? "" : "es", t->seconds,
 		o->output);
 	if (t->off.lost)
-		fprintf(stderr,
-			"probing: %llu off-CPU records were lost because the recorder could not "
-			"keep "
-			"up; try a lower -F\n",
+		pr_warn("%llu off-CPU records were lost because the recorder could not keep up; "
+			"try a lower -F",
 			(unsigned long long)t->off.lost);
 	if (t->off.no_room)
-		fprintf(stderr,
-			"probing: %llu threads had no room in the off-CPU sweep (more than 16384 "
-			"threads): their off-CPU time is missing\n",
+		pr_warn("%llu threads had no room in the off-CPU sweep (more than 16384 threads): "
+			"their off-CPU time is missing",
 			(unsigned long long)t->off.no_room);
 	if (t->lost)
-		fprintf(stderr,
-			"probing: %llu samples were lost because the recorder could not "
-			"keep up; try a lower -F or a smaller --stack-size\n",
+		pr_warn("%llu samples were lost because the recorder could not keep up; try a "
+			"lower -F or a smaller --stack-size",
 			(unsigned long long)t->lost);
 	if (t->lost_events)
-		fprintf(stderr,
-			"probing: %llu process events (new processes, exits, thread names) were "
-			"lost because the recorder could not keep up; some processes may lack "
-			"their "
-			"command line or end time\n",
+		pr_warn("%llu process events (new processes, exits, thread names) were lost "
+			"because the recorder could not keep up; some processes may lack their "
+			"command line or end time",
 			(unsigned long long)t->lost_events);
 	print_ranks(t);
 	print_collectives(t);
@@ -246,9 +233,8 @@ int summary__print(const struct record_totals *t, const struct session_opts *o)
 		ret = explain_no_samples(t, o->sampling.freq);
 	print_costs(t);
 	if (rs->unresolved)
-		fprintf(stderr,
-			"probing: %llu samples of processes that exited before their "
-			"memory maps could be read have no stack\n",
+		pr_warn("%llu samples of processes that exited before their memory maps could be "
+			"read have no stack",
 			(unsigned long long)rs->unresolved);
 	return ret;
 }

@@ -1186,10 +1186,8 @@ static void print_summary(sqlite3 *db, int n, const char *what, bool snapshot, c
 		const char *hosts = (const char *)sqlite3_column_text(st, 2);
 		int nhosts = sqlite3_column_int(st, 1);
 
-		fprintf(stderr,
-			"probing merge: merged %d %s%s into %s: %d processes of %d host%s (%s), "
-			"%s %s\n",
-			n, what, n == 1 ? "" : "s", output, sqlite3_column_int(st, 0), nhosts,
+		log_cmd("merge", "merged %d %s%s into %s: %d processes of %d host%s (%s), %s %s", n,
+			what, n == 1 ? "" : "s", output, sqlite3_column_int(st, 0), nhosts,
 			nhosts == 1 ? "" : "s", hosts ? hosts : "unknown",
 			fmt_thousands(num, sizeof(num), sqlite3_column_int64(st, 3)),
 			snapshot ? "threads" : "samples");

@@ -41,15 +41,14 @@ int segdir__open(const char *cmd, const char *dir, struct segdir **out)
 
 	if (mkdir(dir, 0750) && errno != EEXIST) {
 		err = -errno;
-		fprintf(stderr, "probing %s: cannot create the directory %s: %s\n", cmd, dir,
-			strerror(-err));
+		log_cmd(cmd, "cannot create the directory %s: %s", dir, strerror(-err));
 		return err;
 	}
 	if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
-		fprintf(stderr,
-			"probing %s: %s is not a directory: -o names the directory where "
-			"the watch keeps its recording and reports\n",
-			cmd, dir);
+		log_cmd(cmd,
+			"%s is not a directory: -o names the directory where the watch keeps its "
+			"recording and reports",
+			dir);
 		return -ENOTDIR;
 	}
 	if (snprintf(lock, sizeof(lock), "%s/%s", dir, SEGDIR_LOCK) >= (int)sizeof(lock))
@@ -61,28 +60,27 @@ int segdir__open(const char *cmd, const char *dir, struct segdir **out)
 	sd->lock_fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
 	if (!sd->dir || sd->lock_fd < 0) {
 		err = sd->dir ? -errno : -ENOMEM;
-		fprintf(stderr, "probing %s: cannot write in %s: %s\n", cmd, dir, strerror(-err));
+		log_cmd(cmd, "cannot write in %s: %s", dir, strerror(-err));
 		goto fail;
 	}
 	if (flock(sd->lock_fd, LOCK_EX | LOCK_NB)) {
 		err = -errno;
 		if (err == -EWOULDBLOCK) {
-			fprintf(stderr,
-				"probing %s: another watch (pid %d) writes into %s; give each "
-				"watch a directory of its own ('probing watch --dump %s' asks "
-				"that one for a report)\n",
-				cmd, (int)segdir__watcher(cmd, dir), dir, dir);
+			log_cmd(cmd,
+				"another watch (pid %d) writes into %s; give each watch a "
+				"directory of its own ('probing watch --dump %s' asks that one for "
+				"a report)",
+				(int)segdir__watcher(cmd, dir), dir, dir);
 			err = -EBUSY;
 		} else {
-			fprintf(stderr, "probing %s: cannot lock %s: %s\n", cmd, lock,
-				strerror(-err));
+			log_cmd(cmd, "cannot lock %s: %s", lock, strerror(-err));
 		}
 		goto fail;
 	}
 	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
 	if (ftruncate(sd->lock_fd, 0) || pwrite(sd->lock_fd, pid, strlen(pid), 0) < 0) {
 		err = -errno;
-		fprintf(stderr, "probing %s: cannot write %s: %s\n", cmd, lock, strerror(-err));
+		log_cmd(cmd, "cannot write %s: %s", lock, strerror(-err));
 		goto fail;
 	}
 	*out = sd;
@@ -287,7 +285,7 @@ pid_t segdir__watcher(const char *cmd, const char *dir)
 		err = -errno;
 		if (err == -ENOENT)
 			return -ESRCH;
-		fprintf(stderr, "probing %s: cannot read %s: %s\n", cmd, lock, strerror(-err));
+		log_cmd(cmd, "cannot read %s: %s", lock, strerror(-err));
 		return err;
 	}
 	/* A lock we can take is no one's: no watch runs there. */

@@ -482,18 +482,16 @@ static void run_hook(struct watch *w, const char *reason, const struct dg_result
 	if (!w->o->on_stall)
 		return;
 	if (w->hook_pid > 0 && waitpid(w->hook_pid, NULL, WNOHANG) == 0) {
-		fprintf(stderr,
-			"probing %s: --on-stall: the last command still runs; not run "
-			"again for this stall\n",
-			CMD);
+		log_cmd(CMD,
+			"--on-stall: the last command still runs; not run again for this stall");
 		return;
 	}
 	w->hook_pid = 0;
 	if (w->last_hook > 0 && now - w->last_hook < w->o->on_stall_interval_s) {
-		fprintf(stderr,
-			"probing %s: --on-stall: not run, it ran %.0f s ago (at most once per %.0f "
-			"s: --on-stall-interval)\n",
-			CMD, now - w->last_hook, w->o->on_stall_interval_s);
+		log_cmd(CMD,
+			"--on-stall: not run, it ran %.0f s ago (at most once per %.0f s: "
+			"--on-stall-interval)",
+			now - w->last_hook, w->o->on_stall_interval_s);
 		return;
 	}
 	w->last_hook = now;
@@ -501,7 +499,7 @@ static void run_hook(struct watch *w, const char *reason, const struct dg_result
 	fflush(stderr);
 	pid = fork();
 	if (pid < 0) {
-		fprintf(stderr, "probing %s: cannot run --on-stall: %s\n", CMD, strerror(errno));
+		log_cmd(CMD, "cannot run --on-stall: %s", strerror(errno));
 		return;
 	}
 	if (!pid) {
@@ -853,9 +851,8 @@ static void report_death(struct watch *w)
 static void next_segment(struct watch *w)
 {
 	if (start_segment(w))
-		fprintf(stderr,
-			"probing %s: cannot start a new segment in %s; the current one goes on\n",
-			CMD, w->o->dir);
+		log_cmd(CMD, "cannot start a new segment in %s; the current one goes on",
+			w->o->dir);
 }
 
 /*
@@ -956,10 +953,10 @@ int watch__run(const struct watch_opts *o)
 	w.seg_start = now_s();
 	w.root = session__child(w.s);
 	recorder__on_exit(session__recorder(w.s), on_exit_seen, &w);
-	fprintf(stderr,
-		"probing %s: watching %s at %u Hz into %s (keep %.0f s, at most %.0f MB; stall "
-		"threshold %s); SIGUSR1 or 'probing watch --dump %s' writes a report now\n",
-		CMD, o->command ? o->command[0] : "the processes", o->freq, o->dir, o->keep_s,
+	log_cmd(CMD,
+		"watching %s at %u Hz into %s (keep %.0f s, at most %.0f MB; stall threshold %s); "
+		"SIGUSR1 or 'probing watch --dump %s' writes a report now",
+		o->command ? o->command[0] : "the processes", o->freq, o->dir, o->keep_s,
 		o->max_bytes / 1e6, o->stall_s > 0 ? "fixed" : "from the job's pace", o->dir);
 	err = session__run(w.s);
 	/* A death in the last records (the loop ends when /proc shows every process gone,
@@ -967,9 +964,8 @@ int watch__run(const struct watch_opts *o)
 	session__drain_urgent(w.s, 2.0);
 	on_turn(&w, w.s, false);
 	session__finish(w.s, &t);
-	fprintf(stderr, "probing %s: watched %.0f s, %d stall%s, %d report%s in %s\n", CMD,
-		t.seconds, w.stalls, w.stalls == 1 ? "" : "s", w.reports, w.reports == 1 ? "" : "s",
-		o->dir);
+	log_cmd(CMD, "watched %.0f s, %d stall%s, %d report%s in %s", t.seconds, w.stalls,
+		w.stalls == 1 ? "" : "s", w.reports, w.reports == 1 ? "" : "s", o->dir);
 	ret = (session__close(w.s) || err) ? EXIT_FAIL : EXIT_OK;
 	w.s = NULL;
 cleanup:
@@ -993,10 +989,10 @@ int watch__dump(const char *dir, double timeout_s)
 
 	pid = segdir__watcher(CMD, dir);
 	if (pid == -ESRCH) {
-		fprintf(stderr,
-			"probing %s: no watch runs in %s (it has no watch.lock held by a "
-			"running 'probing watch -o %s')\n",
-			CMD, dir, dir);
+		log_cmd(CMD,
+			"no watch runs in %s (it has no watch.lock held by a running 'probing "
+			"watch -o %s')",
+			dir, dir);
 		return EXIT_FAIL;
 	}
 	if (pid < 0)
@@ -1008,8 +1004,7 @@ int watch__dump(const char *dir, double timeout_s)
 		fclose(f);
 	}
 	if (kill(pid, SIGUSR1)) {
-		fprintf(stderr, "probing %s: cannot signal the watch (pid %d): %s\n", CMD, (int)pid,
-			strerror(errno));
+		log_cmd(CMD, "cannot signal the watch (pid %d): %s", (int)pid, strerror(errno));
 		return EXIT_FAIL;
 	}
 	while (now_s() < end) {
@@ -1028,9 +1023,7 @@ int watch__dump(const char *dir, double timeout_s)
 		fputs(now, stdout);
 		return EXIT_OK;
 	}
-	fprintf(stderr,
-		"probing %s: the watch (pid %d) wrote no report within %.0f s; its "
-		"output says why\n",
-		CMD, (int)pid, timeout_s);
+	log_cmd(CMD, "the watch (pid %d) wrote no report within %.0f s; its output says why",
+		(int)pid, timeout_s);
 	return EXIT_FAIL;
 }
