@@ -78,6 +78,18 @@ def test_plt_stubs_unwind_to_the_outermost_frame():
     assert reached >= 0.995 * total, f"{reached}/{total} samples reach _start or clone3"
 
 
+def test_frame_pointer_epilogues_unwind_to_the_outermost_frame():
+    """A sample in an epilogue past `pop %rbp` or `leave` unwinds on into a caller whose CFA
+    is rbp + 16, though the CFI still says rbp is saved below the stack pointer (outside the
+    copy): 94-95 % of the samples reached _start or clone3 before, the others leaf-only."""
+    total, reached, recs = record_running([h.workload("fpret"), "30"], "ready", 500)
+    assert reached >= 0.995 * total, f"{reached}/{total} samples reach _start or clone3"
+    # Most samples are in the two short functions, below the loop that calls them.
+    inner = sum(n for con, pid in recs for n, chain, _ in h.stacks(con, pid=pid)
+                if chain[-2:] in (["call_loop", "fp_leave"], ["fp_leave", "fp_pop"]))
+    assert inner >= 0.5 * total, f"only {inner}/{total} samples in fp_leave or fp_pop"
+
+
 def whole_python_chains(recordings):
     """Samples in leaf() with all 41 descend frames above it, of all @recordings."""
     return sum(n for con, pid in recordings for n, chain, _ in h.stacks(con, pid=pid)
@@ -87,11 +99,9 @@ def whole_python_chains(recordings):
 @h.params([p for _, p in PYTHONS], IDS)
 def test_python_threads_unwind_to_the_outermost_frame(py):
     total, reached, recs = record_running([py, DEEP, "30", "40"], "ready", 400)
-    # Debian unstable's 3.15: 99.45-99.48 % on a quiet machine, 98.9 % once in a full CI
-    # run (a known gap: leaf-only stacks in a few functions of python3.15,
-    # docs/python-internals.md); every other interpreter 99.5 % or more.
-    bar = 0.985 if py.endswith("python3.15") else 0.995
-    assert reached >= bar * total, f"{reached}/{total} samples reach _start or clone3"
+    # Debian's 3.14 and 3.15, built with frame pointers, reached 98.9-99.5 % while samples
+    # in an epilogue past `leave` or `pop %rbp` stopped there (docs/python-internals.md).
+    assert reached >= 0.995 * total, f"{reached}/{total} samples reach _start or clone3"
     # The Python frames are all there too.
     deep = whole_python_chains(recs)
     assert deep >= 0.95 * total, f"{deep}/{total} samples with the whole Python chain"

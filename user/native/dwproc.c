@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <dwarf.h>
 #include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,12 @@ struct dwproc {
 	struct dwproc_frame *out;
 	int max, n;
 	uint64_t last_sp; /* stack pointer of out[n - 1]; 0 if unknown */
+	/* Save slots just below sp of a sample taken in an epilogue (released_slots), with
+	 * the value each holds: the register it was restored into. */
+	struct {
+		uint64_t addr, val;
+	} popped[6];
+	int npopped;
 	/* dwproc__unwind_checks: the offsets (from sp) of the words the unwind read */
 	bool logging;
 	uint32_t *reads;
@@ -229,13 +236,24 @@ static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 	return true;
 }
 
-/* Memory reads during unwinding: only the stack copy taken at sample time is trusted. */
+/*
+ * Memory reads during unwinding: only the stack copy taken at sample time is trusted, and
+ * below it the save slots released_slots proved to hold what their registers hold.
+ */
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
 	struct dwproc *dp = arg;
+	int i;
 
-	if (addr < dp->sp || addr + sizeof(*result) > dp->sp + dp->stack_len ||
-	    addr + sizeof(*result) < addr)
+	if (addr < dp->sp) {
+		for (i = 0; i < dp->npopped; i++)
+			if (dp->popped[i].addr == addr) {
+				*result = dp->popped[i].val;
+				return true;
+			}
+		return false;
+	}
+	if (addr + sizeof(*result) > dp->sp + dp->stack_len || addr + sizeof(*result) < addr)
 		return false;
 	memcpy(result, dp->stack + (addr - dp->sp), sizeof(*result));
 	if (dp->logging &&
@@ -491,6 +509,106 @@ static bool reached_outermost(struct dwproc *dp, bool ended)
 	return ended && cfi_says_outermost(dp, last->activation ? last->pc : last->pc - 1);
 }
 
+/* Whether @frame's CFA is rsp + 8: its function holds nothing on the stack but the return
+ * address (libdw gives the rule as DW_OP_bregx). */
+static bool cfa_is_return_address(Dwarf_Frame *frame)
+{
+	Dwarf_Op *ops;
+	size_t nops;
+
+	return !dwarf_frame_cfa(frame, &ops, &nops) && nops == 1 &&
+	       ((ops[0].atom == DW_OP_bregx && ops[0].number == DWREG_RSP && ops[0].number2 == 8) ||
+		(ops[0].atom == DW_OP_breg7 && ops[0].number == 8));
+}
+
+/*
+ * The address where @frame's CFI says callee-saved register @reg of the caller is saved
+ * (the rule "offset(N)"): 0 for any other rule. @cfa: the frame's CFA.
+ */
+static uint64_t save_slot(Dwarf_Frame *frame, int reg, uint64_t cfa)
+{
+	Dwarf_Op ops_mem[3], *ops;
+	size_t nops;
+
+	if (dwarf_frame_register(frame, reg, ops_mem, &ops, &nops) || !nops ||
+	    ops[0].atom != DW_OP_call_frame_cfa)
+		return 0;
+	if (nops == 1)
+		return cfa;
+	if (nops == 2 && ops[1].atom == DW_OP_plus_uconst)
+		return cfa + ops[1].number;
+	return 0;
+}
+
+/*
+ * Whether @frame (of @cfi) is an epilogue's, past
+ * the instruction that released the stack frame: its CFA is rsp + 8, and the row before it
+ * had another CFA (rbp + 16 before a `leave`, rsp + 16 before a `pop %rbp`).
+ */
+static bool frame_released(Dwarf_CFI *cfi, Dwarf_Frame *frame)
+{
+	Dwarf_Frame *before;
+	Dwarf_Addr start;
+	bool released;
+
+	if (!cfa_is_return_address(frame) || dwarf_frame_info(frame, &start, NULL, NULL) < 0 ||
+	    !start || dwarf_cfi_addrframe(cfi, start - 1, &before))
+		return false;
+	released = !cfa_is_return_address(before);
+	free(before);
+	return released;
+}
+
+/*
+ * A sample taken in an epilogue, its stack frame already released: set dp->popped to the
+ * save slots below the stack pointer that the CFI of its pc still names, each with the
+ * value of its register.
+ *
+ * After `leave` or `pop %rbp` GCC's CFI only moves the CFA to rsp + 8: the rule for rbp
+ * (and for registers restored before it) stays "saved at CFA - 16", now below the stack
+ * pointer, outside the copy that starts there. libdwfl then cannot read the caller's rbp,
+ * and a caller whose CFA is rbp + 16 (every function built with frame pointers: Debian's
+ * python3.14 and python3.15 and their _PyEval_EvalFrameDefault) ends the unwind: a
+ * leaf-only stack, for every sample between the `leave` and the `ret`. But a function
+ * releases its frame only once it has restored the callee-saved registers from their slots
+ * (popped with `pop`, `leave`, or reloaded with `mov` before it), so each register holds
+ * what its slot holds. A function whose stack pointer never moves (CFA rsp + 8 throughout)
+ * may keep saves in the red zone below it (GCC with -mtune that saves with `mov`) while
+ * its body changes the registers: hence only after a row with another CFA. Nothing is
+ * supplied anywhere else, and only for the callee-saved registers.
+ */
+static void released_slots(struct dwproc *dp, const uint64_t *regs)
+{
+	static const int saved[] = {DWREG_RBX, DWREG_RBP, DWREG_R12,
+				    DWREG_R13, DWREG_R14, DWREG_R15};
+	uint64_t pc = regs[DWREG_RIP], sp = regs[DWREG_RSP], slot;
+	Dwfl_Module *mod = dwproc__module(dp, pc);
+	Dwarf_Frame *frame;
+	Dwarf_CFI *cfi;
+	Dwarf_Addr bias;
+	size_t i;
+	int which;
+
+	dp->npopped = 0;
+	if (!mod)
+		return;
+	/* The CFI libdwfl will use: the first with an entry for pc (cfi_says_outermost). */
+	for (which = 0; which < 2; which++) {
+		cfi = which ? dwfl_module_dwarf_cfi(mod, &bias) : dwfl_module_eh_cfi(mod, &bias);
+		if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame))
+			continue;
+		if (frame_released(cfi, frame))
+			for (i = 0; i < ARRAY_SIZE(saved); i++) {
+				slot = save_slot(frame, saved[i], sp + 8);
+				if (slot && slot < sp && slot >= sp - 128)
+					dp->popped[dp->npopped++] = (typeof(dp->popped[0])){
+						.addr = slot, .val = regs[saved[i]]};
+			}
+		free(frame);
+		return;
+	}
+}
+
 int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
 		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete)
 {
@@ -514,6 +632,7 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
 	dp->stack_len = stack_len;
 	dp->out = out;
 	dp->max = max;
+	released_slots(dp, regs);
 	for (retried = false;; retried = true) {
 		dp->n = 0;
 		dp->last_sp = 0;
