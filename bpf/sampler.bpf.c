@@ -402,6 +402,26 @@ static __always_inline void off_send(struct off_thread *th, struct task_struct *
 	th->observations = 0;
 }
 
+/* One thread's segment not sent yet, at the end (off_flush; a bpf_for_each_map_elem
+ * callback). */
+static long flush_one(void *map, const __u32 *ktid, struct off_thread *th, void *unused)
+{
+	off_send(th, NULL);
+	return 0;
+}
+
+/*
+ * The end of a recording, once no sweep runs (off_stop): every thread's segment not sent yet
+ * goes out through the ring buffer like the sweep's (run by sampling__offcpu_flush: one route
+ * for every off-CPU record).
+ */
+SEC("syscall")
+int off_flush(void *ctx)
+{
+	bpf_for_each_map_elem(&off_threads, flush_one, NULL, 0);
+	return 0;
+}
+
 /*
  * Send the stack of @t, a target's thread off its CPU, for its block @block: what a sample
  * holds (sampler.h), from the registers the thread saved when it entered the kernel. Its user

@@ -357,6 +357,7 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 	bpf_program__set_autoload(s->skel->progs.on_sweep, opts->off_cpu);
 	bpf_program__set_autoload(s->skel->progs.on_waking, opts->off_cpu);
 	bpf_program__set_autoload(s->skel->progs.off_seed, opts->off_cpu);
+	bpf_program__set_autoload(s->skel->progs.off_flush, opts->off_cpu);
 	bpf_program__set_autoattach(s->skel->progs.off_seed, false); /* run on demand */
 	bpf_map__set_max_entries(s->skel->maps.scratch, s->nr_cpus);
 	rb_bytes = opts->ringbuf_bytes ? opts->ringbuf_bytes : 32u << 20;
@@ -476,39 +477,13 @@ void sampling__offcpu_stop(struct sampling *s)
 	usleep(2000);
 }
 
-int sampling__offcpu_drain(struct sampling *s, int (*cb)(void *ctx, void *data, size_t len),
-			   void *ctx)
+int sampling__offcpu_flush(struct sampling *s)
 {
-	struct offcpu_event ev;
-	struct off_thread th;
-	__u32 key, next, *prev = NULL;
-	int fd, err;
+	LIBBPF_OPTS(bpf_test_run_opts, run);
 
 	if (!s->off_cpu)
 		return 0;
-	fd = bpf_map__fd(s->skel->maps.off_threads);
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &th) || !th.observations)
-			continue;
-		memset(&ev, 0, sizeof(ev));
-		ev.type = EVENT_OFFCPU;
-		ev.pid = th.pid;
-		ev.tid = th.tid;
-		ev.ns_tid = th.ns_tid;
-		ev.state = th.state;
-		ev.block = th.block;
-		ev.time_ns = th.last_ns;
-		ev.ns = th.ns;
-		ev.observations = th.observations;
-		ev.ip = th.ip;
-		ev.nr = th.nr;
-		err = cb(ctx, &ev, sizeof(ev));
-		if (err < 0)
-			return err;
-	}
-	return 0;
+	return bpf_prog_test_run_opts(bpf_program__fd(s->skel->progs.off_flush), &run) ? -errno : 0;
 }
 
 int sampling__add_target(struct sampling *s, pid_t pid)

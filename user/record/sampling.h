@@ -57,14 +57,14 @@ int sampling__set_python(struct sampling *s, pid_t pid, const struct py_proc_cfg
  * that are still going on are sent as records (SAMPLE_F_OFFCPU_ITER). 0 or -errno.
  * sampling__offcpu_stop: no more sweeps (the end of recording); what they sent before is in
  * the ring buffer.
- * sampling__offcpu_drain: after that, call @cb with every segment the threads had not sent yet
- * (struct offcpu_event; sampling__consume's contract). 0 or what @cb returned.
+ * sampling__offcpu_flush: after that, send every segment the threads had not sent yet through
+ * the ring buffer (struct offcpu_event, as the sweep sends them), for the reader's last drain.
+ * 0 or -errno.
  */
 bool sampling__offcpu_pending(struct sampling *s);
 int sampling__offcpu_fetch(struct sampling *s, pid_t pid);
 void sampling__offcpu_stop(struct sampling *s);
-int sampling__offcpu_drain(struct sampling *s, int (*cb)(void *ctx, void *data, size_t len),
-			   void *ctx);
+int sampling__offcpu_flush(struct sampling *s);
 
 /* What off-CPU recording counted since open. */
 struct sampling_offcpu_stats {

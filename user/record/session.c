@@ -353,13 +353,6 @@ pid_t session__child(const struct session *s)
 	return s->child.pid;
 }
 
-/* A segment of off-CPU time the sweep had not sent (sampling__offcpu_drain). */
-static int drained(void *ctx, void *data, size_t len)
-{
-	recorder__handle(ctx, data, len);
-	return 0;
-}
-
 /* What the collectives probes recorded, into @t. */
 static void comm_totals(struct session *s, struct record_totals *t)
 {
@@ -385,20 +378,23 @@ void session__finish(struct session *s, struct record_totals *t)
 	double cpu;
 	void *data;
 	long len;
+	int err;
 
 	memset(t, 0, sizeof(*t));
 	t->start = s->start_real;
 	t->seconds = s->end - s->start;
 	t->stop_signal = stop_signal;
-	/* No off-CPU time after the end; then everything the kernel sent before is stored, and
-	 * what the sweep had not sent yet. */
+	/* No off-CPU time after the end; what the sweep had not sent yet goes out the same way
+	 * as the rest, then everything the kernel sent is stored. */
 	sampling__offcpu_stop(s->smp);
+	err = sampling__offcpu_flush(s->smp);
+	if (err)
+		pr_warn("cannot send the last off-CPU time: %s", strerror(-err));
 	evqueue__stop(s->q);
 	while ((len = evqueue__pop(s->q, 0, &data)) > 0) {
 		recorder__handle(s->rec, data, len);
 		free(data);
 	}
-	sampling__offcpu_drain(s->smp, drained, s->rec);
 	if (recorder__finish(s->rec))
 		pr_warn("cannot count the last off-CPU time: out of memory");
 	sampling__offcpu_stats(s->smp, &t->off);
