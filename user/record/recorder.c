@@ -153,8 +153,10 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 				strerror(errno));
 	}
 	if (opts->python) {
-		r->tn = threadnames__start(sampling__map_fd(s, "thread_births"),
-					   sampling__map_fd(s, "new_children"));
+		int births, children;
+
+		sampling__thread_maps(s, &births, &children);
+		r->tn = threadnames__start(births, children);
 		if (!r->tn)
 			pr_warn("cannot start reading Python thread names (%s): threads will have "
 				"their OS names",
@@ -410,7 +412,7 @@ static void target_python(struct recorder *r, struct target *t)
 		t->py_unsupported = true;
 		return;
 	}
-	fd = sampling__map_fd(r->s, "py_tstates");
+	fd = sampling__tstates_fd(r->s);
 	if (fd >= 0)
 		pyproc__fill_tstates(t->py, fd, t->pid);
 	if (r->tn && threadnames__watch(r->tn, t->pid, t->py))
@@ -1433,7 +1435,7 @@ int recorder__tick(struct recorder *r, bool caught_up)
 	struct thread *th;
 	long long cpu;
 	size_t i;
-	int fd = sampling__map_fd(r->s, "py_tstates");
+	int fd = sampling__tstates_fd(r->s);
 
 	for (i = 0; i < r->ntargets; i++) {
 		t = &r->targets[i];

@@ -533,6 +533,14 @@ int sampling__set_python(struct sampling *s, pid_t pid, const struct py_proc_cfg
 	return 0;
 }
 
+/* File descriptor of the sampler's map called @name, or -ENOENT. */
+static int own_map_fd(struct sampling *s, const char *name)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(s->skel->obj, name);
+
+	return m ? bpf_map__fd(m) : -ENOENT;
+}
+
 /* The sampler's maps other programs use (bpf/shared_maps.bpf.h, py_tstates). */
 static const char *const shared_maps[] = {"targets",	 "py_procs", "events",
 					  "off_threads", "off_want", "py_tstates"};
@@ -550,18 +558,22 @@ int sampling__share_maps(struct sampling *s, struct bpf_object *obj)
 				break;
 		if (i == ARRAY_SIZE(shared_maps))
 			continue;
-		err = bpf_map__reuse_fd(m, sampling__map_fd(s, shared_maps[i]));
+		err = bpf_map__reuse_fd(m, own_map_fd(s, shared_maps[i]));
 		if (err)
 			return err;
 	}
 	return 0;
 }
 
-int sampling__map_fd(struct sampling *s, const char *name)
+int sampling__tstates_fd(struct sampling *s)
 {
-	struct bpf_map *m = bpf_object__find_map_by_name(s->skel->obj, name);
+	return bpf_map__fd(s->skel->maps.py_tstates);
+}
 
-	return m ? bpf_map__fd(m) : -ENOENT;
+void sampling__thread_maps(struct sampling *s, int *births_fd, int *children_fd)
+{
+	*births_fd = bpf_map__fd(s->skel->maps.thread_births);
+	*children_fd = bpf_map__fd(s->skel->maps.new_children);
 }
 
 int sampling__consume(struct sampling *s, int (*cb)(void *ctx, void *data, size_t len), void *ctx)

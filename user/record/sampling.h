@@ -78,8 +78,13 @@ struct sampling_offcpu_stats {
 };
 void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *out);
 
-/* File descriptor of the BPF map called @name (e.g. "py_tstates"), or -ENOENT. */
-int sampling__map_fd(struct sampling *s, const char *name);
+/* The map py_tstates (pthread -> PyThreadState, bpf/pystack.bpf.h), which the recorder fills
+ * for the Python walk's fallback: its file descriptor. */
+int sampling__tstates_fd(struct sampling *s);
+
+/* The maps thread_births and new_children (sampler.h), which threadnames.c reads: their file
+ * descriptors. */
+void sampling__thread_maps(struct sampling *s, int *births_fd, int *children_fd);
 
 struct bpf_object;
 
