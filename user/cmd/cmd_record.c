@@ -61,7 +61,8 @@ static const char usage_text[] =
 	"                          marked as not unwound to their outermost frame\n"
 	"      --kernel            also record kernel stacks\n"
 	"      --no-python         do not read Python stacks (native frames only)\n"
-	"      --py-depth N        Python frames read per sample, 1-1024 (default 128); deeper\n"
+	"      --py-depth N        Python frames read per sample, 1-1024 "
+	"(default " RECORDER_PY_DEPTH_STR "); deeper\n"
 	"                          stacks keep their innermost N frames and are marked truncated\n"
 	"      --no-native         do not unwind native stacks (keep only the function that was\n"
 	"                          running)\n"
@@ -265,7 +266,7 @@ int cmd_record(int argc, char **argv)
 		.sampling = {.freq = PROBING_DEFAULT_HZ,
 			     .stack_size = SAMPLER_MAX_STACK,
 			     .python = true},
-		.recorder = {.native = true, .python = true, .py_depth = 128},
+		.recorder = {.native = true, .py_depth = RECORDER_PY_DEPTH},
 		.output = "probing.db",
 		.comm = true,
 		.argc = argc,
@@ -316,13 +317,13 @@ int cmd_record(int argc, char **argv)
 			o.sampling.stack_size = v;
 			break;
 		case OPT_KERNEL:
-			o.sampling.kernel = o.recorder.kernel = true;
+			o.sampling.kernel = true;
 			break;
 		case OPT_NO_NATIVE:
 			o.recorder.native = false;
 			break;
 		case OPT_NO_PYTHON:
-			o.sampling.python = o.recorder.python = false;
+			o.sampling.python = false;
 			break;
 		case OPT_PY_DEPTH:
 			if (parse_long(optarg, 1, SAMPLER_MAX_PYDEPTH, &v))
@@ -341,7 +342,7 @@ int cmd_record(int argc, char **argv)
 			o.store_flags |= STORE_FORCE;
 			break;
 		case OPT_OFF_CPU:
-			o.sampling.off_cpu = o.recorder.off_cpu = true;
+			o.sampling.off_cpu = true;
 			break;
 		case 'v':
 			log_verbosity++;
@@ -390,7 +391,7 @@ int cmd_record(int argc, char **argv)
 	if (preflight_privileges() || preflight_pidns(&o.sampling.pidns_inum))
 		goto cleanup;
 	/* What off-CPU stacks keep without them. */
-	if (o.sampling.off_cpu && !o.recorder.python)
+	if (o.sampling.off_cpu && !o.sampling.python)
 		log_cmd("record", "--off-cpu with --no-python: stacks have native frames only, and "
 				  "waits for the Python GIL count as 'lock' (telling them apart "
 				  "needs the interpreter, which --no-python leaves unread)");

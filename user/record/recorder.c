@@ -78,6 +78,7 @@ struct recorder {
 	struct store *st;
 	struct sampling *s;
 	struct recorder_opts opts;
+	bool python; /* the samples have Python frames (sampling__opts) */
 	struct symbolizer *sym;
 	struct kallsyms *ks;
 	struct target *targets;
@@ -142,9 +143,10 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids || !r->pyframes ||
 	    !r->sites || !r->site_keys)
 		goto nomem;
-	if (opts->off_cpu && !(r->oc = offcpu__new(st, fallback_stack, r)))
+	r->python = sampling__opts(s)->python;
+	if (sampling__opts(s)->off_cpu && !(r->oc = offcpu__new(st, fallback_stack, r)))
 		goto nomem;
-	if (opts->kernel) {
+	if (sampling__opts(s)->kernel) {
 		r->ks = kallsyms__load();
 		if (!r->ks)
 			pr_warn("cannot read kernel symbols from /proc/kallsyms (%s): kernel "
@@ -152,7 +154,7 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 				"will be unnamed",
 				strerror(errno));
 	}
-	if (opts->python) {
+	if (r->python) {
 		int births, children;
 
 		sampling__thread_maps(s, &births, &children);
@@ -390,7 +392,7 @@ static void target_python(struct recorder *r, struct target *t)
 	struct py_proc_cfg cfg;
 	int err, fd;
 
-	if (!r->opts.python || t->py || t->py_unsupported || !t->alive)
+	if (!r->python || t->py || t->py_unsupported || !t->alive)
 		return;
 	t->py_tried_ns = now_mono_ns();
 	t->py_maps_seen = count_maps(t->pid);
@@ -434,8 +436,7 @@ static void retry_python(struct recorder *r, struct target *t)
 	uint64_t now = now_mono_ns();
 	uint64_t every = now - t->started_ns < 2000000000ULL ? 5000000ULL : 1000000000ULL;
 
-	if (t->py || !r->opts.python || t->py_unsupported || !t->alive ||
-	    now - t->py_tried_ns < every)
+	if (t->py || !r->python || t->py_unsupported || !t->alive || now - t->py_tried_ns < every)
 		return;
 	t->py_tried_ns = now;
 	if (count_maps(t->pid) == t->py_maps_seen)

@@ -18,12 +18,14 @@
 
 struct recorder;
 
+/* What the recorder does with the samples; what they hold (kernel and Python frames, off-CPU
+ * records) is the sampler's to say (sampling__opts). */
+#define RECORDER_PY_DEPTH     128 /* Python frames read per sample, by default */
+#define RECORDER_PY_DEPTH_STR "128"
+
 struct recorder_opts {
 	bool native; /* unwind native stacks (else only the interrupted function is kept) */
-	bool kernel; /* kernel frames are in the samples */
-	bool python; /* Python frames */
 	unsigned int py_depth;
-	bool off_cpu; /* off-CPU segments and stacks come too (record/offcpu.h) */
 };
 
 struct recorder_stats {

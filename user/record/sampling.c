@@ -18,6 +18,7 @@
 #include "base/util.h"
 
 struct sampling {
+	struct sampling_opts opts;
 	struct sampler_bpf *skel;
 	struct offcpu_iter_bpf *iter; /* off_cpu: the stack fetcher */
 	struct ring_buffer *rb;
@@ -324,6 +325,7 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->opts = *opts;
 	s->off_cpu = opts->off_cpu;
 	s->nr_cpus = libbpf_num_possible_cpus();
 	if (s->nr_cpus <= 0) {
@@ -563,6 +565,11 @@ int sampling__share_maps(struct sampling *s, struct bpf_object *obj)
 			return err;
 	}
 	return 0;
+}
+
+const struct sampling_opts *sampling__opts(const struct sampling *s)
+{
+	return &s->opts;
 }
 
 int sampling__tstates_fd(struct sampling *s)

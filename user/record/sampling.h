@@ -82,6 +82,9 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
  * for the Python walk's fallback: its file descriptor. */
 int sampling__tstates_fd(struct sampling *s);
 
+/* The options @s was opened with (what the samples hold). */
+const struct sampling_opts *sampling__opts(const struct sampling *s);
+
 /* The maps thread_births and new_children (sampler.h), which threadnames.c reads: their file
  * descriptors. */
 void sampling__thread_maps(struct sampling *s, int *births_fd, int *children_fd);

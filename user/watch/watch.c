@@ -922,7 +922,7 @@ int watch__run(const struct watch_opts *o)
 			     .python = true,
 			     .off_cpu = true,
 			     .children = o->children || o->command},
-		.recorder = {.native = true, .python = true, .py_depth = 128, .off_cpu = true},
+		.recorder = {.native = true, .py_depth = RECORDER_PY_DEPTH},
 		.store_flags = STORE_ROTATE,
 		.comm = true,
 		.pids = o->pids,
