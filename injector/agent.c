@@ -135,7 +135,7 @@ EXPORT int probing_agent_start(void)
 	pthread_mutex_lock(&ag.lock);
 	if (ag.running) {
 		err = 1;
-		goto out;
+		goto cleanup;
 	}
 	ag.stop = false;
 	/* The thread inherits this mask: it never runs the target's signal handlers. */
@@ -147,7 +147,7 @@ EXPORT int probing_agent_start(void)
 		pthread_detach(ag.thread);
 		ag.running = true;
 	}
-out:
+cleanup:
 	pthread_mutex_unlock(&ag.lock);
 	return err;
 }

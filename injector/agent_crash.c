@@ -176,7 +176,7 @@ static void capture(int sig, const siginfo_t *si, pid_t tid)
 		say("probing: crash capture failed: cannot start probing crashdump: ");
 		say(strerror(err));
 		say("\n");
-		goto out;
+		goto cleanup;
 	}
 	end = mono_s() + CRASH_TIMEOUT_S;
 	while (!done) {
@@ -218,7 +218,7 @@ static void capture(int sig, const siginfo_t *si, pid_t tid)
 		say(fmt_long(code_s, WTERMSIG(st)));
 		say("\n");
 	}
-out:
+cleanup:
 	prctl(PR_SET_PTRACER, 0, 0, 0, 0);
 }
 

@@ -591,7 +591,7 @@ void *agent_main(void *arg)
 	ag.pid = getpid();
 	ag.since = wall_time();
 	if (serve_unix())
-		goto out;
+		goto cleanup;
 	start_env_tcp();
 
 	while (!ag.stop) {
@@ -612,7 +612,7 @@ void *agent_main(void *arg)
 		}
 		serve_ready(p, slot_of, n);
 	}
-out:
+cleanup:
 	/* Leave the sockets of requests in flight to the worker (the process is exiting). */
 	for (i = 0; i < MAX_CLIENTS; i++)
 		if (ag.clients[i].state != CL_FREE && !is_inflight(i))

@@ -524,7 +524,7 @@ static void session_end(struct borrowed *s)
 	uint64_t held;
 
 	if (!s->seized)
-		goto out;
+		goto cleanup;
 	if (!s->stopped) {
 		if (!ptrace(PTRACE_INTERRUPT, s->tid, 0, 0)) {
 			while (!wait_stop(s->tid, STOP_TIMEOUT_MS, &status)) {
@@ -559,7 +559,7 @@ static void session_end(struct borrowed *s)
 	}
 	/* Detach even if not stopped (then the kernel detaches it when we exit). */
 	ptrace(PTRACE_DETACH, s->tid, 0, 0);
-out:
+cleanup:
 	free(s->xstate);
 	free(s->d_saved);
 	s->xstate = NULL;

@@ -426,18 +426,18 @@ int inject__dlopen(pid_t pid, const char *lib, struct inject_info *info)
 	info_reset(info);
 	err = inject__check_permission(pid, info->error, sizeof(info->error));
 	if (err)
-		goto out;
+		goto cleanup;
 	if (!realpath(lib, abs)) {
 		err = -errno;
 		borrow__seterr(info, "agent library %s: %s", lib, strerror(errno));
-		goto out;
+		goto cleanup;
 	}
 	err = find_loader(pid, &lf, info);
 	if (err)
-		goto out;
+		goto cleanup;
 	err = reach_library(pid, abs, false, info, host_copy, sizeof(host_copy));
 	if (err)
-		goto out;
+		goto cleanup;
 	ctx.lf = &lf;
 	ctx.path = info->target_path;
 	err = borrow__on_safe_thread(pid, &op, info);
@@ -453,7 +453,7 @@ int inject__dlopen(pid_t pid, const char *lib, struct inject_info *info)
 			err = borrow__on_safe_thread(pid, &op, info);
 		}
 	}
-out:
+cleanup:
 	/* The copy is mapped by now (or useless): do not leave files in the target's /tmp. */
 	if (host_copy[0])
 		unlink(host_copy);
@@ -472,11 +472,11 @@ int inject__call(pid_t pid, const char *module, const char *symbol, struct injec
 	info_reset(info);
 	err = inject__check_permission(pid, info->error, sizeof(info->error));
 	if (err)
-		goto out;
+		goto cleanup;
 	err = procmaps__read(pid, &pm);
 	if (err) {
 		borrow__seterr(info, "cannot read /proc/%d/maps: %s", pid, strerror(-err));
-		goto out;
+		goto cleanup;
 	}
 	err = -ENOENT;
 	for (i = 0; i < (int)pm.nr && err; i++)
@@ -485,10 +485,10 @@ int inject__call(pid_t pid, const char *module, const char *symbol, struct injec
 	if (err) {
 		borrow__seterr(info, "cannot find %s in %s mapped in process %d: %s", symbol,
 			       module, pid, strerror(-err));
-		goto out;
+		goto cleanup;
 	}
 	err = borrow__on_safe_thread(pid, &op, info);
-out:
+cleanup:
 	procmaps__release(&pm);
 	info->total_ns = now_mono_ns() - t0;
 	return err;

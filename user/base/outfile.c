@@ -379,7 +379,7 @@ static int open_temporary(struct outfile *of)
 
 	if (!dir_copy || !base_copy) {
 		err = -ENOMEM;
-		goto out;
+		goto cleanup;
 	}
 	dir = dirname(dir_copy);
 	/* O_TMPFILE takes the mode open(path, O_CREAT, 0666) would give, umask applied. */
@@ -389,19 +389,19 @@ static int open_temporary(struct outfile *of)
 		if (!of->anon_dir) {
 			close(fd);
 			err = -ENOMEM;
-			goto out;
+			goto cleanup;
 		}
 		goto opened;
 	}
 	if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
 		err = -errno;
 		pr_warn("cannot write %s: %s", of->op.name, strerror(errno));
-		goto out;
+		goto cleanup;
 	}
 	if (asprintf(&of->tmp, "%s/.%s.XXXXXX", dir, basename(base_copy)) < 0) {
 		of->tmp = NULL;
 		err = -ENOMEM;
-		goto out;
+		goto cleanup;
 	}
 	fd = mkostemp(of->tmp, O_CLOEXEC);
 	if (fd < 0) {
@@ -409,7 +409,7 @@ static int open_temporary(struct outfile *of)
 		pr_warn("cannot write %s: %s", of->op.name, strerror(errno));
 		free(of->tmp);
 		of->tmp = NULL;
-		goto out;
+		goto cleanup;
 	}
 	/* mkstemp makes the file 0600; give it the mode open(path, O_CREAT, 0666) would. */
 	mask = umask(0);
@@ -426,7 +426,7 @@ opened:
 		free(of->tmp);
 		of->tmp = NULL;
 	}
-out:
+cleanup:
 	free(dir_copy);
 	free(base_copy);
 	return err;

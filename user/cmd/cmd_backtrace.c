@@ -156,7 +156,7 @@ static void agent_locals(struct bt_process *p, bool inject)
 	if (live__request(CMD, &t, c, "rows", "{\"table\": \"python.locals\"}", AGENT_GIL_MS, 10000,
 			  NULL, &json)) {
 		pr_warn("%s: locals read from outside only (simple values)", CMD);
-		goto out;
+		goto cleanup;
 	}
 	n = backtrace__use_agent_locals(p, json);
 	if (n < 0)
@@ -164,7 +164,7 @@ static void agent_locals(struct bt_process *p, bool inject)
 			CMD, strerror(-n));
 	else
 		pr_debug("%s: full reprs from the agent for %d frames", CMD, n);
-out:
+cleanup:
 	free(json);
 	agent_client__free(c);
 }
@@ -219,15 +219,15 @@ static int from_snapshot(const struct bt_cmd *bc)
 	if (recording__open_kind(bc->input, RECORDING_BACKTRACE, &db, NULL))
 		return EXIT_FAIL;
 	if (btjob__load(db, bc->input, &j))
-		goto out;
+		goto cleanup;
 	/* A crash file: the crashed thread first, marked; its locals when asked. */
 	crash = crashsnap__load(db, bc->input, j, bc->o.locals);
 	if (crash < 0)
-		goto out;
+		goto cleanup;
 	if (bc->o.locals && !crash && btjob__load_locals(db, j)) {
 		log_cmd(CMD, "%s: its table bt_locals is not as probing writes it",
 			text_str(&e, bc->input, 0));
-		goto out;
+		goto cleanup;
 	}
 	if (bc->o.locals && !job_has_locals(j)) {
 		log_cmd(CMD,
@@ -235,17 +235,17 @@ static int from_snapshot(const struct bt_cmd *bc)
 			"--crash' and the reports of 'probing watch' do); read them live: 'probing "
 			"backtrace -p PID --locals'",
 			text_str(&e, bc->input, 0));
-		goto out;
+		goto cleanup;
 	}
 	if (bc->o.locals && j->nprocs != 1) {
 		log_cmd(CMD,
 			"%s holds %d processes: --locals shows those of one; the table bt_locals "
 			"has them all ('probing query -i %s \"SELECT * FROM bt_locals\"')",
 			text_str(&e, bc->input, 0), j->nprocs, text_str(&e, bc->input, 0));
-		goto out;
+		goto cleanup;
 	}
 	rc = show_job(bc, j);
-out:
+cleanup:
 	btjob__free(j);
 	recording__close(db);
 	sb_free(&e);

@@ -131,7 +131,7 @@ static int cmd_crashdump(int argc, char **argv)
 		json[i] = read_file(exc_path[i], 64 << 20, NULL);
 		if (!json[i]) {
 			log_cmd(CMD, "cannot read %s: %s", exc_path[i], strerror(errno));
-			goto out;
+			goto cleanup;
 		}
 		exc[i].json = json[i];
 		v_tid = jq_text(json[i], "$.tid");
@@ -146,16 +146,16 @@ static int cmd_crashdump(int argc, char **argv)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ci.time = ts.tv_sec + ts.tv_nsec / 1e9;
 	if (cli_check_pid(CMD, pid))
-		goto out;
+		goto cleanup;
 	err = backtrace__collect(pid, &o, &p, NULL, 0);
 	if (err)
-		goto out;
+		goto cleanup;
 	err = crashsnap__save(p, &ci, out);
 	if (err)
-		goto out;
+		goto cleanup;
 	crashsnap__summary(p, &ci, out, stderr);
 	rc = EXIT_OK;
-out:
+cleanup:
 	backtrace__free(p);
 	for (i = 0; i < nexc; i++)
 		free(json[i]);

@@ -239,7 +239,7 @@ static int stop_debugging(const struct live_target *t, int gil_ms)
 	}
 	rc = live__request(CMD, t, c, "debug.stop", "{}", gil_ms, START_MS, NULL, &json);
 	if (rc)
-		goto out;
+		goto cleanup;
 	err = jq_text(json, "$.error");
 	if (err) {
 		log_cmd("debug", "cannot stop debugpy in process %d: %s", t->pid,
@@ -262,7 +262,7 @@ static int stop_debugging(const struct live_target *t, int gil_ms)
 			       : "new threads are not traced (the ones it traced keep a trace "
 				 "function that does nothing until they end: Python 3.8)");
 	}
-out:
+cleanup:
 	free(json);
 	sb_free(&e);
 	agent_client__free(c);

@@ -335,11 +335,11 @@ static int crash_request(const struct live_target *t, struct agent_client *c, co
 	}
 	if (sb_puts(&body, "{\"file\": ") || jq_quote(&body, file ? file : CRASH_DEFAULT_FILE) ||
 	    sb_puts(&body, ", \"bin\": ") || jq_quote(&body, self) || sb_puts(&body, "}"))
-		goto out;
+		goto cleanup;
 	rc = live__request("inject", t, c, "crash.install", sb_str(&body), LIVE_GIL_TIMEOUT_MS,
 			   10000, NULL, &json);
 	if (rc)
-		goto out;
+		goto cleanup;
 	now = jq_text(json, "$.file");
 	was = jq_text(json, "$.was");
 	if (jq_bool(json, "$.already") && was && now && strcmp(was, now))
@@ -354,7 +354,7 @@ static int crash_request(const struct live_target *t, struct agent_client *c, co
 		       "SIGILL)\n       or an uncaught exception writes every thread's stacks "
 		       "to %s\n",
 		       text_str(&e, now ? now : "?", 0));
-out:
+cleanup:
 	free(json);
 	free(now);
 	free(was);

@@ -264,7 +264,7 @@ static int show(struct top *t, struct session *s)
 	if (!err)
 		err = topview__render(&t->tv, &t->vo, cols, t->screen ? lines - 2 : 0, &body);
 	if (err)
-		goto out;
+		goto cleanup;
 	if (t->screen) {
 		err = sb_puts(&t->out, "\033[H");
 		if (!err)
@@ -276,7 +276,7 @@ static int show(struct top *t, struct session *s)
 	}
 	if (!err && write_all(STDOUT_FILENO, t->out.buf, t->out.len))
 		err = -errno;
-out:
+cleanup:
 	sb_free(&body);
 	return err;
 }

@@ -449,7 +449,7 @@ static void group_members(const struct bt_job *j, const struct bt_group *g, stru
 	int i, k, n, names = 0, nnames, nprocs;
 
 	if (!procs || !counts || !done)
-		goto out;
+		goto cleanup;
 	count_distinct(j, g, &nnames, &nprocs);
 	if (nnames > 1 && nprocs < nnames) {
 		for (i = 0; i < g->n; i++) {
@@ -464,7 +464,7 @@ static void group_members(const struct bt_job *j, const struct bt_group *g, stru
 					  text_str(&e, member_thread(j, &g->m[k])->name, 0));
 			}
 		}
-		goto out;
+		goto cleanup;
 	}
 	for (i = 0; i < g->n; i++) {
 		const char *name = member_thread(j, &g->m[i])->name;
@@ -486,7 +486,7 @@ static void group_members(const struct bt_job *j, const struct bt_group *g, stru
 		sb_printf(sb, "%s\"%s\" of ", names++ ? "; " : "", text_str(&e, name, 0));
 		list_procs(j, procs, counts, n, sb);
 	}
-out:
+cleanup:
 	free(procs);
 	free(counts);
 	free(done);

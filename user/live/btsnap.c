@@ -209,7 +209,7 @@ static int write_snapshot(const char *tmp, const struct bt_job *j, const struct 
 
 	if (sqlite3_open_v2(tmp, &w.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) !=
 	    SQLITE_OK)
-		goto out;
+		goto cleanup;
 	if (sqlite3_exec(w.db, schema, NULL, NULL, NULL) != SQLITE_OK ||
 	    (x && x->schema && sqlite3_exec(w.db, x->schema, NULL, NULL, NULL) != SQLITE_OK) ||
 	    sqlite3_exec(w.db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
@@ -228,7 +228,7 @@ static int write_snapshot(const char *tmp, const struct bt_job *j, const struct 
 			       -1, &w.frame, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(w.db, "INSERT INTO bt_locals VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 			       -1, &w.local, NULL) != SQLITE_OK)
-		goto out;
+		goto cleanup;
 	err = write_meta(w.db, j, x && x->created_by ? x->created_by : "probing backtrace");
 	for (i = 0; !err && i < j->nprocs; i++)
 		err = write_proc(&w, &j->procs[i]);
@@ -236,7 +236,7 @@ static int write_snapshot(const char *tmp, const struct bt_job *j, const struct 
 		err = x->write(w.db, j, x->arg);
 	if (!err && sqlite3_exec(w.db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		err = -EIO;
-out:
+cleanup:
 	if (err)
 		pr_warn("cannot write the %s: %s", x && x->what ? x->what : "snapshot",
 			w.db ? sqlite3_errmsg(w.db) : "out of memory");
@@ -267,14 +267,14 @@ int btjob__save_with(const struct bt_job *j, const char *path, unsigned int flag
 			pr_warn("a snapshot is a SQLite file: give a file name for -o, not %s",
 				path);
 		err = -EINVAL;
-		goto out;
+		goto cleanup;
 	}
 	dir = strdup(op.dest);
 	base = strdup(op.dest);
 	if (!dir || !base || asprintf(&tmp, "%s/.%s.XXXXXX", dirname(dir), basename(base)) < 0) {
 		tmp = NULL;
 		err = -ENOMEM;
-		goto out;
+		goto cleanup;
 	}
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
@@ -282,7 +282,7 @@ int btjob__save_with(const struct bt_job *j, const char *path, unsigned int flag
 		pr_warn("cannot write %s: %s", path, strerror(errno));
 		free(tmp);
 		tmp = NULL;
-		goto out;
+		goto cleanup;
 	}
 	/* mkstemp makes the file 0600; give it the mode open(path, O_CREAT, 0666) would. */
 	mask = umask(0);
@@ -294,7 +294,7 @@ int btjob__save_with(const struct bt_job *j, const char *path, unsigned int flag
 	err = err ?: outpath__replace(&op, tmp, flags);
 	if (err)
 		unlink(tmp);
-out:
+cleanup:
 	free(tmp);
 	free(dir);
 	free(base);

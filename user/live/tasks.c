@@ -372,7 +372,7 @@ int tasks__print(pid_t pid, FILE *f)
 			    : "some tasks are of a pure-Python Task class, which only the agent "
 			      "can read");
 		err = tasks__print_rows(json, f);
-		goto out;
+		goto cleanup;
 	}
 	if (err) {
 		if (err == -ENOTSUP)
@@ -384,7 +384,7 @@ int tasks__print(pid_t pid, FILE *f)
 		else if (err != -ESRCH)
 			pr_warn("process %d: cannot read its asyncio tasks: %s", pid,
 				strerror(-err));
-		goto out;
+		goto cleanup;
 	}
 	if (ts.unreadable)
 		pr_warn("process %d: %d asyncio task%s of a pure-Python Task class (no _asyncio "
@@ -404,7 +404,7 @@ int tasks__print(pid_t pid, FILE *f)
 		err = err ?: tasks__print_rows(sb_str(&rows), f);
 	}
 	pytasks__release(&ts);
-out:
+cleanup:
 	pyproc__free(pp);
 	free(json);
 	sb_free(&rows);

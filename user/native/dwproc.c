@@ -736,7 +736,7 @@ int dwproc__unwind_checks(struct dwproc *dp, pid_t tid, const uint64_t *regs, co
 	poisoned = malloc(stack_len);
 	if (!again || !poisoned) {
 		ret = -ENOMEM;
-		goto out;
+		goto cleanup;
 	}
 	/* The unwind again, noting what it reads; it must give the same frames. */
 	dp->logging = true;
@@ -744,7 +744,7 @@ int dwproc__unwind_checks(struct dwproc *dp, pid_t tid, const uint64_t *regs, co
 	got = dwproc__unwind(dp, tid, regs, stack, stack_len, again, n + 1, &done);
 	dp->logging = false;
 	if (!same_frames(frames, n, complete, again, got, done))
-		goto out;
+		goto cleanup;
 	qsort(dp->reads, dp->nreads, sizeof(*dp->reads), cmp_u32);
 	for (i = nreads = 0; i < dp->nreads; i++)
 		if (!nreads || dp->reads[i] != dp->reads[nreads - 1])
@@ -764,7 +764,7 @@ int dwproc__unwind_checks(struct dwproc *dp, pid_t tid, const uint64_t *regs, co
 		if (j == n && !(w >= sp && w <= sp + stack_len))
 			continue;
 		if (m >= max)
-			goto out;
+			goto cleanup;
 		memcpy(poisoned + k, &w, 8);
 		off[m] = (uint32_t)k;
 		val[m++] = w;
@@ -782,7 +782,7 @@ int dwproc__unwind_checks(struct dwproc *dp, pid_t tid, const uint64_t *regs, co
 				continue;
 			if (pass && regs[j] >= sp && regs[j] <= sp + stack_len) {
 				if (m >= max)
-					goto out;
+					goto cleanup;
 				off[m] = DWPROC_CHECK_REG | j;
 				val[m++] = regs[j];
 			} else {
@@ -796,7 +796,7 @@ int dwproc__unwind_checks(struct dwproc *dp, pid_t tid, const uint64_t *regs, co
 			break;
 		}
 	}
-out:
+cleanup:
 	dp->logging = false;
 	free(again);
 	free(poisoned);

@@ -540,7 +540,7 @@ static struct lib *get_lib(struct comm *c, pid_t pid, const struct procmap *m,
 	} else {
 		if (c->nlibs >= COMM_MAX_LIBS ||
 		    grow_array(&c->libs, &c->caplibs, c->nlibs + 1, sizeof(*c->libs)))
-			goto out;
+			goto cleanup;
 		idx = c->nlibs++;
 		l = &c->libs[idx];
 		memset(l, 0, sizeof(*l));
@@ -560,7 +560,7 @@ static struct lib *get_lib(struct comm *c, pid_t pid, const struct procmap *m,
 	if (slot)
 		*slot = idx + 1;
 	l = &c->libs[idx];
-out:
+cleanup:
 	pyelf__free(e);
 	return l;
 }

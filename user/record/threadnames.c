@@ -419,11 +419,11 @@ int threadnames__watch(struct threadnames *tn, pid_t pid, const struct pyproc *p
 
 	pthread_mutex_lock(&tn->lock);
 	if (find_pid(tn, pid))
-		goto out;
+		goto cleanup;
 	view = pyproc__dup(pp, pid);
 	err = view ? add_watched(tn, pid, view) : -ENOMEM;
 	pthread_cond_signal(&tn->cond);
-out:
+cleanup:
 	pthread_mutex_unlock(&tn->lock);
 	return err;
 }

@@ -211,7 +211,7 @@ static int executable_mappings(struct enc *e, const struct profile *p)
 	order = calloc(n, sizeof(*order));
 	if (!totals || !order) {
 		err = -ENOMEM;
-		goto out;
+		goto cleanup;
 	}
 	for (i = 0; i < p->nsamples; i++) {
 		k = process_index(p, p->samples[i].pid);
@@ -228,7 +228,7 @@ static int executable_mappings(struct enc *e, const struct profile *p)
 	for (i = 0; !err && i < n; i++)
 		if (totals[order[i]] && p->processes[order[i]].exe)
 			err = mapping_of_file(e, p->processes[order[i]].exe, &id);
-out:
+cleanup:
 	free(totals);
 	free(order);
 	return err;
