@@ -28,7 +28,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 
-#include "comm.h"
+#include "commprobe.h"
 #include "shared_maps.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * collectives: the events of the collectives probes (bpf/comm.h) joined into rows of the
+ * collectives: the events of the collectives probes (bpf/commprobe.h) joined into rows of the
  * recording's collectives view (store__collective). A gloo collective is a call on the issuing
  * thread, the work object it queues (enqueue) and that object's completion on a gloo worker
  * thread; a send/recv is a call and its unbound buffer's completion; an NCCL call is only its
@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "bpf/comm.h"
+#include "bpf/commprobe.h"
 #include "record/comm.h"
 #include "record/store.h"
 

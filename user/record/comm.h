@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "bpf/comm.h"
+#include "bpf/commprobe.h"
 #include "record/sampling.h"
 
 struct comm;
@@ -73,7 +73,7 @@ void comm__tick(struct comm *c, pid_t pid);
 void comm__poll(struct comm *c);
 
 /*
- * Tell the probes the call site @k (bpf/comm.h): later calls from it that pass @site's checks
+ * Tell the probes the call site @k (bpf/commprobe.h): later calls from it that pass @site's checks
  * send its id instead of a stack copy. 0 or -errno (the calls then go on sending copies).
  */
 int comm__site_put(struct comm *c, const struct comm_site_key *k, const struct comm_site *site);

@@ -198,7 +198,7 @@ static int free_pyframe(const void *key, size_t len, uint64_t *value, void *ctx)
 }
 
 /*
- * A call site of the collectives probes (bpf/comm.h, struct comm_site): the native frames of
+ * A call site of the collectives probes (bpf/commprobe.h, struct comm_site): the native frames of
  * its calls, unwound once.
  */
 struct call_site {

@@ -8,8 +8,8 @@
  * the sampler's ring buffer (the map is shared), in the order they happened on each thread,
  * behind the samples; their first __u32 is EVENT_COMM.
  */
-#ifndef PROBING_COMM_H
-#define PROBING_COMM_H
+#ifndef PROBING_COMMPROBE_H
+#define PROBING_COMMPROBE_H
 
 #include "sampler.h"
 
