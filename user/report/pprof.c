@@ -324,7 +324,9 @@ static int sample(struct enc *e, const struct profile *p, const struct profile_s
 int pprof__encode(const struct profile *p, double frequency, struct strbuf *out)
 {
 	struct enc e = {0};
-	uint64_t period = (uint64_t)(1e9 / frequency + 0.5), *locs = NULL, id, maxn = 1;
+	uint64_t period = hz_period_ns(frequency >= 1 ? (unsigned int)frequency
+						      : PROBING_DEFAULT_HZ),
+		 *locs = NULL, id, maxn = 1;
 	size_t i;
 	int err = 0;
 

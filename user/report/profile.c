@@ -533,8 +533,8 @@ static int load_samples(sqlite3 *db, const struct profile_filter *flt, struct pr
 	struct sample_key k;
 	int64_t cur_id = -1, cur = -1, count;
 	/* A sample stands for one period when the recording does not say (older recordings). */
-	uint64_t period = (uint64_t)(1e9 / (p->frequency > 0 ? p->frequency : PROBING_DEFAULT_HZ) +
-				     0.5),
+	uint64_t period = hz_period_ns(p->frequency >= 1 ? (unsigned int)p->frequency
+							 : PROBING_DEFAULT_HZ),
 		 ns;
 	size_t cap = 0;
 	uint64_t *slot;
