@@ -201,49 +201,78 @@ static __always_inline void send_event(struct task_struct *task, __u16 ev, __u64
 }
 
 /* The sizes of a gloo call's tensors: @vec is a std::vector<at::Tensor>* (or, with @single,
- * one at::Tensor*); an at::Tensor is a pointer to its c10::TensorImpl. */
+ * one at::Tensor*); an at::Tensor is a pointer to its c10::TensorImpl. Each read of user memory
+ * costs about as much as a hundred instructions: the vector's ends, its tensors' pointers and
+ * each tensor's size and type are one read each, the first tensor's header is read only while
+ * userspace has not checked the layout (COMM_LIB_HDR). */
 static __always_inline void read_tensors(struct comm_call_event *e, const struct comm_lib_cfg *lc,
 					 __u64 vec, bool single)
 {
-	__u64 begin = vec, end = vec + 8, impl = 0;
-	__u32 i, n;
+	__u64 ends[2] = {vec, vec + 8}, impls[COMM_MAX_TENSORS] = {};
+	struct {
+		__u64 numel;
+		__u16 dtype;
+	} sz = {};
+	__u32 i, n, m;
 
 	if (!vec || lc->ti_numel == COMM_OFF_NONE || lc->ti_dtype == COMM_OFF_NONE)
 		return;
-	if (!single && (bpf_probe_read_user(&begin, 8, (const void *)vec) ||
-			bpf_probe_read_user(&end, 8, (const void *)(vec + 8))))
+	if (!single && bpf_probe_read_user(ends, sizeof(ends), (const void *)vec))
 		return;
-	if (end < begin || (end - begin) % 8 || end - begin > (1u << 20))
+	if (ends[1] < ends[0] || (ends[1] - ends[0]) % 8 || ends[1] - ends[0] > (1u << 20))
 		return;
-	n = (end - begin) / 8;
+	n = (ends[1] - ends[0]) / 8;
 	e->ntensors = n;
+	m = n < COMM_MAX_TENSORS ? n : COMM_MAX_TENSORS;
+	if (m && bpf_probe_read_user(impls, m * 8, (const void *)ends[0]))
+		return;
 	for (i = 0; i < COMM_MAX_TENSORS; i++) {
-		if (i >= n)
+		if (i >= m)
 			break;
-		if (bpf_probe_read_user(&impl, 8, (const void *)(begin + 8 * i)) || !impl)
+		if (!impls[i])
 			return;
 		/* The header may fail to read where the size fields do not (its end on a page
 		 * not faulted in yet): the sizes are still good once the layout is known. */
-		if (!i && !bpf_probe_read_user(e->tensor0, sizeof(e->tensor0), (const void *)impl))
+		if (!i && (lc->flags & COMM_LIB_HDR) &&
+		    !bpf_probe_read_user(e->tensor0, sizeof(e->tensor0), (const void *)impls[0]))
 			e->h.flags |= COMM_F_HDR;
-		if (bpf_probe_read_user(&e->numel[i], 8, (const void *)(impl + lc->ti_numel)) ||
-		    bpf_probe_read_user(&e->dtypes[i], 2, (const void *)(impl + lc->ti_dtype)))
+		if (lc->ti_dtype == lc->ti_numel + 8) {
+			if (bpf_probe_read_user(&sz, 10, (const void *)(impls[i] + lc->ti_numel)))
+				return;
+			e->numel[i] = sz.numel;
+			e->dtypes[i] = sz.dtype;
+		} else if (bpf_probe_read_user(&e->numel[i], 8,
+					       (const void *)(impls[i] + lc->ti_numel)) ||
+			   bpf_probe_read_user(&e->dtypes[i], 2,
+					       (const void *)(impls[i] + lc->ti_dtype))) {
 			return;
+		}
 	}
 	e->h.flags |= COMM_F_TENSORS;
 }
 
-/* A gloo call's process group: rank, size and the next tag. */
+/* A gloo call's process group: rank, size and the next tag (rank and size in one read where
+ * they are neighbours, as in every known layout). */
 static __always_inline void read_group(struct comm_call_event *e, const struct comm_lib_cfg *lc,
 				       __u64 pg)
 {
+	__s32 rs[2];
+
 	e->pg = pg;
 	if (!pg)
 		return;
-	if (lc->pg_rank != COMM_OFF_NONE && lc->pg_size != COMM_OFF_NONE &&
-	    !bpf_probe_read_user(&e->grp_rank, 4, (const void *)(pg + lc->pg_rank)) &&
-	    !bpf_probe_read_user(&e->grp_size, 4, (const void *)(pg + lc->pg_size)))
+	if (lc->pg_rank == COMM_OFF_NONE || lc->pg_size == COMM_OFF_NONE) {
+		/* unknown */
+	} else if (lc->pg_size == lc->pg_rank + 4) {
+		if (!bpf_probe_read_user(rs, sizeof(rs), (const void *)(pg + lc->pg_rank))) {
+			e->grp_rank = rs[0];
+			e->grp_size = rs[1];
+			e->h.flags |= COMM_F_GRP;
+		}
+	} else if (!bpf_probe_read_user(&e->grp_rank, 4, (const void *)(pg + lc->pg_rank)) &&
+		   !bpf_probe_read_user(&e->grp_size, 4, (const void *)(pg + lc->pg_size))) {
 		e->h.flags |= COMM_F_GRP;
+	}
 	if (lc->pg_counter != COMM_OFF_NONE &&
 	    !bpf_probe_read_user(&e->seq, 4, (const void *)(pg + lc->pg_counter)))
 		e->h.flags |= COMM_F_SEQ;

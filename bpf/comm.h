@@ -94,8 +94,12 @@ struct comm_lib_cfg {
 	__u16 pg_counter; /* ProcessGroupGloo::collectiveCounter_ (uint32): the next tag */
 	__u16 ti_numel;	  /* c10::TensorImpl numel_ (int64) */
 	__u16 ti_dtype;	  /* data_type_ (caffe2::TypeMeta index, uint16) */
-	__u16 _pad[3];
+	__u16 flags;	  /* COMM_LIB_* */
+	__u16 _pad[2];
 };
+
+/* comm_lib_cfg.flags */
+#define COMM_LIB_HDR 1u /* send the first tensor's header (tensor0): its layout is not checked yet */
 
 /* comm_event.ev */
 enum comm_ev {
