@@ -118,6 +118,11 @@ struct comm_call_small {
 _Static_assert((SCRATCH_PY & (SCRATCH_PY - 1)) == 0, "SCRATCH_PY must be a power of two");
 
 struct comm_scratch {
+	struct task_ids ids; /* the thread's, once known (own_ids reads the task) */
+	__u64 tss_fsbase;    /* the thread's TLS base when its slot was found; 0: not found */
+	__u64 tss_key;	     /* the process's py_proc_cfg tss_key_addr and tls_tstate then */
+	__s64 tss_tls;
+	__u64 tss_slot;	     /* where its thread state is (py_tss_slot) */
 	struct comm_call_event e;
 	__u8 py[SCRATCH_PY + 8]; /* before the walk, the stack words a site checks */
 	struct py_scratch ps;	 /* the Python walk's header copies (not sent) */
@@ -142,6 +147,21 @@ static __always_inline void count_lost(void)
 static __always_inline __u64 now_ns(void)
 {
 	return use_tai ? bpf_ktime_get_tai_ns() : bpf_ktime_get_ns();
+}
+
+/* The current thread's pid and tid as the recorder numbers them (view_ids): in the recorder's
+ * own PID namespace, the kernel's, from one helper rather than reads of the task. */
+static __always_inline void cur_ids(struct task_struct *task, struct task_ids *ids)
+{
+	__u64 id;
+
+	if (pidns_inum) {
+		view_ids(task, ids);
+		return;
+	}
+	id = bpf_get_current_pid_tgid();
+	ids->pid = id >> 32;
+	ids->tid = (__u32)id;
 }
 
 /* Argument @n (1-based) of the function the uprobe stopped at (System V x86-64), from its
@@ -191,7 +211,7 @@ static __always_inline void send_event(struct task_struct *task, __u16 ev, __u64
 	struct task_ids ids = {};
 	struct comm_event h;
 
-	view_ids(task, &ids);
+	cur_ids(task, &ids);
 	if (!ids.pid)
 		return;
 	fill_header(&h, ev, &ids, cookie, obj);
@@ -310,7 +330,8 @@ static __always_inline void read_nccl(const __u64 *r, struct comm_call_event *e,
 	e->pg = arg(r, m);
 }
 
-/* A call's header, arguments, registers and its stack's header into @e (zeroed first). */
+/* A call's header, arguments, registers and its stack's header into @e (zeroed first); @ids
+ * complete (own_ids). */
 static __always_inline void fill_call(struct comm_call_event *e, struct pt_regs *ctx,
 				      struct task_struct *task, struct task_ids *ids,
 				      const struct comm_lib_cfg *lc, __u64 cookie, __u32 role)
@@ -349,30 +370,49 @@ static __always_inline void fill_call(struct comm_call_event *e, struct pt_regs 
 	s->type = EVENT_SAMPLE;
 	s->pid = ids->pid;
 	s->tid = ids->tid;
-	own_ids(task, ids);
 	s->ns_pid = ids->ns_pid;
 	s->ns_tid = ids->ns_tid;
 	s->cpu = bpf_get_smp_processor_id();
 	s->time_ns = bpf_ktime_get_ns();
 	s->py_status = PY_NONE;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
-	s->fsbase = BPF_CORE_READ(task, thread.fsbase);
+	s->fsbase = task->thread.fsbase; /* a trusted pointer: a load, not a helper call */
 }
 
-/* The Python frames of the calling thread into @out, with @ps for the walk's copies. Return
- * the bytes written (py_len set). */
+/* The Python frames of the calling thread into @out, with @ps for the walk's copies and, where
+ * there is one, the thread's scratch @sc, which keeps where its thread state is (py_tss_slot:
+ * two reads fewer per call). Return the bytes written (py_len set). */
 static __always_inline __u32 call_python(struct sample_event *s, struct py_frame_rec *out,
-					 struct py_scratch *ps)
+					 struct py_scratch *ps, struct comm_scratch *sc)
 {
 	struct py_proc_cfg *cfg;
 	__u32 tgid = s->pid, n;
+	__u64 slot;
 
 	if (!want_python)
 		return 0;
 	cfg = bpf_map_lookup_elem(&py_procs, &tgid);
 	if (!cfg)
 		return 0;
-	n = py_walk_in(cfg, s->pid, s->fsbase, NULL, out, ps, &s->py_status, &s->flags);
+	if (!sc) {
+		n = py_walk_in(cfg, s->pid, s->fsbase, NULL, out, ps, &s->py_status, &s->flags);
+	} else {
+		if (sc->tss_fsbase == s->fsbase && sc->tss_key == cfg->tss_key_addr &&
+		    sc->tss_tls == cfg->tls_tstate) {
+			slot = sc->tss_slot;
+		} else {
+			slot = py_tss_slot(cfg, s->fsbase, NULL);
+			sc->tss_fsbase = s->fsbase;
+			sc->tss_key = cfg->tss_key_addr;
+			sc->tss_tls = cfg->tls_tstate;
+			sc->tss_slot = slot;
+		}
+		n = py_walk_in_from(cfg, s->pid, s->fsbase, py_slot_tstate(slot, NULL), NULL, out,
+				    ps, &s->py_status, &s->flags);
+		/* Not the thread state (or none yet): find the slot again next time. */
+		if (s->py_status == PY_NO_TSTATE || s->py_status == PY_BAD_TSTATE || !slot)
+			sc->tss_fsbase = 0;
+	}
 	if (n > SAMPLER_MAX_PYDEPTH)
 		n = SAMPLER_MAX_PYDEPTH;
 	s->py_len = n;
@@ -456,7 +496,7 @@ static __always_inline void submit_call_stack(struct task_struct *task, struct c
 	__u64 sp;
 
 	if (!py)
-		pyb = call_python(s, (struct py_frame_rec *)r->data, &r->ps);
+		pyb = call_python(s, (struct py_frame_rec *)r->data, &r->ps, NULL);
 	else if (pyb > SCRATCH_PY || bpf_probe_read_kernel(r->data, pyb & (PY_AREA - 1), py))
 		pyb = s->py_len = 0;
 	sp = s->regs[DWREG_RSP];
@@ -518,7 +558,7 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 	struct comm_call_rec *r;
 	struct task_ids ids = {};
 
-	view_ids(task, &ids);
+	cur_ids(task, &ids);
 	if (!ids.pid)
 		return 0;
 	lc = bpf_map_lookup_elem(&comm_libs, &lib);
@@ -531,15 +571,24 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 			count_lost();
 			return 0;
 		}
+		own_ids(task, &ids);
 		fill_call(&r->e, ctx, task, &ids, lc, cookie, role);
 		submit_call_stack(task, r, NULL, 0);
 		return 0;
+	}
+	/* A thread keeps its ids for life; exec in another thread than the leader gives it the
+	 * leader's (de_thread), which the view ids tell. */
+	if (sc->ids.pid == ids.pid && sc->ids.tid == ids.tid) {
+		ids = sc->ids;
+	} else {
+		own_ids(task, &ids);
+		sc->ids = ids;
 	}
 	fill_call(&sc->e, ctx, task, &ids, lc, cookie, role);
 	sc->e.site = known_site(&sc->e, sc->py);
 	if (sc->e.site)
 		sc->e.h.flags |= COMM_F_SITE;
-	pyb = call_python(&sc->e.s, (struct py_frame_rec *)sc->py, &sc->ps);
+	pyb = call_python(&sc->e.s, (struct py_frame_rec *)sc->py, &sc->ps, sc);
 	if (pyb > SCRATCH_PY)
 		pyb = SCRATCH_PY;
 	if (!sc->e.site) {
