@@ -2,8 +2,8 @@
 /*
  * Collective communication calls, seen through uprobes on the libraries that make them
  * (user/record/comm.c attaches them per target process): c10d::ProcessGroupGloo's
- * collectives and their completion on the gloo worker thread, gloo's point-to-point buffers,
- * NCCL's C API. One program, comm_probe, serves every probe point; the point's BPF cookie
+ * collectives and their completion on the gloo worker thread, the buffers of send/recv calls
+ * (as their work objects take them) and gloo's completion of buffers, NCCL's C API. One program, comm_probe, serves every probe point; the point's BPF cookie
  * (comm.h) says what it is.
  *
  * A call sends its arguments that matter (process group, tag, tensor sizes) and the calling
@@ -49,12 +49,13 @@ struct {
 	__type(value, struct comm_lib_cfg);
 } comm_libs SEC(".maps");
 
-/* Threads (kernel tid) in a gloo send/recv call, until its unbound buffer is posted. */
+/* Threads (kernel tid) in a gloo send/recv call, until its work object takes its unbound
+ * buffer: when the call started (now_ns). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, __u64);
 } p2p_calls SEC(".maps");
 
 struct p2p_buf_key {
@@ -70,6 +71,34 @@ struct {
 	__type(key, struct p2p_buf_key);
 	__type(value, __u32);
 } p2p_bufs SEC(".maps");
+
+/* Per process (kernel tgid): its threads in a send/recv call (p2p_calls), so that only then are
+ * unknown completions kept (p2p_early): an LRU map that gloo's algorithms filled would evict
+ * the entry a send or recv is about to take. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __s64);
+} p2p_open SEC(".maps");
+
+struct p2p_early {
+	__u64 time_ns; /* now_ns() */
+	__u32 tid;     /* the completing thread, as the recorder numbers it */
+	__u32 _pad;
+};
+
+/*
+ * Completions of unbound buffers not (yet) known as a send/recv call's: those of gloo's
+ * algorithms, and a send or recv that completed before its work object took its buffer (at
+ * once, inside the buffer's send/recv). The work object's probe takes its buffer's from here.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct p2p_buf_key);
+	__type(value, struct p2p_early);
+} p2p_early SEC(".maps");
 
 /* Call sites whose native stack userspace knows (comm.h): written by userspace. */
 struct {
@@ -608,6 +637,24 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 	return 0;
 }
 
+/* Process @tgid has @d more threads in a send/recv call (p2p_open). */
+static __always_inline void p2p_opened(__u32 tgid, __s64 d)
+{
+	__s64 *n = bpf_map_lookup_elem(&p2p_open, &tgid), zero = 0;
+
+	if (!n) {
+		if (d < 0)
+			return;
+		bpf_map_update_elem(&p2p_open, &tgid, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&p2p_open, &tgid);
+		if (!n)
+			return;
+	}
+	if (d < 0 && *n <= 0)
+		return;
+	__sync_fetch_and_add(n, d);
+}
+
 SEC("uprobe")
 int comm_probe(struct pt_regs *ctx)
 {
@@ -615,13 +662,21 @@ int comm_probe(struct pt_regs *ctx)
 	struct task_struct *task;
 	__u32 role = COMM_COOKIE_ROLE(cookie), tid = (__u32)id, one = 1;
 	struct p2p_buf_key bk = {.tgid = id >> 32};
+	__u64 now, *since;
+	struct p2p_early *early;
+	struct task_ids ids = {};
+	struct comm_event h;
 
 	switch (role) {
 	case COMM_R_GLOO_CALL:
 	case COMM_R_NCCL_CALL:
 		return on_call(ctx, cookie, role);
 	case COMM_R_GLOO_P2P:
-		bpf_map_update_elem(&p2p_calls, &tid, &one, BPF_ANY);
+		now = now_ns();
+		/* A thread's call that never reached its work object (it threw) is replaced. */
+		if (!bpf_map_lookup_elem(&p2p_calls, &tid))
+			p2p_opened(bk.tgid, 1);
+		bpf_map_update_elem(&p2p_calls, &tid, &now, BPF_ANY);
 		return on_call(ctx, cookie, role);
 	}
 	task = bpf_get_current_task_btf();
@@ -638,21 +693,57 @@ int comm_probe(struct pt_regs *ctx)
 		send_event(task, COMM_EV_DONE, cookie, ctx->di,
 			   role == COMM_R_GLOO_ERROR ? COMM_F_ERROR : 0, BPF_RB_NO_WAKEUP);
 		break;
-	case COMM_R_UB_POST:
-		/* Buffers of the collectives' own algorithms are not followed: only those of a
-		 * send/recv call on this thread. */
-		if (!bpf_map_lookup_elem(&p2p_calls, &tid))
+	case COMM_R_P2P_WORK:
+		/* SendWork/RecvWork(this, tensor, std::unique_ptr<UnboundBuffer> buffer): the
+		 * unique_ptr by reference, holding the buffer. Only a send/recv call's, on its
+		 * thread. */
+		since = bpf_map_lookup_elem(&p2p_calls, &tid);
+		if (!since)
 			return 0;
-		bpf_map_delete_elem(&p2p_calls, &tid);
-		bk.ub = ctx->di;
-		bpf_map_update_elem(&p2p_bufs, &bk, &one, BPF_ANY);
+		now = *since;
+		if (!bpf_map_delete_elem(&p2p_calls, &tid))
+			p2p_opened(bk.tgid, -1);
+		if (bpf_probe_read_user(&work, 8, (const void *)ctx->dx) || !work)
+			return 0;
+		bk.ub = work;
+		/* The post first, then the buffer known: a completion that finds it is sent
+		 * after the post. */
 		send_event(task, COMM_EV_UB_POST, cookie, bk.ub, 0, BPF_RB_NO_WAKEUP);
+		bpf_map_update_elem(&p2p_bufs, &bk, &one, BPF_ANY);
+		early = bpf_map_lookup_elem(&p2p_early, &bk);
+		if (!early)
+			return 0;
+		/* Completed already, since this call started (an older completion of a buffer at
+		 * the same address is not this one's); unless its completion took it just now. */
+		if (early->time_ns >= now && !bpf_map_delete_elem(&p2p_bufs, &bk)) {
+			cur_ids(task, &ids);
+			if (ids.pid) {
+				fill_header(&h, COMM_EV_DONE, &ids, cookie, bk.ub);
+				h.tid = early->tid;
+				h.time_ns = early->time_ns;
+				if (bpf_ringbuf_output(&events, &h, sizeof(h), BPF_RB_NO_WAKEUP))
+					count_lost();
+			}
+		}
+		bpf_map_delete_elem(&p2p_early, &bk);
 		break;
 	case COMM_R_UB_DONE:
 		bk.ub = ctx->di;
-		if (bpf_map_delete_elem(&p2p_bufs, &bk))
-			return 0;
-		send_event(task, COMM_EV_DONE, cookie, bk.ub, 0, BPF_RB_NO_WAKEUP);
+		if (!bpf_map_delete_elem(&p2p_bufs, &bk)) {
+			send_event(task, COMM_EV_DONE, cookie, bk.ub, 0, BPF_RB_NO_WAKEUP);
+			break;
+		}
+		/* Not a known send/recv's buffer (yet): kept for the work object's probe while
+		 * one of the process's threads is in a send/recv call. */
+		since = bpf_map_lookup_elem(&p2p_open, &bk.tgid);
+		if (!since || (__s64)*since <= 0)
+			break;
+		cur_ids(task, &ids);
+		if (ids.pid) {
+			struct p2p_early v = {.time_ns = now_ns(), .tid = ids.tid};
+
+			bpf_map_update_elem(&p2p_early, &bk, &v, BPF_ANY);
+		}
 		break;
 	case COMM_R_NCCL_GROUP_START:
 		send_event(task, COMM_EV_GROUP_START, cookie, 0, 0, BPF_RB_NO_WAKEUP);

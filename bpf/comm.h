@@ -23,7 +23,8 @@ enum comm_role {
 	COMM_R_GLOO_FINISH,   /* AsyncWork::finishWorkGloo(work): done on the worker thread */
 	COMM_R_GLOO_ERROR,    /* AsyncWork::finishWorkGlooError(work): failed */
 	COMM_R_GLOO_P2P,      /* ProcessGroupGloo::send/recv/recvAnysource entry */
-	COMM_R_UB_POST,	      /* gloo::transport::tcp::UnboundBuffer::send/recv (libgloo) */
+	COMM_R_P2P_WORK,      /* ProcessGroupGloo::SendWork/RecvWork(tensor, buffer): a send/recv
+			       * call's gloo::transport::UnboundBuffer, after it was posted */
 	COMM_R_UB_DONE,	      /* UnboundBuffer::handleSendCompletion/handleRecvCompletion */
 	COMM_R_NCCL_CALL,     /* ncclAllReduce... entry */
 	COMM_R_NCCL_GROUP_START,

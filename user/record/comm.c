@@ -122,15 +122,26 @@ static const struct spec specs[] = {
 	     "_ZN4c10d16ProcessGroupGloo9AsyncWork19finishWorkGlooErrorERKNSt15__exception_ptr13"
 	     "exception_ptrE",
 	     "ProcessGroupGloo::AsyncWork::finishWorkGlooError(const&)"),
-	/* gloo's TCP transport (libgloo, or built into libtorch_cpu): the buffers of send and
-	 * recv, and their completion. */
-	GLOO(UB_POST, SEND, 0, "_ZN4gloo9transport3tcp13UnboundBuffer4sendEimmm",
-	     "gloo::transport::tcp::UnboundBuffer::send"),
-	GLOO(UB_POST, RECV, 0, "_ZN4gloo9transport3tcp13UnboundBuffer4recvEimmm",
-	     "gloo::transport::tcp::UnboundBuffer::recv"),
-	GLOO(UB_POST, RECV_ANYSOURCE, 0,
-	     "_ZN4gloo9transport3tcp13UnboundBuffer4recvESt6vectorIiSaIiEEmmm",
-	     "gloo::transport::tcp::UnboundBuffer::recv(any source)"),
+	/* The buffer of a send or recv call, as the call hands it to its work object (torch 1.13,
+	 * 2.x): not the buffers' own send/recv, which gloo's algorithms call as well (a trap
+	 * each, ~1.6 us: docs/sql.md, "Cost"). Then gloo's TCP transport (libgloo, or built into
+	 * libtorch_cpu): the buffers' completion. */
+	GLOO(P2P_WORK, SEND, 0,
+	     "_ZN4c10d16ProcessGroupGloo8SendWorkC1ERN2at6TensorESt10unique_ptrIN4gloo9transport13"
+	     "UnboundBufferESt14default_deleteIS8_EE",
+	     "ProcessGroupGloo::SendWork::SendWork"),
+	GLOO(P2P_WORK, SEND, 0,
+	     "_ZN4c10d16ProcessGroupGloo8SendWorkC1ERN2at6TensorESt10unique_ptrIN4gloo9transport13"
+	     "UnboundBufferESt14default_deleteIS8_EEm",
+	     "ProcessGroupGloo::SendWork::SendWork(seq)"),
+	GLOO(P2P_WORK, RECV, 0,
+	     "_ZN4c10d16ProcessGroupGloo8RecvWorkC1ERN2at6TensorESt10unique_ptrIN4gloo9transport13"
+	     "UnboundBufferESt14default_deleteIS8_EEPKc",
+	     "ProcessGroupGloo::RecvWork::RecvWork"),
+	GLOO(P2P_WORK, RECV, 0,
+	     "_ZN4c10d16ProcessGroupGloo8RecvWorkC1ERN2at6TensorESt10unique_ptrIN4gloo9transport13"
+	     "UnboundBufferESt14default_deleteIS8_EENS_6OpTypeEmPKc",
+	     "ProcessGroupGloo::RecvWork::RecvWork(opType, seq)"),
 	GLOO(UB_DONE, SEND, 0, "_ZN4gloo9transport3tcp13UnboundBuffer20handleSendCompletionEi",
 	     "gloo::transport::tcp::UnboundBuffer::handleSendCompletion"),
 	GLOO(UB_DONE, RECV, 0, "_ZN4gloo9transport3tcp13UnboundBuffer20handleRecvCompletionEi",
