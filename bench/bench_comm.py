@@ -191,8 +191,9 @@ def per_call(args, tmp):
     print("per call: all_reduce of 1 float, %d-rank gloo group (bench/comm_loop.py), %d rounds "
           "of %.0f s per state, interleaved; %d CPUs, load average %.1f-%.1f (shared machine)"
           % (args.ranks, len(full), args.phase, os.cpu_count(), min(loads), max(loads)))
-    print("  %-28s %9s %10s %10s %10s %9s %9s %8s" % (
-        "", "calls/s", "wall/call", "CPU/call", "+CPU/call", "BPF/call", "recorder", "lost"))
+    print("  %-28s %9s %10s %10s %10s %9s %6s %9s %8s" % (
+        "", "calls/s", "wall/call", "CPU/call", "+CPU/call", "BPF/call", "hits", "recorder",
+        "lost"))
     labels = {"off": "no recorder", "nocomm": "record --no-comm",
               "before": "record (before: %s)" % os.path.basename(os.path.dirname(
                   os.path.dirname(BEFORE))) if BEFORE else "",
@@ -202,13 +203,14 @@ def per_call(args, tmp):
             labels[state], med(state, lambda v: v["calls"] / v["secs"] / args.ranks),
             med(state, lambda v: v["wall"]), med(state, lambda v: v["cpu"]))
         if state in ("comm", "before"):
-            row += " %+7.2f us %6.2f us %8.0f%% %8d" % (
+            row += " %+7.2f us %6.2f us %6.2f %8.0f%% %8d" % (
                 statistics.median(v[state]["cpu"] - v["nocomm"]["cpu"] for v in full),
                 med(state, lambda v: v["bpf_ns"] / 1e3 / max(v["calls"], 1)),
+                med(state, lambda v: v["bpf_runs"] / max(v["calls"], 1)),
                 med(state, lambda v: v["rec_cpu"] * 100),
                 med(state, lambda v: v["lost"]))
         elif state == "nocomm":
-            row += " %10s %9s %8.0f%%" % ("", "", med(state, lambda v: v["rec_cpu"] * 100))
+            row += " %10s %9s %6s %8.0f%%" % ("", "", "", med(state, lambda v: v["rec_cpu"] * 100))
         print(row)
     # On a busy machine the loop's quietest 0.5 s rounds tell its own cost best: the lowest
     # tenth of each state's rounds.
@@ -226,7 +228,8 @@ def per_call(args, tmp):
     print("  (wall and CPU per call: the loop's, medians over its 0.5 s rounds inside each phase,")
     print("   mean over ranks, median over rounds; +CPU/call: median over rounds of that round's")
     print("   record minus --no-comm; BPF/call: comm_probe's run time (kernel.bpf_stats_enabled)")
-    print("   per call; recorder: its CPU in % of one core)")
+    print("   per call; hits: its runs per call, one per uprobe trap; recorder: its CPU in % of one")
+    print("   core)")
     sys.stdout.flush()
 
 

@@ -2,8 +2,8 @@
 /*
  * Collective communication calls, seen through uprobes on the libraries that make them
  * (user/record/comm.c attaches them per target process): c10d::ProcessGroupGloo's
- * collectives and their completion on the gloo worker thread, gloo's point-to-point buffers,
- * NCCL's C API. One program, comm_probe, serves every probe point; the point's BPF cookie
+ * collectives and their completion on the gloo worker thread, the buffers of send/recv calls
+ * (as their work objects take them) and gloo's completion of buffers, NCCL's C API. One program, comm_probe, serves every probe point; the point's BPF cookie
  * (comm.h) says what it is.
  *
  * A call sends its arguments that matter (process group, tag, tensor sizes) and the calling
@@ -49,12 +49,13 @@ struct {
 	__type(value, struct comm_lib_cfg);
 } comm_libs SEC(".maps");
 
-/* Threads (kernel tid) in a gloo send/recv call, until its unbound buffer is posted. */
+/* Threads (kernel tid) in a gloo send/recv call, until its work object takes its unbound
+ * buffer: when the call started (now_ns). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, __u64);
 } p2p_calls SEC(".maps");
 
 struct p2p_buf_key {
@@ -70,6 +71,34 @@ struct {
 	__type(key, struct p2p_buf_key);
 	__type(value, __u32);
 } p2p_bufs SEC(".maps");
+
+/* Per process (kernel tgid): its threads in a send/recv call (p2p_calls), so that only then are
+ * unknown completions kept (p2p_early): an LRU map that gloo's algorithms filled would evict
+ * the entry a send or recv is about to take. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __s64);
+} p2p_open SEC(".maps");
+
+struct p2p_early {
+	__u64 time_ns; /* now_ns() */
+	__u32 tid;     /* the completing thread, as the recorder numbers it */
+	__u32 _pad;
+};
+
+/*
+ * Completions of unbound buffers not (yet) known as a send/recv call's: those of gloo's
+ * algorithms, and a send or recv that completed before its work object took its buffer (at
+ * once, inside the buffer's send/recv). The work object's probe takes its buffer's from here.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct p2p_buf_key);
+	__type(value, struct p2p_early);
+} p2p_early SEC(".maps");
 
 /* Call sites whose native stack userspace knows (comm.h): written by userspace. */
 struct {
@@ -118,6 +147,11 @@ struct comm_call_small {
 _Static_assert((SCRATCH_PY & (SCRATCH_PY - 1)) == 0, "SCRATCH_PY must be a power of two");
 
 struct comm_scratch {
+	struct task_ids ids; /* the thread's, once known (own_ids reads the task) */
+	__u64 tss_fsbase;    /* the thread's TLS base when its slot was found; 0: not found */
+	__u64 tss_key;	     /* the process's py_proc_cfg tss_key_addr and tls_tstate then */
+	__s64 tss_tls;
+	__u64 tss_slot;	     /* where its thread state is (py_tss_slot) */
 	struct comm_call_event e;
 	__u8 py[SCRATCH_PY + 8]; /* before the walk, the stack words a site checks */
 	struct py_scratch ps;	 /* the Python walk's header copies (not sent) */
@@ -142,6 +176,21 @@ static __always_inline void count_lost(void)
 static __always_inline __u64 now_ns(void)
 {
 	return use_tai ? bpf_ktime_get_tai_ns() : bpf_ktime_get_ns();
+}
+
+/* The current thread's pid and tid as the recorder numbers them (view_ids): in the recorder's
+ * own PID namespace, the kernel's, from one helper rather than reads of the task. */
+static __always_inline void cur_ids(struct task_struct *task, struct task_ids *ids)
+{
+	__u64 id;
+
+	if (pidns_inum) {
+		view_ids(task, ids);
+		return;
+	}
+	id = bpf_get_current_pid_tgid();
+	ids->pid = id >> 32;
+	ids->tid = (__u32)id;
 }
 
 /* Argument @n (1-based) of the function the uprobe stopped at (System V x86-64), from its
@@ -191,7 +240,7 @@ static __always_inline void send_event(struct task_struct *task, __u16 ev, __u64
 	struct task_ids ids = {};
 	struct comm_event h;
 
-	view_ids(task, &ids);
+	cur_ids(task, &ids);
 	if (!ids.pid)
 		return;
 	fill_header(&h, ev, &ids, cookie, obj);
@@ -201,49 +250,78 @@ static __always_inline void send_event(struct task_struct *task, __u16 ev, __u64
 }
 
 /* The sizes of a gloo call's tensors: @vec is a std::vector<at::Tensor>* (or, with @single,
- * one at::Tensor*); an at::Tensor is a pointer to its c10::TensorImpl. */
+ * one at::Tensor*); an at::Tensor is a pointer to its c10::TensorImpl. Each read of user memory
+ * costs about as much as a hundred instructions: the vector's ends, its tensors' pointers and
+ * each tensor's size and type are one read each, the first tensor's header is read only while
+ * userspace has not checked the layout (COMM_LIB_HDR). */
 static __always_inline void read_tensors(struct comm_call_event *e, const struct comm_lib_cfg *lc,
 					 __u64 vec, bool single)
 {
-	__u64 begin = vec, end = vec + 8, impl = 0;
-	__u32 i, n;
+	__u64 ends[2] = {vec, vec + 8}, impls[COMM_MAX_TENSORS] = {};
+	struct {
+		__u64 numel;
+		__u16 dtype;
+	} sz = {};
+	__u32 i, n, m;
 
 	if (!vec || lc->ti_numel == COMM_OFF_NONE || lc->ti_dtype == COMM_OFF_NONE)
 		return;
-	if (!single && (bpf_probe_read_user(&begin, 8, (const void *)vec) ||
-			bpf_probe_read_user(&end, 8, (const void *)(vec + 8))))
+	if (!single && bpf_probe_read_user(ends, sizeof(ends), (const void *)vec))
 		return;
-	if (end < begin || (end - begin) % 8 || end - begin > (1u << 20))
+	if (ends[1] < ends[0] || (ends[1] - ends[0]) % 8 || ends[1] - ends[0] > (1u << 20))
 		return;
-	n = (end - begin) / 8;
+	n = (ends[1] - ends[0]) / 8;
 	e->ntensors = n;
+	m = n < COMM_MAX_TENSORS ? n : COMM_MAX_TENSORS;
+	if (m && bpf_probe_read_user(impls, m * 8, (const void *)ends[0]))
+		return;
 	for (i = 0; i < COMM_MAX_TENSORS; i++) {
-		if (i >= n)
+		if (i >= m)
 			break;
-		if (bpf_probe_read_user(&impl, 8, (const void *)(begin + 8 * i)) || !impl)
+		if (!impls[i])
 			return;
 		/* The header may fail to read where the size fields do not (its end on a page
 		 * not faulted in yet): the sizes are still good once the layout is known. */
-		if (!i && !bpf_probe_read_user(e->tensor0, sizeof(e->tensor0), (const void *)impl))
+		if (!i && (lc->flags & COMM_LIB_HDR) &&
+		    !bpf_probe_read_user(e->tensor0, sizeof(e->tensor0), (const void *)impls[0]))
 			e->h.flags |= COMM_F_HDR;
-		if (bpf_probe_read_user(&e->numel[i], 8, (const void *)(impl + lc->ti_numel)) ||
-		    bpf_probe_read_user(&e->dtypes[i], 2, (const void *)(impl + lc->ti_dtype)))
+		if (lc->ti_dtype == lc->ti_numel + 8) {
+			if (bpf_probe_read_user(&sz, 10, (const void *)(impls[i] + lc->ti_numel)))
+				return;
+			e->numel[i] = sz.numel;
+			e->dtypes[i] = sz.dtype;
+		} else if (bpf_probe_read_user(&e->numel[i], 8,
+					       (const void *)(impls[i] + lc->ti_numel)) ||
+			   bpf_probe_read_user(&e->dtypes[i], 2,
+					       (const void *)(impls[i] + lc->ti_dtype))) {
 			return;
+		}
 	}
 	e->h.flags |= COMM_F_TENSORS;
 }
 
-/* A gloo call's process group: rank, size and the next tag. */
+/* A gloo call's process group: rank, size and the next tag (rank and size in one read where
+ * they are neighbours, as in every known layout). */
 static __always_inline void read_group(struct comm_call_event *e, const struct comm_lib_cfg *lc,
 				       __u64 pg)
 {
+	__s32 rs[2];
+
 	e->pg = pg;
 	if (!pg)
 		return;
-	if (lc->pg_rank != COMM_OFF_NONE && lc->pg_size != COMM_OFF_NONE &&
-	    !bpf_probe_read_user(&e->grp_rank, 4, (const void *)(pg + lc->pg_rank)) &&
-	    !bpf_probe_read_user(&e->grp_size, 4, (const void *)(pg + lc->pg_size)))
+	if (lc->pg_rank == COMM_OFF_NONE || lc->pg_size == COMM_OFF_NONE) {
+		/* unknown */
+	} else if (lc->pg_size == lc->pg_rank + 4) {
+		if (!bpf_probe_read_user(rs, sizeof(rs), (const void *)(pg + lc->pg_rank))) {
+			e->grp_rank = rs[0];
+			e->grp_size = rs[1];
+			e->h.flags |= COMM_F_GRP;
+		}
+	} else if (!bpf_probe_read_user(&e->grp_rank, 4, (const void *)(pg + lc->pg_rank)) &&
+		   !bpf_probe_read_user(&e->grp_size, 4, (const void *)(pg + lc->pg_size))) {
 		e->h.flags |= COMM_F_GRP;
+	}
 	if (lc->pg_counter != COMM_OFF_NONE &&
 	    !bpf_probe_read_user(&e->seq, 4, (const void *)(pg + lc->pg_counter)))
 		e->h.flags |= COMM_F_SEQ;
@@ -281,7 +359,8 @@ static __always_inline void read_nccl(const __u64 *r, struct comm_call_event *e,
 	e->pg = arg(r, m);
 }
 
-/* A call's header, arguments, registers and its stack's header into @e (zeroed first). */
+/* A call's header, arguments, registers and its stack's header into @e (zeroed first); @ids
+ * complete (own_ids). */
 static __always_inline void fill_call(struct comm_call_event *e, struct pt_regs *ctx,
 				      struct task_struct *task, struct task_ids *ids,
 				      const struct comm_lib_cfg *lc, __u64 cookie, __u32 role)
@@ -320,30 +399,49 @@ static __always_inline void fill_call(struct comm_call_event *e, struct pt_regs 
 	s->type = EVENT_SAMPLE;
 	s->pid = ids->pid;
 	s->tid = ids->tid;
-	own_ids(task, ids);
 	s->ns_pid = ids->ns_pid;
 	s->ns_tid = ids->ns_tid;
 	s->cpu = bpf_get_smp_processor_id();
 	s->time_ns = bpf_ktime_get_ns();
 	s->py_status = PY_NONE;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
-	s->fsbase = BPF_CORE_READ(task, thread.fsbase);
+	s->fsbase = task->thread.fsbase; /* a trusted pointer: a load, not a helper call */
 }
 
-/* The Python frames of the calling thread into @out, with @ps for the walk's copies. Return
- * the bytes written (py_len set). */
+/* The Python frames of the calling thread into @out, with @ps for the walk's copies and, where
+ * there is one, the thread's scratch @sc, which keeps where its thread state is (py_tss_slot:
+ * two reads fewer per call). Return the bytes written (py_len set). */
 static __always_inline __u32 call_python(struct sample_event *s, struct py_frame_rec *out,
-					 struct py_scratch *ps)
+					 struct py_scratch *ps, struct comm_scratch *sc)
 {
 	struct py_proc_cfg *cfg;
 	__u32 tgid = s->pid, n;
+	__u64 slot;
 
 	if (!want_python)
 		return 0;
 	cfg = bpf_map_lookup_elem(&py_procs, &tgid);
 	if (!cfg)
 		return 0;
-	n = py_walk_in(cfg, s->pid, s->fsbase, NULL, out, ps, &s->py_status, &s->flags);
+	if (!sc) {
+		n = py_walk_in(cfg, s->pid, s->fsbase, NULL, out, ps, &s->py_status, &s->flags);
+	} else {
+		if (sc->tss_fsbase == s->fsbase && sc->tss_key == cfg->tss_key_addr &&
+		    sc->tss_tls == cfg->tls_tstate) {
+			slot = sc->tss_slot;
+		} else {
+			slot = py_tss_slot(cfg, s->fsbase, NULL);
+			sc->tss_fsbase = s->fsbase;
+			sc->tss_key = cfg->tss_key_addr;
+			sc->tss_tls = cfg->tls_tstate;
+			sc->tss_slot = slot;
+		}
+		n = py_walk_in_from(cfg, s->pid, s->fsbase, py_slot_tstate(slot, NULL), NULL, out,
+				    ps, &s->py_status, &s->flags);
+		/* Not the thread state (or none yet): find the slot again next time. */
+		if (s->py_status == PY_NO_TSTATE || s->py_status == PY_BAD_TSTATE || !slot)
+			sc->tss_fsbase = 0;
+	}
 	if (n > SAMPLER_MAX_PYDEPTH)
 		n = SAMPLER_MAX_PYDEPTH;
 	s->py_len = n;
@@ -427,7 +525,7 @@ static __always_inline void submit_call_stack(struct task_struct *task, struct c
 	__u64 sp;
 
 	if (!py)
-		pyb = call_python(s, (struct py_frame_rec *)r->data, &r->ps);
+		pyb = call_python(s, (struct py_frame_rec *)r->data, &r->ps, NULL);
 	else if (pyb > SCRATCH_PY || bpf_probe_read_kernel(r->data, pyb & (PY_AREA - 1), py))
 		pyb = s->py_len = 0;
 	sp = s->regs[DWREG_RSP];
@@ -489,7 +587,7 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 	struct comm_call_rec *r;
 	struct task_ids ids = {};
 
-	view_ids(task, &ids);
+	cur_ids(task, &ids);
 	if (!ids.pid)
 		return 0;
 	lc = bpf_map_lookup_elem(&comm_libs, &lib);
@@ -502,15 +600,24 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 			count_lost();
 			return 0;
 		}
+		own_ids(task, &ids);
 		fill_call(&r->e, ctx, task, &ids, lc, cookie, role);
 		submit_call_stack(task, r, NULL, 0);
 		return 0;
+	}
+	/* A thread keeps its ids for life; exec in another thread than the leader gives it the
+	 * leader's (de_thread), which the view ids tell. */
+	if (sc->ids.pid == ids.pid && sc->ids.tid == ids.tid) {
+		ids = sc->ids;
+	} else {
+		own_ids(task, &ids);
+		sc->ids = ids;
 	}
 	fill_call(&sc->e, ctx, task, &ids, lc, cookie, role);
 	sc->e.site = known_site(&sc->e, sc->py);
 	if (sc->e.site)
 		sc->e.h.flags |= COMM_F_SITE;
-	pyb = call_python(&sc->e.s, (struct py_frame_rec *)sc->py, &sc->ps);
+	pyb = call_python(&sc->e.s, (struct py_frame_rec *)sc->py, &sc->ps, sc);
 	if (pyb > SCRATCH_PY)
 		pyb = SCRATCH_PY;
 	if (!sc->e.site) {
@@ -530,6 +637,24 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 	return 0;
 }
 
+/* Process @tgid has @d more threads in a send/recv call (p2p_open). */
+static __always_inline void p2p_opened(__u32 tgid, __s64 d)
+{
+	__s64 *n = bpf_map_lookup_elem(&p2p_open, &tgid), zero = 0;
+
+	if (!n) {
+		if (d < 0)
+			return;
+		bpf_map_update_elem(&p2p_open, &tgid, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&p2p_open, &tgid);
+		if (!n)
+			return;
+	}
+	if (d < 0 && *n <= 0)
+		return;
+	__sync_fetch_and_add(n, d);
+}
+
 SEC("uprobe")
 int comm_probe(struct pt_regs *ctx)
 {
@@ -537,13 +662,21 @@ int comm_probe(struct pt_regs *ctx)
 	struct task_struct *task;
 	__u32 role = COMM_COOKIE_ROLE(cookie), tid = (__u32)id, one = 1;
 	struct p2p_buf_key bk = {.tgid = id >> 32};
+	__u64 now, *since;
+	struct p2p_early *early;
+	struct task_ids ids = {};
+	struct comm_event h;
 
 	switch (role) {
 	case COMM_R_GLOO_CALL:
 	case COMM_R_NCCL_CALL:
 		return on_call(ctx, cookie, role);
 	case COMM_R_GLOO_P2P:
-		bpf_map_update_elem(&p2p_calls, &tid, &one, BPF_ANY);
+		now = now_ns();
+		/* A thread's call that never reached its work object (it threw) is replaced. */
+		if (!bpf_map_lookup_elem(&p2p_calls, &tid))
+			p2p_opened(bk.tgid, 1);
+		bpf_map_update_elem(&p2p_calls, &tid, &now, BPF_ANY);
 		return on_call(ctx, cookie, role);
 	}
 	task = bpf_get_current_task_btf();
@@ -560,21 +693,57 @@ int comm_probe(struct pt_regs *ctx)
 		send_event(task, COMM_EV_DONE, cookie, ctx->di,
 			   role == COMM_R_GLOO_ERROR ? COMM_F_ERROR : 0, BPF_RB_NO_WAKEUP);
 		break;
-	case COMM_R_UB_POST:
-		/* Buffers of the collectives' own algorithms are not followed: only those of a
-		 * send/recv call on this thread. */
-		if (!bpf_map_lookup_elem(&p2p_calls, &tid))
+	case COMM_R_P2P_WORK:
+		/* SendWork/RecvWork(this, tensor, std::unique_ptr<UnboundBuffer> buffer): the
+		 * unique_ptr by reference, holding the buffer. Only a send/recv call's, on its
+		 * thread. */
+		since = bpf_map_lookup_elem(&p2p_calls, &tid);
+		if (!since)
 			return 0;
-		bpf_map_delete_elem(&p2p_calls, &tid);
-		bk.ub = ctx->di;
-		bpf_map_update_elem(&p2p_bufs, &bk, &one, BPF_ANY);
+		now = *since;
+		if (!bpf_map_delete_elem(&p2p_calls, &tid))
+			p2p_opened(bk.tgid, -1);
+		if (bpf_probe_read_user(&work, 8, (const void *)ctx->dx) || !work)
+			return 0;
+		bk.ub = work;
+		/* The post first, then the buffer known: a completion that finds it is sent
+		 * after the post. */
 		send_event(task, COMM_EV_UB_POST, cookie, bk.ub, 0, BPF_RB_NO_WAKEUP);
+		bpf_map_update_elem(&p2p_bufs, &bk, &one, BPF_ANY);
+		early = bpf_map_lookup_elem(&p2p_early, &bk);
+		if (!early)
+			return 0;
+		/* Completed already, since this call started (an older completion of a buffer at
+		 * the same address is not this one's); unless its completion took it just now. */
+		if (early->time_ns >= now && !bpf_map_delete_elem(&p2p_bufs, &bk)) {
+			cur_ids(task, &ids);
+			if (ids.pid) {
+				fill_header(&h, COMM_EV_DONE, &ids, cookie, bk.ub);
+				h.tid = early->tid;
+				h.time_ns = early->time_ns;
+				if (bpf_ringbuf_output(&events, &h, sizeof(h), BPF_RB_NO_WAKEUP))
+					count_lost();
+			}
+		}
+		bpf_map_delete_elem(&p2p_early, &bk);
 		break;
 	case COMM_R_UB_DONE:
 		bk.ub = ctx->di;
-		if (bpf_map_delete_elem(&p2p_bufs, &bk))
-			return 0;
-		send_event(task, COMM_EV_DONE, cookie, bk.ub, 0, BPF_RB_NO_WAKEUP);
+		if (!bpf_map_delete_elem(&p2p_bufs, &bk)) {
+			send_event(task, COMM_EV_DONE, cookie, bk.ub, 0, BPF_RB_NO_WAKEUP);
+			break;
+		}
+		/* Not a known send/recv's buffer (yet): kept for the work object's probe while
+		 * one of the process's threads is in a send/recv call. */
+		since = bpf_map_lookup_elem(&p2p_open, &bk.tgid);
+		if (!since || (__s64)*since <= 0)
+			break;
+		cur_ids(task, &ids);
+		if (ids.pid) {
+			struct p2p_early v = {.time_ns = now_ns(), .tid = ids.tid};
+
+			bpf_map_update_elem(&p2p_early, &bk, &v, BPF_ANY);
+		}
 		break;
 	case COMM_R_NCCL_GROUP_START:
 		send_event(task, COMM_EV_GROUP_START, cookie, 0, 0, BPF_RB_NO_WAKEUP);

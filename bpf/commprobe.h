@@ -23,7 +23,8 @@ enum comm_role {
 	COMM_R_GLOO_FINISH,   /* AsyncWork::finishWorkGloo(work): done on the worker thread */
 	COMM_R_GLOO_ERROR,    /* AsyncWork::finishWorkGlooError(work): failed */
 	COMM_R_GLOO_P2P,      /* ProcessGroupGloo::send/recv/recvAnysource entry */
-	COMM_R_UB_POST,	      /* gloo::transport::tcp::UnboundBuffer::send/recv (libgloo) */
+	COMM_R_P2P_WORK,      /* ProcessGroupGloo::SendWork/RecvWork(tensor, buffer): a send/recv
+			       * call's gloo::transport::UnboundBuffer, after it was posted */
 	COMM_R_UB_DONE,	      /* UnboundBuffer::handleSendCompletion/handleRecvCompletion */
 	COMM_R_NCCL_CALL,     /* ncclAllReduce... entry */
 	COMM_R_NCCL_GROUP_START,
@@ -94,8 +95,12 @@ struct comm_lib_cfg {
 	__u16 pg_counter; /* ProcessGroupGloo::collectiveCounter_ (uint32): the next tag */
 	__u16 ti_numel;	  /* c10::TensorImpl numel_ (int64) */
 	__u16 ti_dtype;	  /* data_type_ (caffe2::TypeMeta index, uint16) */
-	__u16 _pad[3];
+	__u16 flags;	  /* COMM_LIB_* */
+	__u16 _pad[2];
 };
+
+/* comm_lib_cfg.flags */
+#define COMM_LIB_HDR 1u /* send the first tensor's header (tensor0): its layout is not checked yet */
 
 /* comm_event.ev */
 enum comm_ev {

@@ -85,22 +85,20 @@ static long py_walk_step(__u32 idx, void *arg)
 	return py_walk_code(cfg, &c->w, s->frame, s->code, c->out) == PY_NEXT_STOP;
 }
 
-/* The thread state bound to the thread whose struct pthread is at @fsbase: 3.15+ a
- * thread-local variable (cfg->tls_tstate), before pthread_getspecific(key) (glibc). */
-static __always_inline __u64 py_tss_tstate(const struct py_proc_cfg *cfg, __u64 fsbase,
-					   struct task_struct *task)
+/* Where the thread state bound to the thread whose struct pthread is at @fsbase is: 3.15+ a
+ * thread-local variable (cfg->tls_tstate), before the slot pthread_getspecific(key) reads
+ * (glibc). The same for the thread's life while the interpreter lives (its key is made once);
+ * 0 if none. */
+static __always_inline __u64 py_tss_slot(const struct py_proc_cfg *cfg, __u64 fsbase,
+					 struct task_struct *task)
 {
-	__u64 base, slot, l2 = 0, value = 0;
+	__u64 base, slot, l2 = 0;
 	__s32 initialized = 0;
 	__u32 key = 0;
 
 	/* 3.15+: a thread-local variable, below the thread pointer (TLS variant II). */
-	if (cfg->tls_tstate && fsbase) {
-		if (user_read(task, &value, sizeof(value),
-			      (const void *)(fsbase + (__s64)cfg->tls_tstate)))
-			return 0;
-		return value;
-	}
+	if (cfg->tls_tstate && fsbase)
+		return fsbase + (__s64)cfg->tls_tstate;
 	if (!cfg->tss_key_addr || cfg->pthread_specific < 0 || !fsbase)
 		return 0;
 	if (user_read(task, &initialized, sizeof(initialized), (const void *)cfg->tss_key_addr) ||
@@ -122,9 +120,24 @@ static __always_inline __u64 py_tss_tstate(const struct py_proc_cfg *cfg, __u64 
 	} else {
 		return 0;
 	}
-	if (user_read(task, &value, sizeof(value), (const void *)slot))
+	return slot;
+}
+
+/* The thread state in the slot @slot (py_tss_slot); 0 if none. */
+static __always_inline __u64 py_slot_tstate(__u64 slot, struct task_struct *task)
+{
+	__u64 value = 0;
+
+	if (!slot || user_read(task, &value, sizeof(value), (const void *)slot))
 		return 0;
 	return value;
+}
+
+/* The thread state bound to the thread whose struct pthread is at @fsbase (py_tss_slot). */
+static __always_inline __u64 py_tss_tstate(const struct py_proc_cfg *cfg, __u64 fsbase,
+					   struct task_struct *task)
+{
+	return py_slot_tstate(py_tss_slot(cfg, fsbase, task), task);
 }
 
 /* The thread state belongs to the thread at @fsbase: its thread_id is pthread_self(). */
@@ -156,26 +169,18 @@ static __always_inline long py_first_frame(const struct py_proc_cfg *cfg, __u64 
 	return user_read(task, frame, 8, (const void *)(p + off2));
 }
 
-/*
- * Walk the Python stack of a thread: the current task, a thread of its process, or with
- * UREAD_TASK @task; with the header copies in @s (py_walk: the per-CPU map
- * py_scratch; programs that may be preempted, such as uprobes, which run with preemption
- * enabled, pass their own so that another program on the same CPU cannot overwrite it
- * half-way through the walk). @cfg: the process's config; @tgid: its pid as the py_tstates
- * map is keyed (struct py_tstate_key); @fsbase: the thread's TLS base
- * (task->thread.fsbase); @task: the thread (used by UREAD_TASK only; may be NULL
- * otherwise); @out: room for SAMPLER_MAX_PYDEPTH records. Returns the number of frames
- * written; sets *status (enum py_status) and ORs SAMPLE_F_PY_TRUNCATED into *flags.
- */
-static __always_inline __u32 py_walk_in(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
-					struct task_struct *task, struct py_frame_rec *out,
-					struct py_scratch *s, __s32 *status, __u32 *flags)
+/* py_walk_in, from @tstate: the thread state the thread's slot holds (py_tss_slot,
+ * py_slot_tstate; 0 if none), validated here, the py_tstates map consulted if it fails; for
+ * callers that keep a thread's slot. */
+static __always_inline __u32 py_walk_in_from(const struct py_proc_cfg *cfg, __u32 tgid,
+					     __u64 fsbase, __u64 tstate, struct task_struct *task,
+					     struct py_frame_rec *out, struct py_scratch *s,
+					     __s32 *status, __u32 *flags)
 {
 	struct py_walk_ctx c = {.s = s};
 	struct py_tstate_key key = {};
-	__u64 tstate, frame, *mapped;
+	__u64 frame, *mapped;
 
-	tstate = py_tss_tstate(cfg, fsbase, task);
 	if (!py_tstate_valid(cfg, tstate, fsbase, task)) {
 		key.pid = tgid;
 		key.pthread = fsbase;
@@ -203,6 +208,25 @@ static __always_inline __u32 py_walk_in(const struct py_proc_cfg *cfg, __u32 tgi
 	*status = c.w.status;
 	*flags |= c.w.flags;
 	return c.w.n;
+}
+
+/*
+ * Walk the Python stack of a thread: the current task, a thread of its process, or with
+ * UREAD_TASK @task; with the header copies in @s (py_walk: the per-CPU map
+ * py_scratch; programs that may be preempted, such as uprobes, which run with preemption
+ * enabled, pass their own so that another program on the same CPU cannot overwrite it
+ * half-way through the walk). @cfg: the process's config; @tgid: its pid as the py_tstates
+ * map is keyed (struct py_tstate_key); @fsbase: the thread's TLS base
+ * (task->thread.fsbase); @task: the thread (used by UREAD_TASK only; may be NULL
+ * otherwise); @out: room for SAMPLER_MAX_PYDEPTH records. Returns the number of frames
+ * written; sets *status (enum py_status) and ORs SAMPLE_F_PY_TRUNCATED into *flags.
+ */
+static __always_inline __u32 py_walk_in(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
+					struct task_struct *task, struct py_frame_rec *out,
+					struct py_scratch *s, __s32 *status, __u32 *flags)
+{
+	return py_walk_in_from(cfg, tgid, fsbase, py_tss_tstate(cfg, fsbase, task), task, out, s,
+			       status, flags);
 }
 
 /* py_walk_in with the per-CPU map py_scratch for its copies (programs that cannot be

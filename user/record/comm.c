@@ -122,15 +122,26 @@ static const struct spec specs[] = {
 	     "_ZN4c10d16ProcessGroupGloo9AsyncWork19finishWorkGlooErrorERKNSt15__exception_ptr13"
 	     "exception_ptrE",
 	     "ProcessGroupGloo::AsyncWork::finishWorkGlooError(const&)"),
-	/* gloo's TCP transport (libgloo, or built into libtorch_cpu): the buffers of send and
-	 * recv, and their completion. */
-	GLOO(UB_POST, SEND, 0, "_ZN4gloo9transport3tcp13UnboundBuffer4sendEimmm",
-	     "gloo::transport::tcp::UnboundBuffer::send"),
-	GLOO(UB_POST, RECV, 0, "_ZN4gloo9transport3tcp13UnboundBuffer4recvEimmm",
-	     "gloo::transport::tcp::UnboundBuffer::recv"),
-	GLOO(UB_POST, RECV_ANYSOURCE, 0,
-	     "_ZN4gloo9transport3tcp13UnboundBuffer4recvESt6vectorIiSaIiEEmmm",
-	     "gloo::transport::tcp::UnboundBuffer::recv(any source)"),
+	/* The buffer of a send or recv call, as the call hands it to its work object (torch 1.13,
+	 * 2.x): not the buffers' own send/recv, which gloo's algorithms call as well (a trap
+	 * each, ~1.6 us: docs/sql.md, "Cost"). Then gloo's TCP transport (libgloo, or built into
+	 * libtorch_cpu): the buffers' completion. */
+	GLOO(P2P_WORK, SEND, 0,
+	     "_ZN4c10d16ProcessGroupGloo8SendWorkC1ERN2at6TensorESt10unique_ptrIN4gloo9transport13"
+	     "UnboundBufferESt14default_deleteIS8_EE",
+	     "ProcessGroupGloo::SendWork::SendWork"),
+	GLOO(P2P_WORK, SEND, 0,
+	     "_ZN4c10d16ProcessGroupGloo8SendWorkC1ERN2at6TensorESt10unique_ptrIN4gloo9transport13"
+	     "UnboundBufferESt14default_deleteIS8_EEm",
+	     "ProcessGroupGloo::SendWork::SendWork(seq)"),
+	GLOO(P2P_WORK, RECV, 0,
+	     "_ZN4c10d16ProcessGroupGloo8RecvWorkC1ERN2at6TensorESt10unique_ptrIN4gloo9transport13"
+	     "UnboundBufferESt14default_deleteIS8_EEPKc",
+	     "ProcessGroupGloo::RecvWork::RecvWork"),
+	GLOO(P2P_WORK, RECV, 0,
+	     "_ZN4c10d16ProcessGroupGloo8RecvWorkC1ERN2at6TensorESt10unique_ptrIN4gloo9transport13"
+	     "UnboundBufferESt14default_deleteIS8_EENS_6OpTypeEmPKc",
+	     "ProcessGroupGloo::RecvWork::RecvWork(opType, seq)"),
 	GLOO(UB_DONE, SEND, 0, "_ZN4gloo9transport3tcp13UnboundBuffer20handleSendCompletionEi",
 	     "gloo::transport::tcp::UnboundBuffer::handleSendCompletion"),
 	GLOO(UB_DONE, RECV, 0, "_ZN4gloo9transport3tcp13UnboundBuffer20handleRecvCompletionEi",
@@ -469,6 +480,7 @@ static void resolve(struct comm *c, struct lib *l, struct pyelf *e, unsigned int
 		.pg_counter = COMM_OFF_NONE,
 		.ti_numel = tl->ti_numel,
 		.ti_dtype = tl->ti_numel + 8,
+		.flags = COMM_LIB_HDR,
 	};
 	for (i = 0; i < NSPECS; i++) {
 		if (!values[i] || pyelf__file_offset(e, values[i], &off))
@@ -848,6 +860,15 @@ void comm__exec(struct comm *c, pid_t pid, uint64_t exec_ns)
 	comm__started(c, pid);
 }
 
+/* The probes of @l's calls stop sending the first tensor's header: its layout is decided. */
+static void layout_decided(struct comm *c, struct lib *l, unsigned int slot, int layout)
+{
+	l->layout = layout;
+	l->cfg.flags &= ~COMM_LIB_HDR;
+	bpf_map__update_elem(c->skel->maps.comm_libs, &(__u32){slot}, sizeof(__u32), &l->cfg,
+			     sizeof(l->cfg), BPF_ANY);
+}
+
 /* The layout of @l's tensors, checked on the first tensor of @e that can tell. */
 static void check_layout(struct comm *c, struct lib *l, unsigned int slot,
 			 const struct comm_call_event *e)
@@ -857,13 +878,13 @@ static void check_layout(struct comm *c, struct lib *l, unsigned int slot,
 
 	ok = torchlayout_tensor_check(e->tensor0, sizeof(e->tensor0), l->cfg.ti_numel);
 	if (ok == TL_GOOD) {
-		l->layout = 1;
+		layout_decided(c, l, slot, 1);
 		return;
 	}
 	if (ok == TL_UNKNOWN)
 		return;
 	if (torchlayout_tensor_find(e->tensor0, sizeof(e->tensor0), &numel)) {
-		l->layout = -1;
+		layout_decided(c, l, slot, -1);
 		note(c,
 		     "%s (build-id %s): the tensors do not have a known layout: bytes are "
 		     "unknown",
@@ -872,9 +893,7 @@ static void check_layout(struct comm *c, struct lib *l, unsigned int slot,
 	}
 	l->cfg.ti_numel = numel;
 	l->cfg.ti_dtype = numel + 8;
-	bpf_map__update_elem(c->skel->maps.comm_libs, &(__u32){slot}, sizeof(__u32), &l->cfg,
-			     sizeof(l->cfg), BPF_ANY);
-	l->layout = 1;
+	layout_decided(c, l, slot, 1);
 	note(c, "%s (build-id %s): TensorImpl::numel_ found at offset %u", l->name, l->build_id,
 	     numel);
 }

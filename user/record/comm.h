@@ -2,7 +2,7 @@
 /*
  * comm: the probes on collective communication libraries (bpf/comm.bpf.c). It finds the
  * probe points in each library file a target maps (c10d::ProcessGroupGloo in libtorch*,
- * gloo's unbound buffers in libgloo*, NCCL's C API in libnccl*), from the file's dynamic
+ * gloo's completion of unbound buffers in libgloo*, NCCL's C API in libnccl*), from the file's dynamic
  * symbol table, once per build-id; attaches them to that process only (uprobe_multi links,
  * or one perf-event uprobe per point on kernels before 6.6); and says what it could not do
  * as notes (a library without the symbols, a layout it cannot check), never as a failure.
