@@ -151,7 +151,7 @@ struct comm_scratch {
 	__u64 tss_fsbase;    /* the thread's TLS base when its slot was found; 0: not found */
 	__u64 tss_key;	     /* the process's py_proc_cfg tss_key_addr and tls_tstate then */
 	__s64 tss_tls;
-	__u64 tss_slot;	     /* where its thread state is (py_tss_slot) */
+	__u64 tss_slot; /* where its thread state is (py_tss_slot) */
 	struct comm_call_event e;
 	__u8 py[SCRATCH_PY + 8]; /* before the walk, the stack words a site checks */
 	struct py_scratch ps;	 /* the Python walk's header copies (not sent) */

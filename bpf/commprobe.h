@@ -100,7 +100,8 @@ struct comm_lib_cfg {
 };
 
 /* comm_lib_cfg.flags */
-#define COMM_LIB_HDR 1u /* send the first tensor's header (tensor0): its layout is not checked yet */
+#define COMM_LIB_HDR \
+	1u /* send the first tensor's header (tensor0): its layout is not checked yet */
 
 /* comm_event.ev */
 enum comm_ev {
