@@ -24,11 +24,11 @@ $(WL_DIR)/shared: tests/workloads/native/shared.c $(WL_DIR)/libwlshared.so
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(WL_CFLAGS) -o $@ $< -L$(WL_DIR) -lwlshared -Wl,-rpath,'$$ORIGIN'
 
-$(WL_DIR)/plt: tests/workloads/native/plt.c tests/workloads/native/wl.h $(WL_DIR)/libwlplt.so
+$(WL_DIR)/plt: tests/workloads/native/plt.c tests/workloads/native/wl.h tests/workloads/native/wl_threads.h $(WL_DIR)/libwlplt.so
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(WL_CFLAGS) -o $@ $< -L$(WL_DIR) -lwlplt -lpthread -Wl,-rpath,'$$ORIGIN'
 
-$(WL_DIR)/fpret: tests/workloads/native/fpret.c tests/workloads/native/wl.h
+$(WL_DIR)/fpret: tests/workloads/native/fpret.c tests/workloads/native/wl.h tests/workloads/native/wl_threads.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(WL_CFLAGS) -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -o $@ $< -lpthread

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "wl.h"
+#include "wl_threads.h"
 
 volatile unsigned long wl_sink;
 static double end;
@@ -45,22 +46,9 @@ __attribute__((noinline)) static void call_loop(void)
 	wl_sink = x;
 }
 
-static void *run(void *arg)
-{
-	pthread_setname_np(pthread_self(), "wl-fpret");
-	puts("ready");
-	fflush(stdout);
-	call_loop();
-	return NULL;
-}
-
 int main(int argc, char **argv)
 {
-	pthread_t t;
-
 	end = wl_now() + (argc > 1 ? atof(argv[1]) : 3);
-	pthread_create(&t, NULL, run, NULL);
-	call_loop();
-	pthread_join(t, NULL);
+	wl_two_threads("wl-fpret", call_loop);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "wl.h"
+#include "wl_threads.h"
 
 volatile unsigned long wl_sink;
 unsigned long plt_step(unsigned long x);
@@ -27,22 +28,9 @@ __attribute__((noinline)) static void call_loop(void)
 	wl_sink = x;
 }
 
-static void *run(void *arg)
-{
-	pthread_setname_np(pthread_self(), "wl-plt");
-	puts("ready");
-	fflush(stdout);
-	call_loop();
-	return NULL;
-}
-
 int main(int argc, char **argv)
 {
-	pthread_t t;
-
 	end = wl_now() + (argc > 1 ? atof(argv[1]) : 3);
-	pthread_create(&t, NULL, run, NULL);
-	call_loop();
-	pthread_join(t, NULL);
+	wl_two_threads("wl-plt", call_loop);
 	return 0;
 }
