@@ -76,6 +76,22 @@ class TwoNodes:
                       f"exec {h.PROBING} backtrace -p $(pgrep -o -f '^{TORCH_PY} {TORCHRUN}')"
                       f" --children -o {out}"], timeout=60)
 
+    def write_hosts(self, path):
+        """An /etc/hosts for the nodes (as a cluster's DNS would name them), at @path."""
+        with open(path, "w") as f:
+            f.write(f"127.0.0.1 localhost\n{self.addr['a']} node-a\n{self.addr['b']} node-b\n")
+        return path
+
+    def torchrun(self, n, hosts, port, probing, job, env=""):
+        """On node @n, with /etc/hosts from @hosts: probing @probing (its arguments) over a
+        torchrun --nnodes 2 of @job (the script and its arguments), one rank per node, the
+        rendezvous at node a's @port; @env: VAR=value words for probing and the job."""
+        return self.spawn(
+            n, f"mount --bind {hosts} /etc/hosts && exec env {env} {h.PROBING} {probing} -- "
+            f"{TORCHRUN} --nnodes 2 --nproc_per_node 1 --rdzv_backend c10d "
+            f"--rdzv_endpoint {self.addr['a']}:{port} --rdzv_id pj-{self.tag} "
+            f"--max_restarts 0 --redirects 1 --tee 1 {job}")
+
     def spawn(self, n, script):
         """Run sh -c @script on node @n: its network, a UTS namespace named node-@n, its own
         PID namespace (killing its first process ends it all) and mount namespace."""
@@ -124,19 +140,13 @@ def test_merge_two_node_torchrun_job():
     if not have_torch():
         return
     out = h.tmp()
-    hosts = h.tmp("hosts")
-    with open(hosts, "w") as f:
-        f.write("127.0.0.1 localhost\n10.231.0.1 node-a\n10.231.0.2 node-b\n")
     with TwoNodes() as nodes:
+        hosts = nodes.write_hosts(h.tmp("hosts"))
         port = nodes.free_port("a")
         procs = {}
         for n in "ab":
-            procs[n] = nodes.spawn(
-                n, f"mount --bind {hosts} /etc/hosts && exec {h.PROBING} record -F 99 "
-                f"--children -o {out}/{n}.db -- {TORCHRUN} --nnodes 2 --nproc_per_node 1 "
-                f"--rdzv_backend c10d --rdzv_endpoint {nodes.addr['a']}:{port} "
-                f"--rdzv_id pjm-{nodes.tag} --max_restarts 0 --redirects 1 --tee 1 "
-                f"{WORKER} 1.5 {out}")
+            procs[n] = nodes.torchrun(n, hosts, port, f"record -F 99 --children -o {out}/{n}.db",
+                                      f"{WORKER} 1.5 {out}")
         # Both ranks hold in hold_here: a backtrace snapshot on each node.
         h.wait_for(lambda: all(os.path.exists(f"{out}/rank{r}.txt") for r in (0, 1))
                    or any(p.poll() is not None for p in procs.values()),

@@ -636,23 +636,18 @@ def test_watch_reports_of_two_nodes_merged():
     in an allreduce (all-waiting, the peer not on the node), node b's sees its rank away from
     collectives (no-progress); neither can name a culprit. Their reports merged: rank 1, on
     node-b, at HANG_LINE, is the culprit, and rank 0 on node-a waits in the allreduce's seq."""
-    from test_merge import TORCHRUN as TR, TwoNodes
+    from test_merge import TwoNodes
     d = harness.tmp("nodes")
     os.makedirs(d)
-    hosts = os.path.join(d, "hosts")
-    with open(hosts, "w") as f:
-        f.write("127.0.0.1 localhost\n10.231.0.1 node-a\n10.231.0.2 node-b\n")
     env = "OMP_NUM_THREADS=1 FAULT=hang FAULT_RANK=1 FAULT_STEP=20 STEP_MS=100"
     reports = {}
     with TwoNodes() as nodes:
+        hosts = nodes.write_hosts(os.path.join(d, "hosts"))
         port = nodes.free_port("a")
         procs = {}
         for n in "ab":
-            procs[n] = nodes.spawn(
-                n, f"mount --bind {hosts} /etc/hosts && exec env {env} {harness.PROBING} watch "
-                f"-o {d}/watch-{n} --stall 5 -- {TR} --nnodes 2 --nproc_per_node 1 "
-                f"--rdzv_backend c10d --rdzv_endpoint {nodes.addr['a']}:{port} "
-                f"--rdzv_id pjw-{nodes.tag} --max_restarts 0 --redirects 1 --tee 1 {JOB}")
+            procs[n] = nodes.torchrun(n, hosts, port, f"watch -o {d}/watch-{n} --stall 5", JOB,
+                                      env=env)
         logs = {n: harness.tmp(f"{n}.log") for n in "ab"}
 
         def both_reports():
