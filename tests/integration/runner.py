@@ -59,11 +59,24 @@ def discover():
     return tests
 
 
+def default_signals():
+    """Started in the background by a shell without job control (`cmd &` in a script), or
+    under nohup, the tests inherit SIGINT, SIGQUIT or SIGHUP ignored, and so does every
+    process they start (exec keeps an ignored signal ignored): probing would then, rightly,
+    ignore the signals the tests send it. The tests are about what those signals do."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGQUIT, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--filter", default="")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
+    default_signals()
     signal.signal(signal.SIGALRM, _alarm)
     failed = 0
     for name, fn, import_error, limit in discover():

@@ -41,6 +41,8 @@ SKIPPED = [
      "(test_top drives it in tmux)"),
     (r"\bprobing watch\b(?!.*--dump)", "watches a job until stopped (test_watch runs it on "
      "real jobs)"),
+    (r"/stall-\*\.db", "merges the watch reports of two nodes (test_watch runs two watches "
+     "in two network namespaces and merges their reports)"),
     (r"/var/tmp/watch\b", "reads what a running watch keeps (test_watch reads its segments and "
      "reports with backtrace -i, flamegraph -i and query -i, and drives --dump)"),
     (r"-- \./myprog|-- python3 train\.py|-- torchrun", "starts the user's own program"),

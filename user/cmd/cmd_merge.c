@@ -34,7 +34,7 @@ static void usage(FILE *f)
 	      "files ('probing run --crash', 'inject --crash') are snapshots: those of a job's\n"
 	      "ranks merge into one, with every crash and its local variables.\n"
 	      "\n"
-	      "Watch reports ('probing watch' on each node: DIR/report-*.db, the same stall\n"
+	      "Watch reports ('probing watch' on each node: DIR/stall-*.db, the same stall\n"
 	      "seen from every node) merge into one report, and the job is diagnosed again\n"
 	      "over every node's ranks: the culprit, its node and line, when each node alone\n"
 	      "saw only its ranks waiting. The diagnosis is printed and kept in watch_stall\n"
@@ -57,7 +57,7 @@ static void usage(FILE *f)
 	      "-o rank3.svg\n"
 	      "  probing query -i job.db 'SELECT host, rank, pid, host_pid FROM processes'\n"
 	      "  probing merge bt-node0.db bt-node1.db -o bt.db && probing backtrace -i bt.db\n"
-	      "  probing merge node0/report-*.db node1/report-*.db -o stall.db\n",
+	      "  probing merge node0/stall-*.db node1/stall-*.db -o job-stall.db\n",
 	      f);
 }
 
