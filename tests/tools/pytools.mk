@@ -35,7 +35,7 @@ PYSTACKS_ASAN_SRCS := tests/tools/pystacks.c \
 	user/python/pylocals.c user/python/pyrepr.c user/python/pyrepr_unicode.c \
 	user/python/pymem.c user/python/pyelf.c user/python/pylines.c user/base/procmaps.c \
 	user/base/bmap.c user/base/strpool.c user/base/util.c user/base/log.c user/base/escape.c \
-	user/base/taskwait.c user/base/procinfo.c pyoffsets/pyoffsets.c pyoffsets/tables.c pyoffsets/opcodes.c
+	user/base/taskwait.c pyoffsets/pyoffsets.c pyoffsets/tables.c pyoffsets/opcodes.c
 
 $(PYSTACKS_ASAN): $(PYSTACKS_ASAN_SRCS) $(wildcard user/*/*.h pyoffsets/*.h bpf/*.h)
 	$(call msg,LINK,$@)

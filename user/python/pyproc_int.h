@@ -82,9 +82,6 @@ struct pyproc {
 	size_t nthreads, capthreads;
 	int pthread_specific; /* -2 not calibrated yet, -1 unusable */
 	int pthread_tid_off;  /* struct pthread.tid offset; -2 not calibrated, -1 unknown */
-	/* Whether the target's tids are ours (its PID namespace is our /proc's): 0 unknown yet,
-	 * 1 yes, -1 no. Fixed for a process's life: its threads share its namespace. */
-	int tids_ours;
 	/* 3.15+: the thread-local holding each thread's state, at fs base + tls_off */
 	enum { TLS_NONE = 0, TLS_TENTATIVE, TLS_FINAL } tls_state;
 	int64_t tls_off;

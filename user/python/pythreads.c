@@ -12,7 +12,6 @@
 #include <bpf/bpf.h>
 
 #include "base/log.h"
-#include "base/procinfo.h"
 #include "python/pyproc_int.h"
 #include "base/util.h"
 
@@ -39,11 +38,8 @@ struct task {
 	pid_t ns_tid; /* in the target's own pid namespace (last NSpid field) */
 };
 
-/*
- * The target's tasks, with their tids in its namespace (NSpid, Linux 4.1+); when @ours (its
- * namespace is our /proc's), the same tids, without reading each task's status.
- */
-static int read_tasks(pid_t pid, bool ours, struct task **out, size_t *nr)
+/* The target's tasks, with their tids in its namespace (NSpid, Linux 4.1+). */
+static int read_tasks(pid_t pid, struct task **out, size_t *nr)
 {
 	char path[96];
 	struct task *t = NULL;
@@ -75,10 +71,6 @@ static int read_tasks(pid_t pid, bool ours, struct task **out, size_t *nr)
 		}
 		t[n].tid = (pid_t)tid;
 		t[n].ns_tid = (pid_t)tid;
-		if (ours) {
-			n++;
-			continue;
-		}
 		snprintf(path, sizeof(path), "/proc/%d/task/%ld/status", (int)pid, tid);
 		status = read_file(path, 1 << 16, NULL);
 		p = status ? strstr(status, "\nNSpid:") : NULL;
@@ -100,18 +92,6 @@ static int read_tasks(pid_t pid, bool ours, struct task **out, size_t *nr)
 	*out = t;
 	*nr = n;
 	return 0;
-}
-
-/* 1 if @pid's PID namespace is our /proc's (one NSpid field), -1 if not, 0 unknown yet. */
-static int tids_are_ours(pid_t pid)
-{
-	char *nspid = procinfo_status_field(pid, 0, "NSpid");
-	int r = 0;
-
-	if (nspid)
-		r = strpbrk(nspid, " \t") ? -1 : 1;
-	free(nspid);
-	return r;
 }
 
 static pid_t ns_to_ours(const struct task *t, size_t n, pid_t ns_tid)
@@ -664,9 +644,7 @@ int pyproc__refresh_threads(struct pyproc *pp)
 	int err;
 
 	pp->nthreads = 0;
-	if (!pp->tids_ours)
-		pp->tids_ours = tids_are_ours(pp->pid);
-	err = read_tasks(pp->pid, pp->tids_ours > 0, &tasks, &ntasks);
+	err = read_tasks(pp->pid, &tasks, &ntasks);
 	if (err)
 		return err;
 	err = pp_ptr(pp, pp->runtime + o->rt_interpreters_head, &interp);
