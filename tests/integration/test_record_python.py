@@ -284,7 +284,9 @@ def test_module_level_loop_non_ascii_file(py):
     total = good = 0
     for n, _, _, frames in samples(con):
         chain = pychain(frames)
-        if not chain:
+        # The script's own samples: not the interpreter's start-up (site, encodings), which
+        # runs before it and takes longer on a loaded machine (30 of 1,025 samples once).
+        if not any(f["file"] == script for f in chain):
             continue
         total += n
         if [f["func"] for f in chain] == ["<module>"] and chain[0]["line"] == line \
