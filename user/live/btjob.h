@@ -152,6 +152,11 @@ int btjob__load(struct sqlite3 *db, const char *path, struct bt_job **out);
  */
 int btjob__load_locals(struct sqlite3 *db, struct bt_job *j);
 
+/* The thread @tid of process @pid (on @host, when @host and the process's host are known) in
+ * @j, loaded from a file, and its process's index in *@proc; or NULL. */
+struct bt_thread *btjob__thread(struct bt_job *j, const char *host, pid_t pid, pid_t tid,
+				int *proc);
+
 void btjob__free(struct bt_job *j);
 
 #endif

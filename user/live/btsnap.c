@@ -608,10 +608,29 @@ static int load_frames(sqlite3 *db, struct bt_job *j, struct snap_index *x)
 	return err;
 }
 
+struct bt_thread *btjob__thread(struct bt_job *j, const char *host, pid_t pid, pid_t tid, int *proc)
+{
+	int i, k;
+
+	for (i = 0; i < j->nprocs; i++) {
+		struct bt_process *p = j->procs[i].bt;
+
+		if (!p || j->procs[i].pid != pid ||
+		    (host && j->procs[i].id.host[0] && strcmp(host, j->procs[i].id.host)))
+			continue;
+		for (k = 0; k < p->nthreads; k++)
+			if (p->threads[k].tid == tid) {
+				*proc = i;
+				return &p->threads[k];
+			}
+	}
+	return NULL;
+}
+
 int btjob__load_locals(struct sqlite3 *db, struct bt_job *j)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = SQLITE_DONE, err = 0;
+	int rc = SQLITE_DONE, err = 0, proc;
 
 	if (sqlite3_table_column_metadata(db, "main", "bt_locals", NULL, NULL, NULL, NULL, NULL,
 					  NULL) != SQLITE_OK)
@@ -622,25 +641,14 @@ int btjob__load_locals(struct sqlite3 *db, struct bt_job *j)
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EPROTO;
 	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *host = col_text(st, 0);
-		int pid = sqlite3_column_int(st, 1), tid = sqlite3_column_int(st, 2);
+		struct bt_thread *t = btjob__thread(j, col_text(st, 0), sqlite3_column_int(st, 1),
+						    sqlite3_column_int(st, 2), &proc);
 
-		if (!col_text(st, 4))
-			continue;
-		for (int i = 0; i < j->nprocs; i++) {
-			struct bt_process *p = j->procs[i].bt;
-
-			if (!p || j->procs[i].pid != pid ||
-			    (host && j->procs[i].id.host[0] && strcmp(host, j->procs[i].id.host)))
-				continue;
-			for (int k = 0; !err && k < p->nthreads; k++)
-				if (p->threads[k].tid == tid)
-					err = backtrace__add_local(
-						&p->threads[k], sqlite3_column_int(st, 3),
-						col_text(st, 4), col_text(st, 5), col_text(st, 6));
-			if (err == -EINVAL)
-				err = 0; /* a frame the file does not have: left out */
-		}
+		if (t && col_text(st, 4))
+			err = backtrace__add_local(t, sqlite3_column_int(st, 3), col_text(st, 4),
+						   col_text(st, 5), col_text(st, 6));
+		if (err == -EINVAL)
+			err = 0; /* a frame the file does not have: left out */
 	}
 	sqlite3_finalize(st);
 	return err ?: (rc == SQLITE_DONE ? 0 : -EPROTO);

@@ -441,27 +441,6 @@ void crashsnap__summary(const struct bt_process *p, const struct crash_info *ci,
 
 /* ---- reading a crash file back --------------------------------------------------------- */
 
-/* The thread @tid of process @pid (on @host, when the file says) in @j, or NULL. */
-static struct bt_thread *job_thread(struct bt_job *j, const char *host, pid_t pid, pid_t tid,
-				    int *proc)
-{
-	int i, k;
-
-	for (i = 0; i < j->nprocs; i++) {
-		struct bt_process *p = j->procs[i].bt;
-
-		if (!p || j->procs[i].pid != pid ||
-		    (host && j->procs[i].id.host[0] && strcmp(host, j->procs[i].id.host)))
-			continue;
-		for (k = 0; k < p->nthreads; k++)
-			if (p->threads[k].tid == tid) {
-				*proc = i;
-				return &p->threads[k];
-			}
-	}
-	return NULL;
-}
-
 /* Move thread @t of process @p to the front (the crashed thread leads). */
 static void to_front(struct bt_process *p, struct bt_thread *t)
 {
@@ -497,8 +476,8 @@ static int load_crashes(sqlite3 *db, struct bt_job *j)
 			       -1, &st, NULL) != SQLITE_OK)
 		return -EPROTO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		t = job_thread(j, col_text(st, 0), sqlite3_column_int(st, 1),
-			       sqlite3_column_int(st, 2), &proc);
+		t = btjob__thread(j, col_text(st, 0), sqlite3_column_int(st, 1),
+				  sqlite3_column_int(st, 2), &proc);
 		if (!t)
 			continue;
 		kind = col_text(st, 3);

@@ -109,8 +109,7 @@ cleanup:
 }
 
 /* The job's row of watch_stall, after the nodes' stalls; its culprit's host. */
-static int write_stall(sqlite3 *db, double time, const char *reason, const struct dg_result *res,
-		       const struct dg_rank *culprit)
+static int write_stall(sqlite3 *db, double time, const char *reason, const struct dg_result *res)
 {
 	static const char sql[] = "INSERT INTO main.watch_stall(time, reason, kind, culprit_pid,"
 				  " culprit_rank, diagnosis, host) VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
@@ -126,10 +125,10 @@ static int write_stall(sqlite3 *db, double time, const char *reason, const struc
 	sqlite3_bind_double(st, 1, time);
 	sqlite3_bind_text(st, 2, reason, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, diagnose_kind_name(res->kind), -1, SQLITE_STATIC);
-	if (culprit) {
-		sqlite3_bind_int(st, 4, culprit->pid);
-		if (culprit->rank >= 0)
-			sqlite3_bind_int(st, 5, culprit->rank);
+	if (res->culprit) {
+		sqlite3_bind_int(st, 4, res->culprit);
+		if (res->culprit_rank >= 0)
+			sqlite3_bind_int(st, 5, res->culprit_rank);
 	}
 	sqlite3_bind_text(st, 6, res->text, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) != SQLITE_DONE) {
@@ -144,7 +143,6 @@ int jobdiag__merged(sqlite3 *db, void *arg)
 {
 	struct dg_input in = {.world_size = -1};
 	struct dg_rank *ranks = NULL;
-	const struct dg_rank *culprit = NULL;
 	struct dg_result res;
 	sqlite3_stmt *st = NULL;
 	struct strbuf kinds = {0};
@@ -169,12 +167,9 @@ int jobdiag__merged(sqlite3 *db, void *arg)
 	in.n = n;
 	in.r = ranks;
 	diagnose(&in, &res);
-	for (int i = 0; i < n && res.culprit; i++)
-		if (ranks[i].pid == res.culprit && ranks[i].rank == res.culprit_rank)
-			culprit = &ranks[i];
 	snprintf(reason, sizeof(reason), "the watch reports of %d node%s merged (%s)", in.nodes,
 		 in.nodes == 1 ? "" : "s", sb_str(&kinds));
-	err = write_stall(db, in.now, reason, &res, culprit);
+	err = write_stall(db, in.now, reason, &res);
 	if (err)
 		goto cleanup;
 	printf("probing merge: the job, from %s:\n", reason);
