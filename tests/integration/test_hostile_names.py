@@ -62,7 +62,8 @@ def shown(s):
 
 
 def as_stored(s):
-    """@s as JSON output carries it: the target's bytes, invalid UTF-8 as U+FFFD each."""
+    """@s as JSON output carries it and as a recording or snapshot stores it: the target's
+    bytes, each byte of invalid UTF-8 as U+FFFD."""
     return s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
@@ -125,7 +126,20 @@ def test_recording_outputs_escape_names():
     target, tid = start(60)
     rec = h.tmp("hostile.db")
     run_bytes("record", "-p", target.pid, "-d", "2", "-o", rec)
+    snap = h.tmp("hostile-snap.db")
+    run_bytes("backtrace", "-p", target.pid, "-o", snap)
     target.kill()
+    # What probing writes is text any SQLite reader decodes (Python's sqlite3 refuses a row
+    # whose text is not UTF-8): the names' invalid bytes are U+FFFD there.
+    for db, threads, frames in ((rec, "threads", "frames"), (snap, "bt_threads", "bt_frames")):
+        with sqlite3.connect(db) as con:
+            for (table,) in con.execute("SELECT name FROM sqlite_master"
+                                        " WHERE type IN ('table', 'view')").fetchall():
+                con.execute(f'SELECT * FROM "{table}"').fetchall()
+            assert as_stored(THREAD) in {n for (n,) in con.execute(
+                f"SELECT name FROM {threads}")}, db
+            funcs = set(con.execute(f"SELECT func, file FROM {frames} WHERE kind = 'python'"))
+            assert (as_stored(NAME), as_stored(FILE)) in funcs, (db, funcs)
     # A crafted recording too: invalid UTF-8 and escapes in a library path and the command.
     crafted = h.tmp("crafted.db")
     shutil.copy(rec, crafted)
@@ -141,7 +155,7 @@ def test_recording_outputs_escape_names():
             frames = line.rsplit(" ", 1)[0].split(";")
             assert not [f for f in frames if f.startswith("    forged")], line
             # The hostile frame is one frame: its ';' are ':' and its newlines escaped.
-            ours += sum(f == shown(NAME).replace(";", ":") + " (" + shown(FILE) + ":6)"
+            ours += sum(f == shown(as_stored(NAME)).replace(";", ":") + " (" + shown(as_stored(FILE)) + ":6)"
                         for f in frames)
         assert ours, folded
 
@@ -152,12 +166,12 @@ def test_recording_outputs_escape_names():
         assert_inert(data, "svg")
         root = ET.fromstring(data)
         titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
-        assert any(t.startswith(shown(NAME) + " (") for t in titles), titles[:20]
+        assert any(t.startswith(shown(as_stored(NAME)) + " (") for t in titles), titles[:20]
 
         doc = json.loads(assert_inert(run_bytes("export", "-i", db, "--format", "speedscope", "-o", "-"),
                                       "speedscope"))
         names = [f["name"] for f in doc["shared"]["frames"]]
-        assert f"{shown(NAME)} ({shown(FILE)}:6)" in names, names
+        assert f"{shown(as_stored(NAME))} ({shown(as_stored(FILE))}:6)" in names, names
 
         pb = h.tmp("p.pb.gz")
         run_bytes("export", "-i", db, "--format", "pprof", "-o", pb)
@@ -168,7 +182,7 @@ def test_recording_outputs_escape_names():
             for loc in s["locations"]:
                 assert_inert(loc["function"]["name"].encode(), "pprof function")
                 assert_inert(loc["function"]["file"].encode(), "pprof file")
-        assert any(loc["function"]["name"] == shown(NAME)
+        assert any(loc["function"]["name"] == shown(as_stored(NAME))
                    for s in prof["samples"] for loc in s["locations"])
         for m in prof["mappings"].values():
             assert_inert(m.encode(), "pprof mapping")
@@ -176,7 +190,7 @@ def test_recording_outputs_escape_names():
         sql = ("SELECT DISTINCT p.command, f.func, f.file, f.module FROM samples s"
                " JOIN frames f USING (stack_id) JOIN processes p USING (pid)")
         out = assert_inert(run_bytes("query", "-i", db, sql), "query table")
-        assert shown(NAME) in out, out
+        assert shown(as_stored(NAME)) in out, out
         rows = json.loads(run_bytes("query", "-i", db, "--format", "json", sql))
         assert as_stored(NAME) in {r["func"] for r in rows}
     # The crafted library path and command, escaped where they show.

@@ -198,6 +198,24 @@ TEST(utf8_decode_rejects_invalid_forms)
 	CHECK_EQ(utf8_decode("\x80", 1, &cp), 0);	      /* lone continuation byte */
 }
 
+TEST(utf8_valid_and_repair)
+{
+	struct strbuf sb = {0};
+
+	CHECK(utf8_valid(S("plain \xc3\xa9 \xf0\x9f\x94\xa5")));
+	CHECK(!utf8_valid(S("T\xed\xb3\xbd"))); /* a lone surrogate, as surrogatepass writes it */
+	CHECK(!utf8_valid(S("\xff")));
+	CHECK(!utf8_valid(S("\xe6\xbc"))); /* truncated */
+	CHECK_EQ(utf8_repair(&sb, S("ok \xc3\xa9")), 0);
+	CHECK_STR(sb_str(&sb), "ok \xc3\xa9");
+	sb_reset(&sb);
+	/* each invalid byte is one U+FFFD, as Python's decode(errors="replace") reads them */
+	CHECK_EQ(utf8_repair(&sb, S("T\xed\xb3\xbdx\xff")), 0);
+	CHECK_STR(sb_str(&sb), "T\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdx\xef\xbf\xbd");
+	CHECK(utf8_valid(sb_str(&sb), strlen(sb_str(&sb))));
+	sb_free(&sb);
+}
+
 TEST(utf8_width_counts_columns)
 {
 	CHECK_EQ(utf8_width(S("abc")), 3);

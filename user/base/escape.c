@@ -83,6 +83,45 @@ size_t utf8_width(const char *s, size_t n)
 	return w;
 }
 
+bool utf8_valid(const char *s, size_t n)
+{
+	size_t i = 0;
+	uint32_t cp;
+	int len;
+
+	while (i < n) {
+		if ((unsigned char)s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		len = utf8_decode(s + i, n - i, &cp);
+		if (!len)
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+int utf8_repair(struct strbuf *sb, const char *s, size_t n)
+{
+	size_t i = 0, run = 0;
+	uint32_t cp;
+	int len, err = 0;
+
+	while (!err && i < n) {
+		len = (unsigned char)s[i] < 0x80 ? 1 : utf8_decode(s + i, n - i, &cp);
+		if (len) {
+			i += len;
+			run += len;
+			continue;
+		}
+		err = sb_append(sb, s + i - run, run) ?: sb_append(sb, replacement, 3);
+		run = 0;
+		i++;
+	}
+	return err ?: sb_append(sb, s + i - run, run);
+}
+
 /*
  * Code points that are valid UTF-8 but must not reach a terminal as they are: C1 controls
  * (U+009B is CSI to a terminal that decodes them), and invisible characters that move or

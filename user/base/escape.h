@@ -13,6 +13,7 @@
 #ifndef PROBING_ESCAPE_H
 #define PROBING_ESCAPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,16 @@ int utf8_decode(const char *s, size_t n, uint32_t *cp);
  * combining marks 0, an invalid byte 1 (it is shown as U+FFFD).
  */
 size_t utf8_width(const char *s, size_t n);
+
+/* Whether @s (@n bytes) is valid UTF-8 (as utf8_decode reads it). */
+bool utf8_valid(const char *s, size_t n);
+
+/*
+ * Append @s (@n bytes) with each byte of invalid UTF-8 replaced by U+FFFD and everything else
+ * as it is: text any reader of a SQLite file can decode (SQLite stores what it is given, and
+ * Python's sqlite3 refuses a row whose text is not UTF-8). Return 0 or -ENOMEM.
+ */
+int utf8_repair(struct strbuf *sb, const char *s, size_t n);
 
 /* text_escape flags */
 #define TEXT_LINES 1u /* a block of lines (a repr, a traceback): keep \n and \t as they are */

@@ -131,7 +131,10 @@ struct btjob_extra {
 int btjob__save_with(const struct bt_job *j, const char *path, unsigned int flags,
 		     const struct btjob_extra *x);
 
-/* For btjob_extra.write: bind @s (NULL: SQL NULL) to parameter @i of @st (a copy is kept). */
+/*
+ * For btjob_extra.write: bind @s (NULL: SQL NULL) to parameter @i of @st (a copy is kept),
+ * as valid UTF-8 (utf8_repair: what comes from a target may be any bytes).
+ */
 void btjob__bind_text(struct sqlite3_stmt *st, int i, const char *s);
 
 /* For btjob_extra.write: run the INSERT @st, then reset it and clear its bindings: 0, -EIO. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/cli.h"
+#include "base/escape.h"
 #include "base/log.h"
 #include "base/outfile.h"
 #include "base/bmap.h"
@@ -66,10 +67,15 @@ struct writer {
 
 void btjob__bind_text(sqlite3_stmt *st, int i, const char *s)
 {
+	struct strbuf sb = {0};
+
+	if (s && !utf8_valid(s, strlen(s)) && !utf8_repair(&sb, s, strlen(s)))
+		s = sb_str(&sb);
 	if (s)
 		sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
 	else
 		sqlite3_bind_null(st, i);
+	sb_free(&sb);
 }
 
 static void bind_int(sqlite3_stmt *st, int i, long long v, bool known)

@@ -13,12 +13,20 @@
 #define DICT_MAX_ENTRIES 65536
 
 /* Py_TPFLAGS_* (Include/object.h) */
-#define TPFLAGS_INLINE_VALUES (1ul << 2) /* 3.13+ */
-#define TPFLAGS_MANAGED_DICT  (1ul << 4) /* 3.11+ */
-#define TPFLAGS_HEAPTYPE      (1ul << 9)
+#define TPFLAGS_INLINE_VALUES	 (1ul << 2) /* 3.13+ */
+#define TPFLAGS_MANAGED_DICT	 (1ul << 4) /* 3.11+ */
+#define TPFLAGS_HEAPTYPE	 (1ul << 9)
+#define TPFLAGS_UNICODE_SUBCLASS (1ul << 28)
 
+/*
+ * @c as UTF-8 at @p (1-4 bytes), as the interpreter's own encoder with "surrogatepass" writes
+ * it: a lone surrogate stays visible as its three bytes (text_escape shows them); past
+ * U+10FFFF is U+FFFD.
+ */
 static int put_utf8(char *p, uint32_t c)
 {
+	if (c > 0x10ffff)
+		c = 0xfffd;
 	if (c < 0x80) {
 		p[0] = (char)c;
 		return 1;
@@ -34,13 +42,33 @@ static int put_utf8(char *p, uint32_t c)
 		p[2] = (char)(0x80 | (c & 0x3f));
 		return 3;
 	}
-	if (c > 0x10ffff)
-		c = 0xfffd;
 	p[0] = (char)(0xf0 | c >> 18);
 	p[1] = (char)(0x80 | ((c >> 12) & 0x3f));
 	p[2] = (char)(0x80 | ((c >> 6) & 0x3f));
 	p[3] = (char)(0x80 | (c & 0x3f));
 	return 4;
+}
+
+/*
+ * Whether the object at @addr is a str: its type is PyUnicode_Type or a subclass of it
+ * (Py_TPFLAGS_UNICODE_SUBCLASS). A name read from an object that has since been freed (a code
+ * object of exec'd code, resolved after it ran) may be any object by now. True when the
+ * interpreter's PyUnicode_Type is unknown. 0, -EINVAL (not a str) or a read error.
+ */
+static int check_str_type(struct pyproc *pp, uint64_t addr)
+{
+	uint64_t type, flags;
+	int err;
+
+	if (!pp->objs[PYS_STR])
+		return 0;
+	err = pp_ptr(pp, addr + pp->off.ob_type, &type);
+	if (err || type == pp->objs[PYS_STR])
+		return err;
+	err = pp_ptr(pp, type + pp->off.tp_flags, &flags);
+	if (err)
+		return err;
+	return flags & TPFLAGS_UNICODE_SUBCLASS ? 0 : -EINVAL;
 }
 
 int py_read_str_cps(struct pyproc *pp, uint64_t addr, size_t max, uint32_t **cps, size_t *n,
@@ -56,7 +84,9 @@ int py_read_str_cps(struct pyproc *pp, uint64_t addr, size_t max, uint32_t **cps
 
 	if (!addr)
 		return -EFAULT;
-	err = pp_read(pp, addr + o->unicode_state, &state, sizeof(state));
+	err = check_str_type(pp, addr);
+	if (!err)
+		err = pp_read(pp, addr + o->unicode_state, &state, sizeof(state));
 	if (!err)
 		err = pp_read(pp, addr + o->unicode_length, &len, sizeof(len));
 	if (err)

@@ -131,14 +131,17 @@ static inline uint64_t py_ref_obj(const struct pyproc *pp, uint64_t bits)
 
 /*
  * Read the str object at @addr as UTF-8 (up to PY_STR_MAX bytes) into a malloc'd buffer
- * (*@out, *@len). Return 0, -EINVAL (not a compact/ready str), -EFAULT or -ENOMEM.
+ * (*@out, *@len); a lone surrogate is written as its three bytes (not valid UTF-8: the
+ * store repairs it, text_escape shows it). Return 0, -EINVAL (not a str, or not a
+ * compact/ready one), -EFAULT or -ENOMEM.
  */
 int py_read_str(struct pyproc *pp, uint64_t addr, char **out, size_t *len);
 
 /*
  * Read the str object at @addr as code points: the first min(length, @max) of them into a
  * malloc'd array *@cps (*@n of them) and its whole length into *@length. 0, -EINVAL (not a
- * compact/ready str), -EFAULT or -ENOMEM.
+ * str: its type is neither PyUnicode_Type nor a subclass; or not a compact/ready one),
+ * -EFAULT or -ENOMEM.
  */
 int py_read_str_cps(struct pyproc *pp, uint64_t addr, size_t max, uint32_t **cps, size_t *n,
 		    size_t *length);

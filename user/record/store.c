@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "base/bmap.h"
+#include "base/escape.h"
 #include "base/log.h"
 #include "base/outfile.h"
 #include "base/strpool.h"
@@ -405,12 +406,43 @@ static const char *thread_key(char *buf, char kind, pid_t pid, pid_t tid)
 	return buf;
 }
 
+/*
+ * @s as text every reader can decode: itself when it is valid UTF-8 (or NULL), else a copy in
+ * @sb with each invalid byte as U+FFFD. Names come from the target (/proc comm and cmdline,
+ * prctl thread names, ELF symbols, str objects read while they change) and may be any bytes.
+ * NULL when out of memory for a copy.
+ */
+static const char *valid_text(struct strbuf *sb, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (!s || utf8_valid(s, n))
+		return s;
+	sb_reset(sb);
+	return utf8_repair(sb, s, n) ? NULL : sb_str(sb);
+}
+
+/* valid_text(@s) interned in the store's pool: NULL for NULL or when out of memory. */
+static const char *intern_text(struct store *st, const char *s)
+{
+	struct strbuf sb = {0};
+	const char *r = strpool__intern(st->strings, valid_text(&sb, s));
+
+	sb_free(&sb);
+	return r;
+}
+
 int store__meta_text(struct store *st, const char *key, const char *value)
 {
 	char k[REPLAY_KEY_MAX];
+	struct strbuf t = {0};
+	int err;
 
-	return pending_keyed(st, meta_key(k, key), false,
-			     "INSERT OR REPLACE INTO meta VALUES(%Q, %Q)", key, value);
+	err = pending_keyed(st, meta_key(k, key), false,
+			    "INSERT OR REPLACE INTO meta VALUES(%Q, %Q)", key,
+			    valid_text(&t, value));
+	sb_free(&t);
+	return err;
 }
 
 int store__meta_int(struct store *st, const char *key, int64_t value)
@@ -440,6 +472,8 @@ static void int_or_null(char *buf, size_t n, long v)
 int store__process(struct store *st, const struct store_process *p)
 {
 	char rank[24], lrank[24], ws[24], grank[24], nspid[24], end[32], k[REPLAY_KEY_MAX];
+	struct strbuf t[4] = {0};
+	int err;
 
 	int_or_null(rank, sizeof(rank), p->rank);
 	int_or_null(grank, sizeof(grank), p->group_rank);
@@ -450,13 +484,17 @@ int store__process(struct store *st, const struct store_process *p)
 		snprintf(end, sizeof(end), "%.6f", p->end_time);
 	else
 		snprintf(end, sizeof(end), "NULL");
-	return pending_keyed(
+	err = pending_keyed(
 		st, proc_key(k, p->pid), false,
 		"INSERT OR REPLACE INTO processes(pid, ppid, command, exe, start_time, end_time,"
 		" rank, local_rank, world_size, python_version, ns_pid, group_rank, job_id, host)"
 		" VALUES(%d, %d, %Q, %Q, %.6f, %s, %s, %s, %s, %Q, %s, %s, %Q, %Q)",
-		(int)p->pid, (int)p->ppid, p->command, p->exe, p->start_time, end, rank, lrank, ws,
-		p->python_version, nspid, grank, p->job_id, p->host);
+		(int)p->pid, (int)p->ppid, valid_text(&t[0], p->command), valid_text(&t[1], p->exe),
+		p->start_time, end, rank, lrank, ws, p->python_version, nspid, grank,
+		valid_text(&t[2], p->job_id), valid_text(&t[3], p->host));
+	for (size_t i = 0; i < ARRAY_SIZE(t); i++)
+		sb_free(&t[i]);
+	return err;
 }
 
 int store__process_end(struct store *st, pid_t pid, double end_time)
@@ -471,15 +509,20 @@ int store__process_end(struct store *st, pid_t pid, double end_time)
 int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, double ts)
 {
 	char k[REPLAY_KEY_MAX];
+	struct strbuf t = {0};
+	int err;
 
-	return pending_keyed(st, thread_key(k, 't', pid, tid), false,
-			     "INSERT INTO threads(pid, tid, name, first_seen, last_seen)"
-			     " VALUES(%d, %d, %Q, %.6f, %.6f)"
-			     " ON CONFLICT(pid, tid) DO UPDATE SET"
-			     " name = coalesce(excluded.name, name),"
-			     " first_seen = min(first_seen, excluded.first_seen),"
-			     " last_seen = max(last_seen, excluded.last_seen)",
-			     (int)pid, (int)tid, name, ts, ts);
+	name = valid_text(&t, name);
+	err = pending_keyed(st, thread_key(k, 't', pid, tid), false,
+			    "INSERT INTO threads(pid, tid, name, first_seen, last_seen)"
+			    " VALUES(%d, %d, %Q, %.6f, %.6f)"
+			    " ON CONFLICT(pid, tid) DO UPDATE SET"
+			    " name = coalesce(excluded.name, name),"
+			    " first_seen = min(first_seen, excluded.first_seen),"
+			    " last_seen = max(last_seen, excluded.last_seen)",
+			    (int)pid, (int)tid, name, ts, ts);
+	sb_free(&t);
+	return err;
 }
 
 int store__thread_ns_tid(struct store *st, pid_t pid, pid_t tid, pid_t ns_tid)
@@ -506,15 +549,17 @@ int store__collective(struct store *st, const struct store_collective *c)
 {
 	char bytes[24], seq[24], ns[24], stack[24], grank[24], gsize[24], peer[24], tag[24],
 		worker[24];
+	struct strbuf grp = {0};
+	int err;
 
 	if (ensure_stack(st, c->stack_id))
 		return -ENOMEM;
-	return pending_append(
+	err = pending_append(
 		st,
 		"INSERT OR REPLACE INTO collectives_raw(id, pid, tid, op, grp, bytes, seq,"
 		" start_ns, ns, stack_id, grp_rank, grp_size, peer, tag, worker_tid, error, lib)"
 		" VALUES(%lld, %d, %d, %Q, %Q, %s, %s, %lld, %s, %s, %s, %s, %s, %s, %s, %d, %Q)",
-		(long long)c->id, (int)c->pid, (int)c->tid, c->op, c->grp,
+		(long long)c->id, (int)c->pid, (int)c->tid, c->op, valid_text(&grp, c->grp),
 		int_sql(bytes, sizeof(bytes), c->bytes >= 0, c->bytes),
 		int_sql(seq, sizeof(seq), c->seq >= 0, c->seq), (long long)c->start_ns,
 		int_sql(ns, sizeof(ns), c->ns >= 0, c->ns),
@@ -525,6 +570,8 @@ int store__collective(struct store *st, const struct store_collective *c)
 		int_sql(tag, sizeof(tag), c->has_peer, c->tag),
 		int_sql(worker, sizeof(worker), c->worker_tid > 0, c->worker_tid), c->error ? 1 : 0,
 		c->lib);
+	sb_free(&grp);
+	return err;
 }
 
 int store__select(struct store *st, const char *sql,
@@ -595,10 +642,10 @@ int store__frame_id(struct store *st, const struct frame *f, uint64_t *id)
 	pf->id = *id;
 	pf->f.kind = f->kind;
 	pf->f.line = f->line;
-	pf->f.func = strpool__intern(st->strings, f->func ? f->func : "[unknown]");
-	pf->f.qualname = strpool__intern(st->strings, f->qualname);
-	pf->f.file = strpool__intern(st->strings, f->file);
-	pf->f.module = strpool__intern(st->strings, f->module);
+	pf->f.func = intern_text(st, f->func ? f->func : "[unknown]");
+	pf->f.qualname = intern_text(st, f->qualname);
+	pf->f.file = intern_text(st, f->file);
+	pf->f.module = intern_text(st, f->module);
 	if (!pf->f.func || (f->qualname && !pf->f.qualname) || (f->file && !pf->f.file) ||
 	    (f->module && !pf->f.module))
 		return -ENOMEM;

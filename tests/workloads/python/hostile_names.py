@@ -7,7 +7,8 @@ function named NAME from a file named FILE (co_name, co_qualname and co_filename
 local variable named LOCAL; the thread's native id is printed once it runs. The names hold
 newlines that would forge output lines, escape sequences that would drive a terminal, ';'
 (the folded-stack separator), a bidi override and lone surrogates (invalid UTF-8 once the
-interpreter encodes them). The loop is on line 6 of FILE.
+interpreter encodes them). The loop is on line 6 of FILE. co_name is an instance of a str
+subclass (code.replace keeps it so): a name is read from any str, not only an exact one.
 """
 import ctypes
 import sys
@@ -30,10 +31,17 @@ SOURCE = ("def spin(ev, seconds):\n"
 ns = {"time": time}
 exec(compile(SOURCE, FILE, "exec"), ns)
 spin = ns["spin"]
-names = {"co_name": NAME, "co_varnames": ("ev", "seconds", LOCAL, "end", "n")}
+
+
+class Name(str):
+    pass
+
+
+names = {"co_name": Name(NAME), "co_varnames": ("ev", "seconds", LOCAL, "end", "n")}
 if sys.version_info >= (3, 11):
     names["co_qualname"] = NAME
 spin.__code__ = spin.__code__.replace(**names)
+assert type(spin.__code__.co_name) is Name
 
 
 def run(ev):
