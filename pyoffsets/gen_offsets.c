@@ -178,9 +178,10 @@ static const struct spec specs[] = {
 	{"f_stacktop", 8, 9, K_OFF, "PyFrameObject", "f_stacktop"},
 	{"f_stackdepth", 10, 10, K_OFF, "PyFrameObject", "f_stackdepth"},
 	{"if_stacktop", 11, 13, K_OFF, "_PyInterpreterFrame", "stacktop"},
+	{"if_stackpointer", 14, LAST, K_OFF, "_PyInterpreterFrame", "stackpointer"},
 	/* In the _asyncio module's own file (--asyncio, found next to the library by default).
-	 * 3.14 rewrote the module (per-thread lists of tasks, its own debug offsets in the
-	 * .AsyncioDebug section): not read from outside yet. */
+	 * 3.14 rewrote the module (per-thread lists of tasks): from 3.14 on its layout comes from
+	 * its own debug offsets, the .AsyncioDebug section (user/python/pytasks.c). */
 	{"fut_loop", PY_MINOR_MIN, 13, K_OFF, "FutureObj", "fut_loop", true},
 	{"fut_state", PY_MINOR_MIN, 13, K_OFF, "FutureObj", "fut_state", true},
 	{"task_fut_waiter", PY_MINOR_MIN, 13, K_OFF, "TaskObj", "task_fut_waiter", true},
@@ -295,6 +296,7 @@ static const char *const fields[] = {
 	"f_stacktop",
 	"f_stackdepth",
 	"if_stacktop",
+	"if_stackpointer",
 	"fut_loop",
 	"fut_state",
 	"task_fut_waiter",

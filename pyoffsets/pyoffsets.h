@@ -225,7 +225,8 @@ struct py_offsets {
 	uint32_t f_valuestack;	  /* <= 3.10: PyObject ** */
 	uint32_t f_stacktop;	  /* 3.8, 3.9: PyObject **, NULL while the frame runs */
 	uint32_t f_stackdepth;	  /* 3.10: int, the value stack's depth while suspended */
-	uint32_t if_stacktop;	  /* 3.11+: int, localsplus slots in use (the stack's top) */
+	uint32_t if_stacktop;	  /* 3.11-3.13: int, localsplus slots in use (the stack's top) */
+	uint32_t if_stackpointer; /* 3.14+: _PyStackRef *, one past the stack's top */
 	/* The _asyncio extension module's objects (Modules/_asynciomodule.c), from its own DWARF:
 	 * a Task is a Future with more fields after the Future's. */
 	uint32_t fut_loop;	  /* FutureObj.fut_loop: the event loop */

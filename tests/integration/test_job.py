@@ -101,10 +101,11 @@ def test_job_backtrace_hung_rank(t):
         h.log("main threads: %s" % seen)
         leaves = [main_thread(by_rank[k])["frames"][0] for k in range(NRANKS)]
         # The others waiting in their backward (not still on their way to it: a snapshot
-        # can catch them in the forward of the step rank 1 never joins).
+        # can catch them in the forward of the step rank 1 never joins, or running in the
+        # backward before they block in it).
         ok = leaves[1]["func"] == "hang_here" and all(
             {"train_step", "backward"} <= {f["func"] for f in main_thread(by_rank[k])["frames"]}
-            for k in (0, 2))
+            and main_thread(by_rank[k])["wait"] for k in (0, 2))
         return procs if ok else None
 
     procs = h.wait_for(hung, timeout=120, interval=0.5, what="rank 1 hung, the others waiting")

@@ -121,6 +121,15 @@ def _check_debug_offsets(minor, exe):
             f".{name} = {fields[name]}")
         size = u64(fields[f"dbg_bound.{i}"])
         assert fields[name] + int(width) <= size < (16 << 20), (name, size)
+    if minor >= 14:
+        # The coroutine reader's stackpointer (table only): interpreter_frame.stackpointer
+        # follows .owner in the block (pycore_debug_offsets.h of that version).
+        hdr = os.path.join(sidroot.ROOT, "usr", "include", f"python3.{minor}", "internal",
+                           "pycore_debug_offsets.h")
+        with open(hdr) as f:
+            assert re.search(r"uint64_t owner;\s*uint64_t stackpointer;", f.read()), hdr
+        owner = [i for i, (n, _, _) in enumerate(names) if n == "if_owner"][0]
+        assert u64(fields[f"dbg.{owner}"] + 8) == fields["if_stackpointer"], minor
 
 
 def test_313_table_agrees_with_py_debug_offsets():

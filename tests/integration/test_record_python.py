@@ -5,6 +5,7 @@ What "known" means here: the workloads mark their lines ("# @name"), name their 
 print their thread ids; the tests compare the recorded Python chains, lines, thread
 attribution and the native frames under Python frames with that.
 """
+import collections
 import os
 import re
 import shutil
@@ -142,6 +143,7 @@ def nearest_python_above(frames, pred):
 def check_library_under_caller(con, thread, module_re, caller, line):
     lib = re.compile(module_re)
     total = good = with_py = all_samples = 0
+    bad = collections.Counter()  # what stood above the library where the caller did not
     for n, _, th, frames in samples(con, "thread = ?", (thread,)):
         all_samples += n
         if pychain(frames):
@@ -153,8 +155,11 @@ def check_library_under_caller(con, thread, module_re, caller, line):
         total += n
         if r and r[0]["func"] == caller and r[0]["line"] == line and r[1]:
             good += n
+        else:
+            bad[(r[0]["func"], r[0]["line"], r[1]) if r else "no Python frame above"] += n
     assert total > 50, f"{thread}: only {total} samples in {module_re}"
-    assert good >= 0.95 * total, f"{thread}: {module_re} under {caller} in {good}/{total}"
+    assert good >= 0.95 * total, \
+        f"{thread}: {module_re} under {caller} in {good}/{total}; else {bad.most_common(5)}"
     # The thread runs with the GIL released while the main thread holds it: its own
     # Python frames must still be found.
     assert with_py >= 0.95 * all_samples, f"{thread}: Python frames in {with_py}/{all_samples}"

@@ -367,20 +367,19 @@ int tasks__print(pid_t pid, FILE *f)
 	if (err == -ENOTSUP || (!err && ts.unreadable))
 		aerr = agent_rows(pid, &json);
 	if (json) {
-		pr_warn("asyncio tasks read by the agent in process %d (%s)", pid,
-			err ? "this interpreter's tasks cannot be read from outside"
+		pr_warn("asyncio tasks read by the agent in process %d (%s%s)", pid,
+			err ? "this interpreter's tasks cannot be read from outside: "
 			    : "some tasks are of a pure-Python Task class, which only the agent "
-			      "can read");
+			      "can read",
+			err ? ts.why : "");
 		err = tasks__print_rows(json, f);
 		goto cleanup;
 	}
 	if (err) {
 		if (err == -ENOTSUP)
-			pr_warn("process %d: its asyncio tasks cannot be read from outside with "
-				"this "
-				"interpreter; load the agent ('probing inject -p %d') and run "
-				"again",
-				pid, pid);
+			pr_warn("process %d: its asyncio tasks cannot be read from outside (%s); "
+				"load the agent ('probing inject -p %d') and run again",
+				pid, ts.why[0] ? ts.why : "this interpreter", pid);
 		else if (err != -ESRCH)
 			pr_warn("process %d: cannot read its asyncio tasks: %s", pid,
 				strerror(-err));

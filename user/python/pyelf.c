@@ -212,6 +212,28 @@ int pyelf__read(struct pyelf *e, uint64_t addr, void *buf, size_t len)
 	return -ENOENT;
 }
 
+int pyelf__section(struct pyelf *e, const char *name, uint64_t *addr, uint64_t *size)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	size_t shstrndx;
+	const char *n;
+
+	if (elf_getshdrstrndx(e->elf, &shstrndx))
+		return -EINVAL;
+	while ((scn = elf_nextscn(e->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC))
+			continue;
+		n = elf_strptr(e->elf, shstrndx, sh.sh_name);
+		if (n && !strcmp(n, name)) {
+			*addr = sh.sh_addr;
+			*size = sh.sh_size;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 int pyelf__build_id(struct pyelf *e, char *buf, size_t size)
 {
 	Elf_Scn *scn = NULL;

@@ -54,6 +54,12 @@ int pyelf__file_offset(struct pyelf *e, uint64_t addr, uint64_t *offset);
 /* Read @len bytes of the file at file address @addr (from a PROGBITS section). 0 or -errno. */
 int pyelf__read(struct pyelf *e, uint64_t addr, void *buf, size_t len);
 
+/*
+ * The file address and size of the allocated section named @name (".AsyncioDebug"). Return 0
+ * or -ENOENT (none), -EINVAL (no section names).
+ */
+int pyelf__section(struct pyelf *e, const char *name, uint64_t *addr, uint64_t *size);
+
 /* The GNU build ID as lowercase hex into @buf (>= 41 bytes). 0 or -ENOENT. */
 int pyelf__build_id(struct pyelf *e, char *buf, size_t size);
 

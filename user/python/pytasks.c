@@ -8,6 +8,7 @@
 #include "base/strpool.h"
 #include "base/util.h"
 #include "bpf/sampler.h"
+#include "python/pyaiolayout.h"
 #include "python/pyproc_int.h"
 #include "python/pytasks.h"
 
@@ -16,14 +17,20 @@
 #define MAX_TASKS    100000
 #define MAX_CHILDREN 4096 /* a gather's children looked at */
 #define MAX_BASES    32	  /* tp_base steps from a class to _asyncio.Task */
+#define MAX_THREADS  4096 /* thread states of an interpreter looked at */
 
 /* fut_state of Modules/_asynciomodule.c: STATE_PENDING, STATE_CANCELLED, STATE_FINISHED. */
 #define FUT_PENDING 0
 
 /* enum _framestate (Include/internal/pycore_frame.h): FRAME_SUSPENDED (3.11, 3.12) and
- * FRAME_SUSPENDED_YIELD_FROM (3.13: suspended in an await or yield from). */
+ * FRAME_SUSPENDED_YIELD_FROM (3.13, 3.14: suspended in an await or yield from; 3.15
+ * renumbered the states from 0). */
 #define FRAME_SUSPENDED_311	       (-1)
 #define FRAME_SUSPENDED_YIELD_FROM_313 (-1)
+#define FRAME_SUSPENDED_YIELD_FROM_315 2
+
+/* _PyStackRef (3.14+, Include/internal/pycore_stackref.h): a PyObject * with tag bits. */
+#define STACKREF_TAG_BITS 3u
 
 /* YIELD_FROM, the instruction an await suspends on up to 3.10 (dis.opmap of 3.8-3.10). */
 #define OP_YIELD_FROM 72
@@ -69,6 +76,9 @@ struct aio {
 struct reader {
 	struct pyproc *pp;
 	struct pytasks *out;
+	struct py_aio_layout lay; /* valid when lay_err is 0 */
+	int lay_err;
+	char why[160]; /* why lay_err */
 	struct aio aio;
 	uint64_t *cands; /* task candidates */
 	size_t ncands, capcands;
@@ -173,7 +183,63 @@ static int cur_pair(struct pyproc *pp, uint64_t loop, uint64_t task, void *ctx)
 	return 0;
 }
 
-/* The registries of the interpreter @interp. 0 (also: asyncio not imported) or -errno. */
+/*
+ * The tasks on the circular list whose head (a struct llist_node: next, prev) is at @head:
+ * each node is a task's task_node. Bounded by MAX_TASKS; a list that changes while it is
+ * walked ends the walk where it no longer reads (what was read is checked task by task).
+ */
+static int add_list(struct reader *r, uint64_t head)
+{
+	uint64_t node;
+	size_t n;
+	int err;
+
+	if (pp_ptr(r->pp, head, &node))
+		return 0;
+	for (n = 0; node && node != head && n < MAX_TASKS; n++) {
+		if (node < r->lay.task_node)
+			break;
+		err = add_cand(r, node - r->lay.task_node);
+		if (err)
+			return err;
+		if (pp_ptr(r->pp, node, &node))
+			break;
+	}
+	return 0;
+}
+
+/*
+ * 3.14+: the tasks of the interpreter @interp, on its own list (tasks of threads that exited)
+ * and on each thread's, and the (loop, task) each thread runs now.
+ */
+static int read_lists(struct reader *r, uint64_t interp)
+{
+	struct pyproc *pp = r->pp;
+	const struct py_offsets *o = &pp->off;
+	uint64_t ts, loop, task;
+	int n, err;
+
+	err = add_list(r, interp + r->lay.is_tasks_head);
+	if (err || pp_ptr(pp, interp + o->is_tstate_head, &ts))
+		return err;
+	for (n = 0; ts && n < MAX_THREADS; n++) {
+		err = add_list(r, ts + r->lay.ts_tasks_head);
+		if (err)
+			return err;
+		if (!pp_ptr(pp, ts + r->lay.ts_running_loop, &loop) && loop &&
+		    !pp_ptr(pp, ts + r->lay.ts_running_task, &task) && task) {
+			err = cur_pair(pp, loop, task, r);
+			if (err)
+				return err;
+		}
+		if (pp_ptr(pp, ts + o->ts_next, &ts))
+			break;
+	}
+	return 0;
+}
+
+/* The registries of the interpreter @interp (3.14+: its lists too). 0 (also: asyncio not
+ * imported) or -errno (-ENOTSUP: asyncio is imported, and its tasks cannot be read). */
 static int read_interp(struct reader *r, uint64_t interp)
 {
 	struct pyproc *pp = r->pp;
@@ -187,6 +253,8 @@ static int read_interp(struct reader *r, uint64_t interp)
 	    pp_ptr(pp, mod + o->md_dict, &tdict) || !tdict)
 		return 0; /* asyncio not imported (yet) */
 	r->out->asyncio = true;
+	if (r->lay_err)
+		return r->lay_err;
 	if (py_dict_get_str(pp, modules, "asyncio.futures", &mod) ||
 	    pp_ptr(pp, mod + o->md_dict, &fdict) || !fdict)
 		return 0;
@@ -218,7 +286,7 @@ static int read_interp(struct reader *r, uint64_t interp)
 		if (err == -ENOMEM)
 			return err;
 	}
-	return 0;
+	return r->lay.lists ? read_lists(r, interp) : 0;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -311,6 +379,19 @@ static uint64_t gen_awaits(struct pyproc *pp, uint64_t gen, uint64_t frame)
 	}
 	if (pp_read(pp, gen + o->gen_frame_state, &state, 1))
 		return 0;
+	if (o->if_stackpointer != PYO_NONE) {
+		/* 3.14+: _PyGen_yf() peeks the tagged reference under stackpointer (3.14), or
+		 * the one below it (3.15: SEND keeps the value sent on top of the receiver). */
+		uint64_t sp, below = pp->version >= 0x030f ? 16 : 8;
+
+		if (state != (pp->version >= 0x030f ? FRAME_SUSPENDED_YIELD_FROM_315
+						    : FRAME_SUSPENDED_YIELD_FROM_313) ||
+		    pp_ptr(pp, frame + o->if_stackpointer, &sp) ||
+		    sp < frame + o->if_localsplus + below || sp - frame > 1 << 20 ||
+		    pp_ptr(pp, sp - below, &yf))
+			return 0;
+		return yf & ~(uint64_t)STACKREF_TAG_BITS;
+	}
 	if (pp->version >= 0x030d) {
 		if (state != FRAME_SUSPENDED_YIELD_FROM_313)
 			return 0;
@@ -447,12 +528,13 @@ static int read_waiter(struct reader *r, uint64_t fw, struct pytask *t)
 static int read_task(struct reader *r, uint64_t addr)
 {
 	struct pyproc *pp = r->pp;
-	const struct py_offsets *o = &pp->off;
+	const struct py_aio_layout *lay = &r->lay;
 	struct pytasks *out = r->out;
 	struct pytask *t;
 	uint64_t loop, waiter, coro, name, v;
 	const char *tname = NULL;
 	int32_t state;
+	uint8_t is_task;
 	int64_t num;
 	size_t i;
 	int li, err, found;
@@ -464,12 +546,15 @@ static int read_task(struct reader *r, uint64_t addr)
 			out->unreadable++;
 		return 0;
 	}
-	if (pp_ptr(pp, addr + o->fut_loop, &loop) || pp_read(pp, addr + o->fut_state, &state, 4) ||
-	    pp_ptr(pp, addr + o->task_fut_waiter, &waiter) ||
-	    pp_ptr(pp, addr + o->task_coro, &coro) || pp_ptr(pp, addr + o->task_name, &name))
+	if (pp_ptr(pp, addr + lay->fut_loop, &loop) ||
+	    pp_read(pp, addr + lay->fut_state, &state, 4) ||
+	    pp_ptr(pp, addr + lay->task_fut_waiter, &waiter) ||
+	    pp_ptr(pp, addr + lay->task_coro, &coro) || pp_ptr(pp, addr + lay->task_name, &name))
 		return 0; /* freed meanwhile */
 	if (state != FUT_PENDING || !loop)
 		return 0; /* done: asyncio.all_tasks() leaves those out too */
+	if (lay->lists && (pp_read(pp, addr + lay->task_is_task, &is_task, 1) || is_task != 1))
+		return 0; /* not a Task (any more) */
 	if (exact_type(pp, name, PYS_STR)) {
 		tname = py_str_interned(pp, name);
 	} else if (exact_type(pp, name, PYS_INT) && !py_read_long(pp, name, &num)) {
@@ -487,8 +572,8 @@ static int read_task(struct reader *r, uint64_t addr)
 	 */
 	if (r->aio.loopbase && !instance_of(pp, loop, r->aio.loopbase))
 		return 0;
-	if (pp_ptr(pp, addr + o->fut_loop, &v) || v != loop ||
-	    pp_ptr(pp, addr + o->task_name, &v) || v != name)
+	if (pp_ptr(pp, addr + lay->fut_loop, &v) || v != loop ||
+	    pp_ptr(pp, addr + lay->task_name, &v) || v != name)
 		return 0;
 	li = loop_index(r, loop);
 	if (li < 0)
@@ -514,7 +599,15 @@ static int read_task(struct reader *r, uint64_t addr)
 	found = t->state == PYTASK_RUNNING ? running_chain(pp, &out->loops[li], coro, t) : 0;
 	if (found < 0)
 		return found;
-	return found ? 0 : suspended_chain(pp, coro, t);
+	err = found ? 0 : suspended_chain(pp, coro, t);
+	if (!err && !t->nframes &&
+	    (exact_type(pp, coro, PYS_CORO) || exact_type(pp, coro, PYS_GEN))) {
+		/* Its coroutine's frame is gone: it finished while it was read, and so did the
+		 * task. Done tasks are not listed. */
+		free(t->awaits);
+		out->ntasks--;
+	}
+	return err;
 }
 
 /* Tasks by the thread running their loop (main thread first), loop, then address. */
@@ -552,9 +645,12 @@ int pytasks__read(struct pyproc *pp, struct pytasks *out)
 	int n, err = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (o->task_coro == PYO_NONE || o->fut_loop == PYO_NONE || o->wr_object == PYO_NONE ||
-	    o->set_table == PYO_NONE)
+	if (o->wr_object == PYO_NONE || o->set_table == PYO_NONE) {
+		snprintf(out->why, sizeof(out->why), "no offsets of asyncio's registries");
 		return -ENOTSUP;
+	}
+	/* Known only once asyncio is imported (3.14: the _asyncio extension is loaded then). */
+	r.lay_err = pyaio__layout(pp, &r.lay, r.why, sizeof(r.why));
 	err = pyproc__refresh_threads(pp);
 	if (err == -ESRCH)
 		return err;
@@ -578,6 +674,8 @@ int pytasks__read(struct pyproc *pp, struct pytasks *out)
 	free(r.cur);
 	if (err) {
 		pytasks__release(out);
+		if (err == -ENOTSUP)
+			snprintf(out->why, sizeof(out->why), "%s", r.why);
 		return err;
 	}
 	sort_out = out;

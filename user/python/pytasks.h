@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pytasks: the asyncio tasks of a running CPython 3.8-3.13 process, read from outside like
+ * pytasks: the asyncio tasks of a running CPython 3.8-3.15 process, read from outside like
  * its stacks (process_vm_readv only: nothing loaded, nothing stopped, no code of the target
  * run). For every pending task of every event loop: its name, its state, what it waits on
  * (another task, the children of a gather, a plain future) and its coroutine chain (the
@@ -10,9 +10,12 @@
  * Where the tasks are (docs/python-internals.md, "asyncio tasks"):
  *   asyncio.tasks._all_tasks (3.8-3.11) or _scheduled_tasks (3.12, 3.13): WeakSets of every
  *   task, as the C accelerator _asyncio keeps them; _eager_tasks (3.12+): a set of tasks
- *   running their first step eagerly; _current_tasks: {loop: task running now}.
+ *   running their first step eagerly; _current_tasks: {loop: task running now}. 3.14+: the
+ *   lists of tasks of each thread and of the interpreter, and each thread's running loop and
+ *   task (pyaiolayout.h).
  *   Task and Future objects: TaskObj / FutureObj of Modules/_asynciomodule.c (offsets from the
- *   _asyncio module's DWARF, pyoffsets); loop._thread_id: the thread running a loop.
+ *   _asyncio module's DWARF, pyoffsets; 3.14+: its .AsyncioDebug block); loop._thread_id:
+ *   the thread running a loop.
  * Tasks of a class not derived from the C _asyncio.Task (the pure-Python asyncio.tasks._PyTask,
  * used when the accelerator is missing) cannot be read this way: they are counted in
  * pytasks.unreadable, and the agent's python.tasks table serves them.
@@ -67,13 +70,14 @@ struct pytasks {
 	int ntasks;
 	int unreadable; /* tasks of a class not derived from _asyncio.Task: not read */
 	bool asyncio;	/* asyncio is imported in the process */
+	char why[160];	/* with -ENOTSUP: why the tasks cannot be read from outside */
 };
 
 /*
  * Read every pending task of the process behind @pp (threads are refreshed first). Strings
  * are owned by @pp (valid until pyproc__free); the arrays by @out (pytasks__release).
- * Return 0 (no asyncio: 0 tasks, asyncio false), -ENOTSUP (this interpreter has no offsets
- * for _asyncio), -ESRCH (the process is gone), -ENOMEM. A task that changes while it is read
+ * Return 0 (no asyncio: 0 tasks, asyncio false), -ENOTSUP (the layout of this interpreter's
+ * _asyncio is not known: @out->why says why), -ESRCH (the process is gone), -ENOMEM. A task that changes while it is read
  * is skipped or shown with what was read; nothing read from the target is trusted beyond
  * the checks (types by identity, bounded lengths).
  */
