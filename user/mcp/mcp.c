@@ -483,22 +483,10 @@ static int read_line(FILE *in, struct strbuf *line)
 /* Why the line @s (@n bytes) cannot be JSON text at all (RFC 8259: UTF-8), or NULL. */
 static const char *not_json_text(const char *s, size_t n)
 {
-	size_t i = 0;
-	uint32_t cp;
-	int len;
-
 	if (memchr(s, '\0', n))
 		return "not valid JSON: the line has a NUL byte";
-	while (i < n) {
-		if ((unsigned char)s[i] < 0x80) {
-			i++;
-			continue;
-		}
-		len = utf8_decode(s + i, n - i, &cp);
-		if (!len)
-			return "not valid JSON: the line is not valid UTF-8";
-		i += len;
-	}
+	if (!utf8_valid(s, n))
+		return "not valid JSON: the line is not valid UTF-8";
 	return NULL;
 }
 
