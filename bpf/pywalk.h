@@ -89,7 +89,8 @@ struct py_walk {
 	__u8 done;	 /* the walk stopped by itself (end, limit, failure) */
 	__u8 ended;	 /* it reached the end of the chain (a frame pointer of 0) */
 	__u8 last_entry; /* the last frame looked at was an entry frame */
-	__u8 _pad[5];
+	__u8 popped;	 /* a popped leaf was passed over (py_walk_frame) */
+	__u8 _pad[4];
 };
 
 /* What the walker reads next. */
@@ -257,6 +258,17 @@ PYW_INLINE int py_walk_frame(const struct py_proc_cfg *cfg, struct py_walk *w, c
 		return PY_NEXT_STOP;
 	}
 	if (!w->code) {
+		/*
+		 * 3.14+: a leaf whose executable is PyStackRef_NULL was popped and cleared
+		 * after the thread's current_frame was read (only a reader from outside sees
+		 * that: the thread has returned into the frame under it, which previous still
+		 * names). Passed over once; anywhere else the frame changed under us.
+		 */
+		if ((cfg->rules & PY_RULE_STACKREF) && !w->n && !w->popped && w->prev) {
+			w->popped = 1;
+			w->frame = w->prev;
+			return PY_NEXT_FRAME;
+		}
 		py_walk_fail(w);
 		return PY_NEXT_STOP;
 	}

@@ -210,9 +210,8 @@ static int python_frames(struct pyproc *py, const struct pythread *th, const str
 	if (!py || !th)
 		return 0;
 	/* The thread runs on while it is read (only --native holds it): a walk that met a frame
-	 * changing under it is tried again, a few times, before what it read is taken. On 3.14
-	 * and 3.15, with threads switching every 0.5 ms, one reading in 30 lost a thread's
-	 * frames this way. */
+	 * changing under it is tried again, a few times, before what it read is taken. (On 3.14
+	 * and 3.15 a leaf popped meanwhile is passed over by the walk itself: bpf/pywalk.h.) */
 	for (tries = 0; tries < 4; tries++) {
 		n = pyproc__walk_ex(py, th->tstate, sc->recs, sc->faddr, o->py_depth, truncated,
 				    &partial);
