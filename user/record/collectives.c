@@ -104,6 +104,17 @@ static int free_value(const void *key, size_t len, uint64_t *value, void *ctx)
 	return 0;
 }
 
+#define GROUP_NAME_TRIES 8 /* reads of a process group's name before it is given up */
+
+/* A slot of cs->groups: a count of failed reads (nothing to free) or a name's copy. */
+static int free_group(const void *key, size_t len, uint64_t *value, void *ctx)
+{
+	if (*value > GROUP_NAME_TRIES)
+		free((void *)(uintptr_t)*value);
+	*value = 0;
+	return 0;
+}
+
 void collectives__free(struct collectives *cs)
 {
 	size_t i;
@@ -115,7 +126,7 @@ void collectives__free(struct collectives *cs)
 	if (cs->inflight)
 		bmap__for_each(cs->inflight, free_value, NULL);
 	if (cs->groups)
-		bmap__for_each(cs->groups, free_value, NULL);
+		bmap__for_each(cs->groups, free_group, NULL);
 	for (i = 0; i < cs->ngrouped; i++)
 		free(cs->grouped[i]);
 	free(cs->grouped);
@@ -166,7 +177,12 @@ static int put(struct collectives *cs, struct bmap *m, const void *key, size_t l
 	return 0;
 }
 
-/* The name of the process group @pg of @pid, read once ("" if it cannot be read). */
+/*
+ * The name of the process group @pg of @pid, read once it can be: a read that fails (the
+ * group is still being set up, or its library's layout is not known yet) is tried again at
+ * the group's next calls, up to GROUP_NAME_TRIES times, then given up (NULL). The slot of
+ * cs->groups holds the failures so far (1..GROUP_NAME_TRIES) or the name's copy.
+ */
 static const char *group_name(struct collectives *cs, pid_t pid, uint64_t pg,
 			      const struct torchlayout *tl)
 {
@@ -178,20 +194,20 @@ static const char *group_name(struct collectives *cs, pid_t pid, uint64_t pg,
 	slot = bmap__upsert(cs->groups, &k, sizeof(k), 0, NULL);
 	if (!slot)
 		return NULL;
-	if (!*slot) {
+	if (*slot < GROUP_NAME_TRIES) {
 		if (torchlayout_group_name(pid, pg, tl, name, sizeof(name))) {
-			pr_debug("collectives: pid %d: the name of the process group at %#llx "
-				 "cannot be read",
-				 pid, (unsigned long long)pg);
-			name[0] = '\0';
+			if (++*slot == GROUP_NAME_TRIES)
+				pr_debug("collectives: pid %d: the name of the process group at "
+					 "%#llx cannot be read",
+					 pid, (unsigned long long)pg);
+			return NULL;
 		}
 		s = strdup(name);
 		if (!s)
 			return NULL;
 		*slot = (uintptr_t)s;
 	}
-	s = (char *)(uintptr_t)*slot;
-	return *s ? s : NULL;
+	return *slot > GROUP_NAME_TRIES ? (const char *)(uintptr_t)*slot : NULL;
 }
 
 int collectives__call(struct collectives *cs, const struct comm_call_event *e, uint64_t stack_id)
@@ -381,6 +397,13 @@ static int forget_entry(const void *key, size_t len, uint64_t *value, void *arg)
 	return 0;
 }
 
+static int forget_group(const void *key, size_t len, uint64_t *value, void *arg)
+{
+	const struct forget_ctx *f = arg;
+
+	return *(const uint32_t *)key == (uint32_t)f->pid ? free_group(key, len, value, NULL) : 0;
+}
+
 static int forget_depth(const void *key, size_t len, uint64_t *value, void *arg)
 {
 	const struct forget_ctx *f = arg;
@@ -398,7 +421,7 @@ void collectives__forget(struct collectives *cs, pid_t pid)
 	/* What was under way stays as written (ns NULL); what never started is dropped. */
 	bmap__for_each(cs->pending, forget_entry, &f);
 	bmap__for_each(cs->inflight, forget_entry, &f);
-	bmap__for_each(cs->groups, forget_entry, &f);
+	bmap__for_each(cs->groups, forget_group, &f);
 	bmap__for_each(cs->depth, forget_depth, &f);
 	bmap__for_each(cs->last_done, forget_depth, &f);
 	for (i = 0; i < cs->ngrouped;) {
