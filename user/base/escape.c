@@ -122,6 +122,16 @@ int utf8_repair(struct strbuf *sb, const char *s, size_t n)
 	return err ?: sb_append(sb, s + i - run, run);
 }
 
+const char *utf8_text(struct strbuf *sb, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (!s || utf8_valid(s, n))
+		return s;
+	sb_reset(sb);
+	return utf8_repair(sb, s, n) ? NULL : sb_str(sb);
+}
+
 /*
  * Code points that are valid UTF-8 but must not reach a terminal as they are: C1 controls
  * (U+009B is CSI to a terminal that decodes them), and invisible characters that move or

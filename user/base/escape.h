@@ -42,6 +42,12 @@ bool utf8_valid(const char *s, size_t n);
  */
 int utf8_repair(struct strbuf *sb, const char *s, size_t n);
 
+/*
+ * @s (NUL-terminated) as valid UTF-8: @s itself when it is valid (or NULL), else a repaired
+ * copy (utf8_repair) in @sb, which is emptied first; NULL when out of memory for the copy.
+ */
+const char *utf8_text(struct strbuf *sb, const char *s);
+
 /* text_escape flags */
 #define TEXT_LINES 1u /* a block of lines (a repr, a traceback): keep \n and \t as they are */
 

@@ -68,9 +68,10 @@ struct writer {
 void btjob__bind_text(sqlite3_stmt *st, int i, const char *s)
 {
 	struct strbuf sb = {0};
+	const char *v = utf8_text(&sb, s);
 
-	if (s && !utf8_valid(s, strlen(s)) && !utf8_repair(&sb, s, strlen(s)))
-		s = sb_str(&sb);
+	if (v) /* else out of memory for the copy: @s as it is */
+		s = v;
 	if (s)
 		sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
 	else

@@ -407,26 +407,14 @@ static const char *thread_key(char *buf, char kind, pid_t pid, pid_t tid)
 }
 
 /*
- * @s as text every reader can decode: itself when it is valid UTF-8 (or NULL), else a copy in
- * @sb with each invalid byte as U+FFFD. Names come from the target (/proc comm and cmdline,
- * prctl thread names, ELF symbols, str objects read while they change) and may be any bytes.
- * NULL when out of memory for a copy.
+ * @s as valid UTF-8 (utf8_text: names from a target, /proc comm and cmdline, prctl thread
+ * names, ELF symbols, str objects read while they change, may be any bytes), interned in the
+ * store's pool: NULL for NULL or when out of memory.
  */
-static const char *valid_text(struct strbuf *sb, const char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	if (!s || utf8_valid(s, n))
-		return s;
-	sb_reset(sb);
-	return utf8_repair(sb, s, n) ? NULL : sb_str(sb);
-}
-
-/* valid_text(@s) interned in the store's pool: NULL for NULL or when out of memory. */
 static const char *intern_text(struct store *st, const char *s)
 {
 	struct strbuf sb = {0};
-	const char *r = strpool__intern(st->strings, valid_text(&sb, s));
+	const char *r = strpool__intern(st->strings, utf8_text(&sb, s));
 
 	sb_free(&sb);
 	return r;
@@ -440,7 +428,7 @@ int store__meta_text(struct store *st, const char *key, const char *value)
 
 	err = pending_keyed(st, meta_key(k, key), false,
 			    "INSERT OR REPLACE INTO meta VALUES(%Q, %Q)", key,
-			    valid_text(&t, value));
+			    utf8_text(&t, value));
 	sb_free(&t);
 	return err;
 }
@@ -489,9 +477,9 @@ int store__process(struct store *st, const struct store_process *p)
 		"INSERT OR REPLACE INTO processes(pid, ppid, command, exe, start_time, end_time,"
 		" rank, local_rank, world_size, python_version, ns_pid, group_rank, job_id, host)"
 		" VALUES(%d, %d, %Q, %Q, %.6f, %s, %s, %s, %s, %Q, %s, %s, %Q, %Q)",
-		(int)p->pid, (int)p->ppid, valid_text(&t[0], p->command), valid_text(&t[1], p->exe),
+		(int)p->pid, (int)p->ppid, utf8_text(&t[0], p->command), utf8_text(&t[1], p->exe),
 		p->start_time, end, rank, lrank, ws, p->python_version, nspid, grank,
-		valid_text(&t[2], p->job_id), valid_text(&t[3], p->host));
+		utf8_text(&t[2], p->job_id), utf8_text(&t[3], p->host));
 	for (size_t i = 0; i < ARRAY_SIZE(t); i++)
 		sb_free(&t[i]);
 	return err;
@@ -512,7 +500,7 @@ int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, doub
 	struct strbuf t = {0};
 	int err;
 
-	name = valid_text(&t, name);
+	name = utf8_text(&t, name);
 	err = pending_keyed(st, thread_key(k, 't', pid, tid), false,
 			    "INSERT INTO threads(pid, tid, name, first_seen, last_seen)"
 			    " VALUES(%d, %d, %Q, %.6f, %.6f)"
@@ -559,7 +547,7 @@ int store__collective(struct store *st, const struct store_collective *c)
 		"INSERT OR REPLACE INTO collectives_raw(id, pid, tid, op, grp, bytes, seq,"
 		" start_ns, ns, stack_id, grp_rank, grp_size, peer, tag, worker_tid, error, lib)"
 		" VALUES(%lld, %d, %d, %Q, %Q, %s, %s, %lld, %s, %s, %s, %s, %s, %s, %s, %d, %Q)",
-		(long long)c->id, (int)c->pid, (int)c->tid, c->op, valid_text(&grp, c->grp),
+		(long long)c->id, (int)c->pid, (int)c->tid, c->op, utf8_text(&grp, c->grp),
 		int_sql(bytes, sizeof(bytes), c->bytes >= 0, c->bytes),
 		int_sql(seq, sizeof(seq), c->seq >= 0, c->seq), (long long)c->start_ns,
 		int_sql(ns, sizeof(ns), c->ns >= 0, c->ns),
