@@ -76,7 +76,8 @@ struct aio {
 struct reader {
 	struct pyproc *pp;
 	struct pytasks *out;
-	struct py_aio_layout lay; /* valid when lay_err is 0 */
+	struct py_aio_layout lay; /* valid when lay_read and lay_err is 0 */
+	bool lay_read;		  /* pyaio__layout was asked */
 	int lay_err;
 	char why[160]; /* why lay_err */
 	struct aio aio;
@@ -253,6 +254,11 @@ static int read_interp(struct reader *r, uint64_t interp)
 	    pp_ptr(pp, mod + o->md_dict, &tdict) || !tdict)
 		return 0; /* asyncio not imported (yet) */
 	r->out->asyncio = true;
+	/* Known only once asyncio is imported (3.14: the _asyncio extension is loaded then). */
+	if (!r->lay_read) {
+		r->lay_read = true;
+		r->lay_err = pyaio__layout(pp, &r->lay, r->why, sizeof(r->why));
+	}
 	if (r->lay_err)
 		return r->lay_err;
 	if (py_dict_get_str(pp, modules, "asyncio.futures", &mod) ||
@@ -649,8 +655,6 @@ int pytasks__read(struct pyproc *pp, struct pytasks *out)
 		snprintf(out->why, sizeof(out->why), "no offsets of asyncio's registries");
 		return -ENOTSUP;
 	}
-	/* Known only once asyncio is imported (3.14: the _asyncio extension is loaded then). */
-	r.lay_err = pyaio__layout(pp, &r.lay, r.why, sizeof(r.why));
 	err = pyproc__refresh_threads(pp);
 	if (err == -ESRCH)
 		return err;
