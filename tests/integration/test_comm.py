@@ -295,11 +295,14 @@ def test_comm_attach_to_running_job_and_steps(t):
         # The parts add up, with little left over, and backward + the wait after it is
         # the job's own time of loss.backward() (within a millisecond, medians).
         assert other < 3, (rank, mine)
-        job_bwd = statistics.median((b - a) / 1e6 for (r, s), (a, b) in windows.items()
-                                    if r == rank and s >= 2)
-        # (1.5 ms held on torch 1.13; torch 2.14 under python3.14 was 1.9 ms off once in
-        # two runs on a quiet machine, its hooks a frame further from the engine's call.)
-        assert abs(bwd + wait - job_bwd) < 2.5, (rank, bwd, wait, job_bwd)
+        # Step by step, not medians of each part: the wait varies by ±5 ms from step to
+        # step, and a sum of two medians is not the median of the sums (that was 2.7 ms off
+        # once in CI). The hooks count steps from 1, the job from 0.
+        job_bwd = {s + 1: (b - a) / 1e6 for (r, s), (a, b) in windows.items() if r == rank}
+        assert sorted(job_bwd) == sorted(p[1] for p in parts if p[0] == rank), (job_bwd, mine)
+        off = [p[4] + p[5] - job_bwd[p[1]] for p in mine]
+        # (Medians of 0.2-0.5 ms in 4 runs of each torch, single steps up to 3.7 ms off.)
+        assert abs(statistics.median(off)) < 1.5, (rank, off, mine)
         if rank == 1:
             assert wait < 0.3 * LATE_MS, (rank, mine)
         else:
