@@ -105,6 +105,24 @@ TEST(finds_own_code_and_stack)
 	CHECK_EQ(procmaps__read(999999, &pm), -ESRCH);
 }
 
+/* The count follows what the process maps: a mapping split in three counts two more. */
+TEST(counts_mappings)
+{
+	size_t before, after;
+	void *p;
+
+	p = mmap(NULL, 3 * 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	REQUIRE(p != MAP_FAILED);
+	before = procmaps__count(getpid());
+	CHECK(before > 5);
+	/* Its middle page of other rights, between two of its own: no neighbour to merge with. */
+	REQUIRE(!mprotect((char *)p + 4096, 4096, PROT_NONE));
+	after = procmaps__count(getpid());
+	CHECK_EQ(after, before + 2);
+	munmap(p, 3 * 4096);
+	CHECK_EQ(procmaps__count(999999), 0);
+}
+
 /* A mapped file that was deleted: flagged, path cleaned, still openable (map_files). */
 TEST(deleted_files)
 {

@@ -86,6 +86,18 @@ int procmaps__read(pid_t pid, struct procmaps *out)
 	return err;
 }
 
+size_t procmaps__count(pid_t pid)
+{
+	struct procmaps pm;
+	size_t n;
+
+	if (procmaps__read(pid, &pm))
+		return 0;
+	n = pm.nr;
+	procmaps__release(&pm);
+	return n;
+}
+
 void procmaps__release(struct procmaps *pm)
 {
 	free(pm->maps);

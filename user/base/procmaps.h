@@ -34,6 +34,9 @@ int procmaps__parse(const char *text, struct procmaps *out);
 /* Read and parse /proc/@pid/maps. 0, -ESRCH (no such process) or -errno. */
 int procmaps__read(pid_t pid, struct procmaps *out);
 
+/* The number of mappings of @pid now (a cheap "did it load something" signal); 0 if gone. */
+size_t procmaps__count(pid_t pid);
+
 /* Release what parse/read allocated; the struct may be reused. */
 void procmaps__release(struct procmaps *pm);
 
