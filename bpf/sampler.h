@@ -291,6 +291,16 @@ struct py_proc_cfg {
 };
 
 /*
+ * Whether @cfg lets the walker find thread states: through a TSS key (up to 3.14), or 3.15's
+ * thread-local, which can be found only once the interpreter made its first thread state
+ * (until then, only through py_tstates).
+ */
+static inline __attribute__((always_inline)) int py_cfg_settled(const struct py_proc_cfg *cfg)
+{
+	return cfg->tss_key_addr || cfg->tls_tstate;
+}
+
+/*
  * Map py_tstates: the fallback when the TSS lookup finds no valid thread state (a thread
  * whose state is not bound to the TSS key, unknown pthread layout). Userspace fills it
  * (pyproc__fill_tstates) from the interpreters' thread lists. The pid is part of the key

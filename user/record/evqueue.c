@@ -23,6 +23,8 @@ struct evlist {
 struct evqueue {
 	struct sampling *s;
 	evqueue_urgent_fn urgent;
+	evqueue_seen_fn seen;
+	void *seen_ctx;
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t lock;
@@ -41,6 +43,8 @@ static int enqueue(void *ctx, void *data, size_t len)
 	struct ev *e = malloc(sizeof(*e) + len);
 	struct evlist *l = &q->l[q->urgent && q->urgent(data, len)];
 
+	if (q->seen)
+		q->seen(q->seen_ctx, data, len);
 	if (e) {
 		e->next = NULL;
 		e->len = len;
@@ -94,7 +98,7 @@ static void *reader(void *arg)
 }
 
 int evqueue__start(struct sampling *s, size_t limit_bytes, evqueue_urgent_fn urgent,
-		   struct evqueue **out)
+		   evqueue_seen_fn seen, void *seen_ctx, struct evqueue **out)
 {
 	struct evqueue *q = calloc(1, sizeof(*q));
 	int err;
@@ -103,6 +107,8 @@ int evqueue__start(struct sampling *s, size_t limit_bytes, evqueue_urgent_fn urg
 		return -ENOMEM;
 	q->s = s;
 	q->urgent = urgent;
+	q->seen = seen;
+	q->seen_ctx = seen_ctx;
 	q->limit = limit_bytes ? limit_bytes : EVQUEUE_DEFAULT_LIMIT;
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->cond, NULL);

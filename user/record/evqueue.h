@@ -25,11 +25,18 @@ struct evqueue;
 typedef bool (*evqueue_urgent_fn)(const void *rec, size_t len);
 
 /*
+ * A record (@len bytes) as it is read from the ring buffer, long before it is popped: called
+ * on the reader thread with @ctx, for a consumer that must act at once (pyfinder). Cheap.
+ */
+typedef void (*evqueue_seen_fn)(void *ctx, const void *rec, size_t len);
+
+/*
  * Start the reader thread on @s. @urgent: which records are popped ahead of the others, or
- * NULL (one queue, in the kernel's order). Return 0 and *@out or -errno.
+ * NULL (one queue, in the kernel's order). @seen: called with @seen_ctx for every record
+ * read, or NULL. Return 0 and *@out or -errno.
  */
 int evqueue__start(struct sampling *s, size_t limit_bytes, evqueue_urgent_fn urgent,
-		   struct evqueue **out);
+		   evqueue_seen_fn seen, void *seen_ctx, struct evqueue **out);
 
 /*
  * Take the next record (an urgent one first), waiting up to @timeout_ms. Return its size and

@@ -18,6 +18,7 @@
 #include "record/offcpu.h"
 #include "record/collectives.h"
 #include "record/comm.h"
+#include "record/pyfinder.h"
 #include "record/recorder.h"
 #include "native/stackbuild.h"
 #include "native/symbolize.h"
@@ -25,8 +26,9 @@
 #include "record/threadnames.h"
 #include "base/util.h"
 
-#define MAX_NATIVE 512	/* native frames unwound per sample */
-#define MAX_FRAMES 2048 /* frames per stored stack, all kinds */
+#define MAX_NATIVE  512		  /* native frames unwound per sample */
+#define MAX_FRAMES  2048	  /* frames per stored stack, all kinds */
+#define PY_YOUNG_NS 2000000000ULL /* a program this young is looked at every 5 ms */
 
 struct target {
 	pid_t pid, ppid;
@@ -40,9 +42,13 @@ struct target {
 	bool alive;
 	bool dp_failed;	      /* maps unreadable: do not retry on every sample */
 	bool py_unsupported;  /* a CPython we cannot read (already said): do not retry */
+	bool py_finding;      /* the finder looks for its interpreter (it may set up BPF) */
+	bool py_settled;      /* the sampler finds its thread states its own way (py_cfg_settled) */
 	size_t py_maps_seen;  /* mappings when we last looked for an interpreter */
 	uint64_t py_tried_ns; /* when we last looked (monotonic) */
 	uint64_t started_ns;  /* when it became a target or exec'd (monotonic) */
+	uint64_t prog_ns;     /* when its program began: the kernel's time of its exec or fork,
+			       * else started_ns (monotonic) */
 	uint64_t exec_ns;     /* the kernel's time of its latest exec seen (monotonic), or 0 */
 	uint64_t samples;
 	bool names_to_drop;	       /* exited: drop its Python thread names at a later tick */
@@ -88,6 +94,7 @@ struct recorder {
 	size_t nthreads, capthreads;
 	struct bmap *thread_idx; /* (pid, tid) -> index + 1 */
 	struct threadnames *tn;	 /* Python thread names, read while the threads live */
+	struct pyfinder *pf;	 /* looks for new programs' interpreters, or NULL */
 	struct offcpu *oc;	 /* off-CPU segments joined with their stacks (off_cpu) */
 	bool capture;		 /* the record handled is an off-CPU stack, not a sample: the
 				  * sample statistics leave it out */
@@ -163,6 +170,11 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 			pr_warn("cannot start reading Python thread names (%s): threads will have "
 				"their OS names",
 				strerror(errno));
+		r->pf = pyfinder__start(s, opts->py_depth);
+		if (!r->pf)
+			pr_debug(
+				"cannot start the interpreter finder (%s): looking between samples",
+				strerror(errno));
 	}
 	r->mono_to_real_ns = (int64_t)(now_real_ns() - now_mono_ns());
 	return r;
@@ -225,6 +237,7 @@ void recorder__free(struct recorder *r)
 	if (!r)
 		return;
 	threadnames__free(r->tn);
+	pyfinder__free(r->pf);
 	offcpu__free(r->oc);
 	collectives__free(r->cs);
 	for (i = 0; i < r->ntargets; i++) {
@@ -369,54 +382,12 @@ static void note_python_version(struct recorder *r, const char *v)
 	store__meta_text(r->st, "python_versions", r->python_versions);
 }
 
-/* Number of mappings of @pid now (a cheap "did it load something" signal), 0 if gone. */
-static size_t count_maps(pid_t pid)
+/* @t's interpreter @pp was found and the sampler set up for it: use it from now on. */
+static void use_python(struct recorder *r, struct target *t, struct pyproc *pp)
 {
-	struct procmaps pm;
-	size_t n;
-
-	if (procmaps__read(pid, &pm))
-		return 0;
-	n = pm.nr;
-	procmaps__release(&pm);
-	return n;
-}
-
-/*
- * Find the target's CPython interpreter and hand its layout to BPF. Called when the target
- * is added and again (on ticks) while it has none and its mappings change: after exec the
- * loader maps libpython only later, and embedding programs may load it at any time.
- */
-static void target_python(struct recorder *r, struct target *t)
-{
-	struct py_proc_cfg cfg;
-	int err, fd;
-
-	if (!r->python || t->py || t->py_unsupported || !t->alive)
-		return;
-	t->py_tried_ns = now_mono_ns();
-	t->py_maps_seen = count_maps(t->pid);
-	t->py = pyproc__open(t->pid);
+	t->py = pp;
 	t->py_gen = ++r->py_gens;
-	if (!t->py) {
-		pr_debug("pid %d: no CPython interpreter yet (%s)", t->pid, strerror(errno));
-		if (errno == ENOTSUP)
-			t->py_unsupported = true; /* pyproc said why */
-		return;
-	}
-	err = pyproc__bpf_cfg(t->py, r->opts.py_depth, &cfg);
-	if (!err)
-		err = sampling__set_python(r->s, t->pid, &cfg);
-	if (err) {
-		pr_warn("pid %d: cannot set up Python stack sampling: %s", t->pid, strerror(-err));
-		pyproc__free(t->py);
-		t->py = NULL;
-		t->py_unsupported = true;
-		return;
-	}
-	fd = sampling__tstates_fd(r->s);
-	if (fd >= 0)
-		pyproc__fill_tstates(t->py, fd, t->pid);
+	t->py_settled = false; /* known at the next tick (settle_python) */
 	if (r->tn && threadnames__watch(r->tn, t->pid, t->py))
 		pr_debug("pid %d: cannot watch its thread names", t->pid);
 	pr_info("pid %d: CPython %s in %s", t->pid, pyproc__version_str(t->py),
@@ -424,33 +395,159 @@ static void target_python(struct recorder *r, struct target *t)
 	note_python_version(r, pyproc__version_str(t->py));
 }
 
+/* The sampler could not be set up for @t's interpreter (err): say so, once. */
+static void python_failed(struct target *t, int err)
+{
+	if (err != -ENOTSUP) /* else pyproc said why */
+		pr_warn("pid %d: cannot set up Python stack sampling: %s", t->pid, strerror(-err));
+	t->py_unsupported = true;
+}
+
 /*
- * A target without an interpreter yet: look again if its mappings changed. Right after it
- * started or exec'd the loader is still mapping libpython and the program may start Python
- * threads within milliseconds, so look every 5 ms for 2 s (recorder__poll, independent of how
- * far behind sample processing is); after that, once a second (an embedding program may
- * load libpython at any time).
+ * What the finder found for @t, which has no interpreter, if its look ended. Once @t's
+ * program is PY_YOUNG_NS old, the look the recorder asked for is over: what it found, or
+ * nothing. (An exec event handles what the finder found its own way: target_exec.)
+ */
+static void take_found(struct recorder *r, struct target *t)
+{
+	bool over = false;
+	struct pyproc *pp;
+	uint64_t tried_ns;
+	int ret;
+
+	if (!r->pf || t->py || t->py_unsupported)
+		return;
+	if (t->py_finding)
+		over = now_mono_ns() - t->started_ns >= PY_YOUNG_NS;
+	if (!over && !pyfinder__news(r->pf))
+		return;
+	ret = pyfinder__take(r->pf, t->pid, over, &pp, &tried_ns);
+	if (ret || over)
+		t->py_finding = false;
+	if (ret < 0) {
+		python_failed(t, ret);
+	} else if (ret > 0) {
+		t->py_tried_ns = tried_ns;
+		use_python(r, t, pp);
+		store_process_row(r, t);
+	}
+}
+
+/*
+ * Find the target's CPython interpreter and hand its layout to BPF. Called when the target
+ * is added and again while it has none and its mappings change: after exec the loader maps
+ * libpython only later, and embedding programs may load it at any time. A target that
+ * started (or exec'd) less than PY_YOUNG_NS ago is then handed to the finder, which keeps
+ * looking on its own thread.
+ */
+static void target_python(struct recorder *r, struct target *t)
+{
+	struct py_proc_cfg cfg;
+	struct pyproc *pp;
+	bool young;
+	int err, fd;
+
+	if (!r->python || t->py || t->py_unsupported || !t->alive)
+		return;
+	t->py_tried_ns = now_mono_ns();
+	t->py_maps_seen = procmaps__count(t->pid);
+	young = r->pf && t->py_tried_ns - t->started_ns < PY_YOUNG_NS;
+	pp = pyproc__open(t->pid);
+	if (!pp) {
+		err = errno;
+		pr_debug("pid %d: no CPython interpreter yet (%s)", t->pid, strerror(err));
+		if (err == ENOTSUP) {
+			t->py_unsupported = true; /* pyproc said why */
+			return;
+		}
+		goto find;
+	}
+	err = pyproc__bpf_cfg(pp, r->opts.py_depth, &cfg);
+	if (!err && young && !py_cfg_settled(&cfg)) {
+		/* No thread state made yet (3.15): the finder waits for the first. */
+		pyproc__free(pp);
+		t->py_maps_seen = 0;
+		goto find;
+	}
+	/* Found here: whatever the finder finds for this program is the same. */
+	if (r->pf)
+		pyfinder__forget(r->pf, t->pid, UINT64_MAX);
+	t->py_finding = false;
+	if (!err)
+		err = sampling__set_python(r->s, t->pid, &cfg);
+	if (err) {
+		pyproc__free(pp);
+		python_failed(t, err);
+		return;
+	}
+	fd = sampling__tstates_fd(r->s);
+	if (fd >= 0)
+		pyproc__fill_tstates(pp, fd, t->pid);
+	use_python(r, t, pp);
+	t->py_settled = py_cfg_settled(&cfg);
+	return;
+find:
+	if (young && !pyfinder__want(r->pf, t->pid, t->prog_ns, t->py_maps_seen))
+		t->py_finding = true;
+}
+
+/*
+ * A 3.15 interpreter found before it made its first thread state: the walker finds thread
+ * states through py_tstates only. Once the interpreter has one, hand the walker its own way.
+ */
+static void settle_python(struct recorder *r, struct target *t)
+{
+	struct py_proc_cfg cfg;
+
+	if (t->py_settled || pyproc__bpf_cfg(t->py, r->opts.py_depth, &cfg) ||
+	    !py_cfg_settled(&cfg))
+		return;
+	if (!sampling__set_python(r->s, t->pid, &cfg))
+		t->py_settled = true;
+}
+
+/*
+ * A target without an interpreter yet: take what the finder found, or look again if its
+ * mappings changed. Right after it started or exec'd the loader is still mapping libpython
+ * and the program may start Python threads within milliseconds: for PY_YOUNG_NS the finder
+ * looks every 5 ms on its own thread, however far behind sample handling is (without one,
+ * recorder__poll looks every 5 ms, between samples). After that, once a second (an
+ * embedding program may load libpython at any time).
  */
 static void retry_python(struct recorder *r, struct target *t)
 {
-	uint64_t now = now_mono_ns();
-	uint64_t every = now - t->started_ns < 2000000000ULL ? 5000000ULL : 1000000000ULL;
+	uint64_t now, every;
 
-	if (t->py || !r->python || t->py_unsupported || !t->alive || now - t->py_tried_ns < every)
+	if (t->py || !r->python || t->py_unsupported || !t->alive)
+		return;
+	take_found(r, t);
+	if (t->py || t->py_finding || t->py_unsupported)
+		return;
+	now = now_mono_ns();
+	every = now - t->started_ns < PY_YOUNG_NS ? 5000000ULL : 1000000000ULL;
+	if (now - t->py_tried_ns < every)
 		return;
 	t->py_tried_ns = now;
-	if (count_maps(t->pid) == t->py_maps_seen)
+	if (procmaps__count(t->pid) == t->py_maps_seen)
 		return;
 	target_python(r, t);
 	if (t->py)
 		store_process_row(r, t);
 }
 
-/* Forget the target's interpreter (exec replaced the program). */
-static void drop_python(struct recorder *r, struct target *t)
+/*
+ * Forget the target's interpreter (exec replaced the program), and stop looking for that of
+ * a program that began before @before_ns. The kernel dropped the sampler's entry at the exec
+ * or the exit (bpf/sampler.bpf.c); with a finder, what is there now was set up for a newer
+ * program, and stays.
+ */
+static void drop_python(struct recorder *r, struct target *t, uint64_t before_ns)
 {
-	if (t->py)
+	if (r->pf)
+		pyfinder__forget(r->pf, t->pid, before_ns);
+	else if (t->py)
 		sampling__set_python(r->s, t->pid, NULL);
+	t->py_finding = false;
 	if (r->tn) {
 		threadnames__unwatch(r->tn, t->pid);
 		threadnames__drop(r->tn, t->pid);
@@ -495,7 +592,7 @@ static void reset_target(struct recorder *r, struct target *t)
 
 	if (t->alive)
 		r->live--;
-	drop_python(r, t);
+	drop_python(r, t, UINT64_MAX);
 	drop_dwproc(t);
 	free_layout(t);
 	free(t->command);
@@ -517,6 +614,8 @@ static void start_target(struct recorder *r, struct target *t)
 		r->live++;
 	t->alive = true;
 	t->started_ns = now_mono_ns();
+	if (!t->prog_ns)
+		t->prog_ns = t->started_ns;
 	t->cpu_first = t->cpu_last = procinfo_cpu_ticks(t->pid);
 	target_dwproc(t);
 	target_python(r, t);
@@ -626,6 +725,7 @@ static void follow_child(struct recorder *r, const struct proc_change_event *ev,
 	t->ppid = ev->ppid;
 	t->ns_pid = ev->ns_pid;
 	t->start_time = ts;
+	t->prog_ns = ev->time_ns;
 	if (parent) {
 		t->command = parent->command ? strdup(parent->command) : NULL;
 		t->exe = parent->exe ? strdup(parent->exe) : NULL;
@@ -651,6 +751,9 @@ static void target_exec(struct recorder *r, struct target *t, const struct proc_
 {
 	size_t i, n = ev->h.args_len < sizeof(ev->args) ? ev->h.args_len : sizeof(ev->args);
 	char *cmd = NULL, *path;
+	struct pyproc *pp = NULL;
+	uint64_t tried_ns = 0;
+	int found;
 
 	if (ev->h.time_ns > t->exec_ns)
 		t->exec_ns = ev->h.time_ns;
@@ -659,11 +762,25 @@ static void target_exec(struct recorder *r, struct target *t, const struct proc_
 	t->dp_failed = false;		  /* re-read lazily: the loader is still mapping */
 	free_layout(t);
 	/* Events are handled late: an interpreter found after the exec is the new program's
-	 * (and its threads' names are being read); one found before is the old one's. */
-	if (!t->py || t->py_tried_ns < ev->h.time_ns) {
-		drop_python(r, t);
+	 * (and its threads' names are being read); one found before is the old one's. The
+	 * finder's look may be the newer. */
+	found = r->pf ? pyfinder__take(r->pf, t->pid, false, &pp, &tried_ns) : 0;
+	if (found && (tried_ns < ev->h.time_ns || (t->py && t->py_tried_ns >= ev->h.time_ns))) {
+		pyproc__free(pp); /* the old program's, or one is known already */
+		found = 0;
+	}
+	if (found || !t->py || t->py_tried_ns < ev->h.time_ns) {
+		drop_python(r, t, ev->h.time_ns);
 		t->pyver[0] = '\0';
 		t->started_ns = now_mono_ns();
+	}
+	if (ev->h.time_ns > t->prog_ns)
+		t->prog_ns = ev->h.time_ns;
+	if (found > 0) {
+		t->py_tried_ns = tried_ns;
+		use_python(r, t, pp);
+	} else if (found < 0) {
+		python_failed(t, found);
 	}
 	t->ns_pid = ev->h.ns_pid;
 	read_proc_info(t);
@@ -703,6 +820,9 @@ static void target_exited(struct recorder *r, struct target *t, double ts, bool 
 	if (from_event)
 		sampling__remove_target(r->s, t->pid);
 	forget_comm(r, t, 0);
+	if (r->pf)
+		pyfinder__forget(r->pf, t->pid, UINT64_MAX);
+	t->py_finding = false;
 	/* Samples of its last thread's way out of the kernel (or, found gone, its queued
 	 * samples) may follow: its Python thread names are dropped a tick later. */
 	if (r->tn) {
@@ -1429,6 +1549,17 @@ int recorder__handle(struct recorder *r, const void *rec, size_t len)
 	return -EINVAL;
 }
 
+void recorder__seen(void *ctx, const void *rec, size_t len)
+{
+	const struct proc_change_event *ev = rec;
+	struct recorder *r = ctx;
+
+	if (!r->pf || len < sizeof(*ev) || ev->type != EVENT_PROC)
+		return;
+	if (ev->change == PROC_EXEC || ev->change == PROC_FORK)
+		pyfinder__want(r->pf, ev->pid, ev->time_ns, 0);
+}
+
 int recorder__tick(struct recorder *r, bool caught_up)
 {
 	double now = unix_seconds(r, now_mono_ns());
@@ -1446,6 +1577,7 @@ int recorder__tick(struct recorder *r, bool caught_up)
 			/* New threads, names; the BPF fallback map. */
 			if (fd >= 0)
 				pyproc__fill_tstates(t->py, fd, t->pid);
+			settle_python(r, t);
 		} else {
 			retry_python(r, t);
 		}

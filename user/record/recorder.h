@@ -68,6 +68,14 @@ bool recorder__has_target(struct recorder *r, pid_t pid);
 int recorder__handle(struct recorder *r, const void *rec, size_t len);
 
 /*
+ * A record as the ring buffer's reader reads it (evqueue_seen_fn; @ctx: the recorder), long
+ * before recorder__handle gets to it: a target that exec'd or a child it forked has its
+ * interpreter looked for at once (pyfinder). Called on the reader thread; it touches nothing
+ * but the finder, which is thread-safe.
+ */
+void recorder__seen(void *ctx, const void *rec, size_t len);
+
+/*
  * Periodic work (about once per second): refresh thread names, notice targets that
  * exited (those whose exit event was lost: only when @caught_up, no event being queued
  * still), flush the store. Return the number of live targets, or -errno.

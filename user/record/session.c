@@ -210,7 +210,8 @@ int session__open(const struct session_opts *o, struct session **out)
 		err = add_command(s);
 	if (err)
 		goto fail;
-	err = evqueue__start(s->smp, 0, o->urgent_first ? urgent_record : NULL, &s->q);
+	err = evqueue__start(s->smp, 0, o->urgent_first ? urgent_record : NULL, recorder__seen,
+			     s->rec, &s->q);
 	if (err) {
 		pr_warn("cannot start the reader thread: %s", strerror(-err));
 		goto fail;
