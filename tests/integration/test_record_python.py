@@ -354,6 +354,49 @@ def test_forked_workers_threads_named(py):
     assert workers >= 4, f"{workers} ended Python processes (parent and 3 workers expected)"
 
 
+def exec_chain_samples(con, first_exe):
+    """(spinning, complete, the rest) sample counts of exec_chain.py's spinning program: its
+    main thread's samples that show the eval loop (a Python frame, or the eval loop's native
+    frame where Python frames are missing) outside the interpreter's own initialization and
+    outside the first program (@first_exe's eval loop); complete: under <module> -> spin."""
+    spinning = complete = 0
+    rest = collections.Counter()
+    for n, tid, thread, frames in samples(con, "tid = pid"):
+        chain = [f["func"] for f in pychain(frames)]
+        native = {f["func"]: f["module"] for f in frames if f["kind"] == "native"}
+        if chain and "spin" not in chain:
+            continue  # the first program (it never calls spin)
+        if not chain:
+            if native.get("_PyEval_EvalFrameDefault") in (None, first_exe):
+                continue
+            if {"pymain_init", "Py_InitializeFromConfig", "Py_InitializeEx"} & set(native):
+                continue
+        spinning += n
+        if chain == ["<module>", "spin"]:
+            complete += n
+        else:
+            rest[tuple(chain) or "native frames only"] += n
+    return spinning, complete, rest
+
+
+@h.params([p for label, p in PYTHONS if label in ("3.12", "3.15")],
+          [label for label, p in PYTHONS if label in ("3.12", "3.15")])
+def test_python_frames_from_the_start_of_an_execd_program(py):
+    """Debian's python3.11 imports torch and multiplies matrices for 0.3 s (a program whose
+    first samples take the recorder long to unwind and symbolize), then execs PY (3.15: the
+    sid root's, through its wrapper's own five execs) on a script that spins in spin() from
+    its first line. The recorder is still busy with the first program when the second
+    starts, yet every sample of the spin has its Python frames, <module> -> spin, from its
+    first: the interpreter finder (record/pyfinder.c) set the sampler up meanwhile."""
+    first = "/usr/bin/python3.11"
+    script = os.path.join(PYDIR, "exec_chain.py")
+    con = record(first, script, py, "1", "--torch", freq=999)
+    spinning, complete, rest = exec_chain_samples(con, first)
+    h.log(f"spinning {spinning}, complete {complete}, else {rest.most_common(5)}")
+    assert spinning >= 200, (spinning, rest.most_common(5))
+    assert spinning - complete <= 3, (spinning, complete, rest.most_common(5))
+
+
 def test_no_python_flag_and_native_program():
     py = PYTHONS[-1][1]
     script = os.path.join(PYDIR, "split.py")
