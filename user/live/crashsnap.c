@@ -51,8 +51,8 @@ static int first_frame(const struct bt_thread *t, const struct crash_info *ci)
 		    (base && !strcmp(base + 1, "libprobing-agent.so")))
 			handler = true;
 		/* The signal frame: glibc's trampoline, or where an unwind that could not go
-		 * through it stopped (Debian unstable's glibc 2.43: the native frames below the
-		 * signal are lost, the Python ones are not). */
+		 * through it stopped (the native frames below the signal are then lost, the
+		 * Python ones are not). */
 		else if (handler && (!strcmp(fr->func, "__restore_rt") ||
 				     (!strcmp(fr->func, "[unknown]") && !fr->module)))
 			return i + 1;

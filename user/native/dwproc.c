@@ -146,6 +146,27 @@ cleanup:
 	return err;
 }
 
+/*
+ * Whether mapping @m is part of its file's image as the loader mapped it: the file's header
+ * (offset 0) is mapped where @m's offset says the image begins. A page of a library mapped
+ * again on its own elsewhere is not (libffi's static trampolines map a page of their
+ * library's code next to other libraries): as a module, its image would span the libraries
+ * around it, and libdwfl, which looks modules up by address, then finds none where they
+ * overlap, and every unwind through them stops.
+ */
+static bool loaded_image(const struct procmaps *pm, const struct procmap *m)
+{
+	const struct procmap *h;
+
+	if (!m->offset)
+		return true;
+	if (m->start < m->offset)
+		return false;
+	h = procmaps__find(pm, m->start - m->offset);
+	return h && h->start == m->start - m->offset && !h->offset && h->inode == m->inode &&
+	       h->dev_major == m->dev_major && h->dev_minor == m->dev_minor;
+}
+
 /* Key of a reported file: the same file mapped at another address is another module. */
 struct report_key {
 	uint64_t inode, start;
@@ -185,7 +206,8 @@ static int report_modules(struct dwproc *dp)
 
 	for (i = 0; i < dp->maps.nr; i++) {
 		m = &dp->maps.maps[i];
-		if (!m->x || !m->path[0] || (m->path[0] == '[' && strcmp(m->path, "[vdso]")))
+		if (!m->x || !m->path[0] || (m->path[0] == '[' && strcmp(m->path, "[vdso]")) ||
+		    !loaded_image(&dp->maps, m))
 			continue;
 		memset(&key, 0, sizeof(key));
 		key.inode = m->inode;
