@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import harness as h
 
@@ -390,10 +391,22 @@ def test_python_frames_from_the_start_of_an_execd_program(py):
     first: the interpreter finder (record/pyfinder.c) set the sampler up meanwhile."""
     first = "/usr/bin/python3.11"
     script = os.path.join(PYDIR, "exec_chain.py")
-    con = record(first, script, py, "1", "--torch", freq=999)
+    minor = version_of(py)
+    out, err_path, go = h.tmp("rec.db"), h.tmp("rec.err"), h.tmp("go")
+    rec = h.spawn([h.PROBING, "record", "-v", "-F", "999", "-o", out, "--", first, script, py,
+                   "1", "--torch", "--wait", go], stderr=open(err_path, "w"))
+    # The spinning program waits, once done, until the recorder has handled its samples:
+    # its frames are named from its memory. The recorder names its interpreter when it
+    # handles its exec, before its samples; a second of them takes it well under 3 s.
+    h.wait_for(lambda: re.search(r"CPython 3\.%d\.\d+ in" % minor, open(err_path).read()),
+               timeout=120, what="the recorder at the exec of the Python 3.%d program" % minor)
+    time.sleep(3)
+    open(go, "w").close()
+    assert rec.wait(timeout=120) == 0, open(err_path).read()[-2000:]
+    con = h.db(out)
     spinning, complete, rest = exec_chain_samples(con, first)
     h.log(f"spinning {spinning}, complete {complete}, else {rest.most_common(5)}")
-    assert spinning >= 200, (spinning, rest.most_common(5))
+    assert spinning >= 200, (spinning, rest.most_common(5), open(err_path).read()[-1500:])
     assert spinning - complete <= 3, (spinning, complete, rest.most_common(5))
 
 
