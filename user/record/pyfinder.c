@@ -84,21 +84,16 @@ static void drop_want(struct pyfinder *f, struct want *w)
 static void post_found(struct pyfinder *f, struct want *w, struct pyproc *pp,
 		       const struct py_proc_cfg *cfg, int err, uint64_t tried_ns)
 {
-	int fd;
-
 	w->ended = true;
 	w->tried_ns = tried_ns;
 	__atomic_add_fetch(&f->news, 1, __ATOMIC_RELEASE);
 	if (!err)
-		err = sampling__set_python(f->s, w->pid, cfg);
+		err = sampling__use_python(f->s, w->pid, pp, cfg);
 	if (err) {
 		pyproc__free(pp);
 		w->err = err;
 		return;
 	}
-	fd = sampling__tstates_fd(f->s);
-	if (fd >= 0)
-		pyproc__fill_tstates(pp, fd, w->pid);
 	w->pp = pp;
 }
 

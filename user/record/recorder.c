@@ -445,7 +445,7 @@ static void target_python(struct recorder *r, struct target *t)
 	struct py_proc_cfg cfg;
 	struct pyproc *pp;
 	bool young;
-	int err, fd;
+	int err;
 
 	if (!r->python || t->py || t->py_unsupported || !t->alive)
 		return;
@@ -474,15 +474,12 @@ static void target_python(struct recorder *r, struct target *t)
 		pyfinder__forget(r->pf, t->pid, UINT64_MAX);
 	t->py_finding = false;
 	if (!err)
-		err = sampling__set_python(r->s, t->pid, &cfg);
+		err = sampling__use_python(r->s, t->pid, pp, &cfg);
 	if (err) {
 		pyproc__free(pp);
 		python_failed(t, err);
 		return;
 	}
-	fd = sampling__tstates_fd(r->s);
-	if (fd >= 0)
-		pyproc__fill_tstates(pp, fd, t->pid);
 	use_python(r, t, pp);
 	t->py_settled = py_cfg_settled(&cfg);
 	return;

@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 
 #include "base/log.h"
+#include "python/pyproc.h"
 #include "offcpu_iter.skel.h"
 #include "sampler.skel.h"
 #include "record/sampling.h"
@@ -533,6 +534,16 @@ int sampling__set_python(struct sampling *s, pid_t pid, const struct py_proc_cfg
 				 BPF_ANY))
 		return -errno;
 	return 0;
+}
+
+int sampling__use_python(struct sampling *s, pid_t pid, struct pyproc *pp,
+			 const struct py_proc_cfg *cfg)
+{
+	int err = sampling__set_python(s, pid, cfg);
+
+	if (!err)
+		pyproc__fill_tstates(pp, bpf_map__fd(s->skel->maps.py_tstates), pid);
+	return err;
 }
 
 /* File descriptor of the sampler's map called @name, or -ENOENT. */

@@ -47,6 +47,15 @@ int sampling__remove_target(struct sampling *s, pid_t pid);
 /* Set (or, with @cfg NULL, clear) the Python walk configuration of @pid. 0 or -errno. */
 int sampling__set_python(struct sampling *s, pid_t pid, const struct py_proc_cfg *cfg);
 
+struct pyproc;
+
+/*
+ * Hand the walker @pid's interpreter @pp: its configuration @cfg (pyproc__bpf_cfg), then its
+ * thread states (py_tstates, pyproc__fill_tstates). 0 or -errno (nothing was set up).
+ */
+int sampling__use_python(struct sampling *s, pid_t pid, struct pyproc *pp,
+			 const struct py_proc_cfg *cfg);
+
 /*
  * Off-CPU recording (opts.off_cpu), in order of use. sampling__add_target registers the
  * target's threads with the sweep (new ones register themselves).
