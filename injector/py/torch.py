@@ -24,6 +24,9 @@ What is hooked, and why that way:
   hooks live and die with the graph they are on (normally freed by its backward()); once
   their step is turned into rows they do nothing. Parameters' AccumulateGrad nodes, which
   outlive graphs, get none.
+* Compiled models (``torch.compile``): Dynamo traces the global hooks into the model's
+  frame; each hook returns at once there (``_compiling``). The wrapper torch.compile
+  returns is named as the model it wraps (``name_root``).
 * Optimizer steps: ``register_optimizer_step_pre_hook``/``..._post_hook`` where torch has
   them (2.x); otherwise (1.13) the ``step`` of every Optimizer subclass is wrapped (and
   ``Optimizer.__init_subclass__`` wraps classes defined later), and so is a ``step`` an
@@ -54,6 +57,7 @@ import itertools
 import os
 import sys
 import time
+import warnings
 import weakref
 
 import probing_agent as agent
@@ -76,6 +80,22 @@ _seq = itertools.count()  # next(_seq) is atomic under the GIL, unlike "+= 1"
 _last_seq = [0]
 
 _perf = time.perf_counter
+
+
+def _never():
+    return False
+
+
+# torch.compiler.is_compiling where torch has it. The hooks call it before anything else:
+# Dynamo traces the global hooks into a compiled module's graph (they are called from the
+# module's __call__), and every attribute of ours read there would become a guard of the
+# compiled code -- a recompilation each time recording turns on or off.
+_compiling = _never
+
+# torch.compile's wrapper warns, at its calls, when any global module hook exists (ours
+# are); the hooks make that warning a line in the job's log, or an exception under
+# "-W error". It is ignored while the hooks are in (_Hooks.add_forward).
+_COMPILE_HOOK_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
 
 
 def _env_int(name):
@@ -186,8 +206,11 @@ class _Hooks(object):
         self.Module = torch.nn.Module
         self.Optimizer = torch.optim.Optimizer
         self.grad_enabled = torch.is_grad_enabled
+        global _compiling
         comp = getattr(getattr(torch, "compiler", None), "is_compiling", None)
-        self.compiling = comp if callable(comp) else None
+        _compiling = comp if callable(comp) else _never
+        self.inner = {}  # id(module torch.compile wrapped) -> weakref of the wrapper
+        self.warn_filter = None
         self.pid = os.getpid()
         self.wall0 = time.time()
         self.perf0 = _perf()
@@ -345,20 +368,39 @@ class _Hooks(object):
     # ---- module names --------------------------------------------------------------------
     def name_root(self, root):
         """Name ROOT by its class (Model, or Model#2 when another root has that name) and
-        its submodules by their qualified path (encoder.layers.3.attn)."""
-        label = type(root).__name__
+        its submodules by their qualified path (encoder.layers.3.attn).
+
+        The wrapper torch.compile(model) returns (OptimizedModule) is named as the model it
+        wraps, and the model's submodules as the model's: the wrapper's call is the model's
+        call (the model's own call inside it records nothing), and submodules that run
+        eagerly (a graph break, a fallback) have the names they have uncompiled."""
+        cls = type(root)
+        skip, inner = "", None
+        if cls.__name__ == "OptimizedModule" and cls.__module__.startswith("torch._dynamo"):
+            inner = root.__dict__.get("_modules", {}).get("_orig_mod")
+            if inner is not None:
+                cls = type(inner)
+                skip = "_orig_mod"
+                self.inner[id(inner)] = weakref.ref(root)
+        label = cls.__name__
         k = 1
         while True:
             other = self.root_labels.get(label)
-            if other is None or other() is None or other() is root:
+            if other is None or other() is None or other() is root or (
+                    inner is not None and other() is inner):
                 break
             k += 1
-            label = "%s#%d" % (type(root).__name__, k)
+            label = "%s#%d" % (cls.__name__, k)
         self.root_labels[label] = weakref.ref(root)
         prefix = "" if k == 1 else label + "."
         ent = (weakref.ref(root), label, 0, True, prefix)
         self.names[id(root)] = ent
         for qual, sub in root.named_modules():
+            if skip:
+                if qual == skip:
+                    self.names[id(sub)] = (weakref.ref(sub), label, 0, True, prefix)
+                    continue
+                qual = qual[len(skip) + 1:]
             if not qual:
                 continue
             old = self.names.get(id(sub))
@@ -589,10 +631,10 @@ class _Hooks(object):
             hd.remove()
 
     def fwd_pre(self, module, inputs):
+        if _compiling():  # first (see _compiling)
+            return None
         try:
             if self.off or (self.opt_mode and not self.recording):
-                return None
-            if self.compiling is not None and self.compiling():
                 return None
             p = self.primary
             if p is not None and not self.recording:
@@ -608,6 +650,10 @@ class _Hooks(object):
             ent = self.names.get(id(module))
             if ent is None or ent[0]() is not module:
                 ent = self.resolve(module, stack)
+            if stack and self.inner:
+                w = self.inner.get(id(module))
+                if w is not None and stack[-1].module is w():
+                    return None  # the compiled module's call: its wrapper's row is its row
             if not stack:
                 if ent[3] and not self.opt_mode:
                     p = self.primary
@@ -640,6 +686,8 @@ class _Hooks(object):
         return None
 
     def fwd_post(self, module, inputs, output):
+        if _compiling():  # first (see _compiling)
+            return None
         if self.sync and self.recording:
             try:
                 self.cuda_sync()
@@ -649,8 +697,6 @@ class _Hooks(object):
         if not self.recording:
             return None
         try:
-            if self.compiling is not None and self.compiling():
-                return None
             tls = self.thread()
             stack = tls.stack
             if not stack or stack[-1].module is not module:
@@ -760,6 +806,8 @@ class _Hooks(object):
             self.boundary(opt)
 
     def opt_pre_hook(self, opt, args, kwargs):  # torch 2.x global hook
+        if _compiling():  # a compiled optimizer step: not seen (see _compiling)
+            return None
         try:
             self.thread().opt_t0.append(self.opt_pre(opt))
         except Exception as e:  # noqa: BLE001
@@ -767,6 +815,8 @@ class _Hooks(object):
         return None
 
     def opt_post_hook(self, opt, args, kwargs):  # torch 2.x global hook
+        if _compiling():
+            return None
         try:
             st = self.thread().opt_t0
             self.opt_post(opt, st.pop() if st else None, True)
@@ -931,9 +981,27 @@ class _Hooks(object):
             self.init_subclass = None
 
     # ---- install / remove ----------------------------------------------------------------
+    def quiet_compile_warning(self):
+        if self.warn_filter is None and hasattr(self.torch, "compile"):
+            warnings.filterwarnings("ignore", _COMPILE_HOOK_WARNING, UserWarning)
+            self.warn_filter = warnings.filters[0]
+
+    def restore_compile_warning(self):
+        f, self.warn_filter = self.warn_filter, None
+        if f is None:
+            return
+        try:
+            warnings.filters.remove(f)
+        except ValueError:
+            return  # the program reset its filters
+        mutated = getattr(warnings, "_filters_mutated", None)
+        if mutated is not None:
+            mutated()  # the C side caches the filters' version
+
     def install(self, scan=True):
         nmods, nroots = self.scan() if scan else (0, 0)
         try:
+            self.quiet_compile_warning()
             opt = self.add_optimizer()
             if scan:
                 self.find_optimizers()
@@ -953,6 +1021,7 @@ class _Hooks(object):
         finally:
             self.remove_forward()
             self.remove_optimizer()
+            self.restore_compile_warning()
             for fd in (self.statm, self.status):
                 if fd is not None:
                     try:

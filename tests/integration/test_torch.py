@@ -7,6 +7,7 @@ Debian unstable's torch 2.14 under python3.14 in the sid root. It pauses at know
 so that hooks are installed, configured and removed at known points; its own timings (--times) and final loss
 are the ground truth.
 """
+import ast
 import json
 import os
 import re
@@ -85,13 +86,14 @@ class Train:
 _reference = {}
 
 
-def reference(tv, steps):
+def reference(tv, steps, *extra):
     """RESULT of a run on torch @tv with no probing at all."""
-    if (tv.label, steps) not in _reference:
-        p = harness.run(tv.python_argv(WORKLOAD, "--steps", steps), timeout=300)
+    key = (tv.label, steps) + extra
+    if key not in _reference:
+        p = harness.run(tv.python_argv(WORKLOAD, "--steps", steps, *extra), timeout=300)
         assert p.returncode == 0, p.stderr
-        _reference[tv.label, steps] = re.search(r"^(RESULT .*)$", p.stdout, re.M).group(1)
-    return _reference[tv.label, steps]
+        _reference[key] = re.search(r"^(RESULT .*)$", p.stdout, re.M).group(1)
+    return _reference[key]
 
 
 def query(pid, sql):
@@ -203,6 +205,58 @@ def test_torch_trace_every_module_every_step(tv):
         first = min(r["ts"] for r in rs)
         last = max(r["ts"] + r["duration"] for r in rs)
         assert last - first <= wall + 0.01 and abs(first - w0) < 0.05, (first, last, w0, wall)
+
+
+# Dynamo's own counters: frames compiled, graphs, graph breaks.
+DYNAMO = ("{k: dict(v) for k, v in "
+          "__import__('torch._dynamo.utils', fromlist=['counters']).counters.items()}")
+
+
+@harness.timeout(240)
+def test_torch_trace_of_a_compiled_model():
+    """torch.compile(model) on torch 2.14 (backend aot_eager: Debian's torch has no C++
+    compiler for inductor), hooks in from iteration 2, every 2nd step recorded. The
+    compiled model is one row under its own class, with the graph torch runs inside its
+    time; its submodules are compiled into that graph and have none. The hooks leave the
+    compiled code alone: no graph break, no new graph, no warning in the job's output
+    (torch warns about global hooks on compiled modules), the training bit-identical."""
+    tv = torchenv.SID
+    t = Train(tv, "--steps", 14, "--pause-at", "2,14", "--compile", "aot_eager")
+    t.wait_line("PAUSE 2")
+    before = ast.literal_eval(evaluate(t.pid, DYNAMO))
+    assert before["stats"]["unique_graphs"] == 1, before
+    inject(t.pid)
+    config(t.pid, "torch_every=2")
+    inject(t.pid, "--torch")
+    t.go("PAUSE 14")
+    got = rows(t.pid)
+    after = ast.literal_eval(evaluate(t.pid, DYNAMO))
+    # Iterations 2..13 are steps 1..12, every 2nd recorded: recording turns on and off.
+    assert sorted({r["step"] for r in got}) == [1, 3, 5, 7, 9, 11], got
+    assert not after.get("graph_break") and after["stats"] == before["stats"], after
+    # Dynamo compiles the model's frame once more when the first global hook appears (its
+    # guards see them), not again as recording turns on and off: 2 frames (measured).
+    assert after["frames"]["total"] - before["frames"]["total"] <= 2, (before, after)
+    for step in (1, 3, 5, 7, 9, 11):
+        rs = [r for r in got if r["step"] == step]
+        fwd = {r["module"]: r for r in rs if r["stage"] == "forward"}
+        bwd = {r["module"]: r for r in rs if r["stage"] == "backward"}
+        (graph,) = [m for m in fwd if re.match(r"GraphModule(#\d+)?$", m)]
+        assert sorted(fwd) == sorted(["TinyTransformer", "CrossEntropyLoss", graph]), fwd
+        assert len([r for r in rs if r["stage"] == "forward"]) == 3, rs
+        assert sorted(bwd) == ["CrossEntropyLoss", "TinyTransformer"], bwd
+        assert [r["module"] for r in rs if r["stage"] == "step"] == ["SGD"], rs
+        m, g = fwd["TinyTransformer"], fwd[graph]
+        assert m["depth"] == 0 and g["depth"] == 0, (m, g)
+        assert m["ts"] - EPS <= g["ts"] and g["ts"] + g["duration"] <= \
+            m["ts"] + m["duration"] + EPS, (m, g)
+        assert bwd["TinyTransformer"]["ts"] >= m["ts"] + m["duration"] - EPS
+    inject(t.pid, "--torch=off")
+    assert evaluate(t.pid, "check_clean()") == "'clean'"
+    assert evaluate(t.pid, "[f for f in __import__('warnings').filters "
+                    "if 'global hooks' in str(f[1])]") == "[]"
+    t.go()
+    assert t.result() == reference(tv, 14, "--compile", "aot_eager")
 
 
 # Exec the training from a process that touched 1 GiB first: the kernel's getrusage()

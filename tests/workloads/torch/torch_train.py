@@ -3,7 +3,7 @@ bench/bench_torch.py.
 
     torch_train.py [--steps N] [--pause-at I,J,...] [--late-import] [--no-optimizer]
                    [--times FILE] [--size tiny|bench] [--seconds S] [--seed S]
-                   [--spike MIB --spike-from I]
+                   [--spike MIB --spike-from I] [--compile BACKEND]
 
 Prints "READY PID", then trains. Before iteration I of --pause-at (I == N: after the last
 one) it prints "PAUSE I" and waits for a line on stdin, so a test can inject, configure or
@@ -15,6 +15,7 @@ prints "STEP <start> <end> <cpu>" per iteration (perf_counter, and the main thre
 seconds, which other processes on a busy machine do not inflate). --spike adds a module
 "spike" at the start of the model whose forward, from iteration --spike-from on, fills a
 MIB MiB tensor and frees it before returning its input unchanged: a known transient peak.
+--compile wraps the model in torch.compile(model, backend=BACKEND) (torch 2.x).
 
 check_clean() (called through 'probing eval') lists every hook left in torch's registries,
 on the modules, and on the optimizer classes, compared with the state before training.
@@ -37,6 +38,7 @@ ap.add_argument("--seconds", type=float, default=0)
 ap.add_argument("--seed", type=int, default=1234)
 ap.add_argument("--spike", type=int, default=0)
 ap.add_argument("--spike-from", type=int, default=0)
+ap.add_argument("--compile", metavar="BACKEND", help="torch.compile the model with BACKEND")
 args = ap.parse_args()
 pauses = {int(x) for x in args.pause_at.split(",") if x.strip()}
 
@@ -140,6 +142,8 @@ else:
 
 torch.manual_seed(args.seed)
 model = TinyTransformer(VOCAB, D, LAYERS)
+if args.compile:
+    model = torch.compile(model, backend=args.compile)
 loss_fn = nn.CrossEntropyLoss()
 opt = None if args.no_optimizer else torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 gen = torch.Generator().manual_seed(args.seed + 1)
