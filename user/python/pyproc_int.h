@@ -91,9 +91,11 @@ struct pyproc {
 	struct pycode *code_arr;
 	size_t ncode, capcode;
 	struct bmap *lines; /* (code addr, checksum, lasti) -> line + 1 */
-	/* pyproc__thread_names: the main interpreter's threading._active and _limbo dicts, and
-	 * the attribute name objects "_native_id" and "_name" (0: not found yet). */
-	uint64_t thr_active, thr_limbo, thr_key_native_id, thr_key_name;
+	/* Thread names: interpreter thr_interp's threading._active and _limbo dicts, found again
+	 * after thr_uses more uses (threading_dicts), and the attribute name objects
+	 * "_native_id" and "_name" (0: not found yet). */
+	uint64_t thr_interp, thr_active, thr_limbo, thr_key_native_id, thr_key_name;
+	unsigned int thr_uses;
 };
 
 /* Read helpers bound to the target. */

@@ -478,27 +478,13 @@ static int name_from_active(struct pyproc *pp, uint64_t key, uint64_t value, voi
 
 		if (th->interp != nc->interp || th->pthread != (uint64_t)ident)
 			continue;
-		if (py_getattr_dict(pp, value, "_name", &name_obj))
+		if (py_getattr_dict_keyed(pp, value, "_name", &pp->thr_key_name, &name_obj))
 			return 0;
 		name = py_str_interned(pp, name_obj);
 		if (name)
 			th->name = name;
 	}
 	return 0;
-}
-
-/* Thread names from each interpreter's threading module, read like a debugger would. */
-static void read_thread_names(struct pyproc *pp, uint64_t interp)
-{
-	struct name_ctx nc = {interp};
-	uint64_t modules, mod, mdict, active;
-
-	if (pp_ptr(pp, interp + pp->off.is_modules, &modules) || !modules ||
-	    py_dict_get_str(pp, modules, "threading", &mod) ||
-	    pp_ptr(pp, mod + pp->off.md_dict, &mdict) || !mdict ||
-	    py_dict_get_str(pp, mdict, "_active", &active))
-		return; /* threading not imported (yet): the OS names stand */
-	py_dict_foreach(pp, active, MAX_THREADS, name_from_active, &nc);
 }
 
 struct names_ctx {
@@ -563,15 +549,19 @@ static bool is_dict(struct pyproc *pp, uint64_t obj)
 
 /*
  * threading._active and _limbo (0 if absent) of interpreter @interp. Found through
- * sys.modules and the module's dict, which takes hundreds of reads; for the main interpreter
- * they are kept (module globals live as long as the module) and checked to still be dicts.
+ * sys.modules and the module's dict, which takes hundreds of reads (a torch process has
+ * thousands of modules, each key read to be compared): for one interpreter they are kept
+ * (module globals live as long as the module), checked to still be dicts at each use, and
+ * found again every THR_REUSE uses (a threading module imported anew).
  */
-static int threading_dicts(struct pyproc *pp, uint64_t interp, bool main, uint64_t *active,
-			   uint64_t *limbo)
+#define THR_REUSE 32
+static int threading_dicts(struct pyproc *pp, uint64_t interp, uint64_t *active, uint64_t *limbo)
 {
 	uint64_t modules, mod, mdict;
 
-	if (main && is_dict(pp, pp->thr_active) && (!pp->thr_limbo || is_dict(pp, pp->thr_limbo))) {
+	if (interp == pp->thr_interp && pp->thr_uses && is_dict(pp, pp->thr_active) &&
+	    (!pp->thr_limbo || is_dict(pp, pp->thr_limbo))) {
+		pp->thr_uses--;
 		*active = pp->thr_active;
 		*limbo = pp->thr_limbo;
 		return 0;
@@ -583,11 +573,24 @@ static int threading_dicts(struct pyproc *pp, uint64_t interp, bool main, uint64
 		return -ENOENT; /* threading not imported (yet) */
 	if (py_dict_get_str(pp, mdict, "_limbo", limbo))
 		*limbo = 0;
-	if (main) {
+	if (interp == pp->thr_interp || !pp->thr_interp || !pp->thr_uses) {
+		pp->thr_interp = interp;
 		pp->thr_active = *active;
 		pp->thr_limbo = *limbo;
+		pp->thr_uses = THR_REUSE;
 	}
 	return 0;
+}
+
+/* Thread names from each interpreter's threading module, read like a debugger would. */
+static void read_thread_names(struct pyproc *pp, uint64_t interp)
+{
+	struct name_ctx nc = {interp};
+	uint64_t active, limbo;
+
+	if (threading_dicts(pp, interp, &active, &limbo))
+		return; /* threading not imported (yet): the OS names stand */
+	py_dict_foreach(pp, active, MAX_THREADS, name_from_active, &nc);
 }
 
 int pyproc__thread_names(struct pyproc *pp, void (*cb)(void *ctx, pid_t ns_tid, const char *name),
@@ -599,7 +602,7 @@ int pyproc__thread_names(struct pyproc *pp, void (*cb)(void *ctx, pid_t ns_tid, 
 
 	err = pp_ptr(pp, pp->runtime + pp->off.rt_interpreters_head, &interp);
 	for (n = 0; !err && interp && n < MAX_INTERPS; n++) {
-		if (!threading_dicts(pp, interp, n == 0, &active, &limbo)) {
+		if (!threading_dicts(pp, interp, &active, &limbo)) {
 			/* Thread.start() puts the thread in _limbo before it creates the OS
 			 * thread, which moves itself to _active once it holds the GIL. The dicts
 			 * change while we read them: a failed read is said. */
