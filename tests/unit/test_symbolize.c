@@ -124,15 +124,17 @@ TEST_MAIN()
 
 /*
  * symbolize_symbol() names addresses as libdw's dwfl_module_addrinfo() does in @path: at the
- * start, middle and last byte of about 400 of its function symbols and just after each. The
- * number of addresses checked, -1 if the file is not there, -2 at the first disagreement.
+ * start, middle and last byte of about 400 of its function symbols and at 4 addresses just
+ * after each (often the next function, or a gap between functions: libdw's answers there are
+ * kept per gap, so several addresses of one gap are asked). The number of addresses
+ * checked, -1 if the file is not there, -2 at the first disagreement.
  */
 static int check_symbols_like_libdw(const char *path)
 {
 	struct symbolizer *sz = symbolizer__new();
 	const char *want, *got;
 	GElf_Sym sym, s2;
-	GElf_Addr addr, pcs[4];
+	GElf_Addr addr, pcs[7];
 	GElf_Off off;
 	Dwfl *dwfl;
 	Dwfl_Module *m;
@@ -154,7 +156,10 @@ static int check_symbols_like_libdw(const char *path)
 		pcs[1] = addr + sym.st_size / 2;
 		pcs[2] = addr + sym.st_size - 1;
 		pcs[3] = addr + sym.st_size; /* often the next function, or a gap */
-		for (j = 0; j < 4; j++) {
+		pcs[4] = addr + sym.st_size + 1;
+		pcs[5] = addr + sym.st_size + 5;
+		pcs[6] = addr + sym.st_size + 14;
+		for (j = 0; j < 7; j++) {
 			want = dwfl_module_addrinfo(m, pcs[j], &off, &s2, NULL, NULL, NULL);
 			got = symbolize_symbol(sz, m, pcs[j]);
 			if (!want || !got ? want != got : strcmp(want, got)) {

@@ -66,9 +66,26 @@ struct fnindex {
 
 struct symentry {
 	uint64_t off, size;
-	uint32_t idx; /* in the module's symbol table (dwfl_module_getsym_info) */
-	uint8_t rank; /* binding: 2 global, 1 weak, 0 other */
+	uint64_t maxend; /* the highest end (off + size) of this symbol and those before it */
+	uint32_t idx;	 /* in the module's symbol table (dwfl_module_getsym_info) */
+	uint8_t rank;	 /* binding: 2 global, 1 weak, 0 other */
 };
+
+/*
+ * libdw's answers for addresses between functions: no sized symbol holds them, so
+ * the index cannot name them and libdw walks its whole table (2.3 ms in libtorch_cpu),
+ * for each new address. Its answer there depends only on the symbols at or below the
+ * address (the same for every address between two symbols of the index), on which of them
+ * hold it (none, past every symbol's end: the entry's maxend) and on the ELF section of the
+ * address (a sizeless symbol names only addresses of its own section). So one answer per
+ * (module, gap, section) is kept: value (uintptr_t) interned name, GAP_NONE for none.
+ */
+struct gap_key {
+	uint64_t key_id;
+	uint64_t entry; /* the index's last entry at or below the address */
+	uint64_t scn;	/* the address's section, as libdw finds it */
+};
+#define GAP_NONE 1
 
 struct symindex {
 	size_t n; /* 0: not indexed (a small module: libdw searches it) */
@@ -81,6 +98,7 @@ struct symbolizer {
 	struct bmap *cache;	 /* cache_key -> (uintptr_t) struct cache_val * */
 	struct bmap *cuindex;	 /* (key_id, CU offset) -> (uintptr_t) struct fnindex * */
 	struct bmap *symindex;	 /* key_id -> (uintptr_t) struct symindex * */
+	struct bmap *gaps;	 /* struct gap_key -> interned name or GAP_NONE */
 	struct modinfo *modinfos;
 };
 
@@ -97,7 +115,9 @@ struct symbolizer *symbolizer__new(void)
 	sz->cache = bmap__new();
 	sz->cuindex = bmap__new();
 	sz->symindex = bmap__new();
-	if (!sz->strings || !sz->module_ids || !sz->cache || !sz->cuindex || !sz->symindex) {
+	sz->gaps = bmap__new();
+	if (!sz->strings || !sz->module_ids || !sz->cache || !sz->cuindex || !sz->symindex ||
+	    !sz->gaps) {
 		symbolizer__free(sz);
 		return NULL;
 	}
@@ -125,6 +145,7 @@ void symbolizer__free(struct symbolizer *sz)
 	if (sz->symindex)
 		bmap__for_each(sz->symindex, free_val, NULL);
 	bmap__free(sz->symindex);
+	bmap__free(sz->gaps);
 	bmap__free(sz->module_ids);
 	for (mi = sz->modinfos; mi; mi = next) {
 		next = mi->next;
@@ -219,7 +240,8 @@ static struct symindex *build_symindex(Dwfl_Module *mod, Dwarf_Addr start)
 	struct symindex *si;
 	GElf_Sym sym;
 	GElf_Addr addr;
-	size_t n = 0;
+	uint64_t below = 0; /* the highest end past @start of a symbol below it */
+	size_t n = 0, j;
 
 	si = malloc(sizeof(*si) + (nsym >= SYMINDEX_MIN ? (size_t)nsym : 0) * sizeof(si->e[0]));
 	if (!si)
@@ -228,8 +250,13 @@ static struct symindex *build_symindex(Dwfl_Module *mod, Dwarf_Addr start)
 		const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL, NULL, NULL);
 		int bind = GELF_ST_BIND(sym.st_info);
 
-		if (!name || !*name || !symbol_counts(&sym) || addr < start)
+		if (!name || !*name || !symbol_counts(&sym))
 			continue;
+		if (addr < start) {
+			if (addr + sym.st_size > start && addr + sym.st_size - start > below)
+				below = addr + sym.st_size - start;
+			continue;
+		}
 		si->e[n++] = (struct symentry){
 			.off = addr - start,
 			.size = sym.st_size,
@@ -240,8 +267,56 @@ static struct symindex *build_symindex(Dwfl_Module *mod, Dwarf_Addr start)
 		};
 	}
 	qsort(si->e, n, sizeof(si->e[0]), symentry_cmp);
+	for (j = 0; j < n; j++) {
+		uint64_t end = si->e[j].off + si->e[j].size, prev = j ? si->e[j - 1].maxend : below;
+
+		si->e[j].maxend = end > prev ? end : prev;
+	}
 	si->n = n;
 	return si;
+}
+
+/* The index of the section holding @addr, found as libdw finds it (the first in the file's
+ * order), SHN_ABS for none, SHN_UNDEF when the module's ELF cannot be read. */
+static uint64_t section_of(Dwfl_Module *mod, uint64_t addr)
+{
+	GElf_Addr bias;
+	Elf *elf = dwfl_module_getelf(mod, &bias);
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+
+	if (!elf)
+		return SHN_UNDEF;
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, &shdr) && addr - bias >= shdr.sh_addr &&
+		    addr - bias - shdr.sh_addr < shdr.sh_size)
+			return elf_ndxscn(scn);
+	return SHN_ABS;
+}
+
+/* libdw's name for @addr, in the gap after entry @entry of module @key_id's index. */
+static const char *gap_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t key_id,
+			      size_t entry, uint64_t addr)
+{
+	struct gap_key k = {key_id, entry, section_of(mod, addr)};
+	const char *name;
+	uint64_t *slot;
+	GElf_Sym sym;
+	int inserted;
+
+	if (k.scn == SHN_UNDEF)
+		return dwfl_module_addrinfo(mod, addr, &(GElf_Off){0}, &sym, NULL, NULL, NULL);
+	slot = bmap__upsert(sz->gaps, &k, sizeof(k), 0, &inserted);
+	if (slot && *slot)
+		return *slot == GAP_NONE ? NULL : (const char *)(uintptr_t)*slot;
+	name = dwfl_module_addrinfo(mod, addr, &(GElf_Off){0}, &sym, NULL, NULL, NULL);
+	if (slot) {
+		const char *kept = name ? strpool__intern(sz->strings, name) : NULL;
+
+		if (kept || !name)
+			*slot = kept ? (uintptr_t)kept : GAP_NONE;
+	}
+	return name;
 }
 
 const char *symbolize_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t addr)
@@ -281,10 +356,13 @@ const char *symbolize_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t a
 		goto libdw;
 	for (hi = lo - 1; hi > 0 && si->e[hi - 1].off == si->e[lo - 1].off; hi--)
 		;
-	/* A sized symbol holding the address: libdw's answer too (the closest such one). Any
-	 * other case (sizeless symbols, a gap between functions) is left to libdw. */
+	/* A sized symbol holding the address: libdw's answer too (the closest such one). */
 	if (si->e[hi].size && off < si->e[hi].off + si->e[hi].size)
 		return dwfl_module_getsym_info(mod, (int)si->e[hi].idx, &sym, &a, NULL, NULL, NULL);
+	/* Past every symbol's end, and not at a symbol (an absolute one names only its own
+	 * address): a gap, where libdw's answer is kept. Any other case is left to libdw. */
+	if (off >= si->e[lo - 1].maxend && off > si->e[lo - 1].off)
+		return gap_symbol(sz, mod, mi->key_id, lo - 1, addr);
 libdw:
 	return dwfl_module_addrinfo(mod, addr, &(GElf_Off){0}, &sym, NULL, NULL, NULL);
 }
