@@ -187,6 +187,10 @@ struct {
 	__type(value, struct new_child);
 } new_children SEC(".maps");
 
+/* Changes of thread_births or new_children, counted after each (mmap'ed): the thread-name
+ * reader looks at the maps only when it moved. */
+__u64 births_changes;
+
 /* Scratch for PROC_EXEC events, too large for the BPF stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -233,6 +237,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 			__sync_fetch_and_add(births, 1);
 		else
 			bpf_map_update_elem(&thread_births, &p.pid, &first, BPF_NOEXIST);
+		__sync_fetch_and_add(&births_changes, 1);
 		if (want_offcpu)
 			off_register(child, BPF_ANY);
 		return 0;
@@ -248,6 +253,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	nc.fork_ns_tid = p.ns_tid;
 	nc.child_ns_pid = c.ns_pid;
 	bpf_map_update_elem(&new_children, &c.pid, &nc, BPF_ANY);
+	__sync_fetch_and_add(&births_changes, 1);
 	ev.ppid = p.pid;
 	/* Rare and important: wake the reader. */
 	if (send_proc_event(&ev, sizeof(ev), PROC_FORK, &c, child, 0))

@@ -162,10 +162,11 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 				strerror(errno));
 	}
 	if (r->python) {
+		const uint64_t *changes;
 		int births, children;
 
-		sampling__thread_maps(s, &births, &children);
-		r->tn = threadnames__start(births, children);
+		sampling__thread_maps(s, &births, &children, &changes);
+		r->tn = threadnames__start(births, children, changes);
 		if (!r->tn)
 			pr_warn("cannot start reading Python thread names (%s): threads will have "
 				"their OS names",

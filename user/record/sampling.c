@@ -588,10 +588,12 @@ int sampling__tstates_fd(struct sampling *s)
 	return bpf_map__fd(s->skel->maps.py_tstates);
 }
 
-void sampling__thread_maps(struct sampling *s, int *births_fd, int *children_fd)
+void sampling__thread_maps(struct sampling *s, int *births_fd, int *children_fd,
+			   const uint64_t **changes)
 {
 	*births_fd = bpf_map__fd(s->skel->maps.thread_births);
 	*children_fd = bpf_map__fd(s->skel->maps.new_children);
+	*changes = (const uint64_t *)&s->skel->bss->births_changes;
 }
 
 int sampling__consume(struct sampling *s, int (*cb)(void *ctx, void *data, size_t len), void *ctx)

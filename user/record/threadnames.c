@@ -47,6 +47,8 @@ struct threadnames {
 	pthread_cond_t cond;
 	bool stop;
 	int births_fd, children_fd;
+	const uint64_t *changes; /* the sampler's births_changes, or NULL */
+	uint64_t changes_seen;
 	struct watched *w;
 	size_t nw, capw;
 	uint64_t gens;
@@ -253,7 +255,7 @@ static void read_round(struct threadnames *tn)
 	struct read_ctx rc = {};
 	size_t njobs = 0, i, j;
 	uint64_t now = now_mono_ns(), count;
-	bool all = tn->refresh_all;
+	bool all = tn->refresh_all, changed = true;
 
 	/* Drop what was unwatched; copy the rest out so the reads run unlocked. */
 	for (i = 0; i < tn->nw;) {
@@ -265,7 +267,15 @@ static void read_round(struct threadnames *tn)
 		i++;
 	}
 	tn->refresh_all = false;
-	if (tn->children_fd >= 0)
+	/* The maps are read only when the sampler counted a change since the last round (the
+	 * count is read first: a change after it is seen at the next round). */
+	if (tn->changes) {
+		uint64_t c = __atomic_load_n(tn->changes, __ATOMIC_ACQUIRE);
+
+		changed = c != tn->changes_seen;
+		tn->changes_seen = c;
+	}
+	if (tn->children_fd >= 0 && changed)
 		watch_new_children(tn);
 	if (tn->nw) {
 		jobs = malloc(tn->nw * sizeof(*jobs));
@@ -278,8 +288,8 @@ static void read_round(struct threadnames *tn)
 
 	for (i = 0; i < njobs; i++) {
 		w = &jobs[i];
-		if (tn->births_fd >= 0 && !bpf_map_lookup_elem(tn->births_fd, &w->pid, &count) &&
-		    count != w->births) {
+		if (changed && tn->births_fd >= 0 &&
+		    !bpf_map_lookup_elem(tn->births_fd, &w->pid, &count) && count != w->births) {
 			w->births = count;
 			w->read_until = now + AFTER_BIRTH_NS;
 		}
@@ -351,7 +361,7 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-struct threadnames *threadnames__start(int births_fd, int children_fd)
+struct threadnames *threadnames__start(int births_fd, int children_fd, const uint64_t *changes)
 {
 	struct threadnames *tn = calloc(1, sizeof(*tn));
 	pthread_condattr_t ca;
@@ -361,6 +371,7 @@ struct threadnames *threadnames__start(int births_fd, int children_fd)
 		return NULL;
 	tn->births_fd = births_fd;
 	tn->children_fd = children_fd;
+	tn->changes = changes;
 	tn->names = bmap__new();
 	if (!tn->names) {
 		free(tn);

@@ -28,9 +28,11 @@ struct threadnames;
 /*
  * Start the reading thread. @births_fd: the sampler's thread_births map (tgid -> number of
  * threads created), or -1 to read only on request; @children_fd: its new_children map (child
- * -> parent, entries deleted once seen), or -1. NULL with errno on failure.
+ * -> parent, entries deleted once seen), or -1; @changes: a counter the sampler increments
+ * after each change of either (the maps are read only when it moved), or NULL (read at every
+ * round). NULL with errno on failure.
  */
-struct threadnames *threadnames__start(int births_fd, int children_fd);
+struct threadnames *threadnames__start(int births_fd, int children_fd, const uint64_t *changes);
 
 /* Stop the thread and free everything. NULL is a no-op. */
 void threadnames__free(struct threadnames *tn);
