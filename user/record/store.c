@@ -125,8 +125,12 @@ struct store {
 	struct pending_stack *pstacks;
 	size_t npstacks, cappstacks;
 	struct strbuf pending_sql; /* meta, processes, threads: small statements, run at flush */
-	struct strpool *strings;   /* the strings of interned frames, one copy of each */
-	struct strbuf key;	   /* scratch for serializing frames */
+	/* Collectives to insert at the flush, in order (grp interned in strings): one prepared
+	 * statement for all, not a statement to parse for each (hundreds a second). */
+	struct store_collective *pcolls;
+	size_t npcolls, cappcolls;
+	struct strpool *strings; /* the strings of interned frames, one copy of each */
+	struct strbuf key;	 /* scratch for serializing frames */
 	/* STORE_ROTATE: the files' number (1: the first), every frame and stack by id - 1,
 	 * and the statements that make meta, processes and threads of a new file (by key). */
 	bool rotating;
@@ -524,42 +528,77 @@ int store__thread_ns_tid(struct store *st, pid_t pid, pid_t tid, pid_t ns_tid)
 
 static int ensure_stack(struct store *st, uint64_t id);
 
-/* An integer column's SQL: its value, or NULL when @known is false. */
-static const char *int_sql(char *buf, size_t n, bool known, int64_t v)
+/* A text column: @v (not copied), or NULL. */
+static int bind_text_or_null(sqlite3_stmt *s, int i, const char *v)
 {
-	if (!known)
-		return "NULL";
-	snprintf(buf, n, "%lld", (long long)v);
-	return buf;
+	return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
 }
 
 int store__collective(struct store *st, const struct store_collective *c)
 {
-	char bytes[24], seq[24], ns[24], stack[24], grank[24], gsize[24], peer[24], tag[24],
-		worker[24];
-	struct strbuf grp = {0};
-	int err;
+	struct store_collective *p;
 
 	if (ensure_stack(st, c->stack_id))
 		return -ENOMEM;
-	err = pending_append(
-		st,
-		"INSERT OR REPLACE INTO collectives_raw(id, pid, tid, op, grp, bytes, seq,"
-		" start_ns, ns, stack_id, grp_rank, grp_size, peer, tag, worker_tid, error, lib)"
-		" VALUES(%lld, %d, %d, %Q, %Q, %s, %s, %lld, %s, %s, %s, %s, %s, %s, %s, %d, %Q)",
-		(long long)c->id, (int)c->pid, (int)c->tid, c->op, utf8_text(&grp, c->grp),
-		int_sql(bytes, sizeof(bytes), c->bytes >= 0, c->bytes),
-		int_sql(seq, sizeof(seq), c->seq >= 0, c->seq), (long long)c->start_ns,
-		int_sql(ns, sizeof(ns), c->ns >= 0, c->ns),
-		int_sql(stack, sizeof(stack), c->stack_id > 0, (int64_t)c->stack_id),
-		int_sql(grank, sizeof(grank), c->grp_size > 0, c->grp_rank),
-		int_sql(gsize, sizeof(gsize), c->grp_size > 0, c->grp_size),
-		int_sql(peer, sizeof(peer), c->has_peer, c->peer),
-		int_sql(tag, sizeof(tag), c->has_peer, c->tag),
-		int_sql(worker, sizeof(worker), c->worker_tid > 0, c->worker_tid), c->error ? 1 : 0,
-		c->lib);
-	sb_free(&grp);
-	return err;
+	if (st->npcolls == st->cappcolls) {
+		size_t ncap = st->cappcolls ? st->cappcolls * 2 : 64;
+
+		p = realloc(st->pcolls, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		st->pcolls = p;
+		st->cappcolls = ncap;
+	}
+	p = &st->pcolls[st->npcolls];
+	*p = *c;
+	p->grp = c->grp ? intern_text(st, c->grp) : NULL;
+	if (c->grp && !p->grp)
+		return -ENOMEM;
+	st->npcolls++;
+	return 0;
+}
+
+/* An integer column: @v, or NULL when @known is false. */
+static void bind_int_or_null(sqlite3_stmt *s, int i, bool known, int64_t v)
+{
+	if (known)
+		sqlite3_bind_int64(s, i, (sqlite3_int64)v);
+	else
+		sqlite3_bind_null(s, i);
+}
+
+/* Insert the pending collectives with @s (collectives_raw's insert). SQLITE_DONE or why not. */
+static int flush_collectives(struct store *st, sqlite3_stmt *s)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < st->npcolls; i++) {
+		const struct store_collective *c = &st->pcolls[i];
+
+		sqlite3_reset(s);
+		sqlite3_bind_int64(s, 1, (sqlite3_int64)c->id);
+		sqlite3_bind_int(s, 2, (int)c->pid);
+		sqlite3_bind_int(s, 3, (int)c->tid);
+		bind_text_or_null(s, 4, c->op);
+		bind_text_or_null(s, 5, c->grp);
+		bind_int_or_null(s, 6, c->bytes >= 0, c->bytes);
+		bind_int_or_null(s, 7, c->seq >= 0, c->seq);
+		sqlite3_bind_int64(s, 8, (sqlite3_int64)c->start_ns);
+		bind_int_or_null(s, 9, c->ns >= 0, c->ns);
+		bind_int_or_null(s, 10, c->stack_id > 0, (int64_t)c->stack_id);
+		bind_int_or_null(s, 11, c->grp_size > 0, c->grp_rank);
+		bind_int_or_null(s, 12, c->grp_size > 0, c->grp_size);
+		bind_int_or_null(s, 13, c->has_peer, c->peer);
+		bind_int_or_null(s, 14, c->has_peer, c->tag);
+		bind_int_or_null(s, 15, c->worker_tid > 0, c->worker_tid);
+		sqlite3_bind_int(s, 16, c->error ? 1 : 0);
+		bind_text_or_null(s, 17, c->lib);
+		rc = sqlite3_step(s);
+		if (rc != SQLITE_DONE)
+			return rc;
+	}
+	return SQLITE_DONE;
 }
 
 int store__select(struct store *st, const char *sql,
@@ -801,14 +840,9 @@ static int flush_count(const void *key, size_t len, uint64_t *value, void *arg)
 	return c->rc == SQLITE_DONE ? 0 : 1;
 }
 
-static int bind_text_or_null(sqlite3_stmt *s, int i, const char *v)
-{
-	return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
-}
-
 int store__flush(struct store *st)
 {
-	sqlite3_stmt *fs = NULL, *ss = NULL, *sf = NULL, *cs = NULL;
+	sqlite3_stmt *fs = NULL, *ss = NULL, *sf = NULL, *cs = NULL, *ks = NULL;
 	struct flush_ctx c = {st, NULL, SQLITE_DONE};
 	char *errmsg = NULL;
 	size_t i;
@@ -816,7 +850,8 @@ int store__flush(struct store *st)
 
 	if (!st || !st->db)
 		return 0;
-	if (!st->npframes && !st->npstacks && !bmap__size(st->counts) && !st->pending_sql.len)
+	if (!st->npframes && !st->npstacks && !bmap__size(st->counts) && !st->pending_sql.len &&
+	    !st->npcolls)
 		return 0;
 	rc = sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
@@ -887,6 +922,16 @@ int store__flush(struct store *st)
 		rc = c.rc;
 		goto sqlfail;
 	}
+	if (st->npcolls) {
+		rc = sqlite3_prepare_v2(
+			st->db,
+			"INSERT OR REPLACE INTO collectives_raw(id, pid, tid, op, grp, bytes, seq,"
+			" start_ns, ns, stack_id, grp_rank, grp_size, peer, tag, worker_tid, error,"
+			" lib) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			-1, &ks, NULL);
+		if (rc != SQLITE_OK || (rc = flush_collectives(st, ks)) != SQLITE_DONE)
+			goto sqlfail;
+	}
 	rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
 		goto sqlfail;
@@ -897,6 +942,7 @@ int store__flush(struct store *st)
 	st->npframes = 0;
 	bmap__clear(st->counts);
 	st->nvals = 0;
+	st->npcolls = 0;
 	sb_reset(&st->pending_sql);
 	goto cleanup;
 sqlfail:
@@ -908,6 +954,7 @@ cleanup:
 	sqlite3_finalize(ss);
 	sqlite3_finalize(sf);
 	sqlite3_finalize(cs);
+	sqlite3_finalize(ks);
 	return err;
 }
 
@@ -934,6 +981,7 @@ static void store_free(struct store *st)
 	bmap__free(st->counts);
 	free(st->vals);
 	sb_free(&st->pending_sql);
+	free(st->pcolls);
 	sb_free(&st->key);
 	outpath__release(&st->out);
 	free(st->path);
