@@ -35,9 +35,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torchrun():
+def torchrun(monitor=None):
+    """torchrun's command line; @monitor: its --monitor_interval (s) if not the default 5."""
     return [TORCHRUN, "--nproc_per_node", str(NRANKS), "--master_addr", "127.0.0.1",
-            "--master_port", str(free_port()), "--redirects", "1", "--tee", "1", JOB]
+            "--master_port", str(free_port()), "--redirects", "1", "--tee", "1",
+            *(("--monitor_interval", str(monitor)) if monitor else ()), JOB]
 
 
 class Watch:
@@ -45,7 +47,7 @@ class Watch:
     With attach: torchrun started first, on its own, and once its ranks are set up, probing
     watch -p TORCHRUN_PID --children -o DIR [ARGS] (a watch of a job already running)."""
 
-    def __init__(self, args, attach=False, **env):
+    def __init__(self, args, attach=False, monitor=None, **env):
         self.dir = harness.tmp("watch")
         self.out_path = harness.tmp("watch.out")
         self.err_path = harness.tmp("watch.err")
@@ -54,14 +56,15 @@ class Watch:
         self.attach = attach
         self.job = None
         if attach:
-            self.job = harness.spawn(torchrun(), env=env, stdout=open(self.job_path, "w"),
+            self.job = harness.spawn(torchrun(monitor), env=env, stdout=open(self.job_path, "w"),
                                      stderr=subprocess.STDOUT)
             self.ranks()
             cmd = [harness.PROBING, "watch", "-p", str(self.job.pid), "--children", "-o",
                    self.dir, *map(str, args)]
         else:
             open(self.job_path, "w").close()
-            cmd = [harness.PROBING, "watch", "-o", self.dir, *map(str, args), "--", *torchrun()]
+            cmd = [harness.PROBING, "watch", "-o", self.dir, *map(str, args), "--",
+                   *torchrun(monitor)]
         self.p = harness.spawn(cmd, env=env, stdout=open(self.out_path, "w"),
                                stderr=open(self.err_path, "w"))
 
@@ -405,9 +408,12 @@ def test_watch_rank_killed_by_sigsegv():
     other ranks' stacks in the report. The exit is handled ahead of the samples that wait
     (the watch reads libtorch for the first of them then), so it is not late."""
     # Steps of 1.5 s: the others learn of the death at their next allreduce (a connection
-    # reset: they exit) up to 1.5 s after it, and torchrun kills them after its own check.
-    w = Watch(["-v", "--segment", "10s"], FAULT="segv", FAULT_RANK=2, FAULT_STEP=2,
-              STEP_MS=1500)
+    # reset) up to 1.5 s after it and wait, and torchrun kills them at its next check of
+    # its workers: every 5 s by default, which once in a while came within 0.1 s of the
+    # death (before the watch's snapshot: 2 of 11 runs here). Every 30 s: the others are
+    # there for the watch to read, as in a job whose launcher is slower than the watch.
+    w = Watch(["-v", "--segment", "10s"], monitor=30, FAULT="segv", FAULT_RANK=2,
+              FAULT_STEP=2, STEP_MS=1500)
     try:
         pids = w.ranks()
         rank, fault_time = w.fault()
@@ -424,8 +430,10 @@ def test_watch_rank_killed_by_sigsegv():
         # Declared within 2 s of its end (the kernel's time of its exit: after its core
         # dump, which takes seconds of its own after the fault); the report's writing time
         # is logged (bench/bench_watch.py measures it).
+        ranks = query(report, "SELECT pid, rank, alive, exit_status, exit_time FROM watch_ranks")
         harness.log(f"death declared {st['time'] - dead['exit_time']:.2f} s after the exit, "
-                    f"report on disk {seen - dead['exit_time']:.2f} s after it\n" +
+                    f"report on disk {seen - dead['exit_time']:.2f} s after it; fault at "
+                    f"{fault_time:.2f}, ranks {ranks}\n" +
                     "\n".join(x for x in w.err().splitlines() if re.search(
                         r"symbols|snapshot|report written|exited", x)))
         assert fault_time <= dead["exit_time"] and st["time"] - dead["exit_time"] < 2, \
