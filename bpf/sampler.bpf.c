@@ -341,7 +341,10 @@ extern void bpf_task_release(struct task_struct *p) __ksym;
 __u64 sweep_last_ns; /* when the last sweep started: one CPU claims each period */
 __u32 sweep_cursor;  /* with more threads than offcpu_max_threads: where the next sweep starts */
 __u64 off_wants;     /* blocks left to the iterator so far: the recorder polls it (mmap'ed) */
-__u32 off_stop;	     /* set by the recorder when recording ends: no more sweeps */
+/* The same by process (pid % OFF_WANT_SLOTS; processes may share a slot): the recorder runs
+ * the iterator over the processes whose slot moved, not over every target. */
+__u64 off_wants_of[OFF_WANT_SLOTS];
+__u32 off_stop; /* set by the recorder when recording ends: no more sweeps */
 
 /*
  * Make @task a thread the sweep looks at, if it belongs to a target. @flags: BPF_NOEXIST to
@@ -567,6 +570,7 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 			if (want) {
 				th->stack_block = block;
 				want->block = block;
+				__sync_fetch_and_add(&off_wants_of[th->pid % OFF_WANT_SLOTS], 1);
 				__sync_fetch_and_add(&off_wants, 1);
 				stat_inc(STAT_OFF_WANTED);
 			}

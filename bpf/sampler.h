@@ -212,6 +212,9 @@ struct off_want {
 	__u64 block;
 };
 
+/* Slots of the sampler's off_wants_of: blocks left to the iterator, by pid % this. */
+#define OFF_WANT_SLOTS 256
+
 /* Threads the sweep looks at per period, at most (a round-robin beyond: each thread is then
  * looked at every few periods, its observations weighing the time since the last). */
 #define OFFCPU_SWEEP_THREADS 512

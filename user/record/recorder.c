@@ -40,9 +40,10 @@ struct target {
 	struct pyproc *py;    /* its CPython interpreter, or NULL */
 	uint64_t py_gen;      /* which interpreter object: keys the resolved-frame cache */
 	bool alive;
-	bool dp_failed;	      /* maps unreadable: do not retry on every sample */
-	bool py_unsupported;  /* a CPython we cannot read (already said): do not retry */
-	bool py_finding;      /* the finder looks for its interpreter (it may set up BPF) */
+	uint64_t off_wants_seen; /* the sampler's off_wants_of for it at its last fetch */
+	bool dp_failed;		 /* maps unreadable: do not retry on every sample */
+	bool py_unsupported;	 /* a CPython we cannot read (already said): do not retry */
+	bool py_finding;	 /* the finder looks for its interpreter (it may set up BPF) */
 	bool py_settled;      /* the sampler finds its thread states its own way (py_cfg_settled) */
 	size_t py_maps_seen;  /* mappings when we last looked for an interpreter */
 	uint64_t py_tried_ns; /* when we last looked (monotonic) */
@@ -1631,12 +1632,20 @@ void recorder__poll(struct recorder *r)
 
 	for (i = 0; i < r->ntargets; i++)
 		retry_python(r, &r->targets[i]);
-	/* Blocks the sweep could not take the stack of: fetch them while they last. */
+	/* Blocks the sweep could not take the stack of: fetch them while they last, in the
+	 * processes that have some (their count read first: later ones are for the next turn). */
 	if (r->oc && sampling__offcpu_pending(r->s)) {
 		for (i = 0; i < r->ntargets; i++) {
-			if (!r->targets[i].alive)
+			struct target *t = &r->targets[i];
+			uint64_t wants;
+
+			if (!t->alive)
 				continue;
-			err = sampling__offcpu_fetch(r->s, r->targets[i].pid);
+			wants = sampling__offcpu_wants_of(r->s, t->pid);
+			if (wants == t->off_wants_seen)
+				continue;
+			t->off_wants_seen = wants;
+			err = sampling__offcpu_fetch(r->s, t->pid);
 			if (err && err != -ESRCH && err != -ENOENT)
 				pr_debug("pid %d: cannot fetch stacks of blocked threads: %s",
 					 r->targets[i].pid, strerror(-err));

@@ -463,6 +463,14 @@ bool sampling__offcpu_pending(struct sampling *s)
 	return true;
 }
 
+uint64_t sampling__offcpu_wants_of(struct sampling *s, pid_t pid)
+{
+	if (!s->off_cpu || pid <= 0)
+		return 0;
+	return __atomic_load_n(&s->skel->bss->off_wants_of[(uint32_t)pid % OFF_WANT_SLOTS],
+			       __ATOMIC_ACQUIRE);
+}
+
 int sampling__offcpu_fetch(struct sampling *s, pid_t pid)
 {
 	if (!s->off_cpu)

@@ -62,6 +62,9 @@ int sampling__use_python(struct sampling *s, pid_t pid, struct pyproc *pp,
  *
  * sampling__offcpu_pending: have blocks been left to the iterator since the last call (their
  * stacks could not be taken in the sweep)? Cheap (a counter in mmap'ed memory): call it often.
+ * sampling__offcpu_wants_of: how many blocks of process @pid (and of processes sharing its
+ * slot) were left to the iterator so far (mmap'ed too); when it did not move since the last
+ * fetch for @pid, there is nothing to fetch there. 0 without off-CPU sampling.
  * sampling__offcpu_fetch: run the iterator over the threads of @pid: the stacks of its blocks
  * that are still going on are sent as records (SAMPLE_F_OFFCPU_ITER). 0 or -errno.
  * sampling__offcpu_stop: no more sweeps (the end of recording); what they sent before is in
@@ -71,6 +74,7 @@ int sampling__use_python(struct sampling *s, pid_t pid, struct pyproc *pp,
  * 0 or -errno.
  */
 bool sampling__offcpu_pending(struct sampling *s);
+uint64_t sampling__offcpu_wants_of(struct sampling *s, pid_t pid);
 int sampling__offcpu_fetch(struct sampling *s, pid_t pid);
 void sampling__offcpu_stop(struct sampling *s);
 int sampling__offcpu_flush(struct sampling *s);
