@@ -10,7 +10,12 @@ hangs at a known step (FAULT=hang) under 'watch --stall STALL': the time from th
 report on disk (latest-report appears).
 
     bench/bench_watch.py [--rounds 6] [--steps 300] [--step-ms 20] [--ranks 3]
-                         [--stall-rounds 3] [--stall 5]
+                         [--threads N] [--stall-rounds 3] [--stall 5] [--against PROBING]
+
+--threads N gives each rank N threads in all (idle helpers waiting on a queue, as a PyTorch
+rank's data loader, pin-memory and checkpoint threads do). --against PROBING adds, to each
+round, a watched run under that other build of probing (an A/B of the watcher's own cost:
+its CPU and memory side by side, with their ratio).
 
 Run it on a quiet machine, as root: it is not a test. Steps are timed by the job itself
 (forward + backward + optimizer, the sleep between steps excluded).
@@ -81,14 +86,14 @@ def job_cmd(args):
             JOB]
 
 
-def one_round(args, watched, tmp):
+def one_round(args, watched, tmp, probing=PROBING):
     cmd = job_cmd(args)
     d = os.path.join(tmp, "watch")
     shutil.rmtree(d, ignore_errors=True)
     if watched:
-        cmd = [PROBING, "watch", "-o", d, "--"] + cmd
+        cmd = [probing, "watch", "-o", d, "--"] + cmd
     env = dict(os.environ, OMP_NUM_THREADS="1", FAULT="none", STEPS=str(args.steps),
-               STEP_MS=str(args.step_ms))
+               STEP_MS=str(args.step_ms), THREADS=str(args.threads))
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True)
@@ -146,17 +151,23 @@ def main():
     ap.add_argument("--ranks", type=int, default=3)
     ap.add_argument("--stall-rounds", type=int, default=3)
     ap.add_argument("--stall", type=float, default=5)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--against", metavar="PROBING")
     args = ap.parse_args()
-    print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} CPUs")
-    res = {False: [], True: []}
+    print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} CPUs; {args.ranks} "
+          f"ranks, {args.threads or 'their own'} threads each")
+    res = {False: [], True: [], "B": []}
+    kinds = [False, True] + (["B"] if args.against else [])
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for watched in ((False, True) if r % 2 == 0 else (True, False)):
-                res[watched].append(one_round(args, watched, tmp))
-                m, wall, size, cpu, hwm, _ = res[watched][-1]
-                print(f"round {r} {'watched  ' if watched else 'unwatched'}: step {m:.3f} ms "
-                      f"median, {wall:.0f} s, segments {size / 1e6:.2f} MB, watcher CPU "
-                      f"{cpu:.2f} s, peak RSS {hwm / 2**20:.0f} MiB", flush=True)
+            for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+                res[kind].append(one_round(args, kind is not False, tmp,
+                                           args.against if kind == "B" else PROBING))
+                m, wall, size, cpu, hwm, steady = res[kind][-1]
+                name = {False: "unwatched", True: "watched  ", "B": "against  "}[kind]
+                print(f"round {r} {name}: step {m:.3f} ms median, {wall:.0f} s, segments "
+                      f"{size / 1e6:.2f} MB, watcher CPU {cpu:.2f} s ({100 * steady:.2f} % "
+                      f"in the second half), peak RSS {hwm / 2**20:.0f} MiB", flush=True)
         stalls = [stall_round(args, tmp) for _ in range(args.stall_rounds)]
         for i, (dec, disk) in enumerate(stalls):
             print(f"stall round {i}: declared {dec:+.2f} s after fault + threshold, report on "
@@ -171,7 +182,14 @@ def main():
     steady = statistics.median(100 * x[5] for x in res[True])
     hwm = statistics.median(x[4] for x in res[True])
     print(f"watcher: {cpu:.1f} % of one core over whole runs (start-up included), "
-          f"{steady:.1f} % over their second halves; peak RSS {hwm / 2**20:.0f} MiB")
+          f"{steady:.2f} % over their second halves; peak RSS {hwm / 2**20:.0f} MiB")
+    if args.against:
+        b_steady = statistics.median(100 * x[5] for x in res["B"])
+        b_hwm = statistics.median(x[4] for x in res["B"])
+        b_step = statistics.median(x[0] for x in res["B"])
+        print(f"against {args.against}: watcher {b_steady:.2f} % of one core over the second "
+              f"halves, peak RSS {b_hwm / 2**20:.0f} MiB, step {b_step:.3f} ms; this build / "
+              f"that one: CPU {steady / b_steady:.2f}x, memory {hwm / b_hwm:.2f}x")
     if stalls:
         print(f"stall -> declared {statistics.median(x[0] for x in stalls):+.2f} s, report on "
               f"disk {statistics.median(x[1] for x in stalls):+.2f} s after fault + threshold "

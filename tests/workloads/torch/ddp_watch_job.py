@@ -16,13 +16,16 @@ every rank at the same step, and takes FAULT_STEP only.
              again each time the file is there)
 
 Environment: STEPS (1000000), STEP_MS (100), FAULT (none), FAULT_RANK (1), FAULT_STEP (20),
-FAULT_FILE (none).
+FAULT_FILE (none), THREADS (0: with N, each rank starts threads until it has N in all, which
+wait as a data loader's or a checkpointer's helpers do: on a queue, woken every 0.5 s).
 Prints "rank R pid P" once set up and "STEP rank=R step=S ms=M" per step (M: the step's wall
 time without its STEP_MS sleep, for bench/bench_watch.py).
 """
 import os
+import queue
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -35,6 +38,21 @@ FAULT = os.environ.get("FAULT", "none")
 FAULT_RANK = int(os.environ.get("FAULT_RANK", "1"))
 FAULT_STEP = int(os.environ.get("FAULT_STEP", "20"))
 FAULT_FILE = os.environ.get("FAULT_FILE")
+THREADS = int(os.environ.get("THREADS", "0"))
+
+
+def helper(q):
+    while True:
+        try:
+            q.get(timeout=0.5)
+        except queue.Empty:
+            pass
+
+
+def start_helpers():
+    q = queue.Queue()
+    while len(os.listdir("/proc/self/task")) < THREADS:
+        threading.Thread(target=helper, args=(q,), daemon=True).start()
 
 
 def hang_here(step):
@@ -66,6 +84,7 @@ def main():
     ddp = DDP(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     x = torch.randn(32, 100)
+    start_helpers()
     print(f"rank {rank} pid {os.getpid()}", flush=True)
     faulted = False
     for step in range(STEPS):
