@@ -26,9 +26,10 @@
 #include "record/threadnames.h"
 #include "base/util.h"
 
-#define MAX_NATIVE  512		  /* native frames unwound per sample */
-#define MAX_FRAMES  2048	  /* frames per stored stack, all kinds */
-#define PY_YOUNG_NS 2000000000ULL /* a program this young is looked at every 5 ms */
+#define MAX_NATIVE	 512	       /* native frames unwound per sample */
+#define MAX_FRAMES	 2048	       /* frames per stored stack, all kinds */
+#define PY_YOUNG_NS	 2000000000ULL /* a program this young is looked at every 5 ms */
+#define PY_REFRESH_TICKS 10 /* ticks (seconds) between full rereads of thread states, names */
 
 struct target {
 	pid_t pid, ppid;
@@ -95,14 +96,17 @@ struct recorder {
 	size_t nthreads, capthreads;
 	struct bmap *thread_idx; /* (pid, tid) -> index + 1 */
 	struct threadnames *tn;	 /* Python thread names, read while the threads live */
-	struct pyfinder *pf;	 /* looks for new programs' interpreters, or NULL */
-	struct offcpu *oc;	 /* off-CPU segments joined with their stacks (off_cpu) */
-	bool capture;		 /* the record handled is an off-CPU stack, not a sample: the
+	const uint64_t *births;	 /* the sampler's count of thread births (mmap'ed), or NULL */
+	uint64_t births_seen;	 /* its value at the last tick */
+	unsigned int ticks;
+	struct pyfinder *pf;	/* looks for new programs' interpreters, or NULL */
+	struct offcpu *oc;	/* off-CPU segments joined with their stacks (off_cpu) */
+	bool capture;		/* the record handled is an off-CPU stack, not a sample: the
 				  * sample statistics leave it out */
-	struct comm *comm;	 /* probes on collectives libraries, or NULL (recorder__use_comm) */
-	struct collectives *cs;	 /* their events joined into rows */
-	struct bmap *sites;	 /* call site id -> struct call_site * (comm.h: struct comm_site) */
-	struct bmap *site_keys;	 /* struct comm_site_key -> the id of its latest site */
+	struct comm *comm;	/* probes on collectives libraries, or NULL (recorder__use_comm) */
+	struct collectives *cs; /* their events joined into rows */
+	struct bmap *sites;	/* call site id -> struct call_site * (comm.h: struct comm_site) */
+	struct bmap *site_keys; /* struct comm_site_key -> the id of its latest site */
 	uint64_t next_site;
 	uint64_t comm_copies, comm_site_calls; /* calls with a stack copy, calls from a site */
 	int64_t mono_to_real_ns;
@@ -167,6 +171,7 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 		int births, children;
 
 		sampling__thread_maps(s, &births, &children, &changes);
+		r->births = changes;
 		r->tn = threadnames__start(births, children, changes);
 		if (!r->tn)
 			pr_warn("cannot start reading Python thread names (%s): threads will have "
@@ -1567,14 +1572,21 @@ int recorder__tick(struct recorder *r, bool caught_up)
 	long long cpu;
 	size_t i;
 	int fd = sampling__tstates_fd(r->s);
+	/* What the interpreters hold of their threads (states, names: hundreds of reads of a
+	 * process with many threads) is read again when a thread was born since the last tick,
+	 * and every PY_REFRESH_TICKS ticks (renamed threads, exits). */
+	uint64_t births = r->births ? __atomic_load_n(r->births, __ATOMIC_ACQUIRE) : 0;
+	bool full = r->ticks++ % PY_REFRESH_TICKS == 0;
+	bool reread = full || !r->births || births != r->births_seen;
 
+	r->births_seen = births;
 	for (i = 0; i < r->ntargets; i++) {
 		t = &r->targets[i];
 		if (!t->alive)
 			continue;
 		if (t->py) {
 			/* New threads, names; the BPF fallback map. */
-			if (fd >= 0)
+			if (fd >= 0 && reread)
 				pyproc__fill_tstates(t->py, fd, t->pid);
 			settle_python(r, t);
 		} else {
@@ -1584,9 +1596,10 @@ int recorder__tick(struct recorder *r, bool caught_up)
 		if (r->comm)
 			comm__tick(r->comm, t->pid);
 	}
-	/* Python names change (thread.name = ...): have them read again, and store what
-	 * changed and how long the threads that ran were seen. */
-	if (r->tn)
+	/* Python names change (thread.name = ...): have them read again now and then (new
+	 * threads are read at their birth), and store what changed and how long the threads
+	 * that ran were seen. */
+	if (r->tn && full)
 		threadnames__refresh(r->tn);
 	for (i = 0; i < r->nthreads; i++) {
 		th = &r->threads[i];
