@@ -109,6 +109,19 @@ struct stack_def {
 	uint32_t gen;
 };
 
+struct pending_thread {
+	pid_t pid, tid;
+	char *name;
+	double ts;
+};
+
+/* The threads row of a thread seen at ts, or its first_seen, last_seen and name updated. */
+#define THREAD_UPSERT_SQL(values)                                                    \
+	"INSERT INTO threads(pid, tid, name, first_seen, last_seen) VALUES" values   \
+	" ON CONFLICT(pid, tid) DO UPDATE SET name = coalesce(excluded.name, name)," \
+	" first_seen = min(first_seen, excluded.first_seen),"                        \
+	" last_seen = max(last_seen, excluded.last_seen)"
+
 struct store {
 	sqlite3 *db;
 	char *path;	    /* the file written: DEST.partial */
@@ -129,6 +142,10 @@ struct store {
 	 * statement for all, not a statement to parse for each (hundreds a second). */
 	struct store_collective *pcolls;
 	size_t npcolls, cappcolls;
+	/* Threads seen, to insert (or update) at the flush before pending_sql (whose ns_tid
+	 * updates need their rows), with one prepared statement (name malloc'd or NULL). */
+	struct pending_thread *pthreads;
+	size_t npthreads, cappthreads;
 	struct strpool *strings; /* the strings of interned frames, one copy of each */
 	struct strbuf key;	 /* scratch for serializing frames */
 	/* STORE_ROTATE: the files' number (1: the first), every frame and stack by id - 1,
@@ -498,23 +515,76 @@ int store__process_end(struct store *st, pid_t pid, double end_time)
 			     (int)pid);
 }
 
+/* A text column: @v (not copied), or NULL. */
+static int bind_text_or_null(sqlite3_stmt *s, int i, const char *v)
+{
+	return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
+}
+
 int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, double ts)
 {
-	char k[REPLAY_KEY_MAX];
+	char k[REPLAY_KEY_MAX], *sql;
+	struct pending_thread *p;
 	struct strbuf t = {0};
-	int err;
+	int err = -ENOMEM;
 
 	name = utf8_text(&t, name);
-	err = pending_keyed(st, thread_key(k, 't', pid, tid), false,
-			    "INSERT INTO threads(pid, tid, name, first_seen, last_seen)"
-			    " VALUES(%d, %d, %Q, %.6f, %.6f)"
-			    " ON CONFLICT(pid, tid) DO UPDATE SET"
-			    " name = coalesce(excluded.name, name),"
-			    " first_seen = min(first_seen, excluded.first_seen),"
-			    " last_seen = max(last_seen, excluded.last_seen)",
-			    (int)pid, (int)tid, name, ts, ts);
+	if (st->npthreads == st->cappthreads) {
+		size_t ncap = st->cappthreads ? st->cappthreads * 2 : 64;
+
+		p = realloc(st->pthreads, ncap * sizeof(*p));
+		if (!p)
+			goto out;
+		st->pthreads = p;
+		st->cappthreads = ncap;
+	}
+	p = &st->pthreads[st->npthreads];
+	*p = (struct pending_thread){pid, tid, name ? strdup(name) : NULL, ts};
+	if (name && !p->name)
+		goto out;
+	st->npthreads++;
+	err = 0;
+	/* A rotating store makes the row again in the next file: the statement is kept. */
+	if (st->rotating) {
+		sql = sqlite3_mprintf(THREAD_UPSERT_SQL("(%d, %d, %Q, %.6f, %.6f)"), (int)pid,
+				      (int)tid, name, ts, ts);
+		err = sql ? replay_keep(st, thread_key(k, 't', pid, tid), false, sql) : -ENOMEM;
+		sqlite3_free(sql);
+	}
+out:
 	sb_free(&t);
 	return err;
+}
+
+/* Insert or update the pending threads with @s. SQLITE_DONE or why not. */
+static int flush_threads(struct store *st, sqlite3_stmt *s)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < st->npthreads; i++) {
+		const struct pending_thread *t = &st->pthreads[i];
+
+		sqlite3_reset(s);
+		sqlite3_bind_int(s, 1, (int)t->pid);
+		sqlite3_bind_int(s, 2, (int)t->tid);
+		bind_text_or_null(s, 3, t->name);
+		sqlite3_bind_double(s, 4, t->ts);
+		sqlite3_bind_double(s, 5, t->ts);
+		rc = sqlite3_step(s);
+		if (rc != SQLITE_DONE)
+			return rc;
+	}
+	return SQLITE_DONE;
+}
+
+static void drop_pending_threads(struct store *st)
+{
+	size_t i;
+
+	for (i = 0; i < st->npthreads; i++)
+		free(st->pthreads[i].name);
+	st->npthreads = 0;
 }
 
 int store__thread_ns_tid(struct store *st, pid_t pid, pid_t tid, pid_t ns_tid)
@@ -527,12 +597,6 @@ int store__thread_ns_tid(struct store *st, pid_t pid, pid_t tid, pid_t ns_tid)
 }
 
 static int ensure_stack(struct store *st, uint64_t id);
-
-/* A text column: @v (not copied), or NULL. */
-static int bind_text_or_null(sqlite3_stmt *s, int i, const char *v)
-{
-	return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
-}
 
 int store__collective(struct store *st, const struct store_collective *c)
 {
@@ -842,7 +906,7 @@ static int flush_count(const void *key, size_t len, uint64_t *value, void *arg)
 
 int store__flush(struct store *st)
 {
-	sqlite3_stmt *fs = NULL, *ss = NULL, *sf = NULL, *cs = NULL, *ks = NULL;
+	sqlite3_stmt *fs = NULL, *ss = NULL, *sf = NULL, *cs = NULL, *ks = NULL, *ts = NULL;
 	struct flush_ctx c = {st, NULL, SQLITE_DONE};
 	char *errmsg = NULL;
 	size_t i;
@@ -851,11 +915,17 @@ int store__flush(struct store *st)
 	if (!st || !st->db)
 		return 0;
 	if (!st->npframes && !st->npstacks && !bmap__size(st->counts) && !st->pending_sql.len &&
-	    !st->npcolls)
+	    !st->npcolls && !st->npthreads)
 		return 0;
 	rc = sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
 		return sql_err(st, rc, "cannot start a transaction");
+	if (st->npthreads) {
+		rc = sqlite3_prepare_v2(st->db, THREAD_UPSERT_SQL("(?, ?, ?, ?, ?)"), -1, &ts,
+					NULL);
+		if (rc != SQLITE_OK || (rc = flush_threads(st, ts)) != SQLITE_DONE)
+			goto sqlfail;
+	}
 	if (st->pending_sql.len) {
 		rc = sqlite3_exec(st->db, st->pending_sql.buf, NULL, NULL, &errmsg);
 		if (rc != SQLITE_OK) {
@@ -943,6 +1013,7 @@ int store__flush(struct store *st)
 	bmap__clear(st->counts);
 	st->nvals = 0;
 	st->npcolls = 0;
+	drop_pending_threads(st);
 	sb_reset(&st->pending_sql);
 	goto cleanup;
 sqlfail:
@@ -955,6 +1026,7 @@ cleanup:
 	sqlite3_finalize(sf);
 	sqlite3_finalize(cs);
 	sqlite3_finalize(ks);
+	sqlite3_finalize(ts);
 	return err;
 }
 
@@ -982,6 +1054,8 @@ static void store_free(struct store *st)
 	free(st->vals);
 	sb_free(&st->pending_sql);
 	free(st->pcolls);
+	drop_pending_threads(st);
+	free(st->pthreads);
 	sb_free(&st->key);
 	outpath__release(&st->out);
 	free(st->path);
