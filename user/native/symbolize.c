@@ -276,6 +276,14 @@ static struct symindex *build_symindex(Dwfl_Module *mod, Dwarf_Addr start)
 	return si;
 }
 
+/* libdw's name for @addr in @mod (its walk over the whole symbol table), NULL for none. */
+static const char *libdw_symbol(Dwfl_Module *mod, uint64_t addr)
+{
+	GElf_Sym sym;
+
+	return dwfl_module_addrinfo(mod, addr, &(GElf_Off){0}, &sym, NULL, NULL, NULL);
+}
+
 /* The index of the section holding @addr, found as libdw finds it (the first in the file's
  * order), SHN_ABS for none, SHN_UNDEF when the module's ELF cannot be read. */
 static uint64_t section_of(Dwfl_Module *mod, uint64_t addr)
@@ -301,15 +309,14 @@ static const char *gap_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t 
 	struct gap_key k = {key_id, entry, section_of(mod, addr)};
 	const char *name;
 	uint64_t *slot;
-	GElf_Sym sym;
 	int inserted;
 
 	if (k.scn == SHN_UNDEF)
-		return dwfl_module_addrinfo(mod, addr, &(GElf_Off){0}, &sym, NULL, NULL, NULL);
+		return libdw_symbol(mod, addr);
 	slot = bmap__upsert(sz->gaps, &k, sizeof(k), 0, &inserted);
 	if (slot && *slot)
 		return *slot == GAP_NONE ? NULL : (const char *)(uintptr_t)*slot;
-	name = dwfl_module_addrinfo(mod, addr, &(GElf_Off){0}, &sym, NULL, NULL, NULL);
+	name = libdw_symbol(mod, addr);
 	if (slot) {
 		const char *kept = name ? strpool__intern(sz->strings, name) : NULL;
 
@@ -364,7 +371,7 @@ const char *symbolize_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t a
 	if (off >= si->e[lo - 1].maxend && off > si->e[lo - 1].off)
 		return gap_symbol(sz, mod, mi->key_id, lo - 1, addr);
 libdw:
-	return dwfl_module_addrinfo(mod, addr, &(GElf_Off){0}, &sym, NULL, NULL, NULL);
+	return libdw_symbol(mod, addr);
 }
 
 /* Name of a subprogram or inlined-subroutine DIE: demangled linkage name, else DW_AT_name. */

@@ -1661,7 +1661,7 @@ void recorder__poll(struct recorder *r)
 			err = sampling__offcpu_fetch(r->s, t->pid);
 			if (err && err != -ESRCH && err != -ENOENT)
 				pr_debug("pid %d: cannot fetch stacks of blocked threads: %s",
-					 r->targets[i].pid, strerror(-err));
+					 t->pid, strerror(-err));
 		}
 	}
 	if (r->comm)

@@ -529,15 +529,8 @@ int store__thread(struct store *st, pid_t pid, pid_t tid, const char *name, doub
 	int err = -ENOMEM;
 
 	name = utf8_text(&t, name);
-	if (st->npthreads == st->cappthreads) {
-		size_t ncap = st->cappthreads ? st->cappthreads * 2 : 64;
-
-		p = realloc(st->pthreads, ncap * sizeof(*p));
-		if (!p)
-			goto out;
-		st->pthreads = p;
-		st->cappthreads = ncap;
-	}
+	if (grow_array(&st->pthreads, &st->cappthreads, st->npthreads + 1, sizeof(*p)))
+		goto out;
 	p = &st->pthreads[st->npthreads];
 	*p = (struct pending_thread){pid, tid, name ? strdup(name) : NULL, ts};
 	if (name && !p->name)
@@ -602,17 +595,9 @@ int store__collective(struct store *st, const struct store_collective *c)
 {
 	struct store_collective *p;
 
-	if (ensure_stack(st, c->stack_id))
+	if (ensure_stack(st, c->stack_id) ||
+	    grow_array(&st->pcolls, &st->cappcolls, st->npcolls + 1, sizeof(*p)))
 		return -ENOMEM;
-	if (st->npcolls == st->cappcolls) {
-		size_t ncap = st->cappcolls ? st->cappcolls * 2 : 64;
-
-		p = realloc(st->pcolls, ncap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		st->pcolls = p;
-		st->cappcolls = ncap;
-	}
 	p = &st->pcolls[st->npcolls];
 	*p = *c;
 	p->grp = c->grp ? intern_text(st, c->grp) : NULL;
