@@ -76,10 +76,8 @@ def test_top_once_names_split_hot_functions_with_their_lines():
     time.sleep(0.5)
     # 8 s: under a full test run the target gets a fraction of a CPU, and 4 s (~150
     # samples then) once gave work_a 47 %.
-    # 97 Hz, not 99: split.py's cycle is 10 ms of CPU time, and a 10.1 ms period drifts
-    # through it by only 0.1 ms a sample, which the sampler's own cost charged to the
-    # thread can cancel: the samples then lock onto one phase of the cycle (work_a 98.5 %
-    # and 78 % in two full runs). 10.3 ms drifts three times as fast.
+    # split.py draws each cycle's length: a fixed 10 ms cycle beat with the sampling period
+    # (work_a 78-98 % in full test runs, at 97 and 99 Hz).
     p = top("-p", w.pid, "-F", "97", "-d", "8", "--once", "--on-cpu", "-n", "15")
     rows, head = table(p.stdout)
     assert head and head[0].startswith("probing top: pid %d" % w.pid), head
