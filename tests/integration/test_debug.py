@@ -69,8 +69,10 @@ class Loop:
     def finish(self):
         open(self.stop, "w").close()
         self.proc.wait(timeout=30)
-        n = int(re.search(r"^DONE (\d+)$", self.out(), re.M).group(1))
-        assert self.proc.returncode == 0, (self.proc.returncode, self.err())
+        done = re.search(r"^DONE (\d+)$", self.out(), re.M)
+        assert self.proc.returncode == 0 and done, (self.proc.returncode, self.err(),
+                                                    self.out()[-300:])
+        n = int(done.group(1))
         assert "Traceback" not in self.err(), self.err()
         return n
 
