@@ -51,6 +51,7 @@ static void meta_offcpu(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "off_cpu_stacks_sweep", rs->off_stacks_sweep);
 	store__meta_int(st, "off_cpu_stacks_wake", rs->off_stacks_wake);
 	store__meta_int(st, "off_cpu_stacks_iterator", rs->off_stacks_iter);
+	store__meta_int(st, "off_cpu_stacks_known_site", rs->off_stacks_site);
 	store__meta_int(st, "off_cpu_stacks_torn", t->off.torn);
 	store__meta_int(st, "off_cpu_blocks_no_stack", rs->off_blocks_no_stack);
 	store__meta_int(st, "off_cpu_blocks_preempted_run_stack", rs->off_blocks_run_stack);

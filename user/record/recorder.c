@@ -20,6 +20,7 @@
 #include "record/comm.h"
 #include "record/pyfinder.h"
 #include "record/recorder.h"
+#include "record/stacksites.h"
 #include "native/stackbuild.h"
 #include "native/symbolize.h"
 #include "native/threadroutine.h"
@@ -29,7 +30,8 @@
 #define MAX_NATIVE	 512	       /* native frames unwound per sample */
 #define MAX_FRAMES	 2048	       /* frames per stored stack, all kinds */
 #define PY_YOUNG_NS	 2000000000ULL /* a program this young is looked at every 5 ms */
-#define PY_REFRESH_TICKS 10 /* ticks (seconds) between full rereads of thread states, names */
+#define PY_REFRESH_TICKS 10   /* ticks (seconds) between full rereads of thread states, names */
+#define BLOCK_SITES_MAX	 4096 /* off-CPU stack sites kept (stacksites.h): threads come and go */
 
 struct target {
 	pid_t pid, ppid;
@@ -105,9 +107,8 @@ struct recorder {
 				  * sample statistics leave it out */
 	struct comm *comm;	/* probes on collectives libraries, or NULL (recorder__use_comm) */
 	struct collectives *cs; /* their events joined into rows */
-	struct bmap *sites;	/* call site id -> struct call_site * (comm.h: struct comm_site) */
-	struct bmap *site_keys; /* struct comm_site_key -> the id of its latest site */
-	uint64_t next_site;
+	struct stacksites *call_sites;	/* the collectives probes' call sites (comm__site_put) */
+	struct stacksites *block_sites; /* where threads blocked (off-CPU stacks), bounded */
 	uint64_t comm_copies, comm_site_calls; /* calls with a stack copy, calls from a site */
 	int64_t mono_to_real_ns;
 	struct recorder_stats stats;
@@ -150,10 +151,10 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 	r->thread_idx = bmap__new();
 	r->frame_ids = bmap__new();
 	r->pyframes = bmap__new();
-	r->sites = bmap__new();
-	r->site_keys = bmap__new();
+	r->call_sites = stacksites__new(0);
+	r->block_sites = stacksites__new(BLOCK_SITES_MAX);
 	if (!r->sym || !r->target_idx || !r->thread_idx || !r->frame_ids || !r->pyframes ||
-	    !r->sites || !r->site_keys)
+	    !r->call_sites || !r->block_sites)
 		goto nomem;
 	r->python = sampling__opts(s)->python;
 	if (sampling__opts(s)->off_cpu && !(r->oc = offcpu__new(st, fallback_stack, r)))
@@ -216,17 +217,6 @@ static int free_pyframe(const void *key, size_t len, uint64_t *value, void *ctx)
 	return 0;
 }
 
-/*
- * A call site of the collectives probes (bpf/commprobe.h, struct comm_site): the native frames of
- * its calls, unwound once.
- */
-struct call_site {
-	pid_t pid;
-	struct comm_site chk; /* as the probes have it */
-	int nn;
-	struct pym_frame f[]; /* as native_frames built them */
-};
-
 /* Forget @t's glibc thread layout (read again lazily: after an exec, another libc). */
 static void free_layout(struct target *t)
 {
@@ -263,10 +253,8 @@ void recorder__free(struct recorder *r)
 	if (r->pyframes)
 		bmap__for_each(r->pyframes, free_pyframe, NULL);
 	bmap__free(r->pyframes);
-	if (r->sites)
-		bmap__for_each(r->sites, free_pyframe, NULL);
-	bmap__free(r->sites);
-	bmap__free(r->site_keys);
+	stacksites__free(r->call_sites);
+	stacksites__free(r->block_sites);
 	symbolizer__free(r->sym);
 	kallsyms__free(r->ks);
 	free(r);
@@ -630,17 +618,6 @@ static void start_target(struct recorder *r, struct target *t)
 		comm__started(r->comm, t->pid);
 }
 
-static int forget_site(const void *key, size_t len, uint64_t *value, void *arg)
-{
-	struct call_site *cs = (struct call_site *)(uintptr_t)*value;
-
-	if (cs && cs->pid == *(const pid_t *)arg) {
-		free(cs);
-		*value = 0;
-	}
-	return 0;
-}
-
 /*
  * @t's collectives probes and what waits for their events belong to its old program, or it
  * exited (@exec_ns 0). Events come in order: none of the new program's calls is handled yet.
@@ -651,7 +628,8 @@ static void forget_comm(struct recorder *r, struct target *t, uint64_t exec_ns)
 		comm__exec(r->comm, t->pid, exec_ns);
 	else if (r->comm)
 		comm__forget(r->comm, t->pid);
-	bmap__for_each(r->sites, forget_site, &t->pid);
+	stacksites__forget(r->call_sites, t->pid);
+	stacksites__forget(r->block_sites, t->pid);
 	if (r->cs)
 		collectives__forget(r->cs, t->pid);
 }
@@ -1158,11 +1136,12 @@ static int intern_frames(struct recorder *r, int n, unsigned int trunc, uint64_t
 
 /*
  * The stack of sample @e of target @t, interned: *@stack_id. @py, @kst, @stack: the parts that
- * follow its header. 0 or -errno.
+ * follow its header. Its native frames are @site's where given (a known site whose checks
+ * held: stacksites.h; @stack is not read then), else unwound from @stack. 0 or -errno.
  */
 static int sample_stack(struct recorder *r, struct target *t, const struct sample_event *e,
 			const struct py_frame_rec *py, const uint64_t *kst, const void *stack,
-			uint64_t *stack_id)
+			const struct stack_site *site, uint64_t *stack_id)
 {
 	unsigned int trunc = 0;
 	int n = 0, i, nn, np, nm;
@@ -1171,9 +1150,17 @@ static int sample_stack(struct recorder *r, struct target *t, const struct sampl
 		r->frames[n] = kallsyms__frame(r->ks, kst[i]);
 		r->stable[n++] = NULL;
 	}
-	if (e->flags & SAMPLE_F_NO_USER_REGS)
+	if (site) {
+		/* Complete, as only complete unwinds make sites; nothing new to learn. */
+		memcpy(r->nframes, site->f, sizeof(site->f[0]) * site->nn);
+		nn = site->nn;
+		r->nat_last = r->nn_last = 0;
+	} else if (e->flags & SAMPLE_F_NO_USER_REGS) {
 		trunc |= STACK_TRUNC_NATIVE; /* the user stack is unknown */
-	nn = e->flags & SAMPLE_F_NO_USER_REGS ? 0 : native_frames(r, t, e, stack, &trunc);
+		nn = 0;
+	} else {
+		nn = native_frames(r, t, e, stack, &trunc);
+	}
 	np = python_frames(r, t, e, py, &trunc);
 	nm = pymerge(r->nframes, nn, r->pframes, np, r->merged, MAX_FRAMES - n);
 	for (i = 0; i < nm; i++) {
@@ -1190,14 +1177,44 @@ static bool sample_fits(const struct sample_event *e, size_t len)
 						    e->kstack_len * 8ul + e->stack_len;
 }
 
-/* sample_stack of a sample @e whose parts follow it in the record (a sample's layout). */
-static int intern_stack(struct recorder *r, struct target *t, const struct sample_event *e,
-			uint64_t *stack_id)
+/* The key of the site where sample @e's thread stopped (stacksites.h). */
+static struct comm_site_key site_key(const struct sample_event *e)
 {
-	const struct py_frame_rec *py = (const void *)(e + 1);
-	const uint64_t *kst = (const void *)(py + e->py_len);
+	return (struct comm_site_key){
+		.pid = e->pid, .tid = e->tid, .ip = e->regs[DWREG_RIP], .sp = e->regs[DWREG_RSP]};
+}
 
-	return sample_stack(r, t, e, py, kst, kst + e->kstack_len, stack_id);
+/*
+ * The site in @ss whose checks hold on sample @e and its stack copy @stack (whose native frames
+ * are then the site's), or NULL.
+ */
+static const struct stack_site *copied_site(struct stacksites *ss, const struct sample_event *e,
+					    const void *stack)
+{
+	struct comm_site_key k = site_key(e);
+
+	if (e->flags & (SAMPLE_F_STACK_SHORT | SAMPLE_F_NO_USER_REGS))
+		return NULL;
+	return stacksites__match(ss, &k, (const uint64_t *)e->regs, stack, e->stack_len);
+}
+
+/*
+ * Sample @e of @t (its stack copy @stack) was just unwound by sample_stack: learn its site in
+ * @ss, where the unwind reached the thread's first frame (one that stopped early may have
+ * stopped on a value no check covers) in @t's own view. The site learned, or NULL.
+ */
+static const struct stack_site *learn_site(struct recorder *r, struct target *t,
+					   struct stacksites *ss, const struct sample_event *e,
+					   const void *stack)
+{
+	struct comm_site_key k = site_key(e);
+
+	if (!r->opts.native || t->dp_shared || r->nat_dp != t->dp || !r->nat_last ||
+	    !r->nat_complete || !r->nn_last ||
+	    (e->flags & (SAMPLE_F_STACK_SHORT | SAMPLE_F_NO_USER_REGS)))
+		return NULL;
+	return stacksites__learn(ss, &k, t->dp, (const uint64_t *)e->regs, stack, e->stack_len,
+				 r->nat, r->nat_last, r->nframes, r->nn_last);
 }
 
 static int handle_sample(struct recorder *r, const struct sample_event *e, size_t len)
@@ -1205,6 +1222,7 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	const struct py_frame_rec *py = (const void *)(e + 1);
 	const uint64_t *kst;
 	const void *stack;
+	const struct stack_site *site;
 	struct target *t;
 	struct thread *th;
 	uint64_t stack_id;
@@ -1237,10 +1255,16 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 		th->active = true;
 
 	r->capture = e->flags & SAMPLE_F_OFFCPU;
-	err = sample_stack(r, t, e, py, kst, stack, &stack_id);
+	/* A thread blocks again and again where it blocked before (a worker on its queue): its
+	 * native frames are unwound once (stacksites.h). */
+	site = r->capture ? copied_site(r->block_sites, e, stack) : NULL;
+	err = sample_stack(r, t, e, py, kst, stack, site, &stack_id);
+	if (!err && r->capture && !site)
+		learn_site(r, t, r->block_sites, e, stack);
 	r->capture = false;
 	if (err)
 		return err;
+	r->stats.off_stacks_site += !!site;
 	if (e->flags & SAMPLE_F_OFFCPU) {
 		/* The stack of a block of a thread off its CPU: its segments are counted under it. */
 		if (!r->oc)
@@ -1320,7 +1344,7 @@ static int handle_offcpu(struct recorder *r, const struct offcpu_event *ev)
 }
 
 /*
- * Whether the NCCL call whose stack intern_stack just read was made by another probed NCCL
+ * Whether the NCCL call whose stack call_stack just read was made by another probed NCCL
  * call (NCCL 2.2x: ncclBcast calls ncclBroadcast; one broadcast counted twice otherwise).
  * Its callers are the frames above the probed function itself.
  */
@@ -1335,140 +1359,38 @@ static bool nested_nccl_call(const struct recorder *r)
 }
 
 /*
- * The call @e (a stack copy follows it) of @t was just unwound: make its call site known to the
- * probes, with the checks that prove a later call's native frames the same (dwproc.h), so that
- * later calls from it send no copy. Nothing is done where that cannot be proven.
- */
-static void learn_site(struct recorder *r, struct target *t, const struct comm_call_event *e,
-		       const void *stack)
-{
-	const struct sample_event *s = &e->s;
-	struct comm_site_key k = {
-		.pid = s->pid, .tid = s->tid, .ip = s->regs[DWREG_RIP], .sp = s->regs[DWREG_RSP]};
-	struct call_site *cs;
-	uint64_t *slot, *kslot;
-	int n, i;
-
-	_Static_assert(DWPROC_CHECK_REG == COMM_SITE_REG, "check of a register");
-	/* Only an unwind that reached the thread's first frame: one that stopped early may have
-	 * stopped on a value no check covers. */
-	if (!r->comm || !r->opts.native || t->dp_shared || r->nat_dp != t->dp || !r->nat_last ||
-	    !r->nat_complete || !r->nn_last ||
-	    (s->flags & (SAMPLE_F_STACK_SHORT | SAMPLE_F_NO_USER_REGS)))
-		return;
-	cs = calloc(1, sizeof(*cs) + sizeof(cs->f[0]) * r->nn_last);
-	if (!cs)
-		return;
-	n = dwproc__unwind_checks(t->dp, s->tid, (const uint64_t *)s->regs, stack, s->stack_len,
-				  r->nat, r->nat_last, r->nat_complete, cs->chk.off,
-				  (uint64_t *)cs->chk.val, COMM_SITE_CHECKS);
-	kslot = n > 0 ? bmap__upsert(r->site_keys, &k, sizeof(k), 0, NULL) : NULL;
-	slot = kslot ? bmap__upsert(r->sites, &(uint64_t){r->next_site + 1}, sizeof(uint64_t), 0,
-				    NULL)
-		     : NULL;
-	if (!slot) {
-		free(cs);
-		return;
-	}
-	cs->pid = s->pid;
-	cs->nn = r->nn_last;
-	memcpy(cs->f, r->nframes, sizeof(cs->f[0]) * r->nn_last);
-	cs->chk.id = ++r->next_site;
-	cs->chk.n = n;
-	for (i = 0; i < n; i++)
-		if (!(cs->chk.off[i] & COMM_SITE_REG) && cs->chk.off[i] + 8 > cs->chk.span)
-			cs->chk.span = cs->chk.off[i] + 8;
-	*slot = (uintptr_t)cs;
-	*kslot = cs->chk.id;
-	if (comm__site_put(r->comm, &k, &cs->chk))
-		pr_debug("pid %d: call site not given to the probes", s->pid);
-}
-
-/*
- * The known call site of the call @e whose stack was copied anyway (made before its site was
- * known, or while the probes had not been told yet), if its checks hold on the copy @stack,
- * as they would have in the probes; NULL otherwise.
- */
-static const struct call_site *copied_site(struct recorder *r, const struct comm_call_event *e,
-					   const uint8_t *stack)
-{
-	const struct sample_event *s = &e->s;
-	struct comm_site_key k = {
-		.pid = s->pid, .tid = s->tid, .ip = s->regs[DWREG_RIP], .sp = s->regs[DWREG_RSP]};
-	uint64_t *id = bmap__find(r->site_keys, &k, sizeof(k)), *slot, v;
-	const struct call_site *cs;
-	uint32_t i, off;
-
-	slot = id ? bmap__find(r->sites, id, sizeof(*id)) : NULL;
-	cs = slot ? (const void *)(uintptr_t)*slot : NULL;
-	if (!cs || cs->pid != (pid_t)s->pid || (s->flags & SAMPLE_F_STACK_SHORT))
-		return NULL;
-	for (i = 0; i < cs->chk.n; i++) {
-		off = cs->chk.off[i];
-		if (off & COMM_SITE_REG) {
-			if ((off & 0xff) >= DWREG_COUNT)
-				return NULL;
-			v = s->regs[off & 0xff];
-		} else if (off + 8ull <= s->stack_len) {
-			memcpy(&v, stack + off, 8);
-		} else {
-			return NULL;
-		}
-		if (v != cs->chk.val[i])
-			return NULL;
-	}
-	return cs;
-}
-
-/*
- * The stack of the call @e of @t from the call site @cs: the site's native frames with the
- * call's own Python frames, interned.
- */
-static int site_stack(struct recorder *r, struct target *t, const struct comm_call_event *e,
-		      const struct call_site *cs, uint64_t *stack_id)
-{
-	const struct py_frame_rec *py = (const void *)(&e->s + 1);
-	unsigned int trunc = 0; /* a site's native stack is complete */
-	int np, nm, i;
-
-	memcpy(r->nframes, cs->f, sizeof(cs->f[0]) * cs->nn);
-	np = python_frames(r, t, &e->s, py, &trunc);
-	nm = pymerge(r->nframes, cs->nn, r->pframes, np, r->merged, MAX_FRAMES);
-	for (i = 0; i < nm; i++) {
-		r->frames[i] = r->merged[i].f;
-		r->stable[i] = r->merged[i].stable;
-	}
-	return intern_frames(r, nm, trunc, stack_id);
-}
-
-/*
  * The stack of the call @e of @t: from its site (COMM_F_SITE, or a copy that passes a known
- * site's checks), or unwound from its copy, whose site is then learned. 0 or -errno (-ENOENT:
- * from a site no longer known).
+ * site's checks), or unwound from its copy, whose site is then learned and given to the
+ * probes, so that later calls from it send no copy. 0 or -errno (-ENOENT: from a site no
+ * longer known).
  */
 static int call_stack(struct recorder *r, struct target *t, const struct comm_call_event *e,
 		      uint64_t *stack_id)
 {
 	const struct py_frame_rec *py = (const void *)(&e->s + 1);
-	const void *stack = py + e->s.py_len;
-	const struct call_site *cs;
-	uint64_t *slot;
+	const uint64_t *kst = (const void *)(py + e->s.py_len);
+	const void *stack = kst + e->s.kstack_len;
+	const struct stack_site *site;
+	struct comm_site_key k;
 	int err;
 
 	if (e->h.flags & COMM_F_SITE) {
 		r->comm_site_calls++;
-		slot = bmap__find(r->sites, &e->site, sizeof(e->site));
-		cs = slot ? (const void *)(uintptr_t)*slot : NULL;
-		if (!cs || cs->pid != (pid_t)e->s.pid)
+		site = stacksites__by_id(r->call_sites, e->site);
+		if (!site || site->pid != (pid_t)e->s.pid)
 			return -ENOENT;
-		return site_stack(r, t, e, cs, stack_id);
+		return sample_stack(r, t, &e->s, py, kst, NULL, site, stack_id);
 	}
 	r->comm_copies++;
-	if (!e->s.kstack_len && (cs = copied_site(r, e, stack)))
-		return site_stack(r, t, e, cs, stack_id);
-	err = intern_stack(r, t, &e->s, stack_id);
-	if (!err && !e->s.kstack_len)
-		learn_site(r, t, e, stack);
+	if (!e->s.kstack_len && (site = copied_site(r->call_sites, &e->s, stack)))
+		return sample_stack(r, t, &e->s, py, kst, NULL, site, stack_id);
+	err = sample_stack(r, t, &e->s, py, kst, stack, NULL, stack_id);
+	if (!err && !e->s.kstack_len && r->comm &&
+	    (site = learn_site(r, t, r->call_sites, &e->s, stack))) {
+		k = site_key(&e->s);
+		if (comm__site_put(r->comm, &k, &site->chk))
+			pr_debug("pid %d: call site not given to the probes", e->s.pid);
+	}
 	return err;
 }
 

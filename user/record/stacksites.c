@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bmap.h"
+#include "record/stacksites.h"
+
+struct stacksites {
+	struct bmap *by_id;  /* site id -> struct stack_site * (0 once forgotten) */
+	struct bmap *by_key; /* struct comm_site_key -> the id of its latest site */
+	uint64_t next_id;
+	size_t max, live; /* the limit (0: none), sites allocated */
+	pid_t forgetting; /* stacksites__forget's pid, for its callback */
+};
+
+struct stacksites *stacksites__new(size_t max)
+{
+	struct stacksites *ss = calloc(1, sizeof(*ss));
+
+	if (!ss)
+		return NULL;
+	ss->max = max;
+	ss->by_id = bmap__new();
+	ss->by_key = bmap__new();
+	if (!ss->by_id || !ss->by_key) {
+		stacksites__free(ss);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return ss;
+}
+
+static int free_site(const void *key, size_t len, uint64_t *value, void *arg)
+{
+	free((void *)(uintptr_t)*value);
+	*value = 0;
+	return 0;
+}
+
+/* Free every site and forget every key; ids keep counting up (the probes may hold old ones). */
+static void clear(struct stacksites *ss)
+{
+	bmap__for_each(ss->by_id, free_site, NULL);
+	bmap__clear(ss->by_id);
+	bmap__clear(ss->by_key);
+	ss->live = 0;
+}
+
+void stacksites__free(struct stacksites *ss)
+{
+	if (!ss)
+		return;
+	if (ss->by_id)
+		bmap__for_each(ss->by_id, free_site, NULL);
+	bmap__free(ss->by_id);
+	bmap__free(ss->by_key);
+	free(ss);
+}
+
+const struct stack_site *stacksites__by_id(const struct stacksites *ss, uint64_t id)
+{
+	uint64_t *slot = bmap__find(ss->by_id, &id, sizeof(id));
+
+	return slot ? (const void *)(uintptr_t)*slot : NULL;
+}
+
+const struct stack_site *stacksites__match(const struct stacksites *ss,
+					   const struct comm_site_key *k, const uint64_t *regs,
+					   const uint8_t *stack, size_t stack_len)
+{
+	uint64_t *id = bmap__find(ss->by_key, k, sizeof(*k)), v;
+	const struct stack_site *site = id ? stacksites__by_id(ss, *id) : NULL;
+	uint32_t i, off;
+
+	if (!site || site->pid != (pid_t)k->pid)
+		return NULL;
+	for (i = 0; i < site->chk.n; i++) {
+		off = site->chk.off[i];
+		if (off & COMM_SITE_REG) {
+			if ((off & 0xff) >= DWREG_COUNT)
+				return NULL;
+			v = regs[off & 0xff];
+		} else if (off + 8ull <= stack_len) {
+			memcpy(&v, stack + off, 8);
+		} else {
+			return NULL;
+		}
+		if (v != site->chk.val[i])
+			return NULL;
+	}
+	return site;
+}
+
+const struct stack_site *stacksites__learn(struct stacksites *ss, const struct comm_site_key *k,
+					   struct dwproc *dp, const uint64_t *regs,
+					   const void *stack, size_t stack_len,
+					   const struct dwproc_frame *nat, int nnat,
+					   const struct pym_frame *f, int nn)
+{
+	struct stack_site *site;
+	uint64_t *slot, *kslot;
+	int n, i;
+
+	_Static_assert(DWPROC_CHECK_REG == COMM_SITE_REG, "check of a register");
+	if (nn <= 0 || nnat <= 0)
+		return NULL;
+	site = calloc(1, sizeof(*site) + sizeof(site->f[0]) * nn);
+	if (!site)
+		return NULL;
+	n = dwproc__unwind_checks(dp, k->tid, regs, stack, stack_len, nat, nnat, true,
+				  site->chk.off, (uint64_t *)site->chk.val, COMM_SITE_CHECKS);
+	if (n <= 0)
+		goto fail;
+	if (ss->max && ss->live >= ss->max)
+		clear(ss);
+	kslot = bmap__upsert(ss->by_key, k, sizeof(*k), 0, NULL);
+	slot = kslot ? bmap__upsert(ss->by_id, &(uint64_t){ss->next_id + 1}, sizeof(uint64_t), 0,
+				    NULL)
+		     : NULL;
+	if (!slot)
+		goto fail;
+	site->pid = k->pid;
+	site->nn = nn;
+	memcpy(site->f, f, sizeof(site->f[0]) * nn);
+	site->chk.id = ++ss->next_id;
+	site->chk.n = n;
+	for (i = 0; i < n; i++)
+		if (!(site->chk.off[i] & COMM_SITE_REG) && site->chk.off[i] + 8 > site->chk.span)
+			site->chk.span = site->chk.off[i] + 8;
+	*slot = (uintptr_t)site;
+	*kslot = site->chk.id;
+	ss->live++;
+	return site;
+fail:
+	free(site);
+	return NULL;
+}
+
+static int forget_pid(const void *key, size_t len, uint64_t *value, void *arg)
+{
+	struct stack_site *site = (struct stack_site *)(uintptr_t)*value;
+	struct stacksites *ss = arg;
+
+	if (site && site->pid == ss->forgetting) {
+		free(site);
+		*value = 0;
+		ss->live--;
+	}
+	return 0;
+}
+
+void stacksites__forget(struct stacksites *ss, pid_t pid)
+{
+	ss->forgetting = pid;
+	bmap__for_each(ss->by_id, forget_pid, ss);
+}
+
+size_t stacksites__count(const struct stacksites *ss)
+{
+	return ss->live;
+}
