@@ -463,6 +463,9 @@ struct pyproc *pyproc__dup(const struct pyproc *src, pid_t pid)
 	pp->pid = pid;
 	pp->threads = NULL;
 	pp->nthreads = pp->capthreads = 0;
+	pp->filled = NULL; /* its own process's entries: none written yet */
+	pp->nfilled = pp->capfilled = 0;
+	pp->filled_known = false;
 	pp->code_arr = NULL;
 	pp->ncode = pp->capcode = 0;
 	pp->elf_path = src->elf_path ? strdup(src->elf_path) : NULL;
@@ -494,6 +497,7 @@ void pyproc__free(struct pyproc *pp)
 	bmap__free(pp->codes);
 	bmap__free(pp->lines);
 	free(pp->threads);
+	free(pp->filled);
 	free(pp->elf_path);
 	free(pp);
 }

@@ -80,6 +80,14 @@ struct pyproc {
 
 	struct pythread *threads;
 	size_t nthreads, capthreads;
+	/* What pyproc__fill_tstates last wrote into the BPF map, so that the next fill writes and
+	 * deletes only what changed; filled_known: it has written (and looked for stale entries
+	 * of this pid in the whole map) once. */
+	struct pythread_tss {
+		uint64_t pthread, tstate;
+	} * filled;
+	size_t nfilled, capfilled;
+	bool filled_known;
 	int pthread_specific; /* -2 not calibrated yet, -1 unusable */
 	int pthread_tid_off;  /* struct pthread.tid offset; -2 not calibrated, -1 unknown */
 	/* 3.15+: the thread-local holding each thread's state, at fs base + tls_off */

@@ -762,6 +762,28 @@ const struct pythread *pyproc__thread_by_pthread(const struct pyproc *pp, uint64
 	return NULL;
 }
 
+/* Whether the last fill wrote @tstate for @pthread into the map. */
+static bool filled(const struct pyproc *pp, uint64_t pthread, uint64_t tstate)
+{
+	size_t i;
+
+	for (i = 0; i < pp->nfilled; i++)
+		if (pp->filled[i].pthread == pthread)
+			return pp->filled[i].tstate == tstate;
+	return false;
+}
+
+/* Delete the map's entry for @pthread of @kernel_pid (absent is fine). */
+static void unfill(int map_fd, __u32 kernel_pid, uint64_t pthread)
+{
+	struct py_tstate_key key;
+
+	memset(&key, 0, sizeof(key));
+	key.pid = kernel_pid;
+	key.pthread = pthread;
+	bpf_map_delete_elem(map_fd, &key);
+}
+
 int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid)
 {
 	struct py_tstate_key key, next, *prev = NULL;
@@ -771,26 +793,50 @@ int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid)
 	err = pyproc__refresh_threads(pp);
 	if (err < 0)
 		return err;
-	/* Drop this process's entries for threads that are gone. */
-	while (!bpf_map_get_next_key(map_fd, prev, &next)) {
-		key = next;
-		prev = &key;
-		if (next.pid != kernel_pid || pyproc__thread_by_pthread(pp, next.pthread))
-			continue;
-		bpf_map_delete_elem(map_fd, &next);
-		prev = NULL; /* deletion invalidates the iteration: restart */
+	/*
+	 * Drop this process's entries for threads that are gone. The first time, they are looked
+	 * for in the whole map (a program this pid ran before an exec left its own); then only
+	 * what this process's fills wrote is there, and the map (every process's threads) is
+	 * not walked again.
+	 */
+	if (!pp->filled_known) {
+		while (!bpf_map_get_next_key(map_fd, prev, &next)) {
+			key = next;
+			prev = &key;
+			if (next.pid != kernel_pid || pyproc__thread_by_pthread(pp, next.pthread))
+				continue;
+			bpf_map_delete_elem(map_fd, &next);
+			prev = NULL; /* deletion invalidates the iteration: restart */
+		}
+	} else {
+		for (i = 0; i < pp->nfilled; i++)
+			if (!pyproc__thread_by_pthread(pp, pp->filled[i].pthread))
+				unfill(map_fd, kernel_pid, pp->filled[i].pthread);
 	}
 	for (i = 0; i < pp->nthreads; i++) {
 		__u64 value = pp->threads[i].tstate;
 
 		if (!pp->threads[i].pthread)
 			continue;
+		n++;
+		if (pp->filled_known && filled(pp, pp->threads[i].pthread, value))
+			continue;
 		memset(&key, 0, sizeof(key));
 		key.pid = kernel_pid;
 		key.pthread = pp->threads[i].pthread;
-		if (bpf_map_update_elem(map_fd, &key, &value, BPF_ANY))
+		if (bpf_map_update_elem(map_fd, &key, &value, BPF_ANY)) {
+			/* What the map holds is not known now: walk it at the next fill. */
+			pp->filled_known = false;
 			return -errno;
-		n++;
+		}
 	}
+	/* What the map holds of this process now. */
+	pp->nfilled = 0;
+	pp->filled_known =
+		!grow_array(&pp->filled, &pp->capfilled, pp->nthreads, sizeof(*pp->filled));
+	for (i = 0; pp->filled_known && i < pp->nthreads; i++)
+		if (pp->threads[i].pthread)
+			pp->filled[pp->nfilled++] = (struct pythread_tss){
+				.pthread = pp->threads[i].pthread, .tstate = pp->threads[i].tstate};
 	return n;
 }
