@@ -48,6 +48,7 @@ struct {
 	__type(value, struct iter_scratch);
 } iter_scratch SEC(".maps");
 
+#define PY_CODE_CACHE /* pystack.bpf.h: code objects' headers kept (py_code_cache) */
 #include "pystack.bpf.h"
 #include "samplefill.bpf.h"
 
@@ -67,6 +68,8 @@ int off_fetch(struct bpf_iter__task *ctx)
 	if (!want || !want->block)
 		return 0;
 	block = want->block;
+	barrier(); /* block before since (struct off_want) */
+	py_code_since = want->since_block == block ? want->since : 0;
 	want->block = 0;
 	if (task->on_cpu || task->exit_state || task->nvcsw + task->nivcsw != block)
 		return 0; /* that block is over (or the thread ended) */

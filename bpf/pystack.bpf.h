@@ -46,13 +46,87 @@ struct {
 	__type(value, struct py_scratch);
 } py_scratch SEC(".maps");
 
+#ifdef PY_CODE_CACHE
+/*
+ * Code object headers the off-CPU iterator read, by process and address, each with the time
+ * just before it was read: reading another process's memory (bpf_copy_from_user_task) costs a
+ * page walk each time, and the threads of a process run the same functions. A frame holds its
+ * code object (or the function that holds it) from the frame's start on, so a blocked thread's
+ * code objects stay at their addresses while the thread stays blocked (the iterator drops a
+ * copy whose thread ran meanwhile): a header read after the block began is that object's, and
+ * the fields the walk uses (type, name, file, first line, first traceable instruction) never
+ * change. One read before the block began is not used: the address may have held another
+ * object then (freed since, a process that exec'd, a pid used again).
+ */
+struct py_code_key {
+	__u32 pid, _pad;
+	__u64 code;
+};
+
+struct py_code_hdr {
+	__u64 read_ns;
+	__u8 hdr[PY_HDR_MAX + 8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct py_code_key);
+	__type(value, struct py_code_hdr);
+} py_code_cache SEC(".maps");
+
+/* Where a header is read before it goes into py_code_cache (too large for the stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_code_hdr);
+} py_code_fill SEC(".maps");
+
+/* The block of the thread being walked began before this time; 0: use no cached header. Set
+ * by the program for each thread (one walk at a time: the iterator's runs do not overlap). */
+__u64 py_code_since;
+__u64 py_code_hits, py_code_reads;
+#endif
+
 struct py_walk_ctx {
 	const struct py_proc_cfg *cfg;
 	struct task_struct *task; /* whose memory (UREAD_TASK) */
 	struct py_scratch *s;
 	struct py_frame_rec *out;
 	struct py_walk w;
+	__u32 tgid;
 };
+
+/* Copy @sz (<= PY_HDR_MAX) bytes of the code object at @code into @dst; 0 or an error. With
+ * PY_CODE_CACHE, from py_code_cache where that holds this object's header. */
+static __always_inline long py_read_code(struct py_walk_ctx *c, __u8 *dst, __u32 sz, __u64 code)
+{
+#ifdef PY_CODE_CACHE
+	struct py_code_key k = {.pid = c->tgid, .code = code};
+	__u64 since = py_code_since;
+	struct py_code_hdr *h;
+	__u32 zero = 0;
+
+	if (since) {
+		h = bpf_map_lookup_elem(&py_code_cache, &k);
+		if (h && h->read_ns > since) {
+			py_code_hits++;
+			return bpf_probe_read_kernel(dst, sz, h->hdr);
+		}
+		h = bpf_map_lookup_elem(&py_code_fill, &zero);
+		if (h) {
+			py_code_reads++;
+			h->read_ns = bpf_ktime_get_ns();
+			if (user_read(c->task, h->hdr, sz, (const void *)code))
+				return -1;
+			bpf_map_update_elem(&py_code_cache, &k, h, BPF_ANY);
+			return bpf_probe_read_kernel(dst, sz, h->hdr);
+		}
+	}
+#endif
+	return user_read(c->task, dst, sz, (const void *)code);
+}
 
 /* One step of the walk (pywalk.h): the bpf_loop callback. Returns 1 to stop. */
 static long py_walk_step(__u32 idx, void *arg)
@@ -78,7 +152,7 @@ static long py_walk_step(__u32 idx, void *arg)
 		return 1;
 	}
 	sz = py_code_hdr_size(cfg);
-	if (!sz || user_read(c->task, s->code, sz, (const void *)c->w.code)) {
+	if (!sz || py_read_code(c, s->code, sz, c->w.code)) {
 		py_walk_fail(&c->w);
 		return 1;
 	}
@@ -202,6 +276,7 @@ static __always_inline __u32 py_walk_in_from(const struct py_proc_cfg *cfg, __u3
 	c.cfg = cfg;
 	c.task = task;
 	c.out = out;
+	c.tgid = tgid;
 	py_walk_begin(&c.w, cfg, frame);
 	bpf_loop(PY_WALK_MAX_STEPS, py_walk_step, &c, 0);
 	py_walk_end(cfg, &c.w);

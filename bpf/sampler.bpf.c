@@ -569,6 +569,9 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 						    BPF_LOCAL_STORAGE_GET_F_CREATE);
 			if (want) {
 				th->stack_block = block;
+				want->since = bpf_ktime_get_ns();
+				want->since_block = block;
+				barrier(); /* the time before the block (struct off_want) */
 				want->block = block;
 				__sync_fetch_and_add(&off_wants_of[th->pid % OFF_WANT_SLOTS], 1);
 				__sync_fetch_and_add(&off_wants, 1);

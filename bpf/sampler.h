@@ -210,6 +210,10 @@ struct off_thread {
 /* Task storage off_want: a block whose stack the sweep could not take; 0: none. */
 struct off_want {
 	__u64 block;
+	/* When the sweep saw block since_block (bpf_ktime_get_ns): it began before. Written
+	 * before block, so that a reader that finds since_block == block has its time. */
+	__u64 since;
+	__u64 since_block;
 };
 
 /* Slots of the sampler's off_wants_of: blocks left to the iterator, by pid % this. */

@@ -306,7 +306,8 @@ def test_threads_blocking_in_the_same_place_are_unwound_once(exe):
     """blockloop.py: 4 threads in a loop of queue.get(timeout=20 ms) at a known line, about
     50 blocks a second each, each block's stack taken. Their native frames are unwound once per
     thread and place (stacksites.h); the later blocks that pass the checks reuse them: most of
-    the blocks' stacks come from a known site (meta off_cpu_stacks_known_site), and every one
+    the blocks' stacks come from a known site (meta off_cpu_stacks_known_site); the iterator
+    reads most code objects once for several threads' walks; and every one
     of the pollers' lock stacks is whole: the line of the get, the futex wait below it, the
     thread's entry above it (no truncation bit)."""
     line = next(i for i, text in enumerate(open(BLOCKLOOP), 1) if "BLOCK-HERE" in text)
@@ -319,6 +320,10 @@ def test_threads_blocking_in_the_same_place_are_unwound_once(exe):
     # 4 threads x 3 s x ~50 blocks/s, most of them observed at 99 Hz (a block lasts two periods).
     assert taken >= 200, meta
     assert meta["off_cpu_stacks_known_site"] >= 0.7 * taken, meta
+    # The iterator's walks of the four threads (the same functions) read most code objects'
+    # headers once for several blocks (bpf/pystack.bpf.h, py_code_cache).
+    if meta["off_cpu_stacks_iterator"] >= 100:
+        assert meta["off_cpu_iterator_code_cached"] >= meta["off_cpu_iterator_code_read"], meta
     names = dict(con.execute("SELECT tid, name FROM threads"))
     pollers = [tid for tid, name in names.items() if (name or "").startswith("poller-")]
     assert len(pollers) == 4, names

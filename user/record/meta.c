@@ -53,6 +53,8 @@ static void meta_offcpu(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "off_cpu_stacks_iterator", rs->off_stacks_iter);
 	store__meta_int(st, "off_cpu_stacks_known_site", rs->off_stacks_site);
 	store__meta_int(st, "off_cpu_stacks_torn", t->off.torn);
+	store__meta_int(st, "off_cpu_iterator_code_cached", t->off.code_cached);
+	store__meta_int(st, "off_cpu_iterator_code_read", t->off.code_read);
 	store__meta_int(st, "off_cpu_blocks_no_stack", rs->off_blocks_no_stack);
 	store__meta_int(st, "off_cpu_blocks_preempted_run_stack", rs->off_blocks_run_stack);
 	store__meta_int(st, "off_cpu_ns_no_stack", rs->off_ns_no_stack);

@@ -652,6 +652,8 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 	out->fetched = s->iter->bss->iter_sent;
 	out->torn = s->iter->bss->iter_torn;
 	out->iterations = s->iterations;
+	out->code_cached = s->iter->bss->py_code_hits;
+	out->code_read = s->iter->bss->py_code_reads;
 }
 
 void sampling__stats(struct sampling *s, uint64_t *samples, uint64_t *lost)

@@ -88,6 +88,9 @@ struct sampling_offcpu_stats {
 	uint64_t lost;	     /* segments and stacks lost: the ring buffer was full */
 	uint64_t no_room;    /* threads the sweep could not take: too many threads */
 	uint64_t iterations; /* iterator runs */
+	/* Code objects' headers the iterator's Python walks took from what it had read before
+	 * (bpf/pystack.bpf.h, py_code_cache), and those it read */
+	uint64_t code_cached, code_read;
 };
 void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *out);
 
