@@ -1223,6 +1223,7 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	const uint64_t *kst;
 	const void *stack;
 	const struct stack_site *site;
+	struct comm_site_key key;
 	struct target *t;
 	struct thread *th;
 	uint64_t stack_id;
@@ -1259,7 +1260,9 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	 * native frames are unwound once (stacksites.h). */
 	site = r->capture ? copied_site(r->block_sites, e, stack) : NULL;
 	err = sample_stack(r, t, e, py, kst, stack, site, &stack_id);
-	if (!err && r->capture && !site)
+	/* Learned where the thread blocked before: learning costs a few unwinds. */
+	key = site_key(e);
+	if (!err && r->capture && !site && stacksites__seen(r->block_sites, &key))
 		learn_site(r, t, r->block_sites, e, stack);
 	r->capture = false;
 	if (err)

@@ -9,6 +9,7 @@
 struct stacksites {
 	struct bmap *by_id;  /* site id -> struct stack_site * (0 once forgotten) */
 	struct bmap *by_key; /* struct comm_site_key -> the id of its latest site */
+	struct bmap *seen;   /* struct comm_site_key asked about (stacksites__seen) */
 	uint64_t next_id;
 	size_t max, live; /* the limit (0: none), sites allocated */
 	pid_t forgetting; /* stacksites__forget's pid, for its callback */
@@ -23,7 +24,8 @@ struct stacksites *stacksites__new(size_t max)
 	ss->max = max;
 	ss->by_id = bmap__new();
 	ss->by_key = bmap__new();
-	if (!ss->by_id || !ss->by_key) {
+	ss->seen = bmap__new();
+	if (!ss->by_id || !ss->by_key || !ss->seen) {
 		stacksites__free(ss);
 		errno = ENOMEM;
 		return NULL;
@@ -44,6 +46,7 @@ static void clear(struct stacksites *ss)
 	bmap__for_each(ss->by_id, free_site, NULL);
 	bmap__clear(ss->by_id);
 	bmap__clear(ss->by_key);
+	bmap__clear(ss->seen);
 	ss->live = 0;
 }
 
@@ -55,6 +58,7 @@ void stacksites__free(struct stacksites *ss)
 		bmap__for_each(ss->by_id, free_site, NULL);
 	bmap__free(ss->by_id);
 	bmap__free(ss->by_key);
+	bmap__free(ss->seen);
 	free(ss);
 }
 
@@ -135,6 +139,16 @@ const struct stack_site *stacksites__learn(struct stacksites *ss, const struct c
 fail:
 	free(site);
 	return NULL;
+}
+
+bool stacksites__seen(struct stacksites *ss, const struct comm_site_key *k)
+{
+	int inserted = 0;
+
+	/* Keys of threads that stop in ever new places: bounded as the sites are. */
+	if (ss->max && bmap__size(ss->seen) >= 4 * ss->max)
+		clear(ss);
+	return bmap__upsert(ss->seen, k, sizeof(*k), 1, &inserted) && !inserted;
 }
 
 static int forget_pid(const void *key, size_t len, uint64_t *value, void *arg)

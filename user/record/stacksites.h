@@ -11,6 +11,7 @@
 #ifndef PROBING_STACKSITES_H
 #define PROBING_STACKSITES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -62,6 +63,13 @@ const struct stack_site *stacksites__learn(struct stacksites *ss, const struct c
 					   const void *stack, size_t stack_len,
 					   const struct dwproc_frame *nat, int nnat,
 					   const struct pym_frame *f, int nn);
+
+/*
+ * Whether @k was asked about before (since the table last forgot everything): learning a site
+ * costs a few unwinds (dwproc__unwind_checks), worth it only where threads stop again. Records
+ * @k. False also when out of memory.
+ */
+bool stacksites__seen(struct stacksites *ss, const struct comm_site_key *k);
 
 /* Forget the sites of process @pid (it exited, or exec'd another program). */
 void stacksites__forget(struct stacksites *ss, pid_t pid);
