@@ -320,10 +320,13 @@ def test_threads_blocking_in_the_same_place_are_unwound_once(exe):
     # 4 threads x 3 s x ~50 blocks/s, most of them observed at 99 Hz (a block lasts two periods).
     assert taken >= 200, meta
     assert meta["off_cpu_stacks_known_site"] >= 0.7 * taken, meta
-    # The iterator's walks of the four threads (the same functions) read most code objects'
-    # headers once for several blocks (bpf/pystack.bpf.h, py_code_cache).
+    # The iterator's walks of the four threads (the same functions) take code objects'
+    # headers read for another thread's walk (bpf/pystack.bpf.h, py_code_cache): 72 % of
+    # them on an idle machine, 48 % in a full test run (a header is used only for blocks that
+    # began before it was read: the more often the iterator runs, the fewer threads share).
     if meta["off_cpu_stacks_iterator"] >= 100:
-        assert meta["off_cpu_iterator_code_cached"] >= meta["off_cpu_iterator_code_read"], meta
+        code = meta["off_cpu_iterator_code_cached"] + meta["off_cpu_iterator_code_read"]
+        assert meta["off_cpu_iterator_code_cached"] >= 0.25 * code, meta
     names = dict(con.execute("SELECT tid, name FROM threads"))
     pollers = [tid for tid, name in names.items() if (name or "").startswith("poller-")]
     assert len(pollers) == 4, names
