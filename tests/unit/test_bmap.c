@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "base/bmap.h"
 #include "base/strpool.h"
@@ -71,6 +72,30 @@ TEST(iteration_in_insertion_order_and_clear)
 	CHECK_EQ(*bmap__find(m, "x", 1), 7);
 	bmap__free(m);
 	bmap__free(NULL);
+}
+
+TEST(free_values_frees_each_pointer_and_keeps_the_entries)
+{
+	struct bmap *m = bmap__new();
+	uint64_t *v;
+	int i;
+
+	REQUIRE(m);
+	for (i = 0; i < 100; i++) {
+		/* Every third value is none (0); the others own a block. */
+		v = bmap__upsert(m, &i, sizeof(i), i % 3 ? (uintptr_t)malloc(16) : 0, NULL);
+		REQUIRE(v);
+	}
+	bmap__free_values(m);
+	CHECK_EQ(bmap__size(m), 100);
+	for (i = 0; i < 100; i++) {
+		v = bmap__find(m, &i, sizeof(i));
+		REQUIRE(v);
+		CHECK_EQ(*v, 0);
+	}
+	bmap__free_values(m); /* again: every value is 0 now */
+	bmap__free_values(NULL);
+	bmap__free(m);
 }
 
 TEST(strpool_interns)

@@ -64,6 +64,16 @@ size_t bmap__size(const struct bmap *m)
 	return m->nr;
 }
 
+void bmap__free_values(struct bmap *m)
+{
+	size_t i;
+
+	for (i = 0; m && i < m->nr; i++) {
+		free((void *)(uintptr_t)m->entries[i].value);
+		m->entries[i].value = 0;
+	}
+}
+
 void bmap__clear(struct bmap *m)
 {
 	struct arena_chunk *c;

@@ -38,6 +38,12 @@ uint64_t *bmap__upsert(struct bmap *m, const void *key, size_t len, uint64_t ini
 int bmap__for_each(const struct bmap *m,
 		   int (*fn)(const void *key, size_t len, uint64_t *value, void *ctx), void *ctx);
 
+/*
+ * For a map whose values are pointers malloc returned (0: none): free each, and set it to 0.
+ * The entries stay. NULL is a no-op.
+ */
+void bmap__free_values(struct bmap *m);
+
 /* Remove every entry (keeps the allocated memory for reuse). */
 void bmap__clear(struct bmap *m);
 

@@ -124,26 +124,17 @@ struct symbolizer *symbolizer__new(void)
 	return sz;
 }
 
-static int free_val(const void *key, size_t len, uint64_t *value, void *ctx)
-{
-	free((void *)(uintptr_t)*value);
-	return 0;
-}
-
 void symbolizer__free(struct symbolizer *sz)
 {
 	struct modinfo *mi, *next;
 
 	if (!sz)
 		return;
-	if (sz->cache)
-		bmap__for_each(sz->cache, free_val, NULL);
+	bmap__free_values(sz->cache);
 	bmap__free(sz->cache);
-	if (sz->cuindex)
-		bmap__for_each(sz->cuindex, free_val, NULL);
+	bmap__free_values(sz->cuindex);
 	bmap__free(sz->cuindex);
-	if (sz->symindex)
-		bmap__for_each(sz->symindex, free_val, NULL);
+	bmap__free_values(sz->symindex);
 	bmap__free(sz->symindex);
 	bmap__free(sz->gaps);
 	bmap__free(sz->module_ids);

@@ -97,13 +97,6 @@ nomem:
 	return NULL;
 }
 
-static int free_value(const void *key, size_t len, uint64_t *value, void *ctx)
-{
-	free((void *)(uintptr_t)*value);
-	*value = 0;
-	return 0;
-}
-
 #define GROUP_NAME_TRIES 8 /* reads of a process group's name before it is given up */
 
 /* A slot of cs->groups: a count of failed reads (nothing to free) or a name's copy. */
@@ -121,10 +114,8 @@ void collectives__free(struct collectives *cs)
 
 	if (!cs)
 		return;
-	if (cs->pending)
-		bmap__for_each(cs->pending, free_value, NULL);
-	if (cs->inflight)
-		bmap__for_each(cs->inflight, free_value, NULL);
+	bmap__free_values(cs->pending);
+	bmap__free_values(cs->inflight);
 	if (cs->groups)
 		bmap__for_each(cs->groups, free_group, NULL);
 	for (i = 0; i < cs->ngrouped; i++)

@@ -210,13 +210,6 @@ struct pyframe_key {
 	int32_t lasti;
 };
 
-static int free_pyframe(const void *key, size_t len, uint64_t *value, void *ctx)
-{
-	free((void *)(uintptr_t)*value);
-	*value = 0;
-	return 0;
-}
-
 /* Forget @t's glibc thread layout (read again lazily: after an exec, another libc). */
 static void free_layout(struct target *t)
 {
@@ -250,8 +243,7 @@ void recorder__free(struct recorder *r)
 	bmap__free(r->target_idx);
 	bmap__free(r->thread_idx);
 	bmap__free(r->frame_ids);
-	if (r->pyframes)
-		bmap__for_each(r->pyframes, free_pyframe, NULL);
+	bmap__free_values(r->pyframes);
 	bmap__free(r->pyframes);
 	stacksites__free(r->call_sites);
 	stacksites__free(r->block_sites);

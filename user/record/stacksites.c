@@ -33,17 +33,10 @@ struct stacksites *stacksites__new(size_t max)
 	return ss;
 }
 
-static int free_site(const void *key, size_t len, uint64_t *value, void *arg)
-{
-	free((void *)(uintptr_t)*value);
-	*value = 0;
-	return 0;
-}
-
 /* Free every site and forget every key; ids keep counting up (the probes may hold old ones). */
 static void clear(struct stacksites *ss)
 {
-	bmap__for_each(ss->by_id, free_site, NULL);
+	bmap__free_values(ss->by_id);
 	bmap__clear(ss->by_id);
 	bmap__clear(ss->by_key);
 	bmap__clear(ss->seen);
@@ -54,8 +47,7 @@ void stacksites__free(struct stacksites *ss)
 {
 	if (!ss)
 		return;
-	if (ss->by_id)
-		bmap__for_each(ss->by_id, free_site, NULL);
+	bmap__free_values(ss->by_id);
 	bmap__free(ss->by_id);
 	bmap__free(ss->by_key);
 	bmap__free(ss->seen);

@@ -393,12 +393,6 @@ struct threadnames *threadnames__start(int births_fd, int children_fd, const uin
 	return tn;
 }
 
-static int free_name(const void *key, size_t len, uint64_t *value, void *ctx)
-{
-	free((void *)(uintptr_t)*value);
-	return 0;
-}
-
 void threadnames__free(struct threadnames *tn)
 {
 	size_t i;
@@ -416,7 +410,7 @@ void threadnames__free(struct threadnames *tn)
 		pyproc__free(tn->w[i].pp);
 	free(tn->w);
 	free(tn->fq);
-	bmap__for_each(tn->names, free_name, NULL);
+	bmap__free_values(tn->names);
 	bmap__free(tn->names);
 	pthread_cond_destroy(&tn->cond);
 	pthread_mutex_destroy(&tn->lock);
