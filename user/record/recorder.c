@@ -1209,13 +1209,25 @@ static const struct stack_site *learn_site(struct recorder *r, struct target *t,
 				 r->nat, r->nat_last, r->nframes, r->nn_last);
 }
 
+/*
+ * The off-CPU sample @e of @t was just unwound: learn where its thread blocked, if it blocked
+ * there before (learning costs a few unwinds, worth it only where threads block again).
+ */
+static void learn_block_site(struct recorder *r, struct target *t, const struct sample_event *e,
+			     const void *stack)
+{
+	struct comm_site_key k = site_key(e);
+
+	if (stacksites__seen(r->block_sites, &k))
+		learn_site(r, t, r->block_sites, e, stack);
+}
+
 static int handle_sample(struct recorder *r, const struct sample_event *e, size_t len)
 {
 	const struct py_frame_rec *py = (const void *)(e + 1);
 	const uint64_t *kst;
 	const void *stack;
 	const struct stack_site *site;
-	struct comm_site_key key;
 	struct target *t;
 	struct thread *th;
 	uint64_t stack_id;
@@ -1252,10 +1264,8 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	 * native frames are unwound once (stacksites.h). */
 	site = r->capture ? copied_site(r->block_sites, e, stack) : NULL;
 	err = sample_stack(r, t, e, py, kst, stack, site, &stack_id);
-	/* Learned where the thread blocked before: learning costs a few unwinds. */
-	key = site_key(e);
-	if (!err && r->capture && !site && stacksites__seen(r->block_sites, &key))
-		learn_site(r, t, r->block_sites, e, stack);
+	if (!err && r->capture && !site)
+		learn_block_site(r, t, e, stack);
 	r->capture = false;
 	if (err)
 		return err;
