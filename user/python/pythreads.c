@@ -773,15 +773,15 @@ static bool filled(const struct pyproc *pp, uint64_t pthread, uint64_t tstate)
 	return false;
 }
 
-/* Delete the map's entry for @pthread of @kernel_pid (absent is fine). */
-static void unfill(int map_fd, __u32 kernel_pid, uint64_t pthread)
+/* The map's key of thread @pthread of @kernel_pid (its padding zeroed: hashed as bytes). */
+static struct py_tstate_key tstate_key(__u32 kernel_pid, uint64_t pthread)
 {
 	struct py_tstate_key key;
 
 	memset(&key, 0, sizeof(key));
 	key.pid = kernel_pid;
 	key.pthread = pthread;
-	bpf_map_delete_elem(map_fd, &key);
+	return key;
 }
 
 int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid)
@@ -809,9 +809,12 @@ int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid)
 			prev = NULL; /* deletion invalidates the iteration: restart */
 		}
 	} else {
-		for (i = 0; i < pp->nfilled; i++)
-			if (!pyproc__thread_by_pthread(pp, pp->filled[i].pthread))
-				unfill(map_fd, kernel_pid, pp->filled[i].pthread);
+		for (i = 0; i < pp->nfilled; i++) {
+			if (pyproc__thread_by_pthread(pp, pp->filled[i].pthread))
+				continue;
+			key = tstate_key(kernel_pid, pp->filled[i].pthread);
+			bpf_map_delete_elem(map_fd, &key); /* absent is fine */
+		}
 	}
 	for (i = 0; i < pp->nthreads; i++) {
 		__u64 value = pp->threads[i].tstate;
@@ -821,9 +824,7 @@ int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid)
 		n++;
 		if (pp->filled_known && filled(pp, pp->threads[i].pthread, value))
 			continue;
-		memset(&key, 0, sizeof(key));
-		key.pid = kernel_pid;
-		key.pthread = pp->threads[i].pthread;
+		key = tstate_key(kernel_pid, pp->threads[i].pthread);
 		if (bpf_map_update_elem(map_fd, &key, &value, BPF_ANY)) {
 			/* What the map holds is not known now: walk it at the next fill. */
 			pp->filled_known = false;
