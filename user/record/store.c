@@ -814,6 +814,12 @@ int store__stack_id(struct store *st, const uint64_t *ids, int n, unsigned int f
 	st->npstacks++;
 	if (!st->rotating)
 		return 0;
+	/* A new stack of frames seen before: in an earlier file, maybe not in this one. */
+	for (int i = 0; i < n; i++) {
+		err = ensure_frame(st, ids[i]);
+		if (err)
+			return err;
+	}
 	if (grow_array(&st->sdefs, &st->capsdefs, st->nsdefs + 1, sizeof(*st->sdefs)))
 		return -ENOMEM;
 	st->sdefs[st->nsdefs] = (struct stack_def){.n = n, .flags = flags, .gen = st->gen};
