@@ -139,6 +139,41 @@ int parse_seconds(const char *s, double lo, double hi, double *out)
 	return 0;
 }
 
+int parse_duration(const char *s, double lo, double hi, double *out)
+{
+	char buf[64];
+	size_t n = strlen(s);
+	double mult = 1;
+
+	if (!n || n >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, n + 1);
+	switch (buf[n - 1]) {
+	case 's':
+		mult = 1;
+		break;
+	case 'm':
+		mult = 60;
+		break;
+	case 'h':
+		mult = 3600;
+		break;
+	case 'd':
+		mult = 86400;
+		break;
+	default:
+		mult = 0;
+	}
+	if (mult)
+		buf[n - 1] = '\0';
+	else
+		mult = 1;
+	if (parse_seconds(buf, lo / mult, hi / mult, out))
+		return -EINVAL;
+	*out *= mult;
+	return 0;
+}
+
 const char *fmt_thousands(char *buf, size_t size, uint64_t v)
 {
 	char digits[24];

@@ -56,6 +56,11 @@ const char *sb_str(const struct strbuf *sb);
 int parse_long(const char *s, long lo, long hi, long *out);
 /* Parse "1.5", "10" as seconds into a double in [lo, hi]; same return values. */
 int parse_seconds(const char *s, double lo, double hi, double *out);
+/*
+ * Parse a duration, "90", "90s", "30m", "2h", "1d", "1.5h" (seconds, minutes, hours, days),
+ * as seconds into a double in [lo, hi]. Return 0 or -EINVAL (not a duration, or outside).
+ */
+int parse_duration(const char *s, double lo, double hi, double *out);
 
 /*
  * @v in decimal with a comma between groups of three digits ("1234567" -> "1,234,567") into

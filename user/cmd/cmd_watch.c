@@ -119,42 +119,6 @@ static const struct option long_opts[] = {
 	{},
 };
 
-/* "90", "90s", "30m", "2h", "1d", "1.5h" -> seconds in [@lo, @hi]. */
-static int parse_duration(const char *s, double lo, double hi, double *out)
-{
-	char buf[64];
-	size_t n = strlen(s);
-	double mult = 1;
-
-	if (!n || n >= sizeof(buf))
-		return -EINVAL;
-	memcpy(buf, s, n + 1);
-	switch (buf[n - 1]) {
-	case 's':
-		mult = 1;
-		break;
-	case 'm':
-		mult = 60;
-		break;
-	case 'h':
-		mult = 3600;
-		break;
-	case 'd':
-		mult = 86400;
-		break;
-	default:
-		mult = 0;
-	}
-	if (mult)
-		buf[n - 1] = '\0';
-	else
-		mult = 1;
-	if (parse_seconds(buf, lo / mult, hi / mult, out))
-		return -EINVAL;
-	*out *= mult;
-	return 0;
-}
-
 /* "1G", "500M", "64K", "1048576" -> bytes, at least @lo. */
 static int parse_bytes(const char *s, uint64_t lo, uint64_t *out)
 {
