@@ -18,6 +18,7 @@
 #include "report/export.h"
 #include "report/profile.h"
 #include "report/recording.h"
+#include "report/recwindow.h"
 #include "base/util.h"
 
 /* Kinds of formats: of the samples of a recording, of the PyTorch timeline. */
@@ -62,8 +63,8 @@ static void usage(FILE *f)
 	char samples[256], trace[256], all[256];
 
 	fprintf(f,
-		"Usage: probing export [-i FILE] --format %s -o OUT\n"
-		"                      [--pid N] [--tid N] [--force]\n"
+		"Usage: probing export [-i FILE|DIR] --format %s -o OUT\n"
+		"                      [--pid N] [--tid N] [--last DURATION] [--force]\n"
 		"       probing export (-p PID[,PID...] [--children] | -i FILE) --format %s -o "
 		"OUT\n"
 		"                      [--force]\n"
@@ -84,7 +85,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"\n"
 		"Options:\n"
-		"  -i, --input FILE      the recording to read (default: probing.db)\n"
+		"  -i, --input FILE      the recording to read (default: probing.db), or the\n"
+		"                        directory of a 'probing watch -o DIR': what it keeps\n"
 		"  -p PID                (%s) read python.torch_trace of a live process (--pid\n"
 		"                        is the sample filter below)\n"
 		"  -t, --target T        the same for a PID, or HOST:PORT of an agent serving TCP\n"
@@ -100,12 +102,15 @@ static void usage(FILE *f)
 		"      --pid N           only the samples of process N in the recording (not\n"
 		"                        -p, which reads a live process)\n"
 		"      --tid N           only the samples of thread N in the recording\n"
+		"      --last DURATION   only the last DURATION of the recording (90s, 5m, 2h),\n"
+		"                        back from its latest second sampled\n"
 		"  -h, --help            show this help\n"
 		"\n"
 		"Examples:\n"
 		"  probing export -i app.db --format pprof -o app.pb.gz && go tool pprof -top "
 		"app.pb.gz\n"
 		"  probing export -i app.db --format speedscope -o app.speedscope.json\n"
+		"  probing export -i /var/tmp/watch --last 5m --format pprof -o last5m.pb.gz\n"
 		"  probing export -i app.db --format folded -o - | flamegraph.pl > app.svg\n"
 		"  probing export -p 1234 --format chrome -o steps.json   # then open it in "
 		"Perfetto\n"
@@ -119,14 +124,21 @@ enum {
 	OPT_TID,
 	OPT_FORCE,
 	OPT_CHILDREN,
+	OPT_LAST,
 };
 
 static const struct option options[] = {
-	{"input", required_argument, NULL, 'i'},   {"target", required_argument, NULL, 't'},
-	{"format", required_argument, NULL, 'f'},  {"output", required_argument, NULL, 'o'},
-	{"pid", required_argument, NULL, OPT_PID}, {"tid", required_argument, NULL, OPT_TID},
-	{"force", no_argument, NULL, OPT_FORCE},   {"children", no_argument, NULL, OPT_CHILDREN},
-	{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
+	{"input", required_argument, NULL, 'i'},
+	{"target", required_argument, NULL, 't'},
+	{"format", required_argument, NULL, 'f'},
+	{"output", required_argument, NULL, 'o'},
+	{"pid", required_argument, NULL, OPT_PID},
+	{"tid", required_argument, NULL, OPT_TID},
+	{"force", no_argument, NULL, OPT_FORCE},
+	{"children", no_argument, NULL, OPT_CHILDREN},
+	{"last", required_argument, NULL, OPT_LAST},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
 };
 
 /*
@@ -258,10 +270,10 @@ cleanup:
 }
 
 /*
- * A format of the samples (@x->write_samples) of the recording @input, only those @flt
- * selects, to @output. Return an exit status.
+ * A format of the samples (@x->write_samples) of the recording @input (its last @last_s
+ * seconds if > 0), only those @flt selects, to @output. Return an exit status.
  */
-static int export_samples(const struct export_format *x, const char *input,
+static int export_samples(const struct export_format *x, const char *input, double last_s,
 			  struct profile_filter *flt, const char *output, unsigned int out_flags)
 {
 	struct outfile *of = NULL;
@@ -272,7 +284,7 @@ static int export_samples(const struct export_format *x, const char *input,
 	/* The output first: a file that may not be written is refused before any work. */
 	if (outfile__open(output, out_flags, &of))
 		goto cleanup;
-	if (recording__open(input, &db))
+	if (recwindow__open(input, RECORDING_SAMPLES, last_s, &db, NULL))
 		goto cleanup;
 	flt->flags |= x->load_flags;
 	err = profile__load(db, flt, &prof);
@@ -311,6 +323,7 @@ int cmd_export(int argc, char **argv)
 	struct profile_filter flt = {0};
 	unsigned int out_flags = OUTFILE_FORCE_HINT;
 	bool children = false;
+	double last_s = 0;
 	char names[256];
 	int c;
 
@@ -352,6 +365,13 @@ int cmd_export(int argc, char **argv)
 		case OPT_CHILDREN:
 			children = true;
 			break;
+		case OPT_LAST:
+			if (parse_duration(optarg, 1, 3650 * 86400.0, &last_s))
+				return cli_usage_error("export",
+						       "invalid --last '%s': expected a duration "
+						       "(90s, 5m, 2h, 1d)",
+						       optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_OK;
@@ -386,6 +406,10 @@ int cmd_export(int argc, char **argv)
 				       "--save). A live process is -p PID: 'probing export -p %d "
 				       "--format %s -o OUT'",
 				       x->name, (int)(flt.pid ? flt.pid : flt.tid), x->name);
+	if (last_s > 0 && (x->write_trace || pid_arg || t_arg))
+		return cli_usage_error("export",
+				       "--last keeps the last samples of a recording "
+				       "(-i FILE or -i DIR), not of the PyTorch timeline");
 	if (children && !pid_arg && !t_arg)
 		return cli_usage_error("export", "--children goes with -p PID (a job's processes)");
 	if (x->write_trace && livejob__wanted(pid_arg ? pid_arg : t_arg, children))
@@ -397,7 +421,7 @@ int cmd_export(int argc, char **argv)
 				       "%s is binary: write it to a file (-o FILE), or redirect "
 				       "stdout",
 				       x->name);
-	return export_samples(x, input, &flt, output, out_flags);
+	return export_samples(x, input, last_s, &flt, output, out_flags);
 }
 
 COMMAND(export, cmd_export, "write a recording as pprof, folded stacks or speedscope JSON", 40);

@@ -16,12 +16,14 @@
 #include "report/rankpanels.h"
 #include "report/recording.h"
 #include "base/util.h"
+#include "report/recwindow.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: probing flamegraph [-i FILE] [-o OUT.svg] [--folded] [--pid N] [--tid N]\n"
-		"                          [--rank N] [--from SEC] [--to SEC] [--state STATE]\n"
+		"                          [--rank N] [--last DURATION] [--from SEC] [--to SEC]\n"
+		"                          [--state STATE]\n"
 		"                          [--diff OTHER.db] [--diff-ranks A,B] [--by rank]\n"
 		"                          [--title T] [--width PX] [--min-width PX] [--inverted]\n"
 		"                          [--no-lines] [--force]\n"
@@ -42,7 +44,11 @@ static void usage(FILE *f)
 		"all off-CPU are faded, and tooltips give seconds per state.\n"
 		"\n"
 		"Options:\n"
-		"  -i, --input FILE    the recording to read (default: probing.db)\n"
+		"  -i, --input FILE    the recording to read (default: probing.db), or the\n"
+		"                      directory of a 'probing watch -o DIR': what it keeps\n"
+		"      --last DURATION only the last DURATION of the recording (90s, 5m, 2h),\n"
+		"                      back from its latest second sampled (of OTHER.db too,\n"
+		"                      with --diff)\n"
 		"  -o, --output FILE   write to FILE instead of stdout ('-'; an SVG is not "
 		"written\n"
 		"                      to a terminal); an existing file is replaced only once\n"
@@ -103,6 +109,7 @@ static void usage(FILE *f)
 		"  probing flamegraph -i app.db --pid 1234 --title 'trainer, rank 0' -o rank0.svg\n"
 		"  probing flamegraph -i app.db --folded | grep -F 'forward (' | head\n"
 		"  probing flamegraph -i app.db --from 30 --to 40 -o slow-phase.svg\n"
+		"  probing flamegraph -i /var/tmp/watch --last 5m -o last-5-minutes.svg\n"
 		"  probing flamegraph -i job.db --diff-ranks 0,3 -o rank3-vs-rank0.svg\n"
 		"  probing flamegraph -i job.db --by rank -o ranks.svg\n"
 		"  probing flamegraph -i after.db --diff before.db -o diff.svg\n");
@@ -125,6 +132,7 @@ enum {
 	OPT_DIFF_RANKS,
 	OPT_BY,
 	OPT_NO_LINES,
+	OPT_LAST,
 };
 
 static const struct option options[] = {
@@ -146,6 +154,7 @@ static const struct option options[] = {
 	{"diff-ranks", required_argument, NULL, OPT_DIFF_RANKS},
 	{"by", required_argument, NULL, OPT_BY},
 	{"no-lines", no_argument, NULL, OPT_NO_LINES},
+	{"last", required_argument, NULL, OPT_LAST},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -244,16 +253,17 @@ static int subtitle_ranks(struct strbuf *sb, const struct rankpanels *rp)
 }
 
 /*
- * Load @input with @flt into *@prof, and the comparison of its ranks into *@dev; build the
+ * Load @input (its last @last_s seconds if > 0) with @flt into *@prof, and the comparison of its ranks into *@dev; build the
  * panels of --by rank into @rp. Return 0, or -ENODATA / -errno with the reason printed.
  */
-static int load_by_rank(const char *input, const struct profile_filter *flt, struct profile **prof,
-			struct profile_rank_deviation **dev, size_t *ndev, struct rankpanels *rp)
+static int load_by_rank(const char *input, double last_s, const struct profile_filter *flt,
+			struct profile **prof, struct profile_rank_deviation **dev, size_t *ndev,
+			struct rankpanels *rp)
 {
 	sqlite3 *db = NULL;
 	int err;
 
-	if (recording__open(input, &db))
+	if (recwindow__open(input, RECORDING_SAMPLES, last_s, &db, NULL))
 		return -EIO;
 	err = profile__load(db, flt, prof);
 	if (!err && !(*prof)->total) {
@@ -296,15 +306,16 @@ static int parse_rank_pair(const char *s, int *a, int *b)
 }
 
 /*
- * Load @input with @flt into *@prof. Return 0, or -ENODATA when it selects no samples (the
- * reason printed), or another -errno (printed).
+ * Load @input (its last @last_s seconds if > 0) with @flt into *@prof. Return 0, or -ENODATA
+ * when it selects no samples (the reason printed), or another -errno (printed).
  */
-static int load(const char *input, const struct profile_filter *flt, struct profile **prof)
+static int load(const char *input, double last_s, const struct profile_filter *flt,
+		struct profile **prof)
 {
 	sqlite3 *db = NULL;
 	int err;
 
-	if (recording__open(input, &db))
+	if (recwindow__open(input, RECORDING_SAMPLES, last_s, &db, NULL))
 		return -EIO;
 	err = profile__load(db, flt, prof);
 	if (err == -ENOMEM)
@@ -329,7 +340,7 @@ int cmd_flamegraph(int argc, char **argv)
 	size_t ndev = 0;
 	bool diff_ranks = false, from_given = false, to_given = false, by_rank = false;
 	int rank_a = 0, rank_b = 0;
-	double secs;
+	double secs, last_s = 0;
 	struct fg_options fo = {0};
 	struct strbuf text = {0}, sub = {0};
 	struct outfile *of = NULL;
@@ -408,6 +419,13 @@ int cmd_flamegraph(int argc, char **argv)
 			*(c == OPT_FROM ? &flt.from : &flt.to) = secs;
 			*(c == OPT_FROM ? &from_given : &to_given) = true;
 			break;
+		case OPT_LAST:
+			if (parse_duration(optarg, 1, 3650 * 86400.0, &last_s))
+				return cli_usage_error("flamegraph",
+						       "invalid --last '%s': expected a duration "
+						       "(90s, 5m, 2h, 1d)",
+						       optarg);
+			break;
 		case OPT_STATE:
 			if (profile__state_code(optarg, NULL))
 				return cli_usage_error(
@@ -485,7 +503,7 @@ int cmd_flamegraph(int argc, char **argv)
 	if (outfile__open(output, out_flags, &of))
 		goto cleanup;
 	if (by_rank) {
-		err = load_by_rank(input, &flt, &prof, &dev, &ndev, &rp);
+		err = load_by_rank(input, last_s, &flt, &prof, &dev, &ndev, &rp);
 		if (err)
 			goto cleanup;
 		if (folded) {
@@ -502,10 +520,10 @@ int cmd_flamegraph(int argc, char **argv)
 			goto nomem;
 		goto write;
 	}
-	if (load(input, &flt, &prof))
+	if (load(input, last_s, &flt, &prof))
 		goto cleanup;
 	if (diff_input || diff_ranks) {
-		err = load(diff_input ? diff_input : input, &base_flt, &base);
+		err = load(diff_input ? diff_input : input, last_s, &base_flt, &base);
 		if (err == -ENODATA)
 			pr_warn("the baseline of the differential flame graph has no samples to "
 				"compare with");

@@ -19,6 +19,7 @@
 #include "live/tasks.h"
 #include "base/log.h"
 #include "report/recording.h"
+#include "report/recwindow.h"
 #include "report/sqlout.h"
 #include "report/torchtrace.h"
 #include "base/util.h"
@@ -26,7 +27,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: probing query [-i FILE] [--format table|csv|json|json-compact] "
+		"Usage: probing query [-i FILE|DIR] [--last DURATION] [--format "
+		"table|csv|json|json-compact] "
 		"[--no-header] "
 		"SQL\n"
 		"       probing query -p PID|-t PID|-t HOST:PORT [OPTIONS] SQL\n"
@@ -62,7 +64,12 @@ static void usage(FILE *f)
 		"bt_groups.\n"
 		"\n"
 		"Options:\n"
-		"  -i, --input FILE      the recording to read (default: probing.db)\n"
+		"  -i, --input FILE      the recording to read (default: probing.db), or the\n"
+		"                        directory of a 'probing watch -o DIR': what it keeps,\n"
+		"                        as one recording (a private copy: what the SQL changes\n"
+		"                        is dropped at the end)\n"
+		"      --last DURATION   -i: only the last DURATION of the recording (90s, 5m,\n"
+		"                        2h), back from its latest second sampled\n"
 		"  -p, --pid PID         query the live tables of process PID instead\n"
 		"                        (PID,PID...: of several)\n"
 		"      --children        with -p: also every descendant of each PID\n"
@@ -96,6 +103,9 @@ static void usage(FILE *f)
 		"      round(100.0 * SUM(s.count) / (SELECT SUM(count) FROM samples), 1) AS pct\n"
 		"      FROM samples s JOIN frames f ON f.stack_id = s.stack_id AND f.depth = 0\n"
 		"      GROUP BY f.func ORDER BY n DESC LIMIT 10\"\n"
+		"  # what a watch kept of the last 10 minutes: the busiest threads\n"
+		"  probing query -i /var/tmp/watch --last 10m \"SELECT thread, SUM(count) AS n\n"
+		"      FROM samples GROUP BY thread ORDER BY n DESC LIMIT 5\"\n"
 		"  # live: where is every thread of process 1234 right now?\n"
 		"  probing query -p 1234 \"SELECT * FROM python.backtrace ORDER BY tid, depth\"\n"
 		"  probing query -p 1234 \"SELECT tid, name, state, utime FROM system.threads\"\n"
@@ -120,6 +130,7 @@ struct source {
 	const char *t_arg;   /* -t */
 	int gil_ms;
 	bool children; /* --children */
+	double last_s; /* --last: of the recording; 0: all of it */
 };
 
 /* Several processes (-p PID,PID... or --children): one result with their rank and pid. */
@@ -169,8 +180,8 @@ static int open_source(const struct source *src, sqlite3 **db)
 	int rc;
 
 	if (!is_live(src)) {
-		if (recording__open_kind(src->input, RECORDING_SAMPLES | RECORDING_BACKTRACE, db,
-					 NULL))
+		if (recwindow__open(src->input, RECORDING_SAMPLES | RECORDING_BACKTRACE,
+				    src->last_s, db, NULL))
 			return EXIT_FAIL;
 		torchtrace__alias(*db, src->input); /* torch_trace also as python.torch_trace */
 		return 0;
@@ -238,6 +249,7 @@ enum {
 	OPT_TIMEOUT,
 	OPT_SAVE,
 	OPT_CHILDREN,
+	OPT_LAST,
 };
 
 static const struct option options[] = {
@@ -249,6 +261,7 @@ static const struct option options[] = {
 	{"no-header", no_argument, NULL, OPT_NO_HEADER},
 	{"save", required_argument, NULL, OPT_SAVE},
 	{"children", no_argument, NULL, OPT_CHILDREN},
+	{"last", required_argument, NULL, OPT_LAST},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -282,6 +295,13 @@ int cmd_query(int argc, char **argv)
 		case OPT_CHILDREN:
 			src.children = true;
 			break;
+		case OPT_LAST:
+			if (parse_duration(optarg, 1, 3650 * 86400.0, &src.last_s))
+				return cli_usage_error("query",
+						       "invalid --last '%s': expected a duration "
+						       "(90s, 5m, 2h, 1d)",
+						       optarg);
+			break;
 		case OPT_TIMEOUT:
 			c = live__parse_timeout("query", optarg, &src.gil_ms);
 			if (c)
@@ -313,6 +333,9 @@ int cmd_query(int argc, char **argv)
 	if (input_given && is_live(&src))
 		return cli_usage_error("query", "give either -i FILE or a live target (-p/-t), "
 						"not both");
+	if (src.last_s > 0 && is_live(&src))
+		return cli_usage_error("query", "--last reads part of a recording: it goes with -i "
+						"FILE or -i DIR, not with a live target");
 	if (save && !is_live(&src))
 		return cli_usage_error("query",
 				       "--save copies a live process's table: give -p PID");

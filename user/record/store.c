@@ -1188,14 +1188,16 @@ static int exec_said(sqlite3 *db, const char *what, const char *sql)
 	return sqlite3_errcode(db) == SQLITE_FULL ? -ENOSPC : -EIO;
 }
 
-int store__copy_window(sqlite3 *db, const char *const *files, int n, int64_t from_ts)
+int store__copy_window(sqlite3 *db, const char *const *files, int n, int64_t from_ts,
+		       int (*check)(sqlite3 *db, const char *file, void *ctx), void *ctx)
 {
 	struct strbuf sql = {0};
 	sqlite3_stmt *at = NULL;
 	char *copy = NULL;
 	int i, err;
 
-	err = schema(&sql, false);
+	err = sb_puts(&sql, "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value);\n");
+	err = err ?: schema(&sql, false);
 	err = err ?: exec_said(db, "the schema", sb_str(&sql));
 	if (!err) {
 		char *rv = rankview_schema_sql();
@@ -1217,16 +1219,20 @@ int store__copy_window(sqlite3 *db, const char *const *files, int n, int64_t fro
 		" first_seen = min(first_seen, excluded.first_seen),"
 		" last_seen = max(last_seen, excluded.last_seen),"
 		" ns_tid = coalesce(excluded.ns_tid, ns_tid);\n"
-		/* The stacks the rows use: every file has those its rows use (one id space). */
+		/* The stacks this file's rows use: every file has those its rows use (one id
+		 * space). Each is looked up by its key: the work grows with this file, not
+		 * with what the files before it added. */
 		"INSERT OR IGNORE INTO main.stacks SELECT * FROM seg.stacks WHERE stack_id IN"
-		" (SELECT stack_id FROM main.sample_counts UNION"
-		"  SELECT stack_id FROM main.collectives_raw);\n"
-		"INSERT OR IGNORE INTO main.stack_frames SELECT * FROM seg.stack_frames"
-		" WHERE stack_id IN (SELECT stack_id FROM main.stacks);\n"
-		"INSERT OR IGNORE INTO main.frame_defs SELECT * FROM seg.frame_defs"
-		" WHERE id IN (SELECT frame_id FROM main.stack_frames);\n"
+		" (SELECT stack_id FROM seg.sample_counts WHERE ts >= %lld UNION"
+		"  SELECT stack_id FROM seg.collectives_raw"
+		"  WHERE ns IS NULL OR start_ns + ns >= %lld * 1000000000);\n"
+		"INSERT OR IGNORE INTO main.stack_frames SELECT * FROM seg.stack_frames f"
+		" WHERE EXISTS (SELECT 1 FROM main.stacks s WHERE s.stack_id = f.stack_id);\n"
+		"INSERT OR IGNORE INTO main.frame_defs SELECT * FROM seg.frame_defs WHERE id IN"
+		" (SELECT frame_id FROM seg.stack_frames f"
+		"  WHERE EXISTS (SELECT 1 FROM main.stacks s WHERE s.stack_id = f.stack_id));\n"
 		"INSERT OR IGNORE INTO main.meta SELECT * FROM seg.meta;\n",
-		(long long)from_ts, (long long)from_ts);
+		(long long)from_ts, (long long)from_ts, (long long)from_ts, (long long)from_ts);
 	if (!copy)
 		return -ENOMEM;
 	for (i = 0; !err && i < n; i++) {
@@ -1244,7 +1250,8 @@ int store__copy_window(sqlite3 *db, const char *const *files, int n, int64_t fro
 		}
 		sqlite3_finalize(at);
 		at = NULL;
-		err = exec_said(db, files[i], copy);
+		err = check ? check(db, files[i], ctx) : 0;
+		err = err ?: exec_said(db, files[i], copy);
 		sqlite3_exec(db, "DETACH seg", NULL, NULL, NULL);
 	}
 	sqlite3_free(copy);

@@ -172,13 +172,16 @@ bool store__is_open(const struct store *st);
 struct sqlite3;
 
 /*
- * Into @db (a writable database, with a meta table of its own), the schema of a recording
- * (its tables and views, not meta) and the rows of the recordings @files (@n of them, oldest
- * first: files of one rotating store, which share ids) from the second @from_ts (unix) on:
- * samples, collectives under way or ended since, the processes and threads, the stacks and
- * frames they use, and the meta keys @db does not have yet. A file that cannot be opened
- * (pruned meanwhile) is skipped. Return 0 or -errno, said.
+ * Into @db (a writable database), the schema of a recording (its tables and views; a meta
+ * table unless it has one) and the rows of the recordings @files (@n of them, oldest first:
+ * files of one rotating store, which share ids; names or "file:" URIs as ATTACH takes them)
+ * from the second @from_ts (unix) on: samples, collectives under way or ended since, the
+ * processes and threads, the stacks and frames they use, and the meta keys @db does not have
+ * yet. Each file is attached as schema "seg"; @check (may be NULL) is called then, before
+ * anything is read from it, and a non-zero return ends the copy with that error. A file
+ * that cannot be opened (pruned meanwhile) is skipped. Return 0 or -errno, said.
  */
-int store__copy_window(struct sqlite3 *db, const char *const *files, int n, int64_t from_ts);
+int store__copy_window(struct sqlite3 *db, const char *const *files, int n, int64_t from_ts,
+		       int (*check)(struct sqlite3 *db, const char *file, void *ctx), void *ctx);
 
 #endif

@@ -664,29 +664,6 @@ static bool has_column(sqlite3 *db, const char *schema, const char *table, const
 	return yes;
 }
 
-/* "file:PATH?mode=ro" with PATH percent-encoded: ATTACH opens it read-only. */
-static char *readonly_uri(const char *path)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	struct strbuf sb = {0};
-	char *out;
-	int err = sb_puts(&sb, "file:");
-
-	for (const unsigned char *p = (const unsigned char *)path; *p && !err; p++) {
-		char esc[4] = {'%', hex[*p >> 4], hex[*p & 15], 0};
-
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-		    (*p >= '0' && *p <= '9') || strchr("/._-~", *p))
-			err = sb_append(&sb, (const char *)p, 1);
-		else
-			err = sb_puts(&sb, esc);
-	}
-	err = err ?: sb_puts(&sb, "?mode=ro");
-	out = err ? NULL : strdup(sb_str(&sb));
-	sb_free(&sb);
-	return out;
-}
-
 static int create_schema(sqlite3 *db, const struct input *in, struct strbuf *match,
 			 struct strbuf *cols);
 static int create_optional(sqlite3 *db, const char *table);
@@ -875,7 +852,7 @@ static int merge_one(sqlite3 *db, const struct input *in, int i, struct strbuf *
 		     struct strbuf *cols)
 {
 	bool snapshot = in->kind == RECORDING_BACKTRACE;
-	char *uri = readonly_uri(in->path), *sql = NULL;
+	char *uri = recording__readonly_uri(in->path), *sql = NULL;
 	bool attached = false;
 	int err;
 

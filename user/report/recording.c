@@ -59,17 +59,22 @@ static const char *const own_tables[] = {
 	"bt_frames",	"crash",	 "bt_locals",	    "torch_trace",  NULL,
 };
 
-/* 0 if each of probing's tables that @db has is an ordinary table; else say which is not. */
-static int check_own_tables(sqlite3 *db, const char *path, const char *what)
+/*
+ * 0 if each of probing's tables that the database @schema of @db has is an ordinary table;
+ * else say which is not.
+ */
+static int check_own_tables(sqlite3 *db, const char *schema, const char *path, const char *what)
 {
 	sqlite3_stmt *st = NULL, *gen = NULL;
 	struct strbuf names = {0};
+	char *sql;
 	int rc, err = 0, i;
 
-	rc = sqlite3_prepare_v2(db,
-				"SELECT name, type, sql LIKE 'CREATE VIRTUAL%' FROM main."
-				"sqlite_schema WHERE name IN (SELECT value FROM json_each(?1))",
-				-1, &st, NULL);
+	sql = sqlite3_mprintf("SELECT name, type, sql LIKE 'CREATE VIRTUAL%%' FROM \"%w\"."
+			      "sqlite_schema WHERE name IN (SELECT value FROM json_each(?1))",
+			      schema);
+	rc = sql ? sqlite3_prepare_v2(db, sql, -1, &st, NULL) : SQLITE_NOMEM;
+	sqlite3_free(sql);
 	if (rc == SQLITE_OK) {
 		err = sb_puts(&names, "[");
 		for (i = 0; own_tables[i] && !err; i++)
@@ -80,7 +85,7 @@ static int check_own_tables(sqlite3 *db, const char *path, const char *what)
 	}
 	if (rc == SQLITE_OK)
 		rc = sqlite3_prepare_v2(db,
-					"SELECT name FROM pragma_table_xinfo(?1) WHERE hidden"
+					"SELECT name FROM pragma_table_xinfo(?1, ?2) WHERE hidden"
 					" IN (2, 3) LIMIT 1",
 					-1, &gen, NULL);
 	while (!err && rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -103,6 +108,7 @@ static int check_own_tables(sqlite3 *db, const char *path, const char *what)
 		}
 		sqlite3_reset(gen);
 		sqlite3_bind_text(gen, 1, name, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(gen, 2, schema, -1, SQLITE_STATIC);
 		if (sqlite3_step(gen) == SQLITE_ROW) {
 			pr_warn("%s is not a %s probing can read: its table '%s' has a generated "
 				"column ('%s'), which probing never writes",
@@ -121,16 +127,21 @@ static int check_own_tables(sqlite3 *db, const char *path, const char *what)
 	return err;
 }
 
-/* How many of the public views (docs/design.md §4) the database has; -1 if it cannot be read. */
-static int count_views(sqlite3 *db)
+/*
+ * How many of the public views (docs/design.md §4) the database @schema of @db has; -1 if it
+ * cannot be read.
+ */
+static int count_views(sqlite3 *db, const char *schema)
 {
 	sqlite3_stmt *st = NULL;
+	char *sql;
 	int rc, n = -1;
 
-	rc = sqlite3_prepare_v2(db,
-				"SELECT count(*) FROM sqlite_master"
-				" WHERE type = 'view' AND name IN ('samples', 'frames')",
-				-1, &st, NULL);
+	sql = sqlite3_mprintf("SELECT count(*) FROM \"%w\".sqlite_schema"
+			      " WHERE type = 'view' AND name IN ('samples', 'frames')",
+			      schema);
+	rc = sql ? sqlite3_prepare_v2(db, sql, -1, &st, NULL) : SQLITE_NOMEM;
+	sqlite3_free(sql);
 	if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
 		n = sqlite3_column_int(st, 0);
 	sqlite3_finalize(st);
@@ -149,6 +160,72 @@ static bool is_snapshot(sqlite3 *db)
 		yes = sqlite3_step(st) == SQLITE_ROW;
 	sqlite3_finalize(st);
 	return yes;
+}
+
+int recording__distrust(sqlite3 *db, const char *path)
+{
+	/*
+	 * The file is untrusted (SQLite's "Defense against dark arts"): defensive mode (no
+	 * writable schema, no corrupting pragmas), its schema not trusted (its views and
+	 * triggers may call only functions marked harmless), no extensions, no fts3_tokenizer
+	 * pointers.
+	 */
+	if (sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK ||
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL) != SQLITE_OK ||
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL) != SQLITE_OK ||
+	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, NULL) != SQLITE_OK) {
+		pr_warn("cannot open the recording %s: %s", path, sqlite3_errmsg(db));
+		return -EIO;
+	}
+	return 0;
+}
+
+int recording__seal(sqlite3 *db, const char *path)
+{
+	/* Nothing reaches other files: no ATTACH, no VACUUM INTO, no process-wide pragmas. */
+	if (sqlite3_set_authorizer(db, authorize, NULL) != SQLITE_OK) {
+		pr_warn("cannot open the recording %s: %s", path, sqlite3_errmsg(db));
+		return -EIO;
+	}
+	return 0;
+}
+
+int recording__check_attached(sqlite3 *db, const char *schema, const char *path)
+{
+	int n = count_views(db, schema);
+
+	if (n < 0) {
+		pr_warn("cannot read the recording %s: %s", path, sqlite3_errmsg(db));
+		return -EIO;
+	}
+	if (n != 2) {
+		pr_warn("%s is not a probing recording (it has no 'samples' and 'frames' views)",
+			path);
+		return -EPROTO;
+	}
+	return check_own_tables(db, schema, path, "recording");
+}
+
+char *recording__readonly_uri(const char *path)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	struct strbuf sb = {0};
+	char *out;
+	int err = sb_puts(&sb, "file:");
+
+	for (const unsigned char *p = (const unsigned char *)path; *p && !err; p++) {
+		char esc[4] = {'%', hex[*p >> 4], hex[*p & 15], 0};
+
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("/._-~", *p))
+			err = sb_append(&sb, (const char *)p, 1);
+		else
+			err = sb_puts(&sb, esc);
+	}
+	err = err ?: sb_puts(&sb, "?mode=ro");
+	out = err ? NULL : strdup(sb_str(&sb));
+	sb_free(&sb);
+	return out;
 }
 
 int recording__open(const char *path, sqlite3 **out)
@@ -225,25 +302,14 @@ int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, u
 	 * database file, which a read-only connection must not do. Be explicit about it.
 	 */
 	sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
-	/*
-	 * Nothing reaches other files: no ATTACH, no VACUUM INTO, no extensions. And the file
-	 * is untrusted (SQLite's "Defense against dark arts"): defensive mode (no writable
-	 * schema, no corrupting pragmas), its schema not trusted (its views and triggers may
-	 * call only functions marked harmless), no fts3_tokenizer pointers.
-	 */
-	if (sqlite3_set_authorizer(db, authorize, NULL) != SQLITE_OK ||
-	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL) != SQLITE_OK ||
-	    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL) != SQLITE_OK ||
-	    sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL) != SQLITE_OK ||
-	    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, NULL) != SQLITE_OK) {
-		pr_warn("cannot open the recording %s: %s", path, sqlite3_errmsg(db));
+	if (recording__distrust(db, path) || recording__seal(db, path)) {
 		err = -EIO;
 		goto cleanup;
 	}
 	/* The recorder holds the write lock for the length of one flush at most. */
 	sqlite3_busy_timeout(db, 5000);
 
-	n = count_views(db);
+	n = count_views(db, "main");
 	if (n < 0) {
 		rc = sqlite3_errcode(db);
 		if (rc == SQLITE_NOTADB) {
@@ -257,7 +323,7 @@ int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, u
 		}
 		goto cleanup;
 	}
-	err = check_own_tables(db, path, what);
+	err = check_own_tables(db, "main", path, what);
 	if (err)
 		goto cleanup;
 	/* A watch report is both (a snapshot with the recording of the last minutes): read as

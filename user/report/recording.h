@@ -47,6 +47,30 @@ int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, u
  */
 int recording__attach_self(sqlite3 *db, const char *schema);
 
+/*
+ * What recording__open does to every connection, for a connection of one's own that reads
+ * recordings (report/recwindow.c). recording__distrust: the files it reads are untrusted
+ * (defensive mode, their schemas not trusted, no extensions, no fts3_tokenizer).
+ * recording__seal: from then on no ATTACH, VACUUM INTO or process-wide pragma (the
+ * authorizer). Each returns 0, or -EIO with the reason printed for @path.
+ */
+int recording__distrust(sqlite3 *db, const char *path);
+int recording__seal(sqlite3 *db, const char *path);
+
+/*
+ * Is the database attached to @db as @schema (read from @path) a recording probing can read:
+ * its public views there, each of probing's own tables an ordinary table (no view, virtual
+ * table or generated column in its place)? Return 0, or -EPROTO / -EIO with the reason
+ * printed.
+ */
+int recording__check_attached(sqlite3 *db, const char *schema, const char *path);
+
+/*
+ * "file:PATH?mode=ro", @path percent-encoded: what ATTACH opens read-only on a connection
+ * opened with SQLITE_OPEN_URI. Free with free(); NULL when out of memory.
+ */
+char *recording__readonly_uri(const char *path);
+
 /* Close a connection from recording__open. NULL is a no-op. */
 void recording__close(sqlite3 *db);
 

@@ -261,7 +261,7 @@ static int write_report(sqlite3 *db, const struct bt_job *j, void *arg)
 	n = segdir__since(rc->w->sd, from, &files);
 	if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		return -EIO;
-	err = store__copy_window(db, files, n, (int64_t)from);
+	err = store__copy_window(db, files, n, (int64_t)from, NULL, NULL);
 	if (!err) {
 		char *sql =
 			sqlite3_mprintf("INSERT OR REPLACE INTO meta VALUES('start', %.6f);"
@@ -913,7 +913,7 @@ int watch__run(const struct watch_opts *o)
 	struct watch w = {.o = o};
 	struct record_totals t;
 	struct sigaction sa = {0};
-	char first[PATH_MAX];
+	char first[PATH_MAX], id[64];
 	int err, ret = EXIT_FAIL, i;
 
 	w.so = (struct session_opts){
@@ -951,6 +951,10 @@ int watch__run(const struct watch_opts *o)
 	if (session__open(&w.so, &w.s))
 		goto cleanup;
 	w.seg_start = now_s();
+	/* In every segment (meta is written again in each): which of the segments in DIR are
+	 * this watch's, for the readers of the directory (report/recwindow.h). */
+	snprintf(id, sizeof(id), "%d-%.6f", (int)getpid(), w.seg_start);
+	store__meta_text(session__store(w.s), "watch_id", id);
 	w.root = session__child(w.s);
 	recorder__on_exit(session__recorder(w.s), on_exit_seen, &w);
 	log_cmd(CMD,
