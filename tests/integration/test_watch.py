@@ -733,3 +733,183 @@ def test_watch_reports_of_two_nodes_merged():
     m2 = harness.probing("merge", one, reports[b1], "-o", again)
     assert m2.returncode == 0, m2.stderr
     assert culprit in m2.stdout, m2.stdout
+
+
+def folded_total(text, func=None):
+    """The weights of folded stacks ("a;b;c N" lines), of stacks through @func if given."""
+    n = 0
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if func is None or re.search(rf"(^|;){func}[ (]", stack):
+            n += int(count)
+    return n
+
+
+@harness.timeout(240)
+def test_watch_directory_read_as_one_recording():
+    """flamegraph, query and export -i DIR read what a watch keeps as one recording, while it
+    runs and after, and --last N the last N seconds of it. Ground truth: a program in phase_a
+    for 8 s, then in phase_b for 8 s, watched with 3-second segments: every segment alone
+    is a complete recording; the directory holds the samples of all of them, phase_a's and
+    phase_b's at their lines; its last 4 s only phase_b's. Files that are not the watch's
+    (an earlier watch's, a file made to look like a segment, a link) are left out."""
+    script = os.path.join(harness.PY_WORKLOADS, "python", "two_phases.py")
+    lines = {}
+    with open(script) as f:
+        for n, text in enumerate(f, 1):
+            m = re.search(r"# (PHASE_[AB])_LINE", text)
+            if m:
+                lines[m.group(1)[-1].lower()] = n
+    d, out = harness.tmp("phases"), harness.tmp("phases.out")
+    p = harness.spawn([harness.PROBING, "watch", "-o", d, "--segment", "3s", "-F", "49", "--",
+                       "/usr/bin/python3", script, "8", "8"], stdout=open(out, "w"),
+                      stderr=subprocess.STDOUT)
+    try:
+        harness.wait_for(lambda: "PHASE b" in open(out).read(), timeout=60, what="phase_b")
+        time.sleep(2)
+        # While it runs: the segment being written (.partial) is read with the others.
+        q = harness.probing("query", "-i", d, "-f", "json", "SELECT (SELECT value FROM meta "
+                            "WHERE key = 'window_files') AS files, SUM(count) AS n FROM samples")
+        assert q.returncode == 0, q.stderr
+        running = __import__("json").loads(q.stdout)[0]
+        names = [f for f in os.listdir(d) if f.startswith("rec-")]
+        assert any(f.endswith(".partial") for f in names), names
+        assert running["files"] >= 3 and running["n"] > 0, (running, names)
+        assert p.wait(timeout=60) == 0, open(out).read()[-3000:]
+    finally:
+        if p.poll() is None:
+            p.kill()
+    segs = sorted(os.path.join(d, f) for f in os.listdir(d) if re.match(r"rec-.*\.db$", f))
+    assert len(segs) >= 5, segs
+    per_file, per_file_folded = 0, 0
+    for s in segs:
+        # Each segment alone is complete: every stack's frames are in it.
+        fg = harness.probing("flamegraph", "-i", s, "--folded")
+        assert fg.returncode == 0, (s, fg.stderr)
+        per_file_folded += folded_total(fg.stdout)
+        per_file += query(s, "SELECT COALESCE(SUM(count), 0) AS n FROM sample_counts")[0]["n"]
+    q = harness.probing("query", "-i", d, "-f", "json", "SELECT SUM(count) AS n, "
+                        "(SELECT value FROM meta WHERE key = 'window_files') AS files, "
+                        "MAX(ts) AS last FROM sample_times")
+    assert q.returncode == 0, q.stderr
+    whole = __import__("json").loads(q.stdout)[0]
+    assert whole["n"] == per_file and whole["files"] == len(segs), (whole, per_file, segs)
+    fg = harness.probing("flamegraph", "-i", d, "--folded")
+    assert fg.returncode == 0, fg.stderr
+    for ph in "ab":
+        assert re.search(rf"phase_{ph} \(\S*two_phases.py:{lines[ph]}\)", fg.stdout), \
+            fg.stdout[-3000:]
+    assert folded_total(fg.stdout) == per_file_folded  # weights: time (--off-cpu)
+    # The last 4 seconds: phase_b only (it ran for the last 8), 4 seconds at most.
+    last = harness.probing("query", "-i", d, "--last", "4s", "-f", "json",
+                           "SELECT COUNT(DISTINCT ts) AS secs, MAX(ts) AS last, "
+                           "MIN(ts) AS first FROM sample_times")
+    assert last.returncode == 0, last.stderr
+    span = __import__("json").loads(last.stdout)[0]
+    assert span["last"] == whole["last"] and span["first"] >= whole["last"] - 3, (span, whole)
+    assert 3 <= span["secs"] <= 4, span
+    fg4 = harness.probing("flamegraph", "-i", d, "--last", "4s", "--folded", "--no-lines")
+    assert fg4.returncode == 0, fg4.stderr
+    assert folded_total(fg4.stdout, "phase_b") > 0.8 * folded_total(fg4.stdout), fg4.stdout
+    assert folded_total(fg4.stdout, "phase_a") == 0, fg4.stdout
+    ex = harness.probing("export", "-i", d, "--last", "4s", "--format", "folded", "-o", "-")
+    assert ex.returncode == 0, ex.stderr
+    assert folded_total(ex.stdout) == folded_total(fg4.stdout), (ex.stdout, fg4.stdout)
+
+    # What is not the watch's is left out, and said.
+    d2 = harness.tmp("phases2")
+    shutil.copytree(d, d2)
+    older = os.path.join(d2, "rec-19700101-000000-1.db")
+    shutil.copy(segs[0], older)
+    con = sqlite3.connect(older)
+    con.execute("UPDATE meta SET value = 'another' WHERE key = 'watch_id'")
+    con.commit()
+    con.close()
+    os.utime(older, (1e9, 1e9))
+    evil = os.path.join(d2, "rec-20990101-000000-9.db")
+    shutil.copy(segs[-1], evil)
+    con = sqlite3.connect(evil)
+    con.executescript("DROP TABLE sample_counts; CREATE VIEW sample_counts AS WITH RECURSIVE "
+                      "r(ts) AS (SELECT 1 UNION ALL SELECT ts + 1 FROM r) SELECT ts, 1 AS pid, "
+                      "1 AS tid, 1 AS stack_id, 1000 AS count, 0 AS state, 0 AS ns FROM r")
+    con.close()
+    os.symlink("/etc/passwd", os.path.join(d2, "rec-link.db"))
+    q = harness.probing("query", "-i", d2, "-f", "json", "SELECT SUM(count) AS n FROM samples",
+                        timeout=60)
+    assert q.returncode == 0, q.stderr
+    assert __import__("json").loads(q.stdout)[0]["n"] == per_file, (q.stdout, per_file)
+    assert "1 segment of an earlier watch left out" in q.stderr, q.stderr
+    assert re.search(r"rec-20990101-000000-9.db is not a recording probing can read: its "
+                     r"'sample_counts' is a view", q.stderr), q.stderr
+    assert "rec-20990101-000000-9.db is left out" in q.stderr, q.stderr
+    empty = harness.tmp("nothing")
+    os.mkdir(empty)
+    q = harness.probing("flamegraph", "-i", empty, "--folded")
+    assert q.returncode == 1 and "holds no recording to read" in q.stderr, q.stderr
+    q = harness.probing("query", "-i", d, "--last", "soon", "SELECT 1")
+    assert q.returncode == 2 and "invalid --last 'soon'" in q.stderr, q.stderr
+
+
+@harness.timeout(240)
+def test_watch_torch_steps_without_collectives():
+    """A training process without collectives, whose PyTorch hooks are in (probing inject
+    --torch): its steps are its progress. Paused before its first step (no hooks yet): no
+    stall; with the hooks in, training steadily: no stall; stopped for good at a known line
+    (torch_train.py's pause, reading stdin): a stall within the threshold (3 s, the floor:
+    a step takes about 15 ms) and the poll (1 s) + 2 s, naming that line; let go: recovered."""
+    script = os.path.join(harness.PY_WORKLOADS, "torch", "torch_train.py")
+    with open(script) as f:
+        line = next(n for n, text in enumerate(f, 1) if "sys.stdin.readline()" in text)
+    out = harness.tmp("train.out")
+    train = harness.spawn(["/usr/bin/python3", script, "--steps", "600", "--pause-at", "0,400"],
+                          stdin=subprocess.PIPE, stdout=open(out, "w"),
+                          stderr=subprocess.STDOUT, env={"OMP_NUM_THREADS": "1"})
+    d, wout, werr = harness.tmp("steps"), harness.tmp("steps.out"), harness.tmp("steps.err")
+    w = None
+    try:
+        harness.wait_for(lambda: "PAUSE 0" in open(out).read(), timeout=90, what="PAUSE 0")
+        w = harness.spawn([harness.PROBING, "watch", "-p", str(train.pid), "-o", d,
+                           "--stall-floor", "3"], stdout=open(wout, "w"), stderr=open(werr, "w"))
+        harness.wait_for(lambda: "watching" in open(werr).read(), timeout=60, what="the watch")
+        time.sleep(5)  # paused, no hooks: nothing to judge by
+        assert "stall" not in open(wout).read(), open(wout).read()
+        harness.probing("inject", "-p", str(train.pid), "--torch", check=True)
+        # The watch asks a process without the agent again after 10 s (STEPS_RETRY_S): the
+        # hooks are found while still paused, and every step after is seen.
+        time.sleep(12)
+        train.stdin.write(b"go\n")
+        train.stdin.flush()
+        harness.wait_for(lambda: "PAUSE 400" in open(out).read(), timeout=120, what="PAUSE 400")
+        paused = time.time()
+        assert "stall" not in open(wout).read(), open(wout).read()  # steady steps
+        m = harness.wait_for(lambda: re.search(r"probing watch: stall at [\d:]+: no training "
+                                               r"step for (\d+) s \(threshold (\d+) s; at step "
+                                               r"(\d+)", open(wout).read()),
+                             timeout=60, interval=0.05, what="the stall")
+        declared = time.time()
+        thr = int(m.group(2))
+        assert thr == 3, m.group(0)
+        assert declared - paused <= thr + 1 + 2, (declared - paused, open(wout).read())
+        report = harness.wait_for(lambda: os.path.exists(os.path.join(d, "latest-report")) and
+                                  open(os.path.join(d, "latest-report")).read().strip(),
+                                  timeout=60, what="the report")
+        st = query(report, "SELECT kind, reason, diagnosis FROM watch_stall")[0]
+        assert st["kind"] == "no-progress", st
+        # Away since its last step: about the time it took to declare the stall.
+        m = re.search(rf"pause \({re.escape(script)}:{line}\) for ([\d.]+) s", st["diagnosis"])
+        assert m and thr - 0.5 <= float(m.group(1)) <= thr + 3, st
+        train.stdin.write(b"go\n")
+        train.stdin.flush()
+        harness.wait_for(lambda: "recovered at" in open(wout).read(), timeout=30,
+                         what="the recovery")
+        assert "training steps move again" in open(wout).read(), open(wout).read()
+        train.stdin.close()
+        assert train.wait(timeout=120) == 0, open(out).read()[-2000:]
+        assert w.wait(timeout=60) == 0, open(werr).read()[-2000:]
+    finally:
+        if train.poll() is None:
+            train.kill()
+        if w and w.poll() is None:
+            w.send_signal(signal.SIGINT)
+            w.wait(timeout=60)
+        harness.log(open(wout).read()[-3000:] + open(werr).read()[-3000:])

@@ -30,6 +30,7 @@
 #include "record/store.h"
 #include "watch/diagnose.h"
 #include "watch/segdir.h"
+#include "watch/steps.h"
 #include "watch/watch.h"
 
 #define CMD	    "watch"
@@ -83,6 +84,8 @@ struct watch {
 	pthread_t warm_thread;
 	struct job_procs warm_jp;
 	double last_check;
+	/* The PyTorch hooks' steps, where they are in (NULL if the thread could not start). */
+	struct steps *steps;
 };
 
 static volatile sig_atomic_t dump_asked;
@@ -153,6 +156,22 @@ static const struct call_now *call_of(const struct watch *w, pid_t pid)
 		if (w->calls[i].pid == pid)
 			return &w->calls[i];
 	return NULL;
+}
+
+/*
+ * The threshold of the hooks' steps: --stall, or GAP_FACTOR times the longest recent step,
+ * with the floor; 0 while no step was seen to move (nothing to judge by).
+ */
+static double step_threshold(const struct watch *w, const struct step_progress *sp)
+{
+	double t;
+
+	if (w->o->stall_s > 0)
+		return w->o->stall_s;
+	if (!(sp->max_step_s > 0))
+		return 0;
+	t = GAP_FACTOR * sp->max_step_s;
+	return t > w->o->stall_floor_s ? t : w->o->stall_floor_s;
 }
 
 /* The threshold now: --stall, or GAP_FACTOR times the longest recent gap, with the floor. */
@@ -464,6 +483,9 @@ static int build_ranks(struct watch *w, const struct bt_job *j, struct dg_rank *
 		}
 		if (cs)
 			r->last_done = collectives__last_done(cs, r->pid) / 1e9;
+		/* No collective done: its latest training step, where the hooks say. */
+		if (!(r->last_done > 0) && w->steps)
+			r->last_done = steps__last_move(w->steps, r->pid);
 		if (!r->dead)
 			where_from(j, r);
 	}
@@ -671,15 +693,15 @@ static bool still_warming(struct watch *w, bool wait)
 	return false;
 }
 
-/* The stall is over: say so, and note it in its report. */
-static void recovered(struct watch *w)
+/* The stall is over (@what moves again): say so, and note it in its report. */
+static void recovered(struct watch *w, const char *what)
 {
 	double now = now_s();
 	sqlite3 *db = NULL;
 	char clk[16];
 
-	printf("probing watch: recovered at %s, after %.0f s: collectives complete again%s%s\n",
-	       clock_str(now, clk, sizeof(clk)), now - w->stalled_at,
+	printf("probing watch: recovered at %s, after %.0f s: %s again%s%s\n",
+	       clock_str(now, clk, sizeof(clk)), now - w->stalled_at, what,
 	       w->report[0] ? "; noted in " : "", w->report);
 	fflush(stdout);
 	w->stalled = false;
@@ -699,19 +721,21 @@ static void recovered(struct watch *w)
 
 /*
  * Is there a stall now? Its reason into @reason and the threshold into *@thr: true. The
- * calls under way are gathered into w->calls.
+ * calls under way are gathered into w->calls. @cs may be NULL (no collectives probed);
+ * @sp is the hooks' steps.
  */
-static bool stall_now(struct watch *w, struct collectives *cs, char *reason, size_t size,
-		      double *thr)
+static bool stall_now(struct watch *w, struct collectives *cs, const struct step_progress *sp,
+		      char *reason, size_t size, double *thr)
 {
 	const struct call_now *worst = NULL;
-	struct coll_progress p;
+	struct coll_progress p = {0};
 	double now = now_s();
 	size_t i;
 
-	collectives__progress(cs, &p);
-	*thr = threshold(w, &p);
+	if (cs)
+		collectives__progress(cs, &p);
 	gather_calls(w, cs);
+	*thr = threshold(w, &p);
 	for (i = 0; i < w->ncalls; i++)
 		if (!worst || w->calls[i].entered < worst->entered)
 			worst = &w->calls[i];
@@ -739,6 +763,20 @@ static bool stall_now(struct watch *w, struct collectives *cs, char *reason, siz
 			 now - p.last_done_ns / 1e9, *thr);
 		return true;
 	}
+	/* No progress in collectives to judge by: the steps, where the hooks are in. */
+	if (!w->ncalls && !p.completed && sp->procs) {
+		double t = step_threshold(w, sp);
+
+		if (t > 0 && now - sp->last_move > t) {
+			*thr = t;
+			snprintf(reason, size,
+				 "no training step for %.0f s (threshold %.0f s; at step %lld, by "
+				 "the PyTorch hooks of %d process%s)",
+				 now - sp->last_move, t, (long long)sp->step, sp->procs,
+				 sp->procs == 1 ? "" : "es");
+			return true;
+		}
+	}
 	return false;
 }
 
@@ -746,16 +784,22 @@ static bool stall_now(struct watch *w, struct collectives *cs, char *reason, siz
 static void check_stall(struct watch *w)
 {
 	struct collectives *cs = recorder__collectives(session__recorder(w->s));
-	struct coll_progress p;
+	struct coll_progress p = {0};
+	struct step_progress sp = {0};
 	char reason[256];
 	double now = now_s(), thr;
 
-	if (!cs)
+	if (cs)
+		collectives__progress(cs, &p);
+	if (w->steps)
+		steps__progress(w->steps, &sp);
+	if (!cs && !sp.procs)
 		return;
-	collectives__progress(cs, &p);
 	if (w->stalled) {
 		if (p.last_done_ns / 1e9 > w->stalled_at)
-			recovered(w);
+			recovered(w, "collectives complete");
+		else if (sp.last_move > w->stalled_at)
+			recovered(w, "training steps move");
 		return;
 	}
 	/*
@@ -766,7 +810,7 @@ static void check_stall(struct watch *w)
 	 */
 	if (session__drain_urgent(w->s, 0.5))
 		return;
-	if (!stall_now(w, cs, reason, sizeof(reason), &thr))
+	if (!stall_now(w, cs, &sp, reason, sizeof(reason), &thr))
 		return;
 	w->stalled = true;
 	w->stalled_at = now;
@@ -869,6 +913,26 @@ static void bound_size(struct watch *w)
 	segdir__prune(w->sd, w->o->keep_s, w->o->max_bytes);
 }
 
+/* The processes whose PyTorch hooks' steps are asked for: those watched now. */
+static void ask_steps_of(struct watch *w)
+{
+	struct recorder_process *procs = NULL;
+	pid_t *pids;
+	int n, i;
+
+	if (!w->steps)
+		return;
+	n = recorder__processes(session__recorder(w->s), &procs);
+	pids = n > 0 ? calloc(n, sizeof(*pids)) : NULL;
+	if (pids) {
+		for (i = 0; i < n; i++)
+			pids[i] = procs[i].pid;
+		steps__set_pids(w->steps, pids, n);
+	}
+	free(pids);
+	free(procs);
+}
+
 static int on_turn(void *ctx, struct session *s, bool second)
 {
 	struct watch *w = ctx;
@@ -892,6 +956,7 @@ static int on_turn(void *ctx, struct session *s, bool second)
 		return 0;
 	if (w->hook_pid > 0 && waitpid(w->hook_pid, NULL, WNOHANG) == w->hook_pid)
 		w->hook_pid = 0;
+	ask_steps_of(w);
 	if (!w->warm && w->o->native && !w->stalled) {
 		struct collectives *cs = recorder__collectives(session__recorder(w->s));
 		struct coll_progress p;
@@ -957,6 +1022,8 @@ int watch__run(const struct watch_opts *o)
 	store__meta_text(session__store(w.s), "watch_id", id);
 	w.root = session__child(w.s);
 	recorder__on_exit(session__recorder(w.s), on_exit_seen, &w);
+	if (steps__start(1.0, &w.steps))
+		pr_warn("the PyTorch hooks' steps will not be followed (no thread)");
 	log_cmd(CMD,
 		"watching %s at %u Hz into %s (keep %.0f s, at most %.0f MB; stall threshold %s); "
 		"SIGUSR1 or 'probing watch --dump %s' writes a report now",
@@ -970,6 +1037,8 @@ int watch__run(const struct watch_opts *o)
 	session__finish(w.s, &t);
 	log_cmd(CMD, "watched %.0f s, %d stall%s, %d report%s in %s", t.seconds, w.stalls,
 		w.stalls == 1 ? "" : "s", w.reports, w.reports == 1 ? "" : "s", o->dir);
+	steps__stop(w.steps);
+	w.steps = NULL;
 	ret = (session__close(w.s) || err) ? EXIT_FAIL : EXIT_OK;
 	w.s = NULL;
 cleanup:

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * steps: the training steps of the watched processes where the PyTorch hooks are in
+ * (`probing inject --torch`: the step of python.torch_status, docs/torch.md), asked of each
+ * process's agent about once a second on a thread of its own, so that the stall detector has a
+ * measure of progress for a job whose collectives show none (a single process, a job whose
+ * collectives cannot be probed). Nothing is injected: a process without the agent, or whose
+ * agent has no hooks installed, is asked again only every STEPS_RETRY_S seconds (the hooks
+ * may be put in later). A request waits at most a second for the target's GIL.
+ */
+#ifndef PROBING_STEPS_H
+#define PROBING_STEPS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define STEPS_RETRY_S 10.0
+
+struct steps;
+
+/*
+ * Start the thread, asking every @interval_s seconds (no process yet: steps__set_pids).
+ * Return 0 and *@out, or -errno.
+ */
+int steps__start(double interval_s, struct steps **out);
+
+/* Stop the thread (within a request's time-out, about 2 s at most) and free. NULL: no-op. */
+void steps__stop(struct steps *st);
+
+/*
+ * The processes to ask from now on: @pids (@n of them). What was learnt of a process that
+ * stays is kept. Return 0 or -ENOMEM.
+ */
+int steps__set_pids(struct steps *st, const pid_t *pids, int n);
+
+/* What the processes' steps say of the job's progress. */
+struct step_progress {
+	int procs;	   /* processes whose hooks answered with a step */
+	int64_t step;	   /* the highest step among them */
+	pid_t pid;	   /* the process that made the latest move */
+	double last_move;  /* unix seconds: when a process's step was last seen to move (or
+			     * first read); 0: none */
+	double max_step_s; /* the longest time a step took among the last 64 moves of each
+			     * process (the time between two sightings over the steps made
+			     * between them); 0: no move seen yet */
+};
+
+/* The progress now, into @out. */
+void steps__progress(struct steps *st, struct step_progress *out);
+
+/* Unix seconds when @pid's step was last seen to move (or first read); 0: no step known. */
+double steps__last_move(struct steps *st, pid_t pid);
+
+#endif
