@@ -264,9 +264,19 @@ int recording__open_kind(const char *path, unsigned int accept, sqlite3 **out, u
 		return err;
 	}
 	if (S_ISDIR(sb.st_mode)) {
-		pr_warn("cannot open the recording %s: it is a directory; give the recording file "
-			"(e.g. %s/probing.db)",
-			path, path);
+		char lock[PATH_MAX + 16];
+
+		snprintf(lock, sizeof(lock), "%s/watch.lock", path);
+		if (!access(lock, F_OK))
+			/* A watch's directory: where its reports are, and who reads it whole. */
+			pr_warn("%s is the directory of a 'probing watch': read its reports "
+				"(%s/stall-*.db; %s/latest-report names the latest) with -i FILE; "
+				"flamegraph, query and export read the directory itself",
+				path, path, path);
+		else
+			pr_warn("cannot open the %s %s: it is a directory; give the %s file%s%s%s",
+				what, path, what, snap ? "" : " (e.g. ", snap ? "" : path,
+				snap ? "" : "/probing.db)");
 		return -EISDIR;
 	}
 	if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
