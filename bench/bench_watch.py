@@ -11,6 +11,13 @@ report on disk (latest-report appears).
 
     bench/bench_watch.py [--rounds 6] [--steps 300] [--step-ms 20] [--ranks 3]
                          [--threads N] [--stall-rounds 3] [--stall 5] [--against PROBING]
+    bench/bench_watch.py --soak SECONDS [--keep 120] [--segment 20] [--every 30] [--ranks 3]
+
+--soak: one watch of a job running for SECONDS (several times --keep), attached to it as a
+long watch is (-p TORCHRUN --children): every --every seconds the watcher's CPU over that
+interval (% of one core), its resident memory now (VmRSS) and the bytes and files of its
+directory; then the first third of the run against the last (medians): flat or not. At the
+end, how long 'query -i DIR' and 'flamegraph -i DIR --last 1m' take on what is kept.
 
 --threads N gives each rank N threads in all (idle helpers waiting on a queue, as a PyTorch
 rank's data loader, pin-memory and checkpoint threads do). --against PROBING adds, to each
@@ -143,6 +150,70 @@ def stall_round(args, tmp):
     return declared - fault - args.stall, on_disk - fault - args.stall
 
 
+def soak(args):
+    """A watch of --soak seconds: its CPU, memory and directory every --every seconds."""
+    tmp = tempfile.mkdtemp(prefix="soak-")
+    d = os.path.join(tmp, "watch")
+    env = dict(os.environ, OMP_NUM_THREADS="1", FAULT="none", STEPS="100000000",
+               STEP_MS=str(args.step_ms), THREADS=str(args.threads))
+    job = subprocess.Popen(job_cmd(args), env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    w = None
+    rows = []
+    try:
+        time.sleep(15)  # the ranks set up
+        w = subprocess.Popen([PROBING, "watch", "-p", str(job.pid), "--children", "-o", d,
+                              "--keep", f"{args.keep:g}s", "--segment", f"{args.segment:g}s"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        tick = os.sysconf("SC_CLK_TCK")
+        t0 = time.monotonic()
+        last = None
+        while time.monotonic() - t0 < args.soak:
+            time.sleep(args.every)
+            f = open(f"/proc/{w.pid}/stat").read().rsplit(")", 1)[1].split()
+            cpu = (int(f[11]) + int(f[12])) / tick
+            rss = 0
+            for line in open(f"/proc/{w.pid}/status"):
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) * 1024
+            files = [x for x in os.listdir(d) if x.startswith("rec-")]
+            size = 0
+            for x in files:
+                try:
+                    size += os.path.getsize(os.path.join(d, x))
+                except FileNotFoundError:
+                    pass
+            now = time.monotonic()
+            if last:
+                pct = 100 * (cpu - last[1]) / (now - last[0])
+                rows.append((now - t0, pct, rss, size, len(files)))
+                print(f"{now - t0:6.0f} s: watcher CPU {pct:5.2f} %, RSS {rss / 2**20:6.1f} "
+                      f"MiB, directory {size / 1e6:6.2f} MB in {len(files)} files",
+                      flush=True)
+            last = (now, cpu)
+        for sql_args in (["query", "-i", d, "SELECT COUNT(*) FROM samples"],
+                         ["flamegraph", "-i", d, "--last", "1m", "--folded"]):
+            t = time.monotonic()
+            r = subprocess.run([PROBING, *sql_args], capture_output=True, text=True)
+            print(f"probing {' '.join(sql_args[:2])} DIR {' '.join(sql_args[3:5])}: "
+                  f"{time.monotonic() - t:.2f} s, exit {r.returncode}")
+    finally:
+        if w and w.poll() is None:
+            w.send_signal(signal.SIGINT)
+            w.wait(timeout=60)
+        os.killpg(job.pid, signal.SIGTERM)
+        job.wait(timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
+    k = max(1, len(rows) // 3)
+    for name, i, unit, scale in (("CPU", 1, "%", 1), ("RSS", 2, "MiB", 2**20),
+                                 ("directory", 3, "MB", 1e6)):
+        a = statistics.median(r[i] for r in rows[:k]) / scale
+        b = statistics.median(r[i] for r in rows[-k:]) / scale
+        print(f"{name}: first third {a:.2f} {unit}, last third {b:.2f} {unit} "
+              f"({b / a if a else 0:.2f}x)")
+    print(f"load average at end: {os.getloadavg()}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=6)
@@ -153,7 +224,13 @@ def main():
     ap.add_argument("--stall", type=float, default=5)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--against", metavar="PROBING")
+    ap.add_argument("--soak", type=float, default=0, metavar="SECONDS")
+    ap.add_argument("--keep", type=float, default=120)
+    ap.add_argument("--segment", type=float, default=20)
+    ap.add_argument("--every", type=float, default=30)
     args = ap.parse_args()
+    if args.soak:
+        return soak(args)
     print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} CPUs; {args.ranks} "
           f"ranks, {args.threads or 'their own'} threads each")
     res = {False: [], True: [], "B": []}
