@@ -364,8 +364,8 @@ int recwindow__open(const char *path, unsigned int accept, double last_s, sqlite
 		    unsigned int *kind)
 {
 	struct segments ss = {0};
-	long long from_ts;
-	size_t others;
+	long long from_ts = LLONG_MIN;
+	size_t others = 0;
 	struct stat sb;
 	bool dir;
 	int n, err;
@@ -381,41 +381,36 @@ int recwindow__open(const char *path, unsigned int accept, double last_s, sqlite
 	}
 	if (dir) {
 		err = list_dir(path, &ss);
-	} else {
-		sqlite3 *db = NULL;
-
-		/* The one file: checked (and said what it is) as any. */
-		err = recording__open_kind(path, RECORDING_SAMPLES, &db, NULL);
-		recording__close(db);
-		if (!err && grow_array(&ss.v, &ss.cap, 1, sizeof(*ss.v)))
-			err = -ENOMEM;
-		if (!err) {
-			memset(&ss.v[0], 0, sizeof(ss.v[0]));
-			ss.n = 1;
-			ss.v[0].path = strdup(path);
-			err = ss.v[0].path ? 0 : -ENOMEM;
-		}
-	}
-	if (err)
-		goto cleanup;
-	n = choose(&ss, last_s, &from_ts, &others);
-	if (n < 0) {
-		err = n;
-		goto cleanup;
-	}
-	if (!n) {
-		if (dir)
+		n = err ? err : choose(&ss, last_s, &from_ts, &others);
+		if (!n) {
 			pr_warn("%s holds no recording to read: -i takes a recording file, or the "
 				"directory of a 'probing watch -o DIR' (its segments rec-*.db)",
 				path);
-		err = dir ? -ENOENT : -EPROTO;
+			n = -ENOENT;
+		}
+	} else {
+		long long t = LLONG_MIN;
+
+		/* The one file: checked (and said what it is) as any, read once. */
+		n = grow_array(&ss.v, &ss.cap, 1, sizeof(*ss.v)) ? -ENOMEM : 0;
+		if (!n) {
+			memset(&ss.v[0], 0, sizeof(ss.v[0]));
+			ss.n = 1;
+			ss.v[0].path = strdup(path);
+			n = ss.v[0].path ? read_segment(&ss.v[0], &t) : -ENOMEM;
+		}
+		if (t != LLONG_MIN)
+			from_ts = t - (long long)last_s + 1; /* whole seconds, down */
+		n = n ?: 1;
+	}
+	if (n < 0) {
+		err = n;
 		goto cleanup;
 	}
 	if (others)
 		pr_warn("%s: %zu segment%s of an earlier watch left out (read one with -i FILE)",
 			path, others, others == 1 ? "" : "s");
-	if (dir)
-		pr_debug("%s: %d segment%s from %s", path, n, n == 1 ? "" : "s", ss.v[0].path);
+	pr_debug("%s: %d segment%s from %s", path, n, n == 1 ? "" : "s", ss.v[0].path);
 	err = copy_span(path, &ss, from_ts, last_s, out);
 	if (!err && kind)
 		*kind = RECORDING_SAMPLES;
