@@ -51,6 +51,14 @@ int cli_parse_id(const char *cmd, const char *opt, const char *arg, pid_t *out)
 	return 0;
 }
 
+int cli_parse_last(const char *cmd, const char *arg, double *out)
+{
+	if (parse_duration(arg, 1, 3650 * 86400.0, out))
+		return cli_usage_error(
+			cmd, "invalid --last '%s': expected a duration (90s, 5m, 2h, 1d)", arg);
+	return 0;
+}
+
 int cli_bad_option(const char *cmd, int c, char **argv)
 {
 	const char *arg = optind > 0 ? argv[optind - 1] : NULL;

@@ -62,6 +62,13 @@ int cli_command_after_dashdash(const char *cmd, int argc, char **argv, char ***c
 int cli_parse_id(const char *cmd, const char *opt, const char *arg, pid_t *out);
 
 /*
+ * Parse @arg, the value of --last of @cmd (how much of the end of a recording to read), as a
+ * duration (parse_duration: 90s, 5m, 2h, 1d; from a second to ten years) into *@out seconds.
+ * Return 0, or EXIT_USAGE with "invalid --last 'x': expected a duration" printed.
+ */
+int cli_parse_last(const char *cmd, const char *arg, double *out);
+
+/*
  * Turn what getopt_long returned for a bad option ('?' or ':') into a usage error that names
  * the option. Call with opterr = 0 set. Returns EXIT_USAGE.
  */

@@ -366,11 +366,8 @@ int cmd_export(int argc, char **argv)
 			children = true;
 			break;
 		case OPT_LAST:
-			if (parse_duration(optarg, 1, 3650 * 86400.0, &last_s))
-				return cli_usage_error("export",
-						       "invalid --last '%s': expected a duration "
-						       "(90s, 5m, 2h, 1d)",
-						       optarg);
+			if (cli_parse_last("export", optarg, &last_s))
+				return EXIT_USAGE;
 			break;
 		case 'h':
 			usage(stdout);

@@ -253,8 +253,8 @@ static int subtitle_ranks(struct strbuf *sb, const struct rankpanels *rp)
 }
 
 /*
- * Load @input (its last @last_s seconds if > 0) with @flt into *@prof, and the comparison of its ranks into *@dev; build the
- * panels of --by rank into @rp. Return 0, or -ENODATA / -errno with the reason printed.
+ * Load @input (its last @last_s seconds if > 0) with @flt into *@prof, and the comparison
+ * of its ranks into *@dev; build the panels of --by rank into @rp. Return 0, or -ENODATA / -errno with the reason printed.
  */
 static int load_by_rank(const char *input, double last_s, const struct profile_filter *flt,
 			struct profile **prof, struct profile_rank_deviation **dev, size_t *ndev,
@@ -306,17 +306,14 @@ static int parse_rank_pair(const char *s, int *a, int *b)
 }
 
 /*
- * Load @input (its last @last_s seconds if > 0) with @flt into *@prof. Return 0, or -ENODATA
- * when it selects no samples (the reason printed), or another -errno (printed).
+ * Load the recording @input open on @db with @flt into *@prof. Return 0, or -ENODATA when it
+ * selects no samples (the reason printed), or another -errno (printed).
  */
-static int load(const char *input, double last_s, const struct profile_filter *flt,
+static int load(sqlite3 *db, const char *input, const struct profile_filter *flt,
 		struct profile **prof)
 {
-	sqlite3 *db = NULL;
 	int err;
 
-	if (recwindow__open(input, RECORDING_SAMPLES, last_s, &db, NULL))
-		return -EIO;
 	err = profile__load(db, flt, prof);
 	if (err == -ENOMEM)
 		pr_warn("out of memory reading %s", input);
@@ -326,7 +323,6 @@ static int load(const char *input, double last_s, const struct profile_filter *f
 		*prof = NULL;
 		err = -ENODATA;
 	}
-	recording__close(db);
 	return err;
 }
 
@@ -346,6 +342,7 @@ int cmd_flamegraph(int argc, char **argv)
 	struct outfile *of = NULL;
 	struct profile *prof = NULL;
 	struct fg *g = NULL;
+	sqlite3 *db = NULL, *diff_db = NULL;
 	unsigned int out_flags = OUTFILE_FORCE_HINT;
 	bool folded = false;
 	int c, ret = EXIT_FAIL, err;
@@ -420,11 +417,8 @@ int cmd_flamegraph(int argc, char **argv)
 			*(c == OPT_FROM ? &from_given : &to_given) = true;
 			break;
 		case OPT_LAST:
-			if (parse_duration(optarg, 1, 3650 * 86400.0, &last_s))
-				return cli_usage_error("flamegraph",
-						       "invalid --last '%s': expected a duration "
-						       "(90s, 5m, 2h, 1d)",
-						       optarg);
+			if (cli_parse_last("flamegraph", optarg, &last_s))
+				return EXIT_USAGE;
 			break;
 		case OPT_STATE:
 			if (profile__state_code(optarg, NULL))
@@ -520,10 +514,15 @@ int cmd_flamegraph(int argc, char **argv)
 			goto nomem;
 		goto write;
 	}
-	if (load(input, last_s, &flt, &prof))
+	/* Opened once (-i DIR or --last copy the span), also for the baseline of --diff-ranks. */
+	if (recwindow__open(input, RECORDING_SAMPLES, last_s, &db, NULL) ||
+	    load(db, input, &flt, &prof))
+		goto cleanup;
+	if (diff_input && recwindow__open(diff_input, RECORDING_SAMPLES, last_s, &diff_db, NULL))
 		goto cleanup;
 	if (diff_input || diff_ranks) {
-		err = load(diff_input ? diff_input : input, last_s, &base_flt, &base);
+		err = load(diff_input ? diff_db : db, diff_input ? diff_input : input, &base_flt,
+			   &base);
 		if (err == -ENODATA)
 			pr_warn("the baseline of the differential flame graph has no samples to "
 				"compare with");
@@ -575,6 +574,8 @@ cleanup:
 	profile__free(base);
 	rankpanels__free(&rp);
 	profile__free_rank_deviation(dev, ndev);
+	recording__close(db);
+	recording__close(diff_db);
 	return ret;
 }
 

@@ -296,11 +296,8 @@ int cmd_query(int argc, char **argv)
 			src.children = true;
 			break;
 		case OPT_LAST:
-			if (parse_duration(optarg, 1, 3650 * 86400.0, &src.last_s))
-				return cli_usage_error("query",
-						       "invalid --last '%s': expected a duration "
-						       "(90s, 5m, 2h, 1d)",
-						       optarg);
+			if (cli_parse_last("query", optarg, &src.last_s))
+				return EXIT_USAGE;
 			break;
 		case OPT_TIMEOUT:
 			c = live__parse_timeout("query", optarg, &src.gil_ms);
