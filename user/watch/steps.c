@@ -35,7 +35,6 @@ struct steps {
 	struct proc_steps *procs; /* under lock */
 	size_t nprocs;
 	double last_move;
-	pid_t last_pid;
 };
 
 static double now_s(void)
@@ -101,7 +100,6 @@ static void learn(struct steps *st, pid_t pid, int err, int64_t step, double t)
 	p->step = step;
 	p->seen = t;
 	st->last_move = t;
-	st->last_pid = pid;
 }
 
 static void *steps_main(void *arg)
@@ -221,7 +219,6 @@ void steps__progress(struct steps *st, struct step_progress *out)
 				out->max_step_s = p->gaps[k];
 	}
 	out->last_move = st->last_move;
-	out->pid = st->last_pid;
 	pthread_mutex_unlock(&st->lock);
 }
 

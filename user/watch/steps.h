@@ -37,7 +37,6 @@ int steps__set_pids(struct steps *st, const pid_t *pids, int n);
 struct step_progress {
 	int procs;	   /* processes whose hooks answered with a step */
 	int64_t step;	   /* the highest step among them */
-	pid_t pid;	   /* the process that made the latest move */
 	double last_move;  /* unix seconds: when a process's step was last seen to move (or
 			     * first read); 0: none */
 	double max_step_s; /* the longest time a step took among the last 64 moves of each
