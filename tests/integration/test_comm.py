@@ -302,7 +302,11 @@ def test_comm_attach_to_running_job_and_steps(t):
         assert sorted(job_bwd) == sorted(p[1] for p in parts if p[0] == rank), (job_bwd, mine)
         off = [p[4] + p[5] - job_bwd[p[1]] for p in mine]
         # (Medians of 0.2-0.5 ms in 4 runs of each torch, single steps up to 3.7 ms off.)
-        assert abs(statistics.median(off)) < 1.5, (rank, off, mine)
+        # The job's window also holds what neither part sees: the autograd engine's start
+        # before the first hook, and the wake-up of the thread that waits for the allreduce
+        # after gloo's thread completes it; on a loaded machine that is more (-1.6 ms once
+        # in CI, on a fresh machine with torch 2.14): late by up to 3 ms, early by 1.5.
+        assert -3 < statistics.median(off) < 1.5, (rank, off, mine)
         if rank == 1:
             assert wait < 0.3 * LATE_MS, (rank, mine)
         else:
