@@ -154,15 +154,17 @@ long evqueue__pop(struct evqueue *q, int timeout_ms, void **data)
 	struct timespec deadline;
 	long len;
 
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (deadline.tv_nsec >= 1000000000) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000;
+	if (timeout_ms > 0) {
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_sec += timeout_ms / 1000;
+		deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+		if (deadline.tv_nsec >= 1000000000) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000;
+		}
 	}
 	pthread_mutex_lock(&q->lock);
-	while (!q->l[0].head && !q->l[1].head && !q->stopped) {
+	while (timeout_ms > 0 && !q->l[0].head && !q->l[1].head && !q->stopped) {
 		if (pthread_cond_timedwait(&q->cond, &q->lock, &deadline) == ETIMEDOUT)
 			break;
 	}

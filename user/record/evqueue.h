@@ -39,7 +39,8 @@ int evqueue__start(struct sampling *s, size_t limit_bytes, evqueue_urgent_fn urg
 		   evqueue_seen_fn seen, void *seen_ctx, struct evqueue **out);
 
 /*
- * Take the next record (an urgent one first), waiting up to @timeout_ms. Return its size and
+ * Take the next record (an urgent one first), waiting up to @timeout_ms (0: not at all, not
+ * even a system call). Return its size and
  * set *@data to a malloc'd copy (caller frees), 0 on time-out, or -EPIPE once stopped and
  * empty.
  */

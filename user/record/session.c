@@ -18,6 +18,9 @@
 #include "record/session.h"
 #include "record/store.h"
 
+/* Records handled in a row at most this long before the turn's other work (ns). */
+#define SESSION_BATCH_NS 2000000ULL
+
 struct session {
 	const struct session_opts *o;
 	struct store *st;
@@ -240,27 +243,50 @@ static void show_progress(const struct session *s, double elapsed, uint64_t samp
 		live == 1 ? "" : "es", elapsed, (unsigned long long)samples);
 }
 
+/*
+ * Handle the records that wait, a batch at a time: waiting up to 5 ms for the first, then
+ * those queued, for SESSION_BATCH_NS at most (checked every few records). 0, or the error that
+ * ends the recording (said).
+ */
+static int handle_batch(struct session *s)
+{
+	uint64_t until = now_mono_ns() + SESSION_BATCH_NS;
+	unsigned int n;
+	void *data;
+	long len;
+	int err;
+
+	for (n = 0;; n++) {
+		if (n % 16 == 15 && now_mono_ns() >= until)
+			return 0;
+		len = evqueue__pop(s->q, n ? 0 : 5, &data);
+		if (len <= 0)
+			return 0;
+		err = recorder__handle(s->rec, data, len);
+		free(data);
+		if (err && err != -EINVAL) {
+			pr_warn("recording failed: %s", strerror(-err));
+			return err;
+		}
+	}
+}
+
 int session__run(struct session *s)
 {
 	double last_tick = s->start, now;
 	uint64_t samples, lost;
 	int err = 0, live = recorder__live_targets(s->rec);
-	void *data;
-	long len;
 
 	while (!stop_signal && live > 0) {
+		/* The turn's other work (blocked threads' stacks fetched, a child reaped, the
+		 * caller's turn) once per batch of records, not once per record: at the rate of
+		 * a job's collectives and blocks, a system call per record was a good part of the
+		 * recorder's time. */
 		recorder__poll(s->rec);
-		len = evqueue__pop(s->q, 5, &data);
-		if (len > 0) {
-			err = recorder__handle(s->rec, data, len);
-			free(data);
-			if (err && err != -EINVAL) {
-				pr_warn("recording failed: %s", strerror(-err));
-				break;
-			}
-			err = 0;
-			live = recorder__live_targets(s->rec);
-		}
+		err = handle_batch(s);
+		if (err)
+			break;
+		live = recorder__live_targets(s->rec);
 		now = now_mono_ns() / 1e9;
 		/* Reaped, the command is no longer a live target (its CPU time is kept). */
 		launch__reaped(&s->child);
