@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: (GPL-2.0 OR MIT)
 /*
- * The off-CPU stack fetcher (record --off-cpu): a sleepable task iterator the recorder runs over
- * the threads of a target when the sweep (sampler.bpf.c) left blocks whose stack it could not
+ * The off-CPU stack fetcher (record --off-cpu): a sleepable program the recorder runs (one
+ * BPF_PROG_TEST_RUN) when the sweep (sampler.bpf.c) left blocks whose stack it could not
  * take: blocked threads that neither shared their memory with the CPU that swept them nor were
  * woken by a thread of their process (a sleep, a timed wait, I/O, a wait that lasts: a hung
- * process). A sleepable program reads any task's memory (bpf_copy_from_user_task), so it takes
- * the stack of such a block while it lasts, once, as a sample (SAMPLE_F_OFFCPU_ITER) into the
- * sampler's ring buffer. Its own scratch memory: it runs preemptible, and the sampler's per-CPU
- * buffers may be in use by an interrupt on the same CPU.
+ * process). The sweep queues their kernel tids (off_queue); this program takes each from the
+ * queue, finds its task (bpf_task_from_pid) and, a sleepable program reading any task's memory
+ * (bpf_copy_from_user_task), takes the stack of the block while it lasts, once, as a sample
+ * (SAMPLE_F_OFFCPU_FETCH) into the sampler's ring buffer: only the threads that have such a
+ * block are looked at, in one system call for all the targets. Its own scratch memory: it
+ * runs preemptible, and the sampler's per-CPU buffers may be in use by an interrupt on the
+ * same CPU.
  *
  * The maps of shared_maps.bpf.h and py_tstates are the sampler's (sampling__share_maps gives
  * them to this object before it is loaded).
@@ -20,6 +23,9 @@
 #include "sampler.h"
 #include "shared_maps.bpf.h"
 
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
+extern void bpf_task_release(struct task_struct *p) __ksym;
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Set by userspace before load, as the sampler's. */
@@ -28,14 +34,14 @@ const volatile bool want_kernel = false;
 const volatile bool want_python = true;
 
 /* What the runs did, read by the recorder. */
-__u64 iter_sent, iter_torn, iter_lost;
+__u64 fetch_sent, fetch_torn, fetch_lost;
 
 #define PY_AREA 0x8000 /* as sampler.bpf.c's */
 
 #define UREAD_TASK /* the threads read are another process's: bpf_copy_from_user_task */
 #include "uregs.bpf.h"
 
-struct iter_scratch {
+struct fetch_scratch {
 	struct sample_event hdr;
 	__u8 data[PY_AREA + UCTX_STACK_AREA + UCTX_CHUNK_MAX];
 };
@@ -45,51 +51,70 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct iter_scratch);
-} iter_scratch SEC(".maps");
+	__type(value, struct fetch_scratch);
+} fetch_scratch SEC(".maps");
 
 #define PY_CODE_CACHE /* pystack.bpf.h: code objects' headers kept (py_code_cache) */
 #include "pystack.bpf.h"
 #include "samplefill.bpf.h"
 
-SEC("iter.s/task")
-int off_fetch(struct bpf_iter__task *ctx)
+/* Take the stack of the block the thread with kernel tid @ktid is in, if the sweep still wants
+ * it. */
+static __always_inline void fetch_thread(__u32 ktid)
 {
-	struct task_struct *task = ctx->task;
-	__u32 zero = 0, ktid, size;
-	struct iter_scratch *s;
+	struct task_struct *task = bpf_task_from_pid(ktid);
+	__u32 zero = 0, size;
+	struct fetch_scratch *s;
 	struct off_thread *th;
 	struct off_want *want;
 	__u64 block;
 
 	if (!task)
-		return 0;
+		return; /* it exited */
 	want = bpf_task_storage_get(&off_want, task, 0, 0);
 	if (!want || !want->block)
-		return 0;
+		goto out; /* taken on its wake-up, or queued twice */
 	block = want->block;
 	barrier(); /* block before since (struct off_want) */
 	py_code_since = want->since_block == block ? want->since : 0;
 	want->block = 0;
 	if (task->on_cpu || task->exit_state || task->nvcsw + task->nivcsw != block)
-		return 0; /* that block is over (or the thread ended) */
-	ktid = task->pid;
+		goto out; /* that block is over (or the thread ended) */
 	th = bpf_map_lookup_elem(&off_threads, &ktid);
-	s = bpf_map_lookup_elem(&iter_scratch, &zero);
+	s = bpf_map_lookup_elem(&fetch_scratch, &zero);
 	if (!th || !s)
-		return 0;
+		goto out;
 	size = sizeof(s->hdr) +
-	       blocked_sample(&s->hdr, s->data, task, task, th, block, SAMPLE_F_OFFCPU_ITER);
+	       blocked_sample(&s->hdr, s->data, task, task, th, block, SAMPLE_F_OFFCPU_FETCH);
 	/* Reading may sleep: a thread that ran meanwhile left a torn copy. */
 	if (task->on_cpu || task->nvcsw + task->nivcsw != block) {
-		iter_torn++;
-		return 0;
+		fetch_torn++;
+		goto out;
 	}
 	if (size > sizeof(*s))
-		return 0;
+		goto out;
 	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP))
-		iter_lost++;
+		fetch_lost++;
 	else
-		iter_sent++;
+		fetch_sent++;
+out:
+	bpf_task_release(task);
+}
+
+/* One tid from the queue (a bpf_loop callback); 1 once it is empty. */
+static long fetch_next(__u32 i, void *unused)
+{
+	__u32 ktid;
+
+	if (bpf_map_pop_elem(&off_queue, &ktid))
+		return 1;
+	fetch_thread(ktid);
+	return 0;
+}
+
+SEC("syscall")
+int off_fetch(void *ctx)
+{
+	bpf_loop(OFF_QUEUE_MAX, fetch_next, NULL, 0);
 	return 0;
 }

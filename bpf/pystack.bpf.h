@@ -16,7 +16,7 @@
  *
  * Memory is read with user_read (uregs.bpf.h): the address space loaded on the CPU (the
  * sampled thread's, or a blocked thread's from a thread of the same process: off-CPU stacks),
- * or with UREAD_TASK that of the task given to py_walk (the off-CPU task iterator).
+ * or with UREAD_TASK that of the task given to py_walk (the off-CPU stack fetcher).
  */
 #ifndef PROBING_PYSTACK_BPF_H
 #define PROBING_PYSTACK_BPF_H
@@ -48,11 +48,11 @@ struct {
 
 #ifdef PY_CODE_CACHE
 /*
- * Code object headers the off-CPU iterator read, by process and address, each with the time
+ * Code object headers the off-CPU fetcher read, by process and address, each with the time
  * just before it was read: reading another process's memory (bpf_copy_from_user_task) costs a
  * page walk each time, and the threads of a process run the same functions. A frame holds its
  * code object (or the function that holds it) from the frame's start on, so a blocked thread's
- * code objects stay at their addresses while the thread stays blocked (the iterator drops a
+ * code objects stay at their addresses while the thread stays blocked (the fetcher drops a
  * copy whose thread ran meanwhile): a header read after the block began is that object's, and
  * the fields the walk uses (type, name, file, first line, first traceable instruction) never
  * change. One read before the block began is not used: the address may have held another
@@ -84,7 +84,7 @@ struct {
 } py_code_fill SEC(".maps");
 
 /* The block of the thread being walked began before this time; 0: use no cached header. Set
- * by the program for each thread (one walk at a time: the iterator's runs do not overlap). */
+ * by the program for each thread (one walk at a time: the fetcher's runs do not overlap). */
 __u64 py_code_since;
 __u64 py_code_hits, py_code_reads;
 #endif
@@ -305,7 +305,7 @@ static __always_inline __u32 py_walk_in(const struct py_proc_cfg *cfg, __u32 tgi
 }
 
 /* py_walk_in with the per-CPU map py_scratch for its copies (programs that cannot be
- * preempted: perf events, tracepoints, iterators). */
+ * preempted: perf events, tracepoints, iterators, the fetcher). */
 static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
 				     struct task_struct *task, struct py_frame_rec *out,
 				     __s32 *status, __u32 *flags)

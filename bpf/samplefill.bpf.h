@@ -2,8 +2,8 @@
 /*
  * The stacks of a sample (sampler.h: struct sample_event, then Python frames, kernel stack
  * and user stack copy), filled the same way by the programs that send one: the on-CPU
- * sampler and the off-CPU sweep (sampler.bpf.c) and the off-CPU task iterator
- * (offcpu_iter.bpf.c). For inclusion after pystack.bpf.h, where the program defines
+ * sampler and the off-CPU sweep (sampler.bpf.c) and the off-CPU stack fetcher
+ * (offcpu_fetch.bpf.c). For inclusion after pystack.bpf.h, where the program defines
  * PY_AREA (a power of two, the Python frames and kernel stack area), the map py_procs and
  * the load-time settings want_python, want_kernel and stack_size.
  */

@@ -17,7 +17,7 @@
  * program sweeps the targets' threads once per period and sums, per thread, the time they spend
  * off their CPU and why (struct offcpu_event, sampler.h); each block's stack is taken once, in
  * the sweep when the interrupted task shares the thread's memory, else when a thread of the
- * process wakes it, else by the recorder's task iterator (offcpu_iter.bpf.c). Nothing runs at
+ * process wakes it, else by the recorder's fetcher (offcpu_fetch.bpf.c). Nothing runs at
  * context switches.
  */
 #include "vmlinux.h"
@@ -240,6 +240,10 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		__sync_fetch_and_add(&births_changes, 1);
 		if (want_offcpu)
 			off_register(child, BPF_ANY);
+		/* Wake the reader: the thread-name reader is told at once (recorder__seen). */
+		own_ids(child, &c);
+		if (send_proc_event(&ev, sizeof(ev), PROC_THREAD, &c, child, 0))
+			stat_inc(STAT_LOST_EVENTS);
 		return 0;
 	}
 	if (!follow_children)
@@ -340,11 +344,8 @@ extern void bpf_task_release(struct task_struct *p) __ksym;
 
 __u64 sweep_last_ns; /* when the last sweep started: one CPU claims each period */
 __u32 sweep_cursor;  /* with more threads than offcpu_max_threads: where the next sweep starts */
-__u64 off_wants;     /* blocks left to the iterator so far: the recorder polls it (mmap'ed) */
-/* The same by process (pid % OFF_WANT_SLOTS; processes may share a slot): the recorder runs
- * the iterator over the processes whose slot moved, not over every target. */
-__u64 off_wants_of[OFF_WANT_SLOTS];
-__u32 off_stop; /* set by the recorder when recording ends: no more sweeps */
+__u64 off_wants;     /* blocks left to the fetcher so far: the recorder polls it (mmap'ed) */
+__u32 off_stop;	     /* set by the recorder when recording ends: no more sweeps */
 
 /*
  * Make @task a thread the sweep looks at, if it belongs to a target. @flags: BPF_NOEXIST to
@@ -558,22 +559,23 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 	}
 	if (block != th->stack_block) {
 		/* A block not seen before: its stack, once. Here if this CPU has its memory; else
-		 * asked of the wake-up and the iterator. If neither works now (no room in the ring
+		 * asked of the wake-up and the fetcher. If neither works now (no room in the ring
 		 * buffer; task storage busy: this interrupt came in the middle of a task storage
 		 * operation on this CPU), the next sweep tries again. */
 		if (c->mm && c->mm == t->mm) {
 			if (!send_blocked_stack(t, th, block, 0))
 				th->stack_block = block;
 		} else {
+			__u32 qtid = *ktid;
+
 			want = bpf_task_storage_get(&off_want, t, 0,
 						    BPF_LOCAL_STORAGE_GET_F_CREATE);
-			if (want) {
+			if (want && !bpf_map_push_elem(&off_queue, &qtid, 0)) {
 				th->stack_block = block;
 				want->since = bpf_ktime_get_ns();
 				want->since_block = block;
 				barrier(); /* the time before the block (struct off_want) */
 				want->block = block;
-				__sync_fetch_and_add(&off_wants_of[th->pid % OFF_WANT_SLOTS], 1);
 				__sync_fetch_and_add(&off_wants, 1);
 				stat_inc(STAT_OFF_WANTED);
 			}

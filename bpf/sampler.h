@@ -47,11 +47,11 @@ enum sample_reg {
 /*
  * Off-CPU recording (record --off-cpu): the stack of a thread that is off its CPU, taken once
  * per block (its `block` field), not of the task the sample interrupted. Where it was taken:
- * in the sweep, or, with one of these, when the thread was woken or by the task iterator.
+ * in the sweep, or, with one of these, when the thread was woken or by the recorder's fetcher.
  */
-#define SAMPLE_F_OFFCPU	     (1u << 4)
-#define SAMPLE_F_OFFCPU_WAKE (1u << 5) /* in the waker's context (a thread of the process) */
-#define SAMPLE_F_OFFCPU_ITER (1u << 6) /* by the recorder's sleepable task iterator */
+#define SAMPLE_F_OFFCPU	      (1u << 4)
+#define SAMPLE_F_OFFCPU_WAKE  (1u << 5) /* in the waker's context (a thread of the process) */
+#define SAMPLE_F_OFFCPU_FETCH (1u << 6) /* by the recorder's fetcher (offcpu_fetch.bpf.c) */
 
 /* sample_event.py_status: what the Python walk found. */
 enum py_status {
@@ -94,6 +94,8 @@ enum proc_change {
 	PROC_EXEC = 2,	      /* pid replaced its program: drop cached maps and interpreters */
 	PROC_EXIT = 3,	      /* thread tid of pid exited, and it was the last: pid ended */
 	PROC_THREAD_EXIT = 4, /* thread tid of pid exited; others live on */
+	PROC_THREAD = 5,      /* thread tid of pid was born (sent with a wake-up: names are read
+			       * while threads live, user/record/threadnames.h) */
 };
 
 #define PROC_ARGS_MAX 1024 /* bytes of the command line a PROC_EXEC event carries */
@@ -216,8 +218,9 @@ struct off_want {
 	__u64 since_block;
 };
 
-/* Slots of the sampler's off_wants_of: blocks left to the iterator, by pid % this. */
-#define OFF_WANT_SLOTS 256
+/* Blocks left to the fetcher (off_queue) at most at a time: the recorder fetches them every few
+ * milliseconds; a block that finds the queue full is asked for again at the next sweep. */
+#define OFF_QUEUE_MAX 4096
 
 /* Threads the sweep looks at per period, at most (a round-robin beyond: each thread is then
  * looked at every few periods, its observations weighing the time since the last). */
@@ -235,7 +238,7 @@ enum sampler_stat {
 	STAT_LOST_EVENTS = 3, /* process events dropped: ring buffer full */
 	STAT_OFF_LOST = 4,    /* off-CPU segments and stacks dropped: ring buffer full */
 	STAT_OFF_SWEEPS = 5,  /* sweeps of off-CPU threads */
-	STAT_OFF_WANTED = 6,  /* blocks whose stack the sweep left to the wake-up or the iterator */
+	STAT_OFF_WANTED = 6,  /* blocks whose stack the sweep left to the wake-up or the fetcher */
 	STAT_OFF_NO_ROOM = 7, /* threads not swept: map off_threads full */
 	STAT_NR
 };

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
 /*
  * The sampler's maps that the other programs use too, declared once, here: sampler.bpf.c
- * owns them (userspace sizes them before load), comm.bpf.c and offcpu_iter.bpf.c include this
+ * owns them (userspace sizes them before load), comm.bpf.c and offcpu_fetch.bpf.c include this
  * header and, before they are loaded, get the sampler's maps in place of their own copies
  * (sampling__share_maps, user/record/sampling.c, by these names). py_tstates is the walker's:
  * pystack.bpf.h. For inclusion after vmlinux.h, bpf_helpers.h and sampler.h.
@@ -40,7 +40,7 @@ struct {
 } off_threads SEC(".maps");
 
 /* A block whose stack the sweep could not take (struct off_want), for on_waking and the
- * iterator. Task storage: on_waking runs for every wake-up on the machine, and a task without
+ * fetcher. Task storage: on_waking runs for every wake-up on the machine, and a task without
  * storage is told apart at once, without a hash lookup. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -49,4 +49,12 @@ struct {
 	__type(value, struct off_want);
 } off_want SEC(".maps");
 
+/* The kernel tids of the threads with such a block, in the order the sweep found them: the
+ * fetcher (offcpu_fetch.bpf.c) takes them out. A tid may be there twice (a later block of a
+ * thread whose earlier one was not fetched yet): off_want says which block is wanted. */
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, OFF_QUEUE_MAX);
+	__type(value, __u32);
+} off_queue SEC(".maps");
 #endif

@@ -2,13 +2,13 @@
 /*
  * A thread's user registers, where its stack ends and a copy of its stack, for BPF programs
  * that send a stack to userspace: the sampler and the collectives probes (the current task,
- * through uctx.bpf.h), the off-CPU iterator (a task of another process), and the Python
+ * through uctx.bpf.h), the off-CPU fetcher (a task of another process), and the Python
  * walker's reads (pystack.bpf.h). For inclusion after vmlinux.h, bpf_core_read.h and
  * sampler.h.
  *
  * User memory is read with bpf_probe_read_user, which reads the address space loaded on the
  * CPU: the current thread's, or a blocked thread's from a thread of the same process. A
- * sleepable program that reads a thread of another process (the off-CPU task iterator)
+ * sleepable program that reads a thread of another process (the off-CPU stack fetcher)
  * defines UREAD_TASK before including this file: reads then go through
  * bpf_copy_from_user_task on the task given.
  */

@@ -43,10 +43,9 @@ struct target {
 	struct pyproc *py;    /* its CPython interpreter, or NULL */
 	uint64_t py_gen;      /* which interpreter object: keys the resolved-frame cache */
 	bool alive;
-	uint64_t off_wants_seen; /* the sampler's off_wants_of for it at its last fetch */
-	bool dp_failed;		 /* maps unreadable: do not retry on every sample */
-	bool py_unsupported;	 /* a CPython we cannot read (already said): do not retry */
-	bool py_finding;	 /* the finder looks for its interpreter (it may set up BPF) */
+	bool dp_failed;	      /* maps unreadable: do not retry on every sample */
+	bool py_unsupported;  /* a CPython we cannot read (already said): do not retry */
+	bool py_finding;      /* the finder looks for its interpreter (it may set up BPF) */
 	bool py_settled;      /* the sampler finds its thread states its own way (py_cfg_settled) */
 	size_t py_maps_seen;  /* mappings when we last looked for an interpreter */
 	uint64_t py_tried_ns; /* when we last looked (monotonic) */
@@ -1276,8 +1275,8 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 			return 0;
 		if (e->flags & SAMPLE_F_OFFCPU_WAKE)
 			r->stats.off_stacks_wake++;
-		else if (e->flags & SAMPLE_F_OFFCPU_ITER)
-			r->stats.off_stacks_iter++;
+		else if (e->flags & SAMPLE_F_OFFCPU_FETCH)
+			r->stats.off_stacks_fetch++;
 		else
 			r->stats.off_stacks_sweep++;
 		return offcpu__stack(r->oc, e->pid, e->tid, e->block, stack_id);
@@ -1485,9 +1484,11 @@ void recorder__seen(void *ctx, const void *rec, size_t len)
 	const struct proc_change_event *ev = rec;
 	struct recorder *r = ctx;
 
-	if (!r->pf || len < sizeof(*ev) || ev->type != EVENT_PROC)
+	if (len < sizeof(*ev) || ev->type != EVENT_PROC)
 		return;
-	if (ev->change == PROC_EXEC || ev->change == PROC_FORK)
+	/* New threads (PROC_THREAD) or children: their names are read while they live. */
+	threadnames__poke(r->tn);
+	if (r->pf && (ev->change == PROC_EXEC || ev->change == PROC_FORK))
 		pyfinder__want(r->pf, ev->pid, ev->time_ns, 0);
 }
 
@@ -1572,24 +1573,12 @@ void recorder__poll(struct recorder *r)
 
 	for (i = 0; i < r->ntargets; i++)
 		retry_python(r, &r->targets[i]);
-	/* Blocks the sweep could not take the stack of: fetch them while they last, in the
-	 * processes that have some (their count read first: later ones are for the next turn). */
+	/* Blocks the sweep could not take the stack of: fetch them while they last (the count
+	 * read first: later ones are for the next turn). */
 	if (r->oc && sampling__offcpu_pending(r->s)) {
-		for (i = 0; i < r->ntargets; i++) {
-			struct target *t = &r->targets[i];
-			uint64_t wants;
-
-			if (!t->alive)
-				continue;
-			wants = sampling__offcpu_wants_of(r->s, t->pid);
-			if (wants == t->off_wants_seen)
-				continue;
-			t->off_wants_seen = wants;
-			err = sampling__offcpu_fetch(r->s, t->pid);
-			if (err && err != -ESRCH && err != -ENOENT)
-				pr_debug("pid %d: cannot fetch stacks of blocked threads: %s",
-					 t->pid, strerror(-err));
-		}
+		err = sampling__offcpu_fetch(r->s);
+		if (err)
+			pr_debug("cannot fetch stacks of blocked threads: %s", strerror(-err));
 	}
 	if (r->comm)
 		comm__poll(r->comm);

@@ -38,7 +38,7 @@ struct recorder_stats {
 	uint64_t py_status[8];	 /* samples of Python processes by enum py_status */
 	/* Off-CPU: stacks of blocks by where they were taken (the sweep, the wake-up, the
 	 * iterator), and what offcpu.h counted. */
-	uint64_t off_stacks_sweep, off_stacks_wake, off_stacks_iter;
+	uint64_t off_stacks_sweep, off_stacks_wake, off_stacks_fetch;
 	uint64_t off_stacks_site; /* of those, native frames from a known site: not unwound */
 	uint64_t off_segments, off_observations, off_ns;
 	uint64_t off_blocks, off_blocks_no_stack, off_ns_no_stack;
@@ -71,8 +71,9 @@ int recorder__handle(struct recorder *r, const void *rec, size_t len);
 /*
  * A record as the ring buffer's reader reads it (evqueue_seen_fn; @ctx: the recorder), long
  * before recorder__handle gets to it: a target that exec'd or a child it forked has its
- * interpreter looked for at once (pyfinder). Called on the reader thread; it touches nothing
- * but the finder, which is thread-safe.
+ * interpreter looked for at once (pyfinder), and the thread-name reader is woken for new
+ * threads and children (threadnames__poke). Called on the reader thread; it touches nothing
+ * but the finder and the name reader, which are thread-safe.
  */
 void recorder__seen(void *ctx, const void *rec, size_t len);
 

@@ -13,7 +13,7 @@
 
 #include "base/log.h"
 #include "python/pyproc.h"
-#include "offcpu_iter.skel.h"
+#include "offcpu_fetch.skel.h"
 #include "sampler.skel.h"
 #include "record/sampling.h"
 #include "base/util.h"
@@ -21,7 +21,7 @@
 struct sampling {
 	struct sampling_opts opts;
 	struct sampler_bpf *skel;
-	struct offcpu_iter_bpf *iter; /* off_cpu: the stack fetcher */
+	struct offcpu_fetch_bpf *fetch; /* off_cpu: the stack fetcher */
 	struct ring_buffer *rb;
 	struct bpf_link **links; /* one per perf event */
 	int *pfds;
@@ -30,7 +30,7 @@ struct sampling {
 	int nr_cpus; /* possible CPUs */
 	bool off_cpu;
 	uint64_t wants_seen; /* sampler's off_wants at the last sampling__offcpu_pending */
-	uint64_t iterations;
+	uint64_t fetch_runs;
 	int (*cb)(void *ctx, void *data, size_t len);
 	void *cb_ctx;
 	int cb_err;
@@ -190,32 +190,32 @@ static int offcpu_kernel_check(void)
 }
 
 /*
- * Load the off-CPU stack fetcher (offcpu_iter.bpf.c) on the maps of the loaded sampler.
+ * Load the off-CPU stack fetcher (offcpu_fetch.bpf.c) on the maps of the loaded sampler.
  * 0 or -errno, said.
  */
-static int offcpu_iter_open(struct sampling *s, const struct sampling_opts *opts)
+static int offcpu_fetch_open(struct sampling *s, const struct sampling_opts *opts)
 {
 	int err;
 
-	s->iter = offcpu_iter_bpf__open();
-	if (!s->iter) {
+	s->fetch = offcpu_fetch_bpf__open();
+	if (!s->fetch) {
 		err = -errno;
 		pr_warn("cannot open the off-CPU stack fetcher: %s", strerror(-err));
 		return err;
 	}
-	s->iter->rodata->stack_size = opts->stack_size & ~7u;
-	s->iter->rodata->want_kernel = opts->kernel;
-	s->iter->rodata->want_python = opts->python;
-	err = sampling__share_maps(s, s->iter->obj);
+	s->fetch->rodata->stack_size = opts->stack_size & ~7u;
+	s->fetch->rodata->want_kernel = opts->kernel;
+	s->fetch->rodata->want_python = opts->python;
+	err = sampling__share_maps(s, s->fetch->obj);
 	if (err) {
 		pr_warn("cannot share the sampler's maps with the off-CPU stack fetcher: %s",
 			strerror(-err));
 		return err;
 	}
-	err = offcpu_iter_bpf__load(s->iter);
+	err = offcpu_fetch_bpf__load(s->fetch);
 	if (err) {
-		pr_warn("the kernel refused the off-CPU stack fetcher, a sleepable task iterator "
-			"(%s; Linux 5.18 or later; -vv shows the verifier's log)",
+		pr_warn("the kernel refused the off-CPU stack fetcher, a sleepable BPF program "
+			"(%s; Linux 6.2 or later; -vv shows the verifier's log)",
 			strerror(-err));
 		pr_warn("record without --off-cpu (on-CPU time only)");
 	}
@@ -372,7 +372,7 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 		goto cleanup;
 	}
 	if (s->off_cpu) {
-		err = offcpu_iter_open(s, opts);
+		err = offcpu_fetch_open(s, opts);
 		if (err)
 			goto cleanup;
 	}
@@ -410,7 +410,7 @@ void sampling__free(struct sampling *s)
 	ring_buffer__free(s->rb);
 	detach_cpu_clock(s, s->sweep_pfds, s->sweep_links);
 	detach_cpu_clock(s, s->pfds, s->links);
-	offcpu_iter_bpf__destroy(s->iter);
+	offcpu_fetch_bpf__destroy(s->fetch);
 	sampler_bpf__destroy(s->skel);
 	free(s);
 }
@@ -463,20 +463,15 @@ bool sampling__offcpu_pending(struct sampling *s)
 	return true;
 }
 
-uint64_t sampling__offcpu_wants_of(struct sampling *s, pid_t pid)
+int sampling__offcpu_fetch(struct sampling *s)
 {
-	if (!s->off_cpu || pid <= 0)
-		return 0;
-	return __atomic_load_n(&s->skel->bss->off_wants_of[(uint32_t)pid % OFF_WANT_SLOTS],
-			       __ATOMIC_ACQUIRE);
-}
+	LIBBPF_OPTS(bpf_test_run_opts, run);
 
-int sampling__offcpu_fetch(struct sampling *s, pid_t pid)
-{
 	if (!s->off_cpu)
 		return 0;
-	s->iterations++;
-	return run_task_iter(s->iter->progs.off_fetch, pid);
+	s->fetch_runs++;
+	return bpf_prog_test_run_opts(bpf_program__fd(s->fetch->progs.off_fetch), &run) ? -errno
+											: 0;
 }
 
 void sampling__offcpu_stop(struct sampling *s)
@@ -563,8 +558,8 @@ static int own_map_fd(struct sampling *s, const char *name)
 }
 
 /* The sampler's maps other programs use (bpf/shared_maps.bpf.h, py_tstates). */
-static const char *const shared_maps[] = {"targets",	 "py_procs", "events",
-					  "off_threads", "off_want", "py_tstates"};
+static const char *const shared_maps[] = {"targets",  "py_procs",  "events",	"off_threads",
+					  "off_want", "off_queue", "py_tstates"};
 
 int sampling__share_maps(struct sampling *s, struct bpf_object *obj)
 {
@@ -647,13 +642,13 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 		return;
 	out->sweeps = stat_sum(s, STAT_OFF_SWEEPS);
 	out->wanted = stat_sum(s, STAT_OFF_WANTED);
-	out->lost = stat_sum(s, STAT_OFF_LOST) + s->iter->bss->iter_lost;
+	out->lost = stat_sum(s, STAT_OFF_LOST) + s->fetch->bss->fetch_lost;
 	out->no_room = stat_sum(s, STAT_OFF_NO_ROOM);
-	out->fetched = s->iter->bss->iter_sent;
-	out->torn = s->iter->bss->iter_torn;
-	out->iterations = s->iterations;
-	out->code_cached = s->iter->bss->py_code_hits;
-	out->code_read = s->iter->bss->py_code_reads;
+	out->fetched = s->fetch->bss->fetch_sent;
+	out->torn = s->fetch->bss->fetch_torn;
+	out->fetch_runs = s->fetch_runs;
+	out->code_cached = s->fetch->bss->py_code_hits;
+	out->code_read = s->fetch->bss->py_code_reads;
 }
 
 void sampling__stats(struct sampling *s, uint64_t *samples, uint64_t *lost)

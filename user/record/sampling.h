@@ -3,7 +3,7 @@
  * sampling: loads bpf/sampler.bpf.c, opens one cpu-clock perf event per online CPU, attaches
  * the program and the process tracepoints, and hands ring-buffer records to a callback. With
  * off_cpu it also attaches the off-CPU sweep (a second cpu-clock event per CPU), the wake-up
- * hook, and loads bpf/offcpu_iter.bpf.c, the iterator that fetches stacks of blocked threads.
+ * hook, and loads bpf/offcpu_fetch.bpf.c, the program that fetches stacks of blocked threads.
  */
 #ifndef PROBING_SAMPLING_H
 #define PROBING_SAMPLING_H
@@ -60,13 +60,11 @@ int sampling__use_python(struct sampling *s, pid_t pid, struct pyproc *pp,
  * Off-CPU recording (opts.off_cpu), in order of use. sampling__add_target registers the
  * target's threads with the sweep (new ones register themselves).
  *
- * sampling__offcpu_pending: have blocks been left to the iterator since the last call (their
+ * sampling__offcpu_pending: have blocks been left to the fetcher since the last call (their
  * stacks could not be taken in the sweep)? Cheap (a counter in mmap'ed memory): call it often.
- * sampling__offcpu_wants_of: how many blocks of process @pid (and of processes sharing its
- * slot) were left to the iterator so far (mmap'ed too); when it did not move since the last
- * fetch for @pid, there is nothing to fetch there. 0 without off-CPU sampling.
- * sampling__offcpu_fetch: run the iterator over the threads of @pid: the stacks of its blocks
- * that are still going on are sent as records (SAMPLE_F_OFFCPU_ITER). 0 or -errno.
+ * sampling__offcpu_fetch: run the fetcher (one system call) over the threads the sweep queued,
+ * in every target: the stacks of their blocks that are still going on are sent as records
+ * (SAMPLE_F_OFFCPU_FETCH). 0 or -errno.
  * sampling__offcpu_stop: no more sweeps (the end of recording); what they sent before is in
  * the ring buffer.
  * sampling__offcpu_flush: after that, send every segment the threads had not sent yet through
@@ -74,21 +72,20 @@ int sampling__use_python(struct sampling *s, pid_t pid, struct pyproc *pp,
  * 0 or -errno.
  */
 bool sampling__offcpu_pending(struct sampling *s);
-uint64_t sampling__offcpu_wants_of(struct sampling *s, pid_t pid);
-int sampling__offcpu_fetch(struct sampling *s, pid_t pid);
+int sampling__offcpu_fetch(struct sampling *s);
 void sampling__offcpu_stop(struct sampling *s);
 int sampling__offcpu_flush(struct sampling *s);
 
 /* What off-CPU recording counted since open. */
 struct sampling_offcpu_stats {
 	uint64_t sweeps;     /* sweeps of the targets' threads */
-	uint64_t wanted;     /* blocks whose stack was left to the wake-up or the iterator */
-	uint64_t fetched;    /* stacks the iterator sent */
-	uint64_t torn;	     /* stacks the iterator dropped: the thread ran while read */
+	uint64_t wanted;     /* blocks whose stack was left to the wake-up or the fetcher */
+	uint64_t fetched;    /* stacks the fetcher sent */
+	uint64_t torn;	     /* stacks the fetcher dropped: the thread ran while read */
 	uint64_t lost;	     /* segments and stacks lost: the ring buffer was full */
 	uint64_t no_room;    /* threads the sweep could not take: too many threads */
-	uint64_t iterations; /* iterator runs */
-	/* Code objects' headers the iterator's Python walks took from what it had read before
+	uint64_t fetch_runs; /* fetcher runs */
+	/* Code objects' headers the fetcher's Python walks took from what it had read before
 	 * (bpf/pystack.bpf.h, py_code_cache), and those it read */
 	uint64_t code_cached, code_read;
 };
@@ -112,7 +109,7 @@ struct bpf_object;
 /*
  * Give the BPF object @obj, opened and not loaded yet, the sampler's own maps in place of its
  * copies of them: those of bpf/shared_maps.bpf.h and pystack.bpf.h's py_tstates, each that
- * @obj has (comm.bpf.c, offcpu_iter.bpf.c). 0 or -errno.
+ * @obj has (comm.bpf.c, offcpu_fetch.bpf.c). 0 or -errno.
  */
 int sampling__share_maps(struct sampling *s, struct bpf_object *obj);
 
