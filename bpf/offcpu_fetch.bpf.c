@@ -55,6 +55,7 @@ struct {
 } fetch_scratch SEC(".maps");
 
 #define PY_CODE_CACHE /* pystack.bpf.h: code objects' headers kept (py_code_cache) */
+#define PY_FRAME_PAGE /* pystack.bpf.h: the innermost frame's page read at once */
 #include "pystack.bpf.h"
 #include "samplefill.bpf.h"
 

@@ -89,6 +89,32 @@ __u64 py_code_since;
 __u64 py_code_hits, py_code_reads;
 #endif
 
+#ifdef PY_FRAME_PAGE
+/*
+ * A copy of the memory page that holds the walked thread's innermost frame, read at once
+ * (PY_FRAME_PAGE: the off-CPU fetcher, for which each read of another process's memory is a
+ * page walk). From 3.11 on a thread's frames lie side by side in its data stack, the outer
+ * ones below the inner ones: most of a stack's frames are in that page, and they are copied
+ * from it rather than read one by one. A frame not wholly in it is read as before. The thread
+ * stays blocked while it is walked (the fetcher drops a copy whose thread ran meanwhile), so
+ * the page's copy holds what each read would have.
+ */
+#define PY_PAGE_SIZE 4096
+
+struct py_page {
+	__u8 b[PY_PAGE_SIZE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_page);
+} py_frame_page SEC(".maps");
+
+__u64 py_page_frames; /* frames copied from the page rather than read */
+#endif
+
 struct py_walk_ctx {
 	const struct py_proc_cfg *cfg;
 	struct task_struct *task; /* whose memory (UREAD_TASK) */
@@ -96,7 +122,26 @@ struct py_walk_ctx {
 	struct py_frame_rec *out;
 	struct py_walk w;
 	__u32 tgid;
+#ifdef PY_FRAME_PAGE
+	const __u8 *page; /* the copy of the page at page_addr, or NULL */
+	__u64 page_addr;
+#endif
 };
+
+/* Copy @sz (<= PY_HDR_MAX) bytes of the frame at @frame into @dst; 0 or an error. With
+ * PY_FRAME_PAGE, from the copy of its page where it lies wholly in it. */
+static __always_inline long py_read_frame(struct py_walk_ctx *c, __u8 *dst, __u32 sz,
+					  __u64 frame)
+{
+#ifdef PY_FRAME_PAGE
+	if (c->page && frame >= c->page_addr && frame - c->page_addr <= PY_PAGE_SIZE - sz) {
+		py_page_frames++;
+		return bpf_probe_read_kernel(dst, sz,
+					     c->page + ((frame - c->page_addr) & (PY_PAGE_SIZE - 1)));
+	}
+#endif
+	return user_read(c->task, dst, sz, (const void *)frame);
+}
 
 /* Copy @sz (<= PY_HDR_MAX) bytes of the code object at @code into @dst; 0 or an error. With
  * PY_CODE_CACHE, from py_code_cache where that holds this object's header. */
@@ -139,7 +184,7 @@ static long py_walk_step(__u32 idx, void *arg)
 	if (py_walk_at_end(&c->w))
 		return 1;
 	sz = py_frame_hdr_size(cfg);
-	if (!sz || user_read(c->task, s->frame, sz, (const void *)c->w.frame)) {
+	if (!sz || sz > PY_HDR_MAX || py_read_frame(c, s->frame, sz, c->w.frame)) {
 		py_walk_fail(&c->w);
 		return 1;
 	}
@@ -277,6 +322,16 @@ static __always_inline __u32 py_walk_in_from(const struct py_proc_cfg *cfg, __u3
 	c.task = task;
 	c.out = out;
 	c.tgid = tgid;
+#ifdef PY_FRAME_PAGE
+	if (frame) {
+		__u32 zero = 0;
+		struct py_page *pg = bpf_map_lookup_elem(&py_frame_page, &zero);
+
+		c.page_addr = frame & ~(__u64)(PY_PAGE_SIZE - 1);
+		if (pg && !user_read(task, pg->b, PY_PAGE_SIZE, (const void *)c.page_addr))
+			c.page = pg->b;
+	}
+#endif
 	py_walk_begin(&c.w, cfg, frame);
 	bpf_loop(PY_WALK_MAX_STEPS, py_walk_step, &c, 0);
 	py_walk_end(cfg, &c.w);

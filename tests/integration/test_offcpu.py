@@ -306,8 +306,9 @@ def test_threads_blocking_in_the_same_place_are_unwound_once(exe):
     """blockloop.py: 4 threads in a loop of queue.get(timeout=20 ms) at a known line, about
     50 blocks a second each, each block's stack taken. Their native frames are unwound once per
     thread and place (stacksites.h); the later blocks that pass the checks reuse them: most of
-    the blocks' stacks come from a known site (meta off_cpu_stacks_known_site); the iterator
-    reads most code objects once for several threads' walks; and every one
+    the blocks' stacks come from a known site (meta off_cpu_stacks_known_site); the fetcher
+    reads most code objects once for several threads' walks, and most frames from one read of
+    the page of the innermost; and every one
     of the pollers' lock stacks is whole: the line of the get, the futex wait below it, the
     thread's entry above it (no truncation bit)."""
     line = next(i for i, text in enumerate(open(BLOCKLOOP), 1) if "BLOCK-HERE" in text)
@@ -327,6 +328,11 @@ def test_threads_blocking_in_the_same_place_are_unwound_once(exe):
     if meta["off_cpu_stacks_iterator"] >= 100:
         code = meta["off_cpu_iterator_code_cached"] + meta["off_cpu_iterator_code_read"]
         assert meta["off_cpu_iterator_code_cached"] >= 0.25 * code, meta
+        # Its walks copy the outer frames from the one read of the innermost frame's page
+        # (from 3.11 a thread's frames lie side by side in its data stack): six Python
+        # frames a poller's stack, most of them on that page; the stacks below are whole.
+        assert meta["off_cpu_fetch_frames_from_page"] >= 2 * meta["off_cpu_stacks_iterator"], \
+            meta
     names = dict(con.execute("SELECT tid, name FROM threads"))
     pollers = [tid for tid, name in names.items() if (name or "").startswith("poller-")]
     assert len(pollers) == 4, names

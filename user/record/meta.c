@@ -55,6 +55,7 @@ static void meta_offcpu(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "off_cpu_stacks_torn", t->off.torn);
 	store__meta_int(st, "off_cpu_iterator_code_cached", t->off.code_cached);
 	store__meta_int(st, "off_cpu_iterator_code_read", t->off.code_read);
+	store__meta_int(st, "off_cpu_fetch_frames_from_page", t->off.page_frames);
 	store__meta_int(st, "off_cpu_blocks_no_stack", rs->off_blocks_no_stack);
 	store__meta_int(st, "off_cpu_blocks_preempted_run_stack", rs->off_blocks_run_stack);
 	store__meta_int(st, "off_cpu_ns_no_stack", rs->off_ns_no_stack);

@@ -649,6 +649,7 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 	out->fetch_runs = s->fetch_runs;
 	out->code_cached = s->fetch->bss->py_code_hits;
 	out->code_read = s->fetch->bss->py_code_reads;
+	out->page_frames = s->fetch->bss->py_page_frames;
 }
 
 void sampling__stats(struct sampling *s, uint64_t *samples, uint64_t *lost)

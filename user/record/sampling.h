@@ -88,6 +88,7 @@ struct sampling_offcpu_stats {
 	/* Code objects' headers the fetcher's Python walks took from what it had read before
 	 * (bpf/pystack.bpf.h, py_code_cache), and those it read */
 	uint64_t code_cached, code_read;
+	uint64_t page_frames; /* frames the fetcher copied from its copy of the leaf's page */
 };
 void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *out);
 

@@ -789,13 +789,13 @@ static void check_stall(struct watch *w)
 	char reason[256];
 	double now = now_s(), thr;
 
-	if (cs)
-		collectives__progress(cs, &p);
 	if (w->steps)
 		steps__progress(w->steps, &sp);
 	if (!cs && !sp.procs)
 		return;
 	if (w->stalled) {
+		if (cs)
+			collectives__progress(cs, &p);
 		if (p.last_done_ns / 1e9 > w->stalled_at)
 			recovered(w, "collectives complete");
 		else if (sp.last_move > w->stalled_at)
