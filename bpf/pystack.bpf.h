@@ -130,14 +130,13 @@ struct py_walk_ctx {
 
 /* Copy @sz (<= PY_HDR_MAX) bytes of the frame at @frame into @dst; 0 or an error. With
  * PY_FRAME_PAGE, from the copy of its page where it lies wholly in it. */
-static __always_inline long py_read_frame(struct py_walk_ctx *c, __u8 *dst, __u32 sz,
-					  __u64 frame)
+static __always_inline long py_read_frame(struct py_walk_ctx *c, __u8 *dst, __u32 sz, __u64 frame)
 {
 #ifdef PY_FRAME_PAGE
 	if (c->page && frame >= c->page_addr && frame - c->page_addr <= PY_PAGE_SIZE - sz) {
 		py_page_frames++;
-		return bpf_probe_read_kernel(dst, sz,
-					     c->page + ((frame - c->page_addr) & (PY_PAGE_SIZE - 1)));
+		return bpf_probe_read_kernel(
+			dst, sz, c->page + ((frame - c->page_addr) & (PY_PAGE_SIZE - 1)));
 	}
 #endif
 	return user_read(c->task, dst, sz, (const void *)frame);
