@@ -4,7 +4,7 @@
  * BPF_PROG_TEST_RUN) when the sweep (sampler.bpf.c) left blocks whose stack it could not
  * take: blocked threads that neither shared their memory with the CPU that swept them nor were
  * woken by a thread of their process (a sleep, a timed wait, I/O, a wait that lasts: a hung
- * process). The sweep queues their kernel tids (off_queue); this program takes each from the
+ * process). The sweep queues their kernel tids (off_queue); off_fetch takes each from the
  * queue, finds its task (bpf_task_from_pid) and, a sleepable program reading any task's memory
  * (bpf_copy_from_user_task), takes the stack of the block while it lasts, once, as a sample
  * (SAMPLE_F_OFFCPU_FETCH) into the sampler's ring buffer: only the threads that have such a
@@ -59,57 +59,56 @@ struct {
 #include "pystack.bpf.h"
 #include "samplefill.bpf.h"
 
-/* Take the stack of the block the thread with kernel tid @ktid is in, if the sweep still wants
- * it. */
-static __always_inline void fetch_thread(__u32 ktid)
+/* Take the stack of the block @task (kernel tid @ktid) is in, if the sweep still wants it. */
+static __always_inline void fetch_task(struct task_struct *task, __u32 ktid)
 {
-	struct task_struct *task = bpf_task_from_pid(ktid);
 	__u32 zero = 0, size;
 	struct fetch_scratch *s;
 	struct off_thread *th;
 	struct off_want *want;
 	__u64 block;
 
-	if (!task)
-		return; /* it exited */
 	want = bpf_task_storage_get(&off_want, task, 0, 0);
 	if (!want || !want->block)
-		goto out; /* taken on its wake-up, or queued twice */
+		return; /* taken on its wake-up, or queued twice */
 	block = want->block;
 	barrier(); /* block before since (struct off_want) */
 	py_code_since = want->since_block == block ? want->since : 0;
 	want->block = 0;
 	if (task->on_cpu || task->exit_state || task->nvcsw + task->nivcsw != block)
-		goto out; /* that block is over (or the thread ended) */
+		return; /* that block is over (or the thread ended) */
 	th = bpf_map_lookup_elem(&off_threads, &ktid);
 	s = bpf_map_lookup_elem(&fetch_scratch, &zero);
 	if (!th || !s)
-		goto out;
+		return;
 	size = sizeof(s->hdr) +
 	       blocked_sample(&s->hdr, s->data, task, task, th, block, SAMPLE_F_OFFCPU_FETCH);
 	/* Reading may sleep: a thread that ran meanwhile left a torn copy. */
 	if (task->on_cpu || task->nvcsw + task->nivcsw != block) {
 		fetch_torn++;
-		goto out;
+		return;
 	}
 	if (size > sizeof(*s))
-		goto out;
+		return;
 	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP))
 		fetch_lost++;
 	else
 		fetch_sent++;
-out:
-	bpf_task_release(task);
 }
 
 /* One tid from the queue (a bpf_loop callback); 1 once it is empty. */
 static long fetch_next(__u32 i, void *unused)
 {
+	struct task_struct *task;
 	__u32 ktid;
 
 	if (bpf_map_pop_elem(&off_queue, &ktid))
 		return 1;
-	fetch_thread(ktid);
+	task = bpf_task_from_pid(ktid);
+	if (!task)
+		return 0; /* it exited */
+	fetch_task(task, ktid);
+	bpf_task_release(task);
 	return 0;
 }
 
@@ -117,5 +116,21 @@ SEC("syscall")
 int off_fetch(void *ctx)
 {
 	bpf_loop(OFF_QUEUE_MAX, fetch_next, NULL, 0);
+	return 0;
+}
+
+/*
+ * The same for kernels that do not let a syscall program call kfuncs (bpf_task_from_pid; older
+ * kernels refuse off_fetch): a sleepable task iterator the recorder runs over every thread of
+ * each target, which takes the stacks the sweep wants (task storage) and leaves the queue
+ * alone (the sweep does not fill it then: off_queue_on).
+ */
+SEC("iter.s/task")
+int off_fetch_iter(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+
+	if (task)
+		fetch_task(task, task->pid);
 	return 0;
 }

@@ -345,7 +345,10 @@ extern void bpf_task_release(struct task_struct *p) __ksym;
 __u64 sweep_last_ns; /* when the last sweep started: one CPU claims each period */
 __u32 sweep_cursor;  /* with more threads than offcpu_max_threads: where the next sweep starts */
 __u64 off_wants;     /* blocks left to the fetcher so far: the recorder polls it (mmap'ed) */
-__u32 off_stop;	     /* set by the recorder when recording ends: no more sweeps */
+/* Their kernel tids go to off_queue (off_fetch); 0: the fetcher is the task iterator
+ * (off_fetch_iter), which finds them by their task storage. Set by the recorder. */
+__u32 off_queue_on = 1;
+__u32 off_stop; /* set by the recorder when recording ends: no more sweeps */
 
 /*
  * Make @task a thread the sweep looks at, if it belongs to a target. @flags: BPF_NOEXIST to
@@ -570,7 +573,7 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 
 			want = bpf_task_storage_get(&off_want, t, 0,
 						    BPF_LOCAL_STORAGE_GET_F_CREATE);
-			if (want && !bpf_map_push_elem(&off_queue, &qtid, 0)) {
+			if (want && (!off_queue_on || !bpf_map_push_elem(&off_queue, &qtid, 0))) {
 				th->stack_block = block;
 				want->since = bpf_ktime_get_ns();
 				want->since_block = block;

@@ -21,9 +21,9 @@ PYTHONS = [(label, exe) for label, exe in h.pythons()
 STRIPPED = [(label, exe) for label, exe in h.pythons() if label in ("debian-3.11", "3.14", "3.15")]
 
 
-def _record(*args, timeout=120):
+def _record(*args, timeout=120, env=None):
     out = h.tmp("off.db")
-    p = h.probing("record", "--off-cpu", "-o", out, *args, timeout=timeout)
+    p = h.probing("record", "--off-cpu", "-o", out, *args, timeout=timeout, env=env)
     assert p.returncode == 0, f"record failed ({p.returncode}): {p.stderr}"
     return out, p.stderr
 
@@ -311,8 +311,25 @@ def test_threads_blocking_in_the_same_place_are_unwound_once(exe):
     the page of the innermost; and every one
     of the pollers' lock stacks is whole: the line of the get, the futex wait below it, the
     thread's entry above it (no truncation bit)."""
+    _check_blockloop(exe)
+
+
+@h.timeout(120)
+def test_blocked_stacks_fetched_by_a_task_iterator_where_the_kernel_refuses_the_syscall_program():
+    """On a kernel that does not let a BPF syscall program call kfuncs, the recorder fetches
+    blocked threads' stacks with a task iterator over each target's threads instead of one
+    program over the sweep's queue (PROBING_OFFCPU_FETCH_ITER=1 takes that path here): the
+    same stacks, as whole, as many."""
+    exe = dict(SITE_PYTHONS).get("3.12") or SITE_PYTHONS[0][1]
+    err = _check_blockloop(exe, env={"PROBING_OFFCPU_FETCH_ITER": "1"})
+    assert "fetched by a task iterator" in err, err[-2000:]
+
+
+def _check_blockloop(exe, env=None):
+    """Record blockloop.py (4 pollers, 3 s, 20 ms timeouts) with --off-cpu and check the
+    blocks' stacks (the test above); return the recorder's stderr."""
     line = next(i for i, text in enumerate(open(BLOCKLOOP), 1) if "BLOCK-HERE" in text)
-    db, err = _record("-F", "99", "-v", "--", exe, BLOCKLOOP, "4", "3", "20")
+    db, err = _record("-F", "99", "-v", "--", exe, BLOCKLOOP, "4", "3", "20", env=env)
     con = h.db(db)
     meta = dict(con.execute("SELECT key, value FROM meta"))
     taken = (meta["off_cpu_stacks_sweep"] + meta["off_cpu_stacks_wake"] +
@@ -321,10 +338,10 @@ def test_threads_blocking_in_the_same_place_are_unwound_once(exe):
     # 4 threads x 3 s x ~50 blocks/s, most of them observed at 99 Hz (a block lasts two periods).
     assert taken >= 200, meta
     assert meta["off_cpu_stacks_known_site"] >= 0.7 * taken, meta
-    # The iterator's walks of the four threads (the same functions) take code objects'
+    # The fetcher's walks of the four threads (the same functions) take code objects'
     # headers read for another thread's walk (bpf/pystack.bpf.h, py_code_cache): 72 % of
     # them on an idle machine, 48 % in a full test run (a header is used only for blocks that
-    # began before it was read: the more often the iterator runs, the fewer threads share).
+    # began before it was read: the more often the fetcher runs, the fewer threads share).
     if meta["off_cpu_stacks_iterator"] >= 100:
         code = meta["off_cpu_iterator_code_cached"] + meta["off_cpu_iterator_code_read"]
         assert meta["off_cpu_iterator_code_cached"] >= 0.25 * code, meta
@@ -356,5 +373,6 @@ def test_threads_blocking_in_the_same_place_are_unwound_once(exe):
                 h.log(f"poller {tid}: stack {sid} ({ns} ns, truncated {trunc[sid]}): {frames}")
         # A block woken from outside the process that ended before its stack was taken is
         # counted under the function it waits in (docs/sql.md): rare here (the blocks are
-        # timeouts, taken in the sweep or by the iterator while they last).
+        # timeouts, taken in the sweep or by the fetcher while they last).
         assert whole >= 0.9 * total, (tid, whole, total)
+    return err

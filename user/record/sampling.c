@@ -22,6 +22,7 @@ struct sampling {
 	struct sampling_opts opts;
 	struct sampler_bpf *skel;
 	struct offcpu_fetch_bpf *fetch; /* off_cpu: the stack fetcher */
+	bool fetch_iter;		/* it is the task iterator (off_fetch_iter) */
 	struct ring_buffer *rb;
 	struct bpf_link **links; /* one per perf event */
 	int *pfds;
@@ -190,10 +191,11 @@ static int offcpu_kernel_check(void)
 }
 
 /*
- * Load the off-CPU stack fetcher (offcpu_fetch.bpf.c) on the maps of the loaded sampler.
- * 0 or -errno, said.
+ * Open and load the off-CPU stack fetcher (offcpu_fetch.bpf.c) on the maps of the loaded
+ * sampler, with only its program @iter (off_fetch_iter) or only off_fetch. 0 or -errno; an
+ * error other than the kernel's refusal is said.
  */
-static int offcpu_fetch_open(struct sampling *s, const struct sampling_opts *opts)
+static int offcpu_fetch_load(struct sampling *s, const struct sampling_opts *opts, bool iter)
 {
 	int err;
 
@@ -206,13 +208,47 @@ static int offcpu_fetch_open(struct sampling *s, const struct sampling_opts *opt
 	s->fetch->rodata->stack_size = opts->stack_size & ~7u;
 	s->fetch->rodata->want_kernel = opts->kernel;
 	s->fetch->rodata->want_python = opts->python;
+	bpf_program__set_autoload(s->fetch->progs.off_fetch, !iter);
+	bpf_program__set_autoload(s->fetch->progs.off_fetch_iter, iter);
 	err = sampling__share_maps(s, s->fetch->obj);
 	if (err) {
 		pr_warn("cannot share the sampler's maps with the off-CPU stack fetcher: %s",
 			strerror(-err));
 		return err;
 	}
-	err = offcpu_fetch_bpf__load(s->fetch);
+	return offcpu_fetch_bpf__load(s->fetch);
+}
+
+/*
+ * Load the off-CPU stack fetcher: the syscall program over the sweep's queue, or where the
+ * kernel refuses it (a syscall program calling kfuncs) the task iterator over each target's
+ * threads (s->fetch_iter; the sweep told to leave the queue alone). 0 or -errno, said.
+ */
+static int offcpu_fetch_open(struct sampling *s, const struct sampling_opts *opts)
+{
+	int err;
+
+	/* The first refusal is expected on older kernels: its verifier log only at -vv.
+	 * PROBING_OFFCPU_FETCH_ITER=1 takes the iterator at once (the tests of that path). */
+	if (getenv("PROBING_OFFCPU_FETCH_ITER")) {
+		err = -EOPNOTSUPP;
+	} else {
+		log_libbpf_quiet(log_verbosity < 2);
+		err = offcpu_fetch_load(s, opts, false);
+		log_libbpf_quiet(false);
+	}
+	if (err) {
+		pr_info("off-CPU stacks of blocked threads fetched by a task iterator over each "
+			"target's threads (the kernel refused the fetcher's syscall program: %s)",
+			strerror(-err));
+		offcpu_fetch_bpf__destroy(s->fetch);
+		s->fetch = NULL;
+		err = offcpu_fetch_load(s, opts, true);
+		if (!err) {
+			s->fetch_iter = true;
+			s->skel->data->off_queue_on = 0;
+		}
+	}
 	if (err) {
 		pr_warn("the kernel refused the off-CPU stack fetcher, a sleepable BPF program "
 			"(%s; Linux 6.2 or later; -vv shows the verifier's log)",
@@ -463,15 +499,27 @@ bool sampling__offcpu_pending(struct sampling *s)
 	return true;
 }
 
-int sampling__offcpu_fetch(struct sampling *s)
+int sampling__offcpu_fetch(struct sampling *s, const pid_t *pids, size_t n)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, run);
+	int err = 0, e;
+	size_t i;
 
 	if (!s->off_cpu)
 		return 0;
-	s->fetch_runs++;
-	return bpf_prog_test_run_opts(bpf_program__fd(s->fetch->progs.off_fetch), &run) ? -errno
-											: 0;
+	if (!s->fetch_iter) {
+		s->fetch_runs++;
+		return bpf_prog_test_run_opts(bpf_program__fd(s->fetch->progs.off_fetch), &run)
+			       ? -errno
+			       : 0;
+	}
+	for (i = 0; i < n; i++) {
+		s->fetch_runs++;
+		e = run_task_iter(s->fetch->progs.off_fetch_iter, pids[i]);
+		if (e && e != -ESRCH && e != -ENOENT && !err)
+			err = e;
+	}
+	return err;
 }
 
 void sampling__offcpu_stop(struct sampling *s)
