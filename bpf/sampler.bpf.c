@@ -240,10 +240,6 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		__sync_fetch_and_add(&births_changes, 1);
 		if (want_offcpu)
 			off_register(child, BPF_ANY);
-		/* Wake the reader: the thread-name reader is told at once (recorder__seen). */
-		own_ids(child, &c);
-		if (send_proc_event(&ev, sizeof(ev), PROC_THREAD, &c, child, 0))
-			stat_inc(STAT_LOST_EVENTS);
 		return 0;
 	}
 	if (!follow_children)

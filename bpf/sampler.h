@@ -94,8 +94,6 @@ enum proc_change {
 	PROC_EXEC = 2,	      /* pid replaced its program: drop cached maps and interpreters */
 	PROC_EXIT = 3,	      /* thread tid of pid exited, and it was the last: pid ended */
 	PROC_THREAD_EXIT = 4, /* thread tid of pid exited; others live on */
-	PROC_THREAD = 5,      /* thread tid of pid was born (sent with a wake-up: names are read
-			       * while threads live, user/record/threadnames.h) */
 };
 
 #define PROC_ARGS_MAX 1024 /* bytes of the command line a PROC_EXEC event carries */

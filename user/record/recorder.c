@@ -1484,11 +1484,9 @@ void recorder__seen(void *ctx, const void *rec, size_t len)
 	const struct proc_change_event *ev = rec;
 	struct recorder *r = ctx;
 
-	if (len < sizeof(*ev) || ev->type != EVENT_PROC)
+	if (!r->pf || len < sizeof(*ev) || ev->type != EVENT_PROC)
 		return;
-	/* New threads (PROC_THREAD) or children: their names are read while they live. */
-	threadnames__poke(r->tn);
-	if (r->pf && (ev->change == PROC_EXEC || ev->change == PROC_FORK))
+	if (ev->change == PROC_EXEC || ev->change == PROC_FORK)
 		pyfinder__want(r->pf, ev->pid, ev->time_ns, 0);
 }
 

@@ -71,9 +71,8 @@ int recorder__handle(struct recorder *r, const void *rec, size_t len);
 /*
  * A record as the ring buffer's reader reads it (evqueue_seen_fn; @ctx: the recorder), long
  * before recorder__handle gets to it: a target that exec'd or a child it forked has its
- * interpreter looked for at once (pyfinder), and the thread-name reader is woken for new
- * threads and children (threadnames__poke). Called on the reader thread; it touches nothing
- * but the finder and the name reader, which are thread-safe.
+ * interpreter looked for at once (pyfinder). Called on the reader thread; it touches nothing
+ * but the finder, which is thread-safe.
  */
 void recorder__seen(void *ctx, const void *rec, size_t len);
 

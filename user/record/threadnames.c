@@ -49,7 +49,6 @@ struct threadnames {
 	int births_fd, children_fd;
 	const uint64_t *changes; /* the sampler's births_changes, or NULL */
 	uint64_t changes_seen;
-	uint64_t poked; /* the count at the last threadnames__poke (the caller's thread only) */
 	struct watched *w;
 	size_t nw, capw;
 	uint64_t gens;
@@ -328,25 +327,6 @@ static void read_round(struct threadnames *tn)
 	free(rc.v);
 }
 
-/*
- * Has the reading thread nothing to do until the sampler counts a change (locked)? No process
- * read again soon (threads born lately, threads waiting to start), no refresh asked, and no
- * change since the last round. Never without the sampler's count to wake it.
- */
-static bool idle(struct threadnames *tn)
-{
-	uint64_t now = now_mono_ns();
-	size_t i;
-
-	if (!tn->changes || tn->refresh_all ||
-	    __atomic_load_n(tn->changes, __ATOMIC_ACQUIRE) != tn->changes_seen)
-		return false;
-	for (i = 0; i < tn->nw; i++)
-		if (!tn->w[i].gone && (tn->w[i].read_until > now || tn->w[i].starting > 0))
-			return false;
-	return true;
-}
-
 static void *reader(void *arg)
 {
 	struct threadnames *tn = arg;
@@ -369,11 +349,6 @@ static void *reader(void *arg)
 			break;
 		if (!tn->nw && !tn->refresh_all) {
 			pthread_cond_wait(&tn->cond, &tn->lock); /* nothing to watch: sleep */
-			continue;
-		}
-		if (idle(tn)) {
-			/* Nothing to read until threads are born: threadnames__poke wakes it. */
-			pthread_cond_wait(&tn->cond, &tn->lock);
 			continue;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &until);
@@ -416,21 +391,6 @@ struct threadnames *threadnames__start(int births_fd, int children_fd, const uin
 	}
 	tn->started = true;
 	return tn;
-}
-
-void threadnames__poke(struct threadnames *tn)
-{
-	uint64_t c;
-
-	if (!tn || !tn->changes)
-		return;
-	c = __atomic_load_n(tn->changes, __ATOMIC_ACQUIRE);
-	if (c == tn->poked)
-		return;
-	tn->poked = c;
-	pthread_mutex_lock(&tn->lock);
-	pthread_cond_signal(&tn->cond);
-	pthread_mutex_unlock(&tn->lock);
 }
 
 void threadnames__free(struct threadnames *tn)

@@ -9,10 +9,7 @@
  * first samples of a library take long), so a thread that lived 30 ms is gone by then.
  * This module reads threading._active of each watched process right after the sampler
  * reports new threads in it (the BPF map thread_births): every 5 ms for 100 ms, and for as
- * long as threads started there still wait for the GIL to run (threading._limbo). In between
- * it sleeps until threadnames__poke (the ring buffer's reader, at the record of a new thread or
- * child) sees the sampler's count of changes move: no wake-ups while a job's threads stay as
- * they are. It keeps
+ * long as threads started there still wait for the GIL to run (threading._limbo). It keeps
  * each (pid, tid) -> name until a second after the recorder says the thread has exited. A child forked by a
  * watched process (new_children) is watched at once, through its parent's interpreter.
  *
@@ -39,13 +36,6 @@ struct threadnames *threadnames__start(int births_fd, int children_fd, const uin
 
 /* Stop the thread and free everything. NULL is a no-op. */
 void threadnames__free(struct threadnames *tn);
-
-/*
- * Wake the reading thread if the sampler's count of changes moved since the last call (a
- * load of that count otherwise): call it from one thread (the ring buffer's reader, at each
- * process record). NULL is a no-op.
- */
-void threadnames__poke(struct threadnames *tn);
 
 struct pyproc;
 
