@@ -499,27 +499,22 @@ bool sampling__offcpu_pending(struct sampling *s)
 	return true;
 }
 
-int sampling__offcpu_fetch(struct sampling *s, const pid_t *pids, size_t n)
+bool sampling__offcpu_fetch_by_process(const struct sampling *s)
+{
+	return s->off_cpu && s->fetch_iter;
+}
+
+int sampling__offcpu_fetch(struct sampling *s, pid_t pid)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, run);
-	int err = 0, e;
-	size_t i;
 
 	if (!s->off_cpu)
 		return 0;
-	if (!s->fetch_iter) {
-		s->fetch_runs++;
-		return bpf_prog_test_run_opts(bpf_program__fd(s->fetch->progs.off_fetch), &run)
-			       ? -errno
-			       : 0;
-	}
-	for (i = 0; i < n; i++) {
-		s->fetch_runs++;
-		e = run_task_iter(s->fetch->progs.off_fetch_iter, pids[i]);
-		if (e && e != -ESRCH && e != -ENOENT && !err)
-			err = e;
-	}
-	return err;
+	s->fetch_runs++;
+	if (s->fetch_iter)
+		return run_task_iter(s->fetch->progs.off_fetch_iter, pid);
+	return bpf_prog_test_run_opts(bpf_program__fd(s->fetch->progs.off_fetch), &run) ? -errno
+											: 0;
 }
 
 void sampling__offcpu_stop(struct sampling *s)

@@ -62,10 +62,12 @@ int sampling__use_python(struct sampling *s, pid_t pid, struct pyproc *pp,
  *
  * sampling__offcpu_pending: have blocks been left to the fetcher since the last call (their
  * stacks could not be taken in the sweep)? Cheap (a counter in mmap'ed memory): call it often.
+ * sampling__offcpu_fetch_by_process: is the fetcher the task iterator (a kernel that refuses
+ * its syscall program), to be run once per live target?
  * sampling__offcpu_fetch: run the fetcher (one system call) over the threads the sweep queued,
- * in every target: the stacks of their blocks that are still going on are sent as records
- * (SAMPLE_F_OFFCPU_FETCH). On a kernel that refuses its syscall program, a task iterator over
- * every thread of each of the @n processes @pids (the live targets) instead. 0 or -errno.
+ * in every target (@pid ignored): the stacks of their blocks that are still going on are sent
+ * as records (SAMPLE_F_OFFCPU_FETCH); by process, the task iterator over every thread of @pid.
+ * 0 or -errno.
  * sampling__offcpu_stop: no more sweeps (the end of recording); what they sent before is in
  * the ring buffer.
  * sampling__offcpu_flush: after that, send every segment the threads had not sent yet through
@@ -73,7 +75,8 @@ int sampling__use_python(struct sampling *s, pid_t pid, struct pyproc *pp,
  * 0 or -errno.
  */
 bool sampling__offcpu_pending(struct sampling *s);
-int sampling__offcpu_fetch(struct sampling *s, const pid_t *pids, size_t n);
+bool sampling__offcpu_fetch_by_process(const struct sampling *s);
+int sampling__offcpu_fetch(struct sampling *s, pid_t pid);
 void sampling__offcpu_stop(struct sampling *s);
 int sampling__offcpu_flush(struct sampling *s);
 
