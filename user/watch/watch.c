@@ -693,30 +693,46 @@ static bool still_warming(struct watch *w, bool wait)
 	return false;
 }
 
-/* The stall is over (@what moves again): say so, and note it in its report. */
+/*
+ * Note the recovery at @now in the stall's report. A reader of the report (the --on-stall
+ * command uploading it, someone's query) may hold it a moment: wait for it, up to 5 s. 0, or
+ * -1 (said).
+ */
+static int note_recovery(struct watch *w, double now)
+{
+	sqlite3 *db = NULL;
+	char *sql = NULL;
+	int err = -1;
+
+	if (sqlite3_open_v2(w->report, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) !=
+	    SQLITE_OK)
+		goto cleanup;
+	sqlite3_busy_timeout(db, 5000);
+	sql = sqlite3_mprintf("UPDATE watch_stall SET recovered_at = %.6f", now);
+	if (sql && sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK)
+		err = 0;
+cleanup:
+	if (err)
+		pr_warn("cannot note the recovery in %s: %s", w->report,
+			db ? sqlite3_errmsg(db) : "out of memory");
+	sqlite3_free(sql);
+	sqlite3_close(db);
+	return err;
+}
+
+/* The stall is over (@what moves again): note it in its report, then say so (a reader told
+ * of the recovery finds it noted). */
 static void recovered(struct watch *w, const char *what)
 {
 	double now = now_s();
-	sqlite3 *db = NULL;
+	bool noted = w->report[0] && !note_recovery(w, now);
 	char clk[16];
 
 	printf("probing watch: recovered at %s, after %.0f s: %s again%s%s\n",
 	       clock_str(now, clk, sizeof(clk)), now - w->stalled_at, what,
-	       w->report[0] ? "; noted in " : "", w->report);
+	       noted ? "; noted in " : "", noted ? w->report : "");
 	fflush(stdout);
 	w->stalled = false;
-	if (!w->report[0])
-		return;
-	if (sqlite3_open_v2(w->report, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL) ==
-	    SQLITE_OK) {
-		char *sql = sqlite3_mprintf("UPDATE watch_stall SET recovered_at = %.6f", now);
-
-		if (!sql || sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-			pr_warn("cannot note the recovery in %s: %s", w->report,
-				sqlite3_errmsg(db));
-		sqlite3_free(sql);
-	}
-	sqlite3_close(db);
 }
 
 /*
