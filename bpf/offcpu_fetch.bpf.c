@@ -36,6 +36,15 @@ const volatile bool want_python = true;
 /* What the runs did, read by the recorder. */
 __u64 fetch_sent, fetch_torn, fetch_lost;
 
+/*
+ * Set by the recorder: a block is fetched only once its stack has been wanted this long
+ * (OFFCPU_FETCH_AFTER_NS where the sweep asks the thread itself for it as it resumes; 0: at
+ * once, and for the last fetch of a recording). fetch_next_ns, written by each run: when the
+ * oldest block it left in the queue comes due (bpf_ktime_get_ns); 0: none left.
+ */
+__u64 fetch_after_ns;
+__u64 fetch_next_ns;
+
 #define PY_AREA 0x8000 /* as sampler.bpf.c's */
 
 #define UREAD_TASK /* the threads read are another process's: bpf_copy_from_user_task */
@@ -96,17 +105,44 @@ static __always_inline void fetch_task(struct task_struct *task, __u32 ktid)
 		fetch_sent++;
 }
 
-/* One tid from the queue (a bpf_loop callback); 1 once it is empty. */
-static long fetch_next(__u32 i, void *unused)
+/*
+ * Whether the block @task is wanted for is not due yet (wanted for less than fetch_after_ns,
+ * since the sweep first saw it at want->since): then fetch_next_ns says when it will be.
+ */
+static __always_inline bool not_due(struct task_struct *task, __u64 now)
+{
+	struct off_want *want = bpf_task_storage_get(&off_want, task, 0, 0);
+	__u64 block, since;
+
+	if (!want)
+		return false;
+	block = want->block;
+	barrier(); /* block before since (struct off_want) */
+	since = want->since;
+	if (!block || want->since_block != block || now - since >= fetch_after_ns)
+		return false;
+	fetch_next_ns = since + fetch_after_ns;
+	return true;
+}
+
+/* One tid from the queue (a bpf_loop callback); 1 once it is empty or its head is not due. */
+static long fetch_next(__u32 i, __u64 *now)
 {
 	struct task_struct *task;
 	__u32 ktid;
 
-	if (bpf_map_pop_elem(&off_queue, &ktid))
+	if (bpf_map_peek_elem(&off_queue, &ktid))
 		return 1;
 	task = bpf_task_from_pid(ktid);
-	if (!task)
+	if (task && fetch_after_ns && not_due(task, *now)) {
+		bpf_task_release(task);
+		return 1; /* the queue is in the order the sweep saw the blocks */
+	}
+	if (bpf_map_pop_elem(&off_queue, &ktid) || !task) {
+		if (task)
+			bpf_task_release(task);
 		return 0; /* it exited */
+	}
 	fetch_task(task, ktid);
 	bpf_task_release(task);
 	return 0;
@@ -115,7 +151,10 @@ static long fetch_next(__u32 i, void *unused)
 SEC("syscall")
 int off_fetch(void *ctx)
 {
-	bpf_loop(OFF_QUEUE_MAX, fetch_next, NULL, 0);
+	__u64 now = bpf_ktime_get_ns();
+
+	fetch_next_ns = 0;
+	bpf_loop(OFF_QUEUE_MAX, fetch_next, &now, 0);
 	return 0;
 }
 

@@ -347,6 +347,50 @@ __u32 off_queue_on = 1;
 __u32 off_stop; /* set by the recorder when recording ends: no more sweeps */
 
 /*
+ * Take a block's stack as its thread returns to user mode (off_resume), where the kernel lets
+ * BPF schedule a task work (Linux 6.18: bpf_task_work_schedule_resume_impl; weak, so that the
+ * program loads where it is missing and use_resume is false). Set by userspace before load.
+ */
+const volatile bool use_resume = false;
+extern int bpf_task_work_schedule_resume_impl(struct task_struct *task, struct bpf_task_work *tw,
+					      void *map__map, bpf_task_work_callback_t callback,
+					      void *aux__prog) __weak __ksym;
+
+/* The task works, one per thread that had one (kernel tid -> struct off_resume_work): deleted
+ * with the thread's entry in off_threads, which cancels a work not run yet. */
+struct off_resume_work {
+	struct bpf_task_work tw;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SAMPLER_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, struct off_resume_work);
+} off_resume_works SEC(".maps");
+
+/*
+ * The task work's scratch, one per CPU (resized before load), and whether it is in use: the
+ * work runs in the thread's context with interrupts on and may be preempted on its CPU (not
+ * moved), so the sampler's scratch, which an interrupt on this CPU may be filling, is not
+ * its, and a second work on the same CPU finds this one busy and leaves its block to the
+ * fetcher.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} resume_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SAMPLER_MAX_CPUS);
+	__type(key, __u32);
+	__type(value, __u32);
+} resume_busy SEC(".maps");
+
+/*
  * Make @task a thread the sweep looks at, if it belongs to a target. @flags: BPF_NOEXIST to
  * keep a thread known already, BPF_ANY for a new thread (its kernel tid may be a dead thread's
  * that the sweep has not cleared yet).
@@ -456,6 +500,74 @@ static __always_inline int send_blocked_stack(struct task_struct *t, const struc
 	return 0;
 }
 
+/*
+ * The task work (a callback of on_sweep): the thread the sweep saw in a block returns to user
+ * mode. If the block it returns from is still wanted (not taken at its wake-up: woken by a
+ * timer, I/O, another process) and it is that block (no voluntary switch since, the same user
+ * instruction and stack pointers: the stack is the one it blocked with, its memory its own and
+ * loaded here), its stack is taken now, from its own memory (a few microseconds of its time),
+ * instead of by the recorder's fetcher from another process. Anything else leaves the want to
+ * the fetcher, which finds the block over.
+ */
+static int off_resume(struct bpf_map *map, void *key, void *value)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 cpu = bpf_get_smp_processor_id(), ktid, size, *busy;
+	struct off_thread *th;
+	struct off_want *want;
+	struct scratch *s;
+	struct pt_regs *regs;
+	__u64 block;
+
+	if (task->flags & 0x4 /* PF_EXITING */)
+		return 0;
+	want = bpf_task_storage_get(&off_want, task, 0, 0);
+	if (!want || !want->block)
+		return 0;
+	block = want->block;
+	barrier(); /* block before the fields written before it (struct off_want) */
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (task->nvcsw != want->nvcsw || !regs || regs->ip != want->ip || regs->sp != want->sp) {
+		stat_inc(STAT_OFF_RESUME_MISS);
+		return 0;
+	}
+	ktid = task->pid;
+	th = bpf_map_lookup_elem(&off_threads, &ktid);
+	busy = bpf_map_lookup_elem(&resume_busy, &cpu);
+	s = bpf_map_lookup_elem(&resume_scratch, &cpu);
+	if (!th || !busy || !s || __sync_val_compare_and_swap(busy, 0, 1))
+		return 0;
+	want->block = 0;
+	size = sizeof(s->hdr) +
+	       blocked_sample(&s->hdr, s->data, task, NULL, th, block, SAMPLE_F_OFFCPU_RESUME);
+	if (size <= sizeof(*s) && bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP))
+		stat_inc(STAT_OFF_LOST);
+	*busy = 0;
+	return 0;
+}
+
+/* Ask @t (kernel tid @ktid), in a block the sweep wants the stack of, for it as it resumes. */
+static __always_inline void off_resume_schedule(struct task_struct *t, __u32 ktid)
+{
+	struct off_resume_work *w, empty = {};
+	long err;
+
+	w = bpf_map_lookup_elem(&off_resume_works, &ktid);
+	if (!w) {
+		bpf_map_update_elem(&off_resume_works, &ktid, &empty, BPF_NOEXIST);
+		w = bpf_map_lookup_elem(&off_resume_works, &ktid);
+		if (!w) {
+			stat_inc(STAT_OFF_RESUME_ERR);
+			return;
+		}
+	}
+	err = bpf_task_work_schedule_resume_impl(t, &w->tw, &off_resume_works, off_resume, NULL);
+	/* -EBUSY: a work scheduled for an earlier block has not run yet (the thread has not
+	 * returned to user mode since): it will find this block in the want. */
+	if (err && err != -16 /* EBUSY */)
+		stat_inc(STAT_OFF_RESUME_ERR);
+}
+
 struct sweep_ctx {
 	__u64 now;
 	struct mm_struct *mm; /* of the interrupted task: the user memory readable here */
@@ -493,6 +605,8 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 		/* It exited: what it had not sent yet, then forget it. */
 		off_send(th, NULL);
 		bpf_map_delete_elem(map, ktid);
+		if (use_resume)
+			bpf_map_delete_elem(&off_resume_works, ktid);
 		return 0;
 	}
 	if (t->exit_state) {
@@ -501,6 +615,8 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 		 * sent, then forget it, as for a thread gone. */
 		off_send(th, t);
 		bpf_map_delete_elem(map, ktid);
+		if (use_resume)
+			bpf_map_delete_elem(&off_resume_works, ktid);
 		goto out;
 	}
 	/* The time since it was last looked at (by a sweep at every period, or every few with
@@ -573,10 +689,16 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 				th->stack_block = block;
 				want->since = bpf_ktime_get_ns();
 				want->since_block = block;
-				barrier(); /* the time before the block (struct off_want) */
+				want->nvcsw = t->nvcsw;
+				want->ip = regs ? regs->ip : 0;
+				want->sp = regs ? regs->sp : 0;
+				barrier(); /* the fields before the block (struct off_want) */
 				want->block = block;
 				__sync_fetch_and_add(&off_wants, 1);
 				stat_inc(STAT_OFF_WANTED);
+				if (use_resume && regs && (regs->cs & 3) == 3 &&
+				    bpf_task_work_schedule_resume_impl)
+					off_resume_schedule(t, qtid);
 			}
 		}
 	}
@@ -624,7 +746,8 @@ int on_sweep(struct bpf_perf_event_data *ctx)
 /*
  * A thread is being woken (@p). If the sweep wants the stack of the block it is ending and the
  * waker is a thread of the same process, the stack is taken now: the wakee cannot run before
- * this returns, and its memory is the waker's.
+ * this returns, and its memory is the waker's. Else, with use_resume, the want is left to the
+ * thread's task work.
  */
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
@@ -638,12 +761,19 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	if (!want || !want->block)
 		return 0;
 	block = want->block;
-	want->block = 0;
-	if (block != p->nvcsw + p->nivcsw)
+	if (block != p->nvcsw + p->nivcsw) {
+		want->block = 0;
 		return 0; /* that block is over */
+	}
 	cur = bpf_get_current_task_btf();
-	if (!cur->mm || cur->mm != p->mm)
-		return 0; /* woken from elsewhere (a timer, I/O, another process) */
+	if (!cur->mm || cur->mm != p->mm) {
+		/* Woken from elsewhere (a timer, I/O, another process): the thread gives the
+		 * stack as it resumes (the task work), if it can; else the block is over. */
+		if (!use_resume)
+			want->block = 0;
+		return 0;
+	}
+	want->block = 0;
 	ktid = p->pid;
 	th = bpf_map_lookup_elem(&off_threads, &ktid);
 	if (th)

@@ -52,6 +52,9 @@ enum sample_reg {
 #define SAMPLE_F_OFFCPU	      (1u << 4)
 #define SAMPLE_F_OFFCPU_WAKE  (1u << 5) /* in the waker's context (a thread of the process) */
 #define SAMPLE_F_OFFCPU_FETCH (1u << 6) /* by the recorder's fetcher (offcpu_fetch.bpf.c) */
+/* By the thread itself, as it returned to user mode at the end of the block (a BPF task work
+ * the sweep scheduled: sampler.bpf.c, off_resume). */
+#define SAMPLE_F_OFFCPU_RESUME (1u << 7)
 
 /* sample_event.py_status: what the Python walk found. */
 enum py_status {
@@ -214,11 +217,22 @@ struct off_want {
 	 * before block, so that a reader that finds since_block == block has its time. */
 	__u64 since;
 	__u64 since_block;
+	/* The thread's voluntary context switches and user instruction and stack pointers when
+	 * the sweep saw the block (written before block): the task work (off_resume) takes the
+	 * stack only if they are still these, i.e. the thread is returning from that block. */
+	__u64 nvcsw;
+	__u64 ip, sp;
 };
+
+/*
+ * With the task work, a block is left to the fetcher only once its stack has been wanted this
+ * long (the thread has not resumed since: a long block, a hung thread); without it, at once.
+ */
+#define OFFCPU_FETCH_AFTER_NS 1000000000ULL
 
 /* Blocks left to the fetcher (off_queue) at most at a time: the recorder fetches them every few
  * milliseconds; a block that finds the queue full is asked for again at the next sweep. */
-#define OFF_QUEUE_MAX 4096
+#define OFF_QUEUE_MAX 16384
 
 /* Threads the sweep looks at per period, at most (a round-robin beyond: each thread is then
  * looked at every few periods, its observations weighing the time since the last). */
@@ -238,6 +252,8 @@ enum sampler_stat {
 	STAT_OFF_SWEEPS = 5,  /* sweeps of off-CPU threads */
 	STAT_OFF_WANTED = 6,  /* blocks whose stack the sweep left to the wake-up or the fetcher */
 	STAT_OFF_NO_ROOM = 7, /* threads not swept: map off_threads full */
+	STAT_OFF_RESUME_ERR = 8,  /* task works the sweep could not schedule (off_resume) */
+	STAT_OFF_RESUME_MISS = 9, /* task works that found their thread out of the block */
 	STAT_NR
 };
 

@@ -159,8 +159,11 @@ def test_hung_process_has_rows_for_every_thread_and_a_flame_graph():
         state = want.get(name, "lock")  # the main thread joins hung-event: a lock wait
         assert set(by[name]) == {state}, (name, by[name])
         assert 1.8e9 <= by[name][state] <= 2.2e9, (name, by[name])
-    # The stacks were taken while the threads stayed blocked (by the task iterator): each
-    # has its Python function.
+    # The stacks were taken while the threads stayed blocked (by the fetcher, a second after
+    # the sweep first saw them where threads give them as they resume): each has its Python
+    # function.
+    meta = dict(con.execute("SELECT key, value FROM meta"))
+    assert meta["off_cpu_stacks_iterator"] >= 4, meta
     funcs = _funcs(con)
     for name, func in (("hung-sleep", "sleep"), ("hung-read", "read"), ("hung-event", "wait")):
         tid = next(t for t, n in names.items() if n == name)
@@ -195,6 +198,30 @@ def test_hung_process_has_rows_for_every_thread_and_a_flame_graph():
     (prof,) = [x for x in doc["profiles"] if x["name"].startswith("hung-sleep")]
     assert prof["unit"] == "nanoseconds" and 1.8e9 <= prof["endValue"] <= 2.2e9
     assert all(names[stack[-1]] == "[off-CPU: sleep]" for stack in prof["samples"])
+
+
+@h.timeout(60)
+def test_blocks_still_going_on_at_the_end_of_a_short_recording_have_their_stacks():
+    """A recording shorter than the second the fetcher leaves blocks to their threads (where
+    they give their stacks as they resume): the threads of a hung process never resume, and the
+    last fetch, at the end, takes their stacks: each thread's time is under its Python function,
+    none under the fallback."""
+    exe = dict(h.pythons()).get("3.12") or h.pythons()[-1][1]
+    p = h.spawn([exe, SPLIT, "hung"], stdout=subprocess.PIPE)
+    assert p.stdout.readline().strip() == b"ready"
+    db, err = _record("-p", p.pid, "-d", "0.6", "-v")
+    con = h.db(db)
+    meta = dict(con.execute("SELECT key, value FROM meta"))
+    h.log(err)
+    assert meta["off_cpu_blocks_no_stack"] == 0, meta
+    assert meta["off_cpu_stacks_iterator"] >= 4, meta
+    names = dict(con.execute("SELECT tid, name FROM threads WHERE pid = ?", (p.pid,)))
+    funcs = _funcs(con)
+    for name, func in (("hung-sleep", "sleep"), ("hung-read", "read"), ("hung-event", "wait")):
+        tid = next(t for t, n in names.items() if n == name)
+        sids = [s for (s,) in con.execute("SELECT stack_id FROM samples WHERE tid = ?", (tid,))]
+        assert sids and all(func in funcs.get(s, ()) or "run" in funcs.get(s, ()) for s in sids), \
+            (name, [funcs.get(s) for s in sids])
 
 
 def test_off_cpu_needs_the_same_privileges_and_says_what_it_keeps():
@@ -304,14 +331,33 @@ SITE_PYTHONS = [(label, exe) for label, exe in h.pythons()
 @h.params([p for _, p in SITE_PYTHONS], ids=[label for label, _ in SITE_PYTHONS])
 def test_threads_blocking_in_the_same_place_are_unwound_once(exe):
     """blockloop.py: 4 threads in a loop of queue.get(timeout=20 ms) at a known line, about
-    50 blocks a second each, each block's stack taken. Their native frames are unwound once per
+    50 blocks a second each, each block's stack taken. Woken by a timer, not by a thread of
+    their process: on a kernel with BPF task works (Linux 6.18) the threads give each block's
+    stack as they return from it (meta off_cpu_stacks_resume), none is left to the fetcher
+    (which takes only blocks that last a second). Their native frames are unwound once per
     thread and place (stacksites.h); the later blocks that pass the checks reuse them: most of
-    the blocks' stacks come from a known site (meta off_cpu_stacks_known_site); the fetcher
-    reads most code objects once for several threads' walks, and most frames from one read of
-    the page of the innermost; and every one
+    the blocks' stacks come from a known site (meta off_cpu_stacks_known_site); and every one
     of the pollers' lock stacks is whole: the line of the get, the futex wait below it, the
     thread's entry above it (no truncation bit)."""
-    _check_blockloop(exe)
+    err = _check_blockloop(exe)
+    if "as their threads resume" in err:
+        meta = _check_blockloop.meta
+        taken = _taken(meta)
+        assert meta["off_cpu_stacks_resume"] >= 0.6 * taken, meta
+        assert meta["off_cpu_stacks_iterator"] <= 0.05 * taken, meta
+
+
+@h.timeout(120)
+def test_blocked_stacks_fetched_while_they_last_where_threads_do_not_give_them():
+    """Without the task work (a kernel older than 6.18; PROBING_OFFCPU_NO_RESUME=1 here) the
+    recorder's fetcher takes the blocks woken from outside the process while they last, reading
+    the threads' memory from outside: the same stacks, as whole, as many; it reads most code
+    objects once for several threads' walks, and most frames from one read of the page of the
+    innermost."""
+    exe = dict(SITE_PYTHONS).get("3.12") or SITE_PYTHONS[0][1]
+    err = _check_blockloop(exe, env={"PROBING_OFFCPU_NO_RESUME": "1"}, fetcher=True)
+    assert "as their threads resume" not in err, err[-2000:]
+    assert _check_blockloop.meta["off_cpu_stacks_resume"] == 0
 
 
 @h.timeout(120)
@@ -321,23 +367,30 @@ def test_blocked_stacks_fetched_by_a_task_iterator_where_the_kernel_refuses_the_
     program over the sweep's queue (PROBING_OFFCPU_FETCH_ITER=1 takes that path here): the
     same stacks, as whole, as many."""
     exe = dict(SITE_PYTHONS).get("3.12") or SITE_PYTHONS[0][1]
-    err = _check_blockloop(exe, env={"PROBING_OFFCPU_FETCH_ITER": "1"})
+    err = _check_blockloop(exe, env={"PROBING_OFFCPU_FETCH_ITER": "1"}, fetcher=True)
     assert "fetched by a task iterator" in err, err[-2000:]
 
 
-def _check_blockloop(exe, env=None):
+def _taken(meta):
+    return (meta["off_cpu_stacks_sweep"] + meta["off_cpu_stacks_wake"] +
+            meta["off_cpu_stacks_iterator"] + meta["off_cpu_stacks_resume"])
+
+
+def _check_blockloop(exe, env=None, fetcher=False):
     """Record blockloop.py (4 pollers, 3 s, 20 ms timeouts) with --off-cpu and check the
-    blocks' stacks (the test above); return the recorder's stderr."""
+    blocks' stacks (the test above); with @fetcher, that the fetcher took most of them. Return
+    the recorder's stderr (its meta in _check_blockloop.meta)."""
     line = next(i for i, text in enumerate(open(BLOCKLOOP), 1) if "BLOCK-HERE" in text)
     db, err = _record("-F", "99", "-v", "--", exe, BLOCKLOOP, "4", "3", "20", env=env)
     con = h.db(db)
-    meta = dict(con.execute("SELECT key, value FROM meta"))
-    taken = (meta["off_cpu_stacks_sweep"] + meta["off_cpu_stacks_wake"] +
-             meta["off_cpu_stacks_iterator"])
+    meta = _check_blockloop.meta = dict(con.execute("SELECT key, value FROM meta"))
+    taken = _taken(meta)
     h.log(f"{err}\nstacks taken {taken}, from a known site {meta['off_cpu_stacks_known_site']}")
     # 4 threads x 3 s x ~50 blocks/s, most of them observed at 99 Hz (a block lasts two periods).
     assert taken >= 200, meta
     assert meta["off_cpu_stacks_known_site"] >= 0.7 * taken, meta
+    if fetcher:
+        assert meta["off_cpu_stacks_iterator"] >= 100, meta
     # The fetcher's walks of the four threads (the same functions) take code objects'
     # headers read for another thread's walk (bpf/pystack.bpf.h, py_code_cache): 72 % of
     # them on an idle machine, 48 % in a full test run (a header is used only for blocks that
@@ -373,6 +426,6 @@ def _check_blockloop(exe, env=None):
                 h.log(f"poller {tid}: stack {sid} ({ns} ns, truncated {trunc[sid]}): {frames}")
         # A block woken from outside the process that ended before its stack was taken is
         # counted under the function it waits in (docs/sql.md): rare here (the blocks are
-        # timeouts, taken in the sweep or by the fetcher while they last).
+        # timeouts, taken in the sweep, as the threads resume or by the fetcher).
         assert whole >= 0.9 * total, (tid, whole, total)
     return err

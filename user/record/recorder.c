@@ -1275,6 +1275,8 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 			return 0;
 		if (e->flags & SAMPLE_F_OFFCPU_WAKE)
 			r->stats.off_stacks_wake++;
+		else if (e->flags & SAMPLE_F_OFFCPU_RESUME)
+			r->stats.off_stacks_resume++;
 		else if (e->flags & SAMPLE_F_OFFCPU_FETCH)
 			r->stats.off_stacks_fetch++;
 		else
@@ -1564,13 +1566,11 @@ int recorder__tick(struct recorder *r, bool caught_up)
 	return store__flush(r->st) ?: recorder__live_targets(r);
 }
 
-void recorder__poll(struct recorder *r)
+void recorder__fetch_blocked(struct recorder *r)
 {
 	size_t i;
 	int err;
 
-	for (i = 0; i < r->ntargets; i++)
-		retry_python(r, &r->targets[i]);
 	/* Blocks the sweep could not take the stack of: fetch them while they last (the count
 	 * read first: later ones are for the next turn). */
 	if (r->oc && sampling__offcpu_pending(r->s)) {
@@ -1589,6 +1589,15 @@ void recorder__poll(struct recorder *r)
 					 r->targets[i].pid, strerror(-err));
 		}
 	}
+}
+
+void recorder__poll(struct recorder *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->ntargets; i++)
+		retry_python(r, &r->targets[i]);
+	recorder__fetch_blocked(r);
 	if (r->comm)
 		comm__poll(r->comm);
 }

@@ -38,7 +38,7 @@ struct recorder_stats {
 	uint64_t py_status[8];	 /* samples of Python processes by enum py_status */
 	/* Off-CPU: stacks of blocks by where they were taken (the sweep, the wake-up, the
 	 * iterator), and what offcpu.h counted. */
-	uint64_t off_stacks_sweep, off_stacks_wake, off_stacks_fetch;
+	uint64_t off_stacks_sweep, off_stacks_wake, off_stacks_fetch, off_stacks_resume;
 	uint64_t off_stacks_site; /* of those, native frames from a known site: not unwound */
 	uint64_t off_segments, off_observations, off_ns;
 	uint64_t off_blocks, off_blocks_no_stack, off_ns_no_stack;
@@ -89,6 +89,13 @@ int recorder__tick(struct recorder *r, bool caught_up);
  * stacks of blocked threads the sweep asked for while they are still blocked.
  */
 void recorder__poll(struct recorder *r);
+
+/*
+ * With off_cpu: run the stack fetcher if it has work (sampling__offcpu_pending), once or over
+ * each live target. recorder__poll calls it; the end of recording once more, after
+ * sampling__offcpu_stop, for the blocks still going on.
+ */
+void recorder__fetch_blocked(struct recorder *r);
 
 /*
  * The end of recording, once every record was handled: off-CPU time still waiting for a stack

@@ -30,7 +30,9 @@ struct sampling {
 	int *sweep_pfds;
 	int nr_cpus; /* possible CPUs */
 	bool off_cpu;
+	bool resume;	     /* blocks' stacks taken as their threads resume (use_resume) */
 	uint64_t wants_seen; /* sampler's off_wants at the last sampling__offcpu_pending */
+	uint64_t fetch_last; /* when the fetcher last ran (monotonic ns) */
 	uint64_t fetch_runs;
 	int (*cb)(void *ctx, void *data, size_t len);
 	void *cb_ctx;
@@ -191,6 +193,28 @@ static int offcpu_kernel_check(void)
 }
 
 /*
+ * Whether the sweep may ask a blocked thread for its block's stack as it resumes (a BPF task
+ * work: the kfunc bpf_task_work_schedule_resume_impl, Linux 6.18). Not with @opts->kernel: the
+ * block's kernel stack is gone by then. PROBING_OFFCPU_NO_RESUME=1 and
+ * PROBING_OFFCPU_FETCH_ITER=1 (the fetcher's paths, tested alone) say no.
+ */
+static bool offcpu_resume_usable(const struct sampling_opts *opts)
+{
+	struct btf *btf;
+	bool ok;
+
+	if (opts->kernel || getenv("PROBING_OFFCPU_NO_RESUME") ||
+	    getenv("PROBING_OFFCPU_FETCH_ITER"))
+		return false;
+	btf = btf__load_vmlinux_btf();
+	if (!btf)
+		return false;
+	ok = btf__find_by_name_kind(btf, "bpf_task_work_schedule_resume_impl", BTF_KIND_FUNC) > 0;
+	btf__free(btf);
+	return ok;
+}
+
+/*
  * Open and load the off-CPU stack fetcher (offcpu_fetch.bpf.c) on the maps of the loaded
  * sampler, with only its program @iter (off_fetch_iter) or only off_fetch. 0 or -errno; an
  * error other than the kernel's refusal is said.
@@ -249,6 +273,11 @@ static int offcpu_fetch_open(struct sampling *s, const struct sampling_opts *opt
 			s->skel->data->off_queue_on = 0;
 		}
 	}
+	/* Where threads give their blocks' stacks as they resume, the fetcher takes only the
+	 * blocks that last (the task iterator takes every block it finds wanted). */
+	if (!err)
+		s->fetch->bss->fetch_after_ns =
+			s->resume && !s->fetch_iter ? OFFCPU_FETCH_AFTER_NS : 0;
 	if (err) {
 		pr_warn("the kernel refused the off-CPU stack fetcher, a sleepable BPF program "
 			"(%s; Linux 6.2 or later; -vv shows the verifier's log)",
@@ -391,6 +420,8 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 	s->skel->rodata->pidns_inum = opts->pidns_inum;
 	s->skel->rodata->want_offcpu = opts->off_cpu;
 	s->skel->rodata->period_ns = period_ns;
+	s->resume = opts->off_cpu && offcpu_resume_usable(opts);
+	s->skel->rodata->use_resume = s->resume;
 	/* Off-CPU programs are loaded only when asked for: on-CPU recording is left as it was,
 	 * and works on kernels without what they need. */
 	bpf_program__set_autoload(s->skel->progs.on_sweep, opts->off_cpu);
@@ -399,6 +430,7 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 	bpf_program__set_autoload(s->skel->progs.off_flush, opts->off_cpu);
 	bpf_program__set_autoattach(s->skel->progs.off_seed, false); /* run on demand */
 	bpf_map__set_max_entries(s->skel->maps.scratch, s->nr_cpus);
+	bpf_map__set_max_entries(s->skel->maps.resume_scratch, s->resume ? s->nr_cpus : 1);
 	rb_bytes = opts->ringbuf_bytes ? opts->ringbuf_bytes : 32u << 20;
 	bpf_map__set_max_entries(s->skel->maps.events, rb_bytes);
 
@@ -411,6 +443,13 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 		err = offcpu_fetch_open(s, opts);
 		if (err)
 			goto cleanup;
+		if (s->resume)
+			pr_info("off-CPU stacks of blocks woken from outside their process taken "
+				"as "
+				"their threads resume (a BPF task work); blocks that last over "
+				"%.0f s "
+				"fetched while they last",
+				OFFCPU_FETCH_AFTER_NS / 1e9);
 	}
 	err = sampler_bpf__attach(s->skel); /* the tracepoints */
 	if (err) {
@@ -486,17 +525,25 @@ cleanup:
 	return err;
 }
 
+/* The fetcher runs at most this often while what it left in the queue is not due. */
+#define FETCH_GAP_NS 20000000ULL
+
 bool sampling__offcpu_pending(struct sampling *s)
 {
-	uint64_t wants;
+	uint64_t wants, next, now;
+	bool more;
 
 	if (!s->off_cpu)
 		return false;
 	wants = __atomic_load_n(&s->skel->bss->off_wants, __ATOMIC_RELAXED);
-	if (wants == s->wants_seen)
-		return false;
+	more = wants != s->wants_seen;
 	s->wants_seen = wants;
-	return true;
+	next = __atomic_load_n(&s->fetch->bss->fetch_next_ns, __ATOMIC_RELAXED);
+	if (!next)
+		return more; /* the queue was left empty: new blocks are to be looked at */
+	/* Blocks wait in the queue until they are due: look again then, not at every new one. */
+	now = now_mono_ns();
+	return now >= next && now - s->fetch_last >= FETCH_GAP_NS;
 }
 
 bool sampling__offcpu_fetch_by_process(const struct sampling *s)
@@ -511,6 +558,7 @@ int sampling__offcpu_fetch(struct sampling *s, pid_t pid)
 	if (!s->off_cpu)
 		return 0;
 	s->fetch_runs++;
+	s->fetch_last = now_mono_ns();
 	if (s->fetch_iter)
 		return run_task_iter(s->fetch->progs.off_fetch_iter, pid);
 	return bpf_prog_test_run_opts(bpf_program__fd(s->fetch->progs.off_fetch), &run) ? -errno
@@ -524,6 +572,10 @@ void sampling__offcpu_stop(struct sampling *s)
 	__atomic_store_n(&s->skel->bss->off_stop, 1, __ATOMIC_RELEASE);
 	/* A sweep that started before the flag was set ends within microseconds. */
 	usleep(2000);
+	/* What waits in the fetcher's queue is due now: blocks still going on at the end. */
+	s->fetch->bss->fetch_after_ns = 0;
+	s->wants_seen = ~0ULL;
+	__atomic_store_n(&s->fetch->bss->fetch_next_ns, 0, __ATOMIC_RELAXED);
 }
 
 int sampling__offcpu_flush(struct sampling *s)
@@ -687,6 +739,9 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 	out->wanted = stat_sum(s, STAT_OFF_WANTED);
 	out->lost = stat_sum(s, STAT_OFF_LOST) + s->fetch->bss->fetch_lost;
 	out->no_room = stat_sum(s, STAT_OFF_NO_ROOM);
+	out->resume = s->resume;
+	out->resume_err = stat_sum(s, STAT_OFF_RESUME_ERR);
+	out->resume_miss = stat_sum(s, STAT_OFF_RESUME_MISS);
 	out->fetched = s->fetch->bss->fetch_sent;
 	out->torn = s->fetch->bss->fetch_torn;
 	out->fetch_runs = s->fetch_runs;

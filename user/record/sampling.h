@@ -60,8 +60,11 @@ int sampling__use_python(struct sampling *s, pid_t pid, struct pyproc *pp,
  * Off-CPU recording (opts.off_cpu), in order of use. sampling__add_target registers the
  * target's threads with the sweep (new ones register themselves).
  *
- * sampling__offcpu_pending: have blocks been left to the fetcher since the last call (their
- * stacks could not be taken in the sweep)? Cheap (a counter in mmap'ed memory): call it often.
+ * sampling__offcpu_pending: is there work for the fetcher: blocks left to it since the last
+ * call (their stacks could not be taken in the sweep), or, where threads give their blocks'
+ * stacks as they resume (a task work), blocks wanted for OFFCPU_FETCH_AFTER_NS (a block that
+ * lasts, a hung thread; the fetcher leaves younger ones in the queue)? Cheap (counters in
+ * mmap'ed memory): call it often.
  * sampling__offcpu_fetch_by_process: is the fetcher the task iterator (a kernel that refuses
  * its syscall program), to be run once per live target?
  * sampling__offcpu_fetch: run the fetcher (one system call) over the threads the sweep queued,
@@ -69,7 +72,8 @@ int sampling__use_python(struct sampling *s, pid_t pid, struct pyproc *pp,
  * as records (SAMPLE_F_OFFCPU_FETCH); by process, the task iterator over every thread of @pid.
  * 0 or -errno.
  * sampling__offcpu_stop: no more sweeps (the end of recording); what they sent before is in
- * the ring buffer.
+ * the ring buffer; every block left in the fetcher's queue is due (call the fetcher once
+ * more).
  * sampling__offcpu_flush: after that, send every segment the threads had not sent yet through
  * the ring buffer (struct offcpu_event, as the sweep sends them), for the reader's last drain.
  * 0 or -errno.
@@ -93,6 +97,9 @@ struct sampling_offcpu_stats {
 	 * (bpf/pystack.bpf.h, py_code_cache), and those it read */
 	uint64_t code_cached, code_read;
 	uint64_t page_frames; /* frames the fetcher copied from its copy of the leaf's page */
+	bool resume;	      /* threads give their blocks' stacks as they resume (task work) */
+	uint64_t resume_err;  /* task works the sweep could not schedule */
+	uint64_t resume_miss; /* task works that found their thread out of its block */
 };
 void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *out);
 

@@ -141,14 +141,15 @@ static void print_costs(const struct record_totals *t)
 		rs->samples ? 1e6 * t->recorder_cpu / rs->samples : 0.0);
 	if (t->off.sweeps)
 		pr_info("off-CPU: %llu sweeps, %llu segments; stacks of %llu blocks (%llu taken in "
-			"the sweep, %llu at the wake-up, %llu by the fetcher in %llu runs, %llu "
-			"torn and dropped; %llu at a known site, not unwound again); %llu "
-			"preempted blocks under their run's last on-CPU stack; "
-			"%llu blocks without a stack: %.3f s of %.3f s",
+			"the sweep, %llu at the wake-up, %llu as the thread resumed, %llu by the "
+			"fetcher in %llu runs, %llu torn and dropped; %llu at a known site, not "
+			"unwound again); %llu preempted blocks under their run's last on-CPU "
+			"stack; %llu blocks without a stack: %.3f s of %.3f s",
 			(unsigned long long)t->off.sweeps, (unsigned long long)rs->off_segments,
 			(unsigned long long)rs->off_blocks,
 			(unsigned long long)rs->off_stacks_sweep,
 			(unsigned long long)rs->off_stacks_wake,
+			(unsigned long long)rs->off_stacks_resume,
 			(unsigned long long)rs->off_stacks_fetch,
 			(unsigned long long)t->off.fetch_runs, (unsigned long long)t->off.torn,
 			(unsigned long long)rs->off_stacks_site,
