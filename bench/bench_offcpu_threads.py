@@ -10,6 +10,9 @@ later):
     bpf        the run time of probing's BPF programs (bpftool, kernel.bpf_stats_enabled set
                for the run and restored), as % of one core: it runs in the context of the
                task it interrupts, so it is charged to the targets and to whatever else runs
+    taskwork   the off-CPU task work's time in the target threads (a block's stack taken as
+               its thread resumes, Linux 6.18; the kernel calls it directly, so bpf_stats
+               miss it): meta off_cpu_resume_ns over the whole recording, % of one core
     rss        the recorder's peak resident memory (MiB)
 and over the whole recording (attach to SIGINT):
     on-CPU     samples in state 'running' per second, and per CPU second the targets were
@@ -108,11 +111,13 @@ def one(config, pids, hz, warmup, window):
     con = sqlite3.connect(out)
     running = con.execute("SELECT coalesce(sum(count), 0) FROM samples "
                           "WHERE state = 'running'").fetchone()[0]
+    meta = dict(con.execute("SELECT key, value FROM meta"))
     con.close()
     span = t_stop - t_attach
     return {
         "recorder": 100.0 * (r1 - r0) / ((t1 - t0) * 1e9),
         "bpf": 100.0 * (b1 - b0) / ((t1 - t0) * 1e9),
+        "taskwork": 100.0 * meta.get("off_cpu_resume_ns", 0) / (meta["duration"] * 1e9),
         "rss": ru.ru_maxrss / 1024.0,
         "oncpu_per_s": running / span,
         "complete": running / max(1e-9, (targets_stop - targets_attach) / 1e9 * hz),
@@ -148,7 +153,7 @@ def main():
                 r = one(c, pids, a.hz, a.warmup, a.window)
                 got[c].append(r)
                 print(f"  round {i + 1} {c:7s} recorder {r['recorder']:5.1f} %  bpf "
-                      f"{r['bpf']:5.2f} %  rss {r['rss']:6.1f} MiB  on-CPU {r['oncpu_per_s']:6.1f}/s "
+                      f"{r['bpf']:5.2f} %  task work {r['taskwork']:4.2f} %  rss {r['rss']:6.1f} MiB  on-CPU {r['oncpu_per_s']:6.1f}/s "
                       f"complete {r['complete']:.3f}  targets {r['targets_cpu']:.2f} CPUs",
                       file=sys.stderr, flush=True)
                 time.sleep(0.5)
@@ -161,11 +166,12 @@ def main():
     med = {c: {k: statistics.median(r[k] for r in got[c]) for k in got[c][0]} for c in configs}
     print(f"\n{a.procs} processes x {a.threads} threads ({a.periodic} periodic, 1 computing) at "
           f"{a.hz} Hz: medians of {a.rounds} interleaved rounds, {a.window:g} s windows")
-    print(f"  {'':8s} {'recorder':>9s} {'bpf':>7s} {'rss MiB':>8s} {'on-CPU/s':>9s} "
-          f"{'complete':>9s} {'targets CPUs':>13s}")
+    print(f"  {'':8s} {'recorder':>9s} {'bpf':>7s} {'taskwork':>9s} {'rss MiB':>8s} "
+          f"{'on-CPU/s':>9s} {'complete':>9s} {'targets CPUs':>13s}")
     for c in configs:
         m = med[c]
-        print(f"  {c:8s} {m['recorder']:8.1f}% {m['bpf']:6.2f}% {m['rss']:8.1f} "
+        print(f"  {c:8s} {m['recorder']:8.1f}% {m['bpf']:6.2f}% {m['taskwork']:8.2f}% "
+              f"{m['rss']:8.1f} "
               f"{m['oncpu_per_s']:9.1f} {m['complete']:9.3f} {m['targets_cpu']:13.2f}")
     ratio = med["offcpu"]["oncpu_per_s"] / med["on-cpu"]["oncpu_per_s"]
     print(f"  on-CPU samples with --off-cpu / without: {ratio:.3f} "

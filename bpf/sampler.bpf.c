@@ -509,7 +509,7 @@ static __always_inline int send_blocked_stack(struct task_struct *t, const struc
  * instead of by the recorder's fetcher from another process. Anything else leaves the want to
  * the fetcher, which finds the block over.
  */
-static int off_resume(struct bpf_map *map, void *key, void *value)
+static __always_inline void off_resume_take(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 cpu = bpf_get_smp_processor_id(), ktid, size, *busy;
@@ -520,29 +520,42 @@ static int off_resume(struct bpf_map *map, void *key, void *value)
 	__u64 block;
 
 	if (task->flags & 0x4 /* PF_EXITING */)
-		return 0;
+		return;
 	want = bpf_task_storage_get(&off_want, task, 0, 0);
 	if (!want || !want->block)
-		return 0;
+		return;
 	block = want->block;
 	barrier(); /* block before the fields written before it (struct off_want) */
 	regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	if (task->nvcsw != want->nvcsw || !regs || regs->ip != want->ip || regs->sp != want->sp) {
 		stat_inc(STAT_OFF_RESUME_MISS);
-		return 0;
+		return;
 	}
 	ktid = task->pid;
 	th = bpf_map_lookup_elem(&off_threads, &ktid);
 	busy = bpf_map_lookup_elem(&resume_busy, &cpu);
 	s = bpf_map_lookup_elem(&resume_scratch, &cpu);
 	if (!th || !busy || !s || __sync_val_compare_and_swap(busy, 0, 1))
-		return 0;
+		return;
 	want->block = 0;
 	size = sizeof(s->hdr) +
 	       blocked_sample(&s->hdr, s->data, task, NULL, th, block, SAMPLE_F_OFFCPU_RESUME);
 	if (size <= sizeof(*s) && bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP))
 		stat_inc(STAT_OFF_LOST);
 	*busy = 0;
+}
+
+/* The task work's runs and their time in the threads (not in the kernel's BPF statistics: the
+ * kernel calls it directly), for the recorder's summary. */
+__u64 resume_runs, resume_ns;
+
+static int off_resume(struct bpf_map *map, void *key, void *value)
+{
+	__u64 t0 = bpf_ktime_get_ns();
+
+	off_resume_take();
+	__sync_fetch_and_add(&resume_runs, 1);
+	__sync_fetch_and_add(&resume_ns, bpf_ktime_get_ns() - t0);
 	return 0;
 }
 

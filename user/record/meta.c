@@ -54,6 +54,8 @@ static void meta_offcpu(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "off_cpu_stacks_resume", rs->off_stacks_resume);
 	store__meta_int(st, "off_cpu_resume_missed", t->off.resume_miss);
 	store__meta_int(st, "off_cpu_resume_not_scheduled", t->off.resume_err);
+	store__meta_int(st, "off_cpu_resume_runs", t->off.resume_runs);
+	store__meta_int(st, "off_cpu_resume_ns", t->off.resume_ns);
 	store__meta_int(st, "off_cpu_stacks_known_site", rs->off_stacks_site);
 	store__meta_int(st, "off_cpu_stacks_torn", t->off.torn);
 	store__meta_int(st, "off_cpu_iterator_code_cached", t->off.code_cached);

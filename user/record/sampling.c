@@ -742,6 +742,8 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 	out->resume = s->resume;
 	out->resume_err = stat_sum(s, STAT_OFF_RESUME_ERR);
 	out->resume_miss = stat_sum(s, STAT_OFF_RESUME_MISS);
+	out->resume_runs = s->skel->bss->resume_runs;
+	out->resume_ns = s->skel->bss->resume_ns;
 	out->fetched = s->fetch->bss->fetch_sent;
 	out->torn = s->fetch->bss->fetch_torn;
 	out->fetch_runs = s->fetch_runs;

@@ -100,6 +100,7 @@ struct sampling_offcpu_stats {
 	bool resume;	      /* threads give their blocks' stacks as they resume (task work) */
 	uint64_t resume_err;  /* task works the sweep could not schedule */
 	uint64_t resume_miss; /* task works that found their thread out of its block */
+	uint64_t resume_runs, resume_ns; /* task works run, and their time in the threads */
 };
 void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *out);
 

@@ -156,6 +156,10 @@ static void print_costs(const struct record_totals *t)
 			(unsigned long long)rs->off_blocks_run_stack,
 			(unsigned long long)rs->off_blocks_no_stack, rs->off_ns_no_stack / 1e9,
 			rs->off_ns / 1e9);
+	if (t->off.resume_runs)
+		pr_info("off-CPU task work in the threads: %.2f ms in %llu runs (%.2f us each)",
+			t->off.resume_ns / 1e6, (unsigned long long)t->off.resume_runs,
+			t->off.resume_ns / 1e3 / t->off.resume_runs);
 	if (t->bpf_runs)
 		/* Only with kernel.bpf_stats_enabled=1: the cost inside the sampled context. */
 		pr_info("BPF program: %.2f ms in %llu runs, %.2f us per recorded sample",
