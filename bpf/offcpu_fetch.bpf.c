@@ -8,9 +8,11 @@
  * queue, finds its task (bpf_task_from_pid) and, a sleepable program reading any task's memory
  * (bpf_copy_from_user_task), takes the stack of the block while it lasts, once, as a sample
  * (SAMPLE_F_OFFCPU_FETCH) into the sampler's ring buffer: only the threads that have such a
- * block are looked at, in one system call for all the targets. Its own scratch memory: it
- * runs preemptible, and the sampler's per-CPU buffers may be in use by an interrupt on the
- * same CPU.
+ * block are looked at, in one system call for all the targets. Where the sweep also asks the
+ * threads for their stacks as they resume (sampler.bpf.c, off_resume), only the blocks wanted
+ * for fetch_after_ns are taken: the queue's younger ones are left for a later run. Its own
+ * scratch memory: it runs preemptible, and the sampler's per-CPU buffers may be in use by an
+ * interrupt on the same CPU.
  *
  * The maps of shared_maps.bpf.h and py_tstates are the sampler's (sampling__share_maps gives
  * them to this object before it is loaded).

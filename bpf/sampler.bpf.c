@@ -17,8 +17,10 @@
  * program sweeps the targets' threads once per period and sums, per thread, the time they spend
  * off their CPU and why (struct offcpu_event, sampler.h); each block's stack is taken once, in
  * the sweep when the interrupted task shares the thread's memory, else when a thread of the
- * process wakes it, else by the recorder's fetcher (offcpu_fetch.bpf.c). Nothing runs at
- * context switches.
+ * process wakes it, else by the thread itself as it returns to user mode (a task work the
+ * sweep schedules, where the kernel has them: off_resume), else by the recorder's fetcher
+ * (offcpu_fetch.bpf.c: blocks that last, or every block without the task work). Nothing runs
+ * at context switches.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

@@ -47,7 +47,8 @@ enum sample_reg {
 /*
  * Off-CPU recording (record --off-cpu): the stack of a thread that is off its CPU, taken once
  * per block (its `block` field), not of the task the sample interrupted. Where it was taken:
- * in the sweep, or, with one of these, when the thread was woken or by the recorder's fetcher.
+ * in the sweep, or, with one of these, when the thread was woken, as it resumed or by the
+ * recorder's fetcher.
  */
 #define SAMPLE_F_OFFCPU	      (1u << 4)
 #define SAMPLE_F_OFFCPU_WAKE  (1u << 5) /* in the waker's context (a thread of the process) */

@@ -7,7 +7,8 @@
  * block's stack in the store (store__count_state).
  *
  * A block's stack usually comes before its segments (it is taken when the block is first seen,
- * at its wake-up, or by the iterator while the block lasts); segments that come first wait for
+ * at its wake-up, by the thread as it resumes, or by the fetcher while the block lasts);
+ * segments that come first wait for
  * it. A block whose stack never comes (a short block woken from outside the process, a thread
  * preempted) is counted, once another block of the thread begins, after OFFCPU_WAIT_NS, or at
  * the end: a block that began preempted (its first segment 'runnable') under the stack of the
