@@ -1573,21 +1573,21 @@ void recorder__fetch_blocked(struct recorder *r)
 
 	/* Blocks the sweep could not take the stack of: fetch them while they last (the count
 	 * read first: later ones are for the next turn). */
-	if (r->oc && sampling__offcpu_pending(r->s)) {
-		if (!sampling__offcpu_fetch_by_process(r->s)) {
-			err = sampling__offcpu_fetch(r->s, 0);
-			if (err)
-				pr_debug("cannot fetch stacks of blocked threads: %s",
-					 strerror(-err));
-		}
-		for (i = 0; sampling__offcpu_fetch_by_process(r->s) && i < r->ntargets; i++) {
-			if (!r->targets[i].alive)
-				continue;
-			err = sampling__offcpu_fetch(r->s, r->targets[i].pid);
-			if (err && err != -ESRCH && err != -ENOENT)
-				pr_debug("pid %d: cannot fetch stacks of blocked threads: %s",
-					 r->targets[i].pid, strerror(-err));
-		}
+	if (!r->oc || !sampling__offcpu_pending(r->s))
+		return;
+	if (!sampling__offcpu_fetch_by_process(r->s)) {
+		err = sampling__offcpu_fetch(r->s, 0);
+		if (err)
+			pr_debug("cannot fetch stacks of blocked threads: %s", strerror(-err));
+		return;
+	}
+	for (i = 0; i < r->ntargets; i++) {
+		if (!r->targets[i].alive)
+			continue;
+		err = sampling__offcpu_fetch(r->s, r->targets[i].pid);
+		if (err && err != -ESRCH && err != -ENOENT)
+			pr_debug("pid %d: cannot fetch stacks of blocked threads: %s",
+				 r->targets[i].pid, strerror(-err));
 	}
 }
 

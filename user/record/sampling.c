@@ -139,9 +139,10 @@ static bool btf_has_member(const struct btf *btf, const char *type, const char *
 
 /*
  * Does the kernel have what off-CPU recording needs? Say what it lacks, by name, and return
- * -EOPNOTSUPP; 0 if it has everything.
+ * -EOPNOTSUPP; 0 if it has everything. *@task_work: whether it also lets BPF schedule a task
+ * work (the kfunc bpf_task_work_schedule_resume_impl, Linux 6.18: offcpu_resume_usable).
  */
-static int offcpu_kernel_check(void)
+static int offcpu_kernel_check(bool *task_work)
 {
 	static const struct {
 		const char *name;
@@ -181,6 +182,8 @@ static int offcpu_kernel_check(void)
 			err = -EOPNOTSUPP;
 		}
 	}
+	*task_work = btf__find_by_name_kind(btf, "bpf_task_work_schedule_resume_impl",
+					    BTF_KIND_FUNC) > 0;
 	if (!err && libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) != 1) {
 		pr_warn("--off-cpu needs BPF task storage maps (Linux 5.11 or later), which this "
 			"kernel does not allow");
@@ -193,25 +196,15 @@ static int offcpu_kernel_check(void)
 }
 
 /*
- * Whether the sweep may ask a blocked thread for its block's stack as it resumes (a BPF task
- * work: the kfunc bpf_task_work_schedule_resume_impl, Linux 6.18). Not with @opts->kernel: the
- * block's kernel stack is gone by then. PROBING_OFFCPU_NO_RESUME=1 and
- * PROBING_OFFCPU_FETCH_ITER=1 (the fetcher's paths, tested alone) say no.
+ * Whether the sweep may ask a blocked thread for its block's stack as it resumes, on a kernel
+ * with BPF task works (@task_work, offcpu_kernel_check). Not with @opts->kernel: the block's
+ * kernel stack is gone by then. PROBING_OFFCPU_NO_RESUME=1 and PROBING_OFFCPU_FETCH_ITER=1
+ * (the fetcher's paths, tested alone) say no.
  */
-static bool offcpu_resume_usable(const struct sampling_opts *opts)
+static bool offcpu_resume_usable(const struct sampling_opts *opts, bool task_work)
 {
-	struct btf *btf;
-	bool ok;
-
-	if (opts->kernel || getenv("PROBING_OFFCPU_NO_RESUME") ||
-	    getenv("PROBING_OFFCPU_FETCH_ITER"))
-		return false;
-	btf = btf__load_vmlinux_btf();
-	if (!btf)
-		return false;
-	ok = btf__find_by_name_kind(btf, "bpf_task_work_schedule_resume_impl", BTF_KIND_FUNC) > 0;
-	btf__free(btf);
-	return ok;
+	return task_work && !opts->kernel && !getenv("PROBING_OFFCPU_NO_RESUME") &&
+	       !getenv("PROBING_OFFCPU_FETCH_ITER");
 }
 
 /*
@@ -385,6 +378,7 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 {
 	struct sampling *s;
 	__u64 period_ns = hz_period_ns(opts->freq);
+	bool task_work = false;
 	int err = 0;
 	size_t rb_bytes;
 
@@ -402,9 +396,10 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 	if (s->nr_cpus > SAMPLER_MAX_CPUS)
 		s->nr_cpus = SAMPLER_MAX_CPUS;
 	if (s->off_cpu) {
-		err = offcpu_kernel_check();
+		err = offcpu_kernel_check(&task_work);
 		if (err)
 			goto cleanup;
+		s->resume = offcpu_resume_usable(opts, task_work);
 	}
 
 	s->skel = sampler_bpf__open();
@@ -420,7 +415,6 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 	s->skel->rodata->pidns_inum = opts->pidns_inum;
 	s->skel->rodata->want_offcpu = opts->off_cpu;
 	s->skel->rodata->period_ns = period_ns;
-	s->resume = opts->off_cpu && offcpu_resume_usable(opts);
 	s->skel->rodata->use_resume = s->resume;
 	/* Off-CPU programs are loaded only when asked for: on-CPU recording is left as it was,
 	 * and works on kernels without what they need. */
@@ -445,10 +439,8 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 			goto cleanup;
 		if (s->resume)
 			pr_info("off-CPU stacks of blocks woken from outside their process taken "
-				"as "
-				"their threads resume (a BPF task work); blocks that last over "
-				"%.0f s "
-				"fetched while they last",
+				"as their threads resume (a BPF task work); blocks that last over "
+				"%.0f s fetched while they last",
 				OFFCPU_FETCH_AFTER_NS / 1e9);
 	}
 	err = sampler_bpf__attach(s->skel); /* the tracepoints */
@@ -739,7 +731,6 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 	out->wanted = stat_sum(s, STAT_OFF_WANTED);
 	out->lost = stat_sum(s, STAT_OFF_LOST) + s->fetch->bss->fetch_lost;
 	out->no_room = stat_sum(s, STAT_OFF_NO_ROOM);
-	out->resume = s->resume;
 	out->resume_err = stat_sum(s, STAT_OFF_RESUME_ERR);
 	out->resume_miss = stat_sum(s, STAT_OFF_RESUME_MISS);
 	out->resume_runs = s->skel->bss->resume_runs;

@@ -97,7 +97,6 @@ struct sampling_offcpu_stats {
 	 * (bpf/pystack.bpf.h, py_code_cache), and those it read */
 	uint64_t code_cached, code_read;
 	uint64_t page_frames; /* frames the fetcher copied from its copy of the leaf's page */
-	bool resume;	      /* threads give their blocks' stacks as they resume (task work) */
 	uint64_t resume_err;  /* task works the sweep could not schedule */
 	uint64_t resume_miss; /* task works that found their thread out of its block */
 	uint64_t resume_runs, resume_ns; /* task works run, and their time in the threads */
