@@ -481,15 +481,16 @@ int off_flush(void *ctx)
  * Send the stack of @t, a target's thread off its CPU, for its block @block: what a sample
  * holds (sampler.h), from the registers the thread saved when it entered the kernel. Its user
  * memory must be the one loaded on this CPU (the current task is a thread of its process).
+ * @scratch_map: this CPU's scratch is its entry (scratch; resume_scratch for the task work).
  * @how: SAMPLE_F_OFFCPU_* of where it was taken. 0 if sent.
  */
-static __always_inline int send_blocked_stack(struct task_struct *t, const struct off_thread *th,
-					      __u64 block, __u32 how)
+static __always_inline int send_blocked_stack(void *scratch_map, struct task_struct *t,
+					      const struct off_thread *th, __u64 block, __u32 how)
 {
 	__u32 cpu = bpf_get_smp_processor_id(), size;
 	struct scratch *s;
 
-	s = bpf_map_lookup_elem(&scratch, &cpu);
+	s = bpf_map_lookup_elem(scratch_map, &cpu);
 	if (!s)
 		return -1;
 	size = sizeof(s->hdr) + blocked_sample(&s->hdr, s->data, t, NULL, th, block, how);
@@ -514,10 +515,9 @@ static __always_inline int send_blocked_stack(struct task_struct *t, const struc
 static __always_inline void off_resume_take(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 cpu = bpf_get_smp_processor_id(), ktid, size, *busy;
+	__u32 cpu = bpf_get_smp_processor_id(), ktid, *busy;
 	struct off_thread *th;
 	struct off_want *want;
-	struct scratch *s;
 	struct pt_regs *regs;
 	__u64 block;
 
@@ -536,14 +536,10 @@ static __always_inline void off_resume_take(void)
 	ktid = task->pid;
 	th = bpf_map_lookup_elem(&off_threads, &ktid);
 	busy = bpf_map_lookup_elem(&resume_busy, &cpu);
-	s = bpf_map_lookup_elem(&resume_scratch, &cpu);
-	if (!th || !busy || !s || __sync_val_compare_and_swap(busy, 0, 1))
+	if (!th || !busy || __sync_val_compare_and_swap(busy, 0, 1))
 		return;
 	want->block = 0;
-	size = sizeof(s->hdr) +
-	       blocked_sample(&s->hdr, s->data, task, NULL, th, block, SAMPLE_F_OFFCPU_RESUME);
-	if (size <= sizeof(*s) && bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP))
-		stat_inc(STAT_OFF_LOST);
+	send_blocked_stack(&resume_scratch, task, th, block, SAMPLE_F_OFFCPU_RESUME);
 	*busy = 0;
 }
 
@@ -693,7 +689,7 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 		 * buffer; task storage busy: this interrupt came in the middle of a task storage
 		 * operation on this CPU), the next sweep tries again. */
 		if (c->mm && c->mm == t->mm) {
-			if (!send_blocked_stack(t, th, block, 0))
+			if (!send_blocked_stack(&scratch, t, th, block, 0))
 				th->stack_block = block;
 		} else {
 			__u32 qtid = *ktid;
@@ -792,6 +788,6 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	ktid = p->pid;
 	th = bpf_map_lookup_elem(&off_threads, &ktid);
 	if (th)
-		send_blocked_stack(p, th, block, SAMPLE_F_OFFCPU_WAKE);
+		send_blocked_stack(&scratch, p, th, block, SAMPLE_F_OFFCPU_WAKE);
 	return 0;
 }
