@@ -3,6 +3,7 @@ probing's: anything but a regular file is refused and left untouched, a file is 
 once the new one is complete (keeping its mode and owner), a read-only file needs --force,
 and a symbolic link is followed unless anyone could have planted it (docs/export.md)."""
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -73,8 +74,10 @@ def test_record_replaces_a_file_only_once_complete():
         f.write(b"the previous recording")
     os.chmod(out, 0o640)
     os.chown(out, NOBODY, NOBODY)
-    rec = h.spawn([h.PROBING, "record", "-F", "499", "-d", "2.5", "-o", out, "--",
-                   h.workload("split"), "10"], stderr=subprocess.PIPE, text=True)
+    # Until the recording is interrupted (its duration only a bound): samples reach the file
+    # at the recorder's flushes, once a second, the first ones later on a loaded machine.
+    rec = h.spawn([h.PROBING, "record", "-F", "499", "-d", "30", "-o", out, "--",
+                   h.workload("split"), "40"], stderr=subprocess.PIPE, text=True)
 
     def partial_has_samples():
         if not os.path.exists(out + ".partial"):
@@ -84,9 +87,10 @@ def test_record_replaces_a_file_only_once_complete():
         return p.returncode == 0 and p.stdout.strip() not in ("", "0")
 
     # While recording, the data is readable in OUT.partial and OUT is still the old file.
-    h.wait_for(partial_has_samples, timeout=10, what="samples in app.db.partial")
+    h.wait_for(partial_has_samples, timeout=20, what="samples in app.db.partial")
     with open(out, "rb") as f:
         assert f.read() == b"the previous recording"
+    rec.send_signal(signal.SIGINT)
     _, err = rec.communicate(timeout=30)
     assert rec.returncode == 0, err
     con = h.db(out)

@@ -41,6 +41,8 @@ struct pyfinder {
 	bool stop;
 	struct sampling *s;
 	unsigned int max_depth;
+	pyfinder_found_fn found;
+	void *found_ctx;
 	struct want *w;
 	size_t nw, capw;
 	uint64_t gens;
@@ -95,6 +97,8 @@ static void post_found(struct pyfinder *f, struct want *w, struct pyproc *pp,
 		return;
 	}
 	w->pp = pp;
+	if (f->found)
+		f->found(f->found_ctx, w->pid, pp, w->since_ns);
 }
 
 /*
@@ -215,7 +219,8 @@ static void *finder_main(void *arg)
 	return NULL;
 }
 
-struct pyfinder *pyfinder__start(struct sampling *s, unsigned int max_depth)
+struct pyfinder *pyfinder__start(struct sampling *s, unsigned int max_depth,
+				 pyfinder_found_fn found, void *ctx)
 {
 	struct pyfinder *f = calloc(1, sizeof(*f));
 	pthread_condattr_t ca;
@@ -225,6 +230,8 @@ struct pyfinder *pyfinder__start(struct sampling *s, unsigned int max_depth)
 		return NULL;
 	f->s = s;
 	f->max_depth = max_depth;
+	f->found = found;
+	f->found_ctx = ctx;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -31,10 +31,21 @@ struct pyproc;
 struct sampling;
 
 /*
- * Start the looking thread. An interpreter found is set up in @s (sampling__set_python and
- * its thread states) with @max_depth frames. NULL with errno on failure.
+ * Called on the finder's thread once the interpreter @pp of @pid's program that began at
+ * @since_ns (as given to pyfinder__want) is set up in the sampler, before
+ * the recorder takes it: for what must begin as soon as Python frames can be sampled (the
+ * thread names of a program whose first threads live for milliseconds). @pp is the finder's:
+ * copy what is kept. It must not call the finder.
  */
-struct pyfinder *pyfinder__start(struct sampling *s, unsigned int max_depth);
+typedef void (*pyfinder_found_fn)(void *ctx, pid_t pid, const struct pyproc *pp, uint64_t since_ns);
+
+/*
+ * Start the looking thread. An interpreter found is set up in @s (sampling__set_python and
+ * its thread states) with @max_depth frames, then given to @found(@ctx, ...) if @found is not
+ * NULL. NULL with errno on failure.
+ */
+struct pyfinder *pyfinder__start(struct sampling *s, unsigned int max_depth,
+				 pyfinder_found_fn found, void *ctx);
 
 /* Stop the thread and free everything, interpreters found and not taken too. NULL: no-op. */
 void pyfinder__free(struct pyfinder *f);

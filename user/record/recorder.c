@@ -135,6 +135,17 @@ struct recorder {
 
 static int fallback_stack(void *ctx, pid_t pid, pid_t tid, uint64_t ip, uint64_t *stack_id);
 
+/*
+ * The finder set the sampler up for @pid's interpreter: read its thread names from now on, not
+ * from when the recorder takes it (it may be busy with the program's first samples for longer
+ * than its first threads live). On the finder's thread; threadnames is thread-safe.
+ */
+static void watch_names_at_once(void *tn, pid_t pid, const struct pyproc *pp, uint64_t since_ns)
+{
+	if (threadnames__watch(tn, pid, pp, since_ns))
+		pr_debug("pid %d: cannot watch its thread names", pid);
+}
+
 struct recorder *recorder__new(struct store *st, struct sampling *s,
 			       const struct recorder_opts *opts)
 {
@@ -177,7 +188,8 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 			pr_warn("cannot start reading Python thread names (%s): threads will have "
 				"their OS names",
 				strerror(errno));
-		r->pf = pyfinder__start(s, opts->py_depth);
+		r->pf = pyfinder__start(s, opts->py_depth, r->tn ? watch_names_at_once : NULL,
+					r->tn);
 		if (!r->pf)
 			pr_debug(
 				"cannot start the interpreter finder (%s): looking between samples",
@@ -225,8 +237,8 @@ void recorder__free(struct recorder *r)
 
 	if (!r)
 		return;
+	pyfinder__free(r->pf); /* first: its thread starts thread-name watches */
 	threadnames__free(r->tn);
-	pyfinder__free(r->pf);
 	offcpu__free(r->oc);
 	collectives__free(r->cs);
 	for (i = 0; i < r->ntargets; i++) {
@@ -374,7 +386,7 @@ static void use_python(struct recorder *r, struct target *t, struct pyproc *pp)
 	t->py = pp;
 	t->py_gen = ++r->py_gens;
 	t->py_settled = false; /* known at the next tick (settle_python) */
-	if (r->tn && threadnames__watch(r->tn, t->pid, t->py))
+	if (r->tn && threadnames__watch(r->tn, t->pid, t->py, t->prog_ns))
 		pr_debug("pid %d: cannot watch its thread names", t->pid);
 	pr_info("pid %d: CPython %s in %s", t->pid, pyproc__version_str(t->py),
 		pyproc__elf_path(t->py));
@@ -531,10 +543,9 @@ static void drop_python(struct recorder *r, struct target *t, uint64_t before_ns
 	else if (t->py)
 		sampling__set_python(r->s, t->pid, NULL);
 	t->py_finding = false;
-	if (r->tn) {
-		threadnames__unwatch(r->tn, t->pid);
+	/* The finder may already watch the names of a newer program (an exec): kept. */
+	if (r->tn && threadnames__unwatch(r->tn, t->pid, before_ns))
 		threadnames__drop(r->tn, t->pid);
-	}
 	pyproc__free(t->py);
 	t->py = NULL;
 	t->py_unsupported = false;
@@ -799,7 +810,7 @@ static void target_exited(struct recorder *r, struct target *t, double ts, bool 
 	/* Samples of its last thread's way out of the kernel (or, found gone, its queued
 	 * samples) may follow: its Python thread names are dropped a tick later. */
 	if (r->tn) {
-		threadnames__unwatch(r->tn, t->pid);
+		threadnames__unwatch(r->tn, t->pid, UINT64_MAX);
 		t->names_to_drop = true;
 	}
 	if (!t->alive)

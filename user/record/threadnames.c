@@ -24,6 +24,7 @@
 
 struct watched {
 	pid_t pid;
+	uint64_t since_ns;   /* when the program watched began (monotonic) */
 	uint64_t gen;	     /* which watch() this is: results for an older one are dropped */
 	struct pyproc *pp;   /* our own view; only the reading thread uses it */
 	bool gone;	     /* unwatched: the reading thread frees pp and drops the entry */
@@ -194,7 +195,7 @@ static struct watched *find_pid(struct threadnames *tn, pid_t pid)
 }
 
 /* Watch @pid through @pp (ours from now on); read it for a while. Locked. 0 or -ENOMEM. */
-static int add_watched(struct threadnames *tn, pid_t pid, struct pyproc *pp)
+static int add_watched(struct threadnames *tn, pid_t pid, struct pyproc *pp, uint64_t since_ns)
 {
 	struct watched *w;
 
@@ -206,6 +207,7 @@ static int add_watched(struct threadnames *tn, pid_t pid, struct pyproc *pp)
 	memset(w, 0, sizeof(*w));
 	w->pid = pid;
 	w->pp = pp;
+	w->since_ns = since_ns;
 	w->gen = ++tn->gens;
 	w->read_until = now_mono_ns() + AFTER_BIRTH_NS;
 	if (tn->births_fd >= 0)
@@ -239,7 +241,7 @@ static void watch_new_children(struct threadnames *tn)
 		w = find_pid(tn, child); /* the recorder may have been first */
 		if (!w) {
 			pp = pyproc__dup(parent->pp, child);
-			if (!pp || add_watched(tn, child, pp))
+			if (!pp || add_watched(tn, child, pp, parent->since_ns))
 				continue;
 			w = &tn->w[tn->nw - 1];
 		}
@@ -417,7 +419,8 @@ void threadnames__free(struct threadnames *tn)
 	free(tn);
 }
 
-int threadnames__watch(struct threadnames *tn, pid_t pid, const struct pyproc *pp)
+int threadnames__watch(struct threadnames *tn, pid_t pid, const struct pyproc *pp,
+		       uint64_t since_ns)
 {
 	struct pyproc *view;
 	int err = 0;
@@ -426,22 +429,26 @@ int threadnames__watch(struct threadnames *tn, pid_t pid, const struct pyproc *p
 	if (find_pid(tn, pid))
 		goto cleanup;
 	view = pyproc__dup(pp, pid);
-	err = view ? add_watched(tn, pid, view) : -ENOMEM;
+	err = view ? add_watched(tn, pid, view, since_ns) : -ENOMEM;
 	pthread_cond_signal(&tn->cond);
 cleanup:
 	pthread_mutex_unlock(&tn->lock);
 	return err;
 }
 
-void threadnames__unwatch(struct threadnames *tn, pid_t pid)
+bool threadnames__unwatch(struct threadnames *tn, pid_t pid, uint64_t before_ns)
 {
 	struct watched *w;
+	bool older = true;
 
 	pthread_mutex_lock(&tn->lock);
 	w = find_pid(tn, pid);
-	if (w)
+	if (w && w->since_ns < before_ns)
 		w->gone = true;
+	else if (w)
+		older = false;
 	pthread_mutex_unlock(&tn->lock);
+	return older;
 }
 
 void threadnames__drop(struct threadnames *tn, pid_t pid)

@@ -40,13 +40,20 @@ void threadnames__free(struct threadnames *tn);
 struct pyproc;
 
 /*
- * Read the names of @pid's Python threads from now on, through a copy of @pp (its
- * interpreter, which the caller keeps). Idempotent. 0 or -errno.
+ * Read the names of @pid's Python threads from now on, through a copy of @pp (the interpreter
+ * of its program that began at @since_ns, monotonic; the caller keeps @pp). Idempotent while
+ * @pid is watched. 0 or -errno.
  */
-int threadnames__watch(struct threadnames *tn, pid_t pid, const struct pyproc *pp);
+int threadnames__watch(struct threadnames *tn, pid_t pid, const struct pyproc *pp,
+		       uint64_t since_ns);
 
-/* Stop reading @pid (it exec'd or exited); the names read stay until threadnames__drop. */
-void threadnames__unwatch(struct threadnames *tn, pid_t pid);
+/*
+ * Stop reading @pid (it exec'd or exited) if its watched program began before @before_ns
+ * (UINT64_MAX: whichever). The names read stay until threadnames__drop. Return false if a
+ * newer program is watched (kept: the interpreter finder watches the new program of an exec
+ * before the recorder handles the exec), true otherwise.
+ */
+bool threadnames__unwatch(struct threadnames *tn, pid_t pid, uint64_t before_ns);
 
 /* Drop every name kept for @pid (its program changed, or its last samples were handled). */
 void threadnames__drop(struct threadnames *tn, pid_t pid);
