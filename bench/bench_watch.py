@@ -52,11 +52,12 @@ def free_port():
 
 
 class OwnUsage:
-    """Polls a process's own CPU time (utime+stime, not its children's) and peak RSS."""
+    """Polls a process's own CPU time (utime+stime, not its children's), peak RSS and its
+    threads' context switches (each a wake-up, most of them)."""
 
     def __init__(self, pid):
         self.pid, self.cpu, self.hwm, self.done = pid, 0.0, 0, False
-        self.series = []  # (monotonic s, CPU s)
+        self.series = []  # (monotonic s, CPU s, context switches)
         self.t = threading.Thread(target=self._poll, daemon=True)
         self.t.start()
 
@@ -66,13 +67,24 @@ class OwnUsage:
             try:
                 f = open(f"/proc/{self.pid}/stat").read().rsplit(")", 1)[1].split()
                 self.cpu = (int(f[11]) + int(f[12])) / tick
-                self.series.append((time.monotonic(), self.cpu))
+                self.series.append((time.monotonic(), self.cpu, self._switches()))
                 for line in open(f"/proc/{self.pid}/status"):
                     if line.startswith("VmHWM:"):
                         self.hwm = int(line.split()[1]) * 1024
             except (OSError, ValueError, IndexError):
                 return
             time.sleep(0.2)
+
+    def _switches(self):
+        n = 0
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            try:
+                for line in open(f"/proc/{self.pid}/task/{tid}/status"):
+                    if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")):
+                        n += int(line.split()[1])
+            except OSError:
+                pass  # a thread that ended
+        return n
 
     def stop(self):
         self.done = True
@@ -81,10 +93,17 @@ class OwnUsage:
     def steady(self):
         """CPU s per s over the second half of the run (after the start-up's reading of the
         job's libraries)."""
+        return self._rate(1)
+
+    def switches(self):
+        """Context switches of its threads per s over the second half of the run."""
+        return self._rate(2)
+
+    def _rate(self, i):
         if len(self.series) < 4:
             return 0.0
-        (t0, c0), (t1, c1) = self.series[len(self.series) // 2], self.series[-1]
-        return (c1 - c0) / max(1e-9, t1 - t0)
+        a, b = self.series[len(self.series) // 2], self.series[-1]
+        return (b[i] - a[i]) / max(1e-9, b[0] - a[0])
 
 
 def job_cmd(args):
@@ -113,7 +132,8 @@ def one_round(args, watched, tmp, probing=PROBING):
           if int(s) >= 10]
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) if watched else 0
     return (statistics.median(ms), wall, size, usage.cpu if usage else 0,
-            usage.hwm if usage else 0, usage.steady() if usage else 0)
+            usage.hwm if usage else 0, usage.steady() if usage else 0,
+            usage.switches() if usage else 0)
 
 
 def stall_round(args, tmp):
@@ -240,11 +260,12 @@ def main():
             for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
                 res[kind].append(one_round(args, kind is not False, tmp,
                                            args.against if kind == "B" else PROBING))
-                m, wall, size, cpu, hwm, steady = res[kind][-1]
+                m, wall, size, cpu, hwm, steady, csw = res[kind][-1]
                 name = {False: "unwatched", True: "watched  ", "B": "against  "}[kind]
                 print(f"round {r} {name}: step {m:.3f} ms median, {wall:.0f} s, segments "
                       f"{size / 1e6:.2f} MB, watcher CPU {cpu:.2f} s ({100 * steady:.2f} % "
-                      f"in the second half), peak RSS {hwm / 2**20:.0f} MiB", flush=True)
+                      f"in the second half, {csw:.0f} context switches/s), peak RSS "
+                      f"{hwm / 2**20:.0f} MiB", flush=True)
         stalls = [stall_round(args, tmp) for _ in range(args.stall_rounds)]
         for i, (dec, disk) in enumerate(stalls):
             print(f"stall round {i}: declared {dec:+.2f} s after fault + threshold, report on "
@@ -258,14 +279,17 @@ def main():
     cpu = statistics.median(100 * x[3] / x[1] for x in res[True])
     steady = statistics.median(100 * x[5] for x in res[True])
     hwm = statistics.median(x[4] for x in res[True])
+    csw = statistics.median(x[6] for x in res[True])
     print(f"watcher: {cpu:.1f} % of one core over whole runs (start-up included), "
-          f"{steady:.2f} % over their second halves; peak RSS {hwm / 2**20:.0f} MiB")
+          f"{steady:.2f} % over their second halves ({csw:.0f} context switches/s); peak RSS "
+          f"{hwm / 2**20:.0f} MiB")
     if args.against:
         b_steady = statistics.median(100 * x[5] for x in res["B"])
         b_hwm = statistics.median(x[4] for x in res["B"])
         b_step = statistics.median(x[0] for x in res["B"])
+        b_csw = statistics.median(x[6] for x in res["B"])
         print(f"against {args.against}: watcher {b_steady:.2f} % of one core over the second "
-              f"halves, peak RSS {b_hwm / 2**20:.0f} MiB, step {b_step:.3f} ms; this build / "
+              f"halves ({b_csw:.0f} context switches/s), peak RSS {b_hwm / 2**20:.0f} MiB, step {b_step:.3f} ms; this build / "
               f"that one: CPU {steady / b_steady:.2f}x, memory {hwm / b_hwm:.2f}x")
     if stalls:
         print(f"stall -> declared {statistics.median(x[0] for x in stalls):+.2f} s, report on "

@@ -193,6 +193,21 @@ struct {
  * reader looks at the maps only when it moved. */
 __u64 births_changes;
 
+/* After each such change, a record that wakes the thread-name reader (its content unused):
+ * it sleeps while no thread is born, and must read a thread that lives 30 ms while it does. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} births_wake SEC(".maps");
+
+/* Count a change of thread_births or new_children for @pid's process, and say so. */
+static __always_inline void births_changed(__u32 pid)
+{
+	__sync_fetch_and_add(&births_changes, 1);
+	/* Full (the reader has not run since 256 births): it reads the maps when it does. */
+	bpf_ringbuf_output(&births_wake, &pid, sizeof(pid), BPF_RB_FORCE_WAKEUP);
+}
+
 /* Scratch for PROC_EXEC events, too large for the BPF stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -239,7 +254,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 			__sync_fetch_and_add(births, 1);
 		else
 			bpf_map_update_elem(&thread_births, &p.pid, &first, BPF_NOEXIST);
-		__sync_fetch_and_add(&births_changes, 1);
+		births_changed(p.pid);
 		if (want_offcpu)
 			off_register(child, BPF_ANY);
 		return 0;
@@ -255,7 +270,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	nc.fork_ns_tid = p.ns_tid;
 	nc.child_ns_pid = c.ns_pid;
 	bpf_map_update_elem(&new_children, &c.pid, &nc, BPF_ANY);
-	__sync_fetch_and_add(&births_changes, 1);
+	births_changed(c.pid);
 	ev.ppid = p.pid;
 	/* Rare and important: wake the reader. */
 	if (send_proc_event(&ev, sizeof(ev), PROC_FORK, &c, child, 0))

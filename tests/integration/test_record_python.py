@@ -334,6 +334,25 @@ def test_threads_come_and_go(py):
     assert total > 100 and good >= 0.95 * total, f"{good}/{total}; other stacks: {worst}"
 
 
+@h.params([p for label, p in PYTHONS if label in ("3.12", "debian-3.11")],
+          [label for label, p in PYTHONS if label in ("3.12", "debian-3.11")])
+def test_a_short_thread_after_a_quiet_spell_is_named(py):
+    """A thread that lives 30 ms, started after seconds without a new thread (the name reader
+    asleep): the sampler's birth signal wakes the reader in time, every time. Pythons before
+    3.14 (which gives the OS thread its name too): only the reader knows the name."""
+    script = os.path.join(PYDIR, "late_threads.py")
+    truth = h.tmp("names.txt")
+    con = record(py, script, "4", "1.5", truth)
+    names = {int(tid): name for tid, name in (ln.split() for ln in open(truth))}
+    rows = dict(con.execute("SELECT tid, name FROM threads").fetchall())
+    late = {tid: name for tid, name in names.items() if name.startswith("late-")}
+    assert len(late) == 4, names
+    sampled = {tid: rows[tid] for tid in late if tid in rows}
+    assert len(sampled) >= 3, f"only {len(sampled)} of 4 short threads sampled: {rows}"
+    misnamed = {tid: (rows[tid], late[tid]) for tid in sampled if rows[tid] != late[tid]}
+    assert not misnamed, f"(recorded, true) names: {misnamed}"
+
+
 @h.params([PYTHONS[0][1], PYTHONS[-1][1]], [PYTHONS[0][0], PYTHONS[-1][0]])
 def test_forked_workers_threads_named(py):
     """--children with a pool of forked workers whose tasks start short threads: each thread

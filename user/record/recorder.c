@@ -179,11 +179,11 @@ struct recorder *recorder__new(struct store *st, struct sampling *s,
 	}
 	if (r->python) {
 		const uint64_t *changes;
-		int births, children;
+		int births, children, wake_rb;
 
-		sampling__thread_maps(s, &births, &children, &changes);
+		sampling__thread_maps(s, &births, &children, &changes, &wake_rb);
 		r->births = changes;
-		r->tn = threadnames__start(births, children, changes);
+		r->tn = threadnames__start(births, children, changes, wake_rb);
 		if (!r->tn)
 			pr_warn("cannot start reading Python thread names (%s): threads will have "
 				"their OS names",
@@ -506,7 +506,7 @@ static void settle_python(struct recorder *r, struct target *t)
  * mappings changed. Right after it started or exec'd the loader is still mapping libpython
  * and the program may start Python threads within milliseconds: for PY_YOUNG_NS the finder
  * looks every 5 ms on its own thread, however far behind sample handling is (without one,
- * recorder__poll looks every 5 ms, between samples). After that, once a second (an
+ * recorder__poll looks at each turn of the loop). After that, once a second (an
  * embedding program may load libpython at any time).
  */
 static void retry_python(struct recorder *r, struct target *t)

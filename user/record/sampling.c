@@ -679,8 +679,9 @@ int sampling__tstates_fd(struct sampling *s)
 }
 
 void sampling__thread_maps(struct sampling *s, int *births_fd, int *children_fd,
-			   const uint64_t **changes)
+			   const uint64_t **changes, int *wake_rb_fd)
 {
+	*wake_rb_fd = bpf_map__fd(s->skel->maps.births_wake);
 	*births_fd = bpf_map__fd(s->skel->maps.thread_births);
 	*children_fd = bpf_map__fd(s->skel->maps.new_children);
 	*changes = (const uint64_t *)&s->skel->bss->births_changes;

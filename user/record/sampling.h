@@ -111,10 +111,10 @@ int sampling__tstates_fd(struct sampling *s);
 const struct sampling_opts *sampling__opts(const struct sampling *s);
 
 /* The maps thread_births and new_children (sampler.h), which threadnames.c reads: their file
- * descriptors, and the sampler's count of their changes (memory the kernel updates, valid
- * as long as @s). */
+ * descriptors, the sampler's count of their changes (memory the kernel updates, valid as long
+ * as @s) and the ring buffer births_wake, written with a wake-up after each change. */
 void sampling__thread_maps(struct sampling *s, int *births_fd, int *children_fd,
-			   const uint64_t **changes);
+			   const uint64_t **changes, int *wake_rb_fd);
 
 struct bpf_object;
 

@@ -20,6 +20,12 @@
 
 /* Records handled in a row at most this long before the turn's other work (ns). */
 #define SESSION_BATCH_NS 2000000ULL
+/*
+ * Waited at most for a record before the turn's other work (ms): the ring buffer's reader
+ * polls every 10 ms and wakes the loop when it queued records, so one wake-up per batch; the
+ * turn's work is due at 20 ms at the earliest (blocked threads' stacks) or later.
+ */
+#define SESSION_WAIT_MS 10
 
 struct session {
 	const struct session_opts *o;
@@ -244,7 +250,7 @@ static void show_progress(const struct session *s, double elapsed, uint64_t samp
 }
 
 /*
- * Handle the records that wait, a batch at a time: waiting up to 5 ms for the first, then
+ * Handle the records that wait, a batch at a time: waiting up to SESSION_WAIT_MS for the first, then
  * those queued, for SESSION_BATCH_NS at most (checked every few records). 0, or the error that
  * ends the recording (said).
  */
@@ -259,7 +265,7 @@ static int handle_batch(struct session *s)
 	for (n = 0;; n++) {
 		if (n % 16 == 15 && now_mono_ns() >= until)
 			return 0;
-		len = evqueue__pop(s->q, n ? 0 : 5, &data);
+		len = evqueue__pop(s->q, n ? 0 : SESSION_WAIT_MS, &data);
 		if (len <= 0)
 			return 0;
 		err = recorder__handle(s->rec, data, len);

@@ -4,11 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include "base/bmap.h"
 #include "base/log.h"
@@ -16,7 +19,8 @@
 #include "record/threadnames.h"
 #include "base/util.h"
 
-#define POLL_NS	       5000000ULL    /* how often the reading thread looks */
+#define POLL_NS	       5000000ULL    /* how often the reading thread looks while threads start */
+#define IDLE_MS	       1000	     /* at most this long asleep otherwise, with a birth signal */
 #define AFTER_BIRTH_NS 100000000ULL  /* read this long after threads were created */
 #define FORGET_NS      1000000000ULL /* keep a name this long after its thread exited */
 #define MAX_NAME       64
@@ -45,7 +49,9 @@ struct threadnames {
 	pthread_t thread;
 	bool started;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	int wake_fd;		       /* eventfd: a watch, a refresh or the stop */
+	int epoll_fd;		       /* wake_fd and, with one, the births ring buffer */
+	struct ring_buffer *births_rb; /* the sampler's thread births, each one a wake-up */
 	bool stop;
 	int births_fd, children_fd;
 	const uint64_t *changes; /* the sampler's births_changes, or NULL */
@@ -329,11 +335,61 @@ static void read_round(struct threadnames *tn)
 	free(rc.v);
 }
 
+/* Wake the reading thread (a watch, a refresh, the stop). */
+static void wake_reader(struct threadnames *tn)
+{
+	uint64_t one = 1;
+
+	if (write(tn->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		pr_debug("cannot wake the thread-name reader: %s", strerror(errno));
+}
+
+static int birth_seen(void *ctx, void *data, size_t len)
+{
+	return 0; /* the wake-up is the message: read_round reads the maps */
+}
+
+/*
+ * How long the reading thread may sleep (ms, -1: until woken), locked. Every POLL_NS while a
+ * watched process is in its read window (threads born or starting lately) or a refresh is
+ * due; otherwise until a thread is born, which the sampler signals through births_rb (a
+ * second at most, should a signal be lost), or at POLL_NS without that signal.
+ */
+static int sleep_ms(struct threadnames *tn)
+{
+	uint64_t now = now_mono_ns();
+	size_t i;
+
+	if (!tn->nw && !tn->refresh_all)
+		return -1;
+	if (!tn->births_rb || tn->refresh_all)
+		return POLL_NS / 1000000;
+	for (i = 0; i < tn->nw; i++)
+		if (tn->w[i].starting > 0 || now < tn->w[i].read_until)
+			return POLL_NS / 1000000;
+	return IDLE_MS;
+}
+
+/* Sleep up to @ms (unlocked): until a wake-up or a thread's birth. */
+static void sleep_until_news(struct threadnames *tn, int ms)
+{
+	struct epoll_event ev[2];
+	uint64_t count;
+
+	if (epoll_wait(tn->epoll_fd, ev, 2, ms) < 0 && errno != EINTR) {
+		pr_debug("thread-name reader: epoll_wait: %s", strerror(errno));
+		usleep(POLL_NS / 1000);
+	}
+	if (read(tn->wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		pr_debug("thread-name reader: %s", strerror(errno));
+	if (tn->births_rb)
+		ring_buffer__consume(tn->births_rb);
+}
+
 static void *reader(void *arg)
 {
 	struct threadnames *tn = arg;
-	struct timespec until;
-	uint64_t t;
+	int ms;
 
 	/*
 	 * A thread that lives 30 ms must be read within 30 ms of its start, also on a loaded
@@ -349,28 +405,47 @@ static void *reader(void *arg)
 		read_round(tn);
 		if (tn->stop)
 			break;
-		if (!tn->nw && !tn->refresh_all) {
-			pthread_cond_wait(&tn->cond, &tn->lock); /* nothing to watch: sleep */
-			continue;
-		}
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		t = (uint64_t)until.tv_sec * 1000000000ULL + until.tv_nsec + POLL_NS;
-		until.tv_sec = t / 1000000000ULL;
-		until.tv_nsec = t % 1000000000ULL;
-		pthread_cond_timedwait(&tn->cond, &tn->lock, &until);
+		ms = sleep_ms(tn);
+		pthread_mutex_unlock(&tn->lock);
+		sleep_until_news(tn, ms);
+		pthread_mutex_lock(&tn->lock);
 	}
 	pthread_mutex_unlock(&tn->lock);
 	return NULL;
 }
 
-struct threadnames *threadnames__start(int births_fd, int children_fd, const uint64_t *changes)
+/* The reader's ways to be woken: wake_fd, and @births_rb_fd's ring buffer if >= 0. */
+static int open_wake_ups(struct threadnames *tn, int births_rb_fd)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+
+	tn->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	tn->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (tn->wake_fd < 0 || tn->epoll_fd < 0 ||
+	    epoll_ctl(tn->epoll_fd, EPOLL_CTL_ADD, tn->wake_fd, &ev))
+		return -errno;
+	if (births_rb_fd < 0)
+		return 0;
+	tn->births_rb = ring_buffer__new(births_rb_fd, birth_seen, tn, NULL);
+	if (tn->births_rb &&
+	    !epoll_ctl(tn->epoll_fd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(tn->births_rb), &ev))
+		return 0;
+	/* Without the signal: look every POLL_NS, as a thread may be born at any time. */
+	pr_debug("thread-name reader: no births signal (%s): polling", strerror(errno));
+	ring_buffer__free(tn->births_rb);
+	tn->births_rb = NULL;
+	return 0;
+}
+
+struct threadnames *threadnames__start(int births_fd, int children_fd, const uint64_t *changes,
+				       int births_rb_fd)
 {
 	struct threadnames *tn = calloc(1, sizeof(*tn));
-	pthread_condattr_t ca;
 	int err;
 
 	if (!tn)
 		return NULL;
+	tn->wake_fd = tn->epoll_fd = -1;
 	tn->births_fd = births_fd;
 	tn->children_fd = children_fd;
 	tn->changes = changes;
@@ -381,11 +456,9 @@ struct threadnames *threadnames__start(int births_fd, int children_fd, const uin
 		return NULL;
 	}
 	pthread_mutex_init(&tn->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&tn->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	err = pthread_create(&tn->thread, NULL, reader, tn);
+	err = -open_wake_ups(tn, births_rb_fd);
+	if (!err)
+		err = pthread_create(&tn->thread, NULL, reader, tn);
 	if (err) {
 		threadnames__free(tn);
 		errno = err;
@@ -404,17 +477,21 @@ void threadnames__free(struct threadnames *tn)
 	if (tn->started) {
 		pthread_mutex_lock(&tn->lock);
 		tn->stop = true;
-		pthread_cond_signal(&tn->cond);
+		wake_reader(tn);
 		pthread_mutex_unlock(&tn->lock);
 		pthread_join(tn->thread, NULL);
 	}
+	ring_buffer__free(tn->births_rb);
+	if (tn->epoll_fd >= 0)
+		close(tn->epoll_fd);
+	if (tn->wake_fd >= 0)
+		close(tn->wake_fd);
 	for (i = 0; i < tn->nw; i++)
 		pyproc__free(tn->w[i].pp);
 	free(tn->w);
 	free(tn->fq);
 	bmap__free_values(tn->names);
 	bmap__free(tn->names);
-	pthread_cond_destroy(&tn->cond);
 	pthread_mutex_destroy(&tn->lock);
 	free(tn);
 }
@@ -430,7 +507,7 @@ int threadnames__watch(struct threadnames *tn, pid_t pid, const struct pyproc *p
 		goto cleanup;
 	view = pyproc__dup(pp, pid);
 	err = view ? add_watched(tn, pid, view, since_ns) : -ENOMEM;
-	pthread_cond_signal(&tn->cond);
+	wake_reader(tn);
 cleanup:
 	pthread_mutex_unlock(&tn->lock);
 	return err;
@@ -508,7 +585,7 @@ void threadnames__refresh(struct threadnames *tn)
 {
 	pthread_mutex_lock(&tn->lock);
 	tn->refresh_all = true;
-	pthread_cond_signal(&tn->cond);
+	wake_reader(tn);
 	pthread_mutex_unlock(&tn->lock);
 }
 

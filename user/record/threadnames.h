@@ -8,8 +8,9 @@
  * samples some time after they were taken (unwinding and symbolizing can fall behind, the
  * first samples of a library take long), so a thread that lived 30 ms is gone by then.
  * This module reads threading._active of each watched process right after the sampler
- * reports new threads in it (the BPF map thread_births): every 5 ms for 100 ms, and for as
- * long as threads started there still wait for the GIL to run (threading._limbo). It keeps
+ * reports new threads in it (the BPF map thread_births, and a wake-up through the ring
+ * buffer births_wake): every 5 ms for 100 ms, and for as long as threads started there still
+ * wait for the GIL to run (threading._limbo); in between it sleeps. It keeps
  * each (pid, tid) -> name until a second after the recorder says the thread has exited. A child forked by a
  * watched process (new_children) is watched at once, through its parent's interpreter.
  *
@@ -30,9 +31,12 @@ struct threadnames;
  * threads created), or -1 to read only on request; @children_fd: its new_children map (child
  * -> parent, entries deleted once seen), or -1; @changes: a counter the sampler increments
  * after each change of either (the maps are read only when it moved), or NULL (read at every
- * round). NULL with errno on failure.
+ * round); @births_rb_fd: a ring buffer the sampler writes to, with a wake-up, after each such
+ * change (the thread then sleeps while no thread starts), or -1 (it looks every 5 ms). NULL
+ * with errno on failure.
  */
-struct threadnames *threadnames__start(int births_fd, int children_fd, const uint64_t *changes);
+struct threadnames *threadnames__start(int births_fd, int children_fd, const uint64_t *changes,
+				       int births_rb_fd);
 
 /* Stop the thread and free everything. NULL is a no-op. */
 void threadnames__free(struct threadnames *tn);
