@@ -10,11 +10,13 @@
  * This module reads threading._active of each watched process right after the sampler
  * reports new threads in it (the BPF map thread_births, and a wake-up through the ring
  * buffer births_wake): every 5 ms for 100 ms, and for as long as threads started there still
- * wait for the GIL to run (threading._limbo); in between it sleeps. It keeps
- * each (pid, tid) -> name until a second after the recorder says the thread has exited. A child forked by a
- * watched process (new_children) is watched at once, through its parent's interpreter.
+ * wait for the GIL to run (threading._limbo); in between it sleeps. It keeps each
+ * (pid, tid) -> name until a second after the recorder says the thread has exited. A child
+ * forked by a watched process (new_children) is watched at once, through its parent's
+ * interpreter.
  *
- * Thread-safe: the recorder's thread calls every function; the reads happen on ours.
+ * Thread-safe: every function may be called from any thread (the recorder's; the interpreter
+ * finder's calls threadnames__watch); the reads happen on ours.
  */
 #ifndef PROBING_THREADNAMES_H
 #define PROBING_THREADNAMES_H
