@@ -250,9 +250,9 @@ static void show_progress(const struct session *s, double elapsed, uint64_t samp
 }
 
 /*
- * Handle the records that wait, a batch at a time: waiting up to SESSION_WAIT_MS for the first, then
- * those queued, for SESSION_BATCH_NS at most (checked every few records). 0, or the error that
- * ends the recording (said).
+ * Handle the records that wait, a batch at a time: waiting up to SESSION_WAIT_MS for the
+ * first, then those queued, for SESSION_BATCH_NS at most (checked every few records). 0, or the
+ * error that ends the recording (said).
  */
 static int handle_batch(struct session *s)
 {

@@ -256,6 +256,12 @@ static void watch_new_children(struct threadnames *tn)
 	}
 }
 
+/* Is @w in its read window: threads born lately, or started and waiting for the GIL? */
+static bool in_read_window(const struct watched *w, uint64_t now)
+{
+	return w->starting > 0 || now < w->read_until;
+}
+
 /* One round of the reading thread; called with the lock held, returns with it held. */
 static void read_round(struct threadnames *tn)
 {
@@ -301,8 +307,8 @@ static void read_round(struct threadnames *tn)
 			w->births = count;
 			w->read_until = now + AFTER_BIRTH_NS;
 		}
-		/* Threads waiting for the GIL to start: read again until they run. */
-		if (!all && now >= w->read_until && w->starting <= 0)
+		/* Read after births and until started threads run, or when all are asked for. */
+		if (!all && !in_read_window(w, now))
 			continue;
 		rc.n = 0;
 		rc.fork_tid = w->fork_tid;
@@ -365,7 +371,7 @@ static int sleep_ms(struct threadnames *tn)
 	if (!tn->births_rb || tn->refresh_all)
 		return POLL_NS / 1000000;
 	for (i = 0; i < tn->nw; i++)
-		if (tn->w[i].starting > 0 || now < tn->w[i].read_until)
+		if (in_read_window(&tn->w[i], now))
 			return POLL_NS / 1000000;
 	return IDLE_MS;
 }
