@@ -98,7 +98,7 @@ static void post_found(struct pyfinder *f, struct want *w, struct pyproc *pp,
 	}
 	w->pp = pp;
 	if (f->found)
-		f->found(f->found_ctx, w->pid, pp, w->since_ns);
+		f->found(f->found_ctx, w->pid, pp, tried_ns);
 }
 
 /*

@@ -31,13 +31,14 @@ struct pyproc;
 struct sampling;
 
 /*
- * Called on the finder's thread once the interpreter @pp of @pid's program that began at
- * @since_ns (as given to pyfinder__want) is set up in the sampler, before
- * the recorder takes it: for what must begin as soon as Python frames can be sampled (the
- * thread names of a program whose first threads live for milliseconds). @pp is the finder's:
- * copy what is kept. It must not call the finder.
+ * Called on the finder's thread once the interpreter @pp of @pid's program is set up in the
+ * sampler, before the recorder takes it, with @seen_ns: when the look that found it began
+ * (monotonic; that program ran then: not the want's since_ns, which may be older than an exec
+ * the want was not renewed for yet). For what must begin as soon as Python frames can be
+ * sampled (the thread names of a program whose first threads live for milliseconds). @pp is
+ * the finder's: copy what is kept. It must not call the finder.
  */
-typedef void (*pyfinder_found_fn)(void *ctx, pid_t pid, const struct pyproc *pp, uint64_t since_ns);
+typedef void (*pyfinder_found_fn)(void *ctx, pid_t pid, const struct pyproc *pp, uint64_t seen_ns);
 
 /*
  * Start the looking thread. An interpreter found is set up in @s (sampling__set_python and

@@ -140,9 +140,9 @@ static int fallback_stack(void *ctx, pid_t pid, pid_t tid, uint64_t ip, uint64_t
  * from when the recorder takes it (it may be busy with the program's first samples for longer
  * than its first threads live). On the finder's thread; threadnames is thread-safe.
  */
-static void watch_names_at_once(void *tn, pid_t pid, const struct pyproc *pp, uint64_t since_ns)
+static void watch_names_at_once(void *tn, pid_t pid, const struct pyproc *pp, uint64_t seen_ns)
 {
-	if (threadnames__watch(tn, pid, pp, since_ns))
+	if (threadnames__watch(tn, pid, pp, seen_ns))
 		pr_debug("pid %d: cannot watch its thread names", pid);
 }
 

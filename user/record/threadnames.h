@@ -47,7 +47,8 @@ struct pyproc;
 
 /*
  * Read the names of @pid's Python threads from now on, through a copy of @pp (the interpreter
- * of its program that began at @since_ns, monotonic; the caller keeps @pp). Idempotent while
+ * of the program it ran at @since_ns, monotonic: when that program began, or any time after;
+ * the caller keeps @pp). Idempotent while
  * @pid is watched. 0 or -errno.
  */
 int threadnames__watch(struct threadnames *tn, pid_t pid, const struct pyproc *pp,
