@@ -194,7 +194,7 @@ struct attachment {
 	int link_fd;		 /* uprobe_multi: one link for every point */
 	struct bpf_link **links; /* perf-event uprobes: one link per point */
 	size_t nlinks;
-	uint64_t made_ns; /* CLOCK_MONOTONIC */
+	uint64_t made_ns; /* when the maps it was made of were read (CLOCK_MONOTONIC) */
 };
 
 /* A scan comm__mapped asked for. */
@@ -656,10 +656,10 @@ static bool probed(const struct comm *c, pid_t pid, const struct attachment *exc
 	return false;
 }
 
-/* Probe the library of mapping @m in @pid. 1 if probes were attached, 0 if it has none, or
- * -errno. */
+/* Probe the library of mapping @m in @pid, seen in its maps read at @looked_ns. 1 if probes
+ * were attached, 0 if it has none, or -errno. */
 static int probe_mapping(struct comm *c, pid_t pid, const struct procmap *m,
-			 const struct file_key *fk)
+			 const struct file_key *fk, uint64_t looked_ns)
 {
 	struct attachment *a;
 	struct lib *l;
@@ -677,14 +677,22 @@ static int probe_mapping(struct comm *c, pid_t pid, const struct procmap *m,
 	a->file = *fk;
 	a->lib = l - c->libs;
 	a->link_fd = -1;
-	a->made_ns = now_mono_ns();
+	/* When the maps were read, not now: a child forked by a launcher that imported torch
+	 * maps libtorch until it execs; an attachment made of maps read before the exec is
+	 * the old program's, and comm__exec must drop it, or the new program's libtorch (the
+	 * same file) would count as probed and never be. */
+	a->made_ns = looked_ns;
 	if (!l->npoints)
 		return 0;
 	/* The file the process maps (procmaps__open checks device and inode), named for the
 	 * kernel through our own descriptor. */
 	fd = procmaps__open(pid, m);
-	if (fd < 0)
+	if (fd < 0) {
+		/* No longer the file @pid maps (it exec'd or unmapped it since its maps were
+		 * read): nothing attached, nothing looked at; a later scan tries again. */
+		c->natt--;
 		return fd;
+	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	if (c->multi) {
 		a->link_fd = attach_multi(c, l, path, pid);
@@ -710,6 +718,7 @@ int comm__scan(struct comm *c, pid_t pid)
 	struct file_key fk;
 	struct procmaps pm;
 	size_t i;
+	uint64_t looked_ns = now_mono_ns();
 	int err, n = 0;
 
 	err = procmaps__read(pid, &pm);
@@ -723,7 +732,7 @@ int comm__scan(struct comm *c, pid_t pid)
 		fk = (struct file_key){m->inode, m->dev_major, m->dev_minor};
 		if (find_attachment(c, pid, &fk))
 			continue;
-		if (probe_mapping(c, pid, m, &fk) > 0)
+		if (probe_mapping(c, pid, m, &fk, looked_ns) > 0)
 			n++;
 	}
 	procmaps__release(&pm);
