@@ -11,7 +11,7 @@
  * site, the user stack in use). Uprobe programs run with preemption enabled, so a per-CPU
  * scratch buffer could be overwritten half-way by another program on the same CPU: a call is
  * built in its thread's task storage, or a stack copy in place in its ring-buffer record. A
- * call from a site userspace has unwound and whose checks hold (comm.h, struct comm_site) sends
+ * call from a site userspace has unwound and whose checks hold (comm.h, struct site_checks) sends
  * no copy. The other events are small: which work object the call queued, when a work object
  * completed. Userspace joins them (user/record/collectives.c).
  *
@@ -104,8 +104,8 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
-	__type(key, struct comm_site_key);
-	__type(value, struct comm_site);
+	__type(key, struct site_key);
+	__type(value, struct site_checks);
 } comm_sites SEC(".maps");
 
 /* Events lost because the ring buffer was full (one counter per CPU). */
@@ -145,6 +145,8 @@ struct comm_call_small {
 /* A thread's scratch for a call from a known site: the record, then its Python frames. */
 #define SCRATCH_PY (SAMPLER_MAX_PYDEPTH * sizeof(struct py_frame_rec))
 _Static_assert((SCRATCH_PY & (SCRATCH_PY - 1)) == 0, "SCRATCH_PY must be a power of two");
+#define SITE_COPY_MAX SCRATCH_PY
+#include "stacksite.bpf.h"
 
 struct comm_scratch {
 	struct task_ids ids; /* the thread's, once known (own_ids reads the task) */
@@ -448,69 +450,18 @@ static __always_inline __u32 call_python(struct sample_event *s, struct py_frame
 	return n * sizeof(struct py_frame_rec);
 }
 
-struct site_check {
-	const struct comm_site *site;
-	const __u64 *regs;
-	const __u8 *copy; /* the site's span of the stack, copied (NULL: read word by word) */
-	__u64 sp;
-	__u32 done;
-};
-
-/* One check of a call site (the bpf_loop callback). Returns 1 to stop. */
-static long check_site_word(__u32 i, void *arg)
-{
-	struct site_check *c = arg;
-	__u32 off, k = i & (COMM_SITE_CHECKS - 1);
-	__u64 v = 0;
-
-	if (i >= c->site->n)
-		return 1;
-	off = c->site->off[k];
-	if (off & COMM_SITE_REG) {
-		if ((off & 0xff) >= DWREG_COUNT)
-			return 1;
-		v = c->regs[off & 0xff];
-	} else if (c->copy) {
-		if (off > c->site->span - 8)
-			return 1;
-		v = *(const __u64 *)(c->copy + (off & (SCRATCH_PY - 1)));
-	} else if (bpf_probe_read_user(&v, sizeof(v), (const void *)(c->sp + off))) {
-		return 1;
-	}
-	if (v != c->site->val[k])
-		return 1;
-	c->done = i + 1;
-	return 0;
-}
-
 /*
  * The call site of the call @e (its registers set) if userspace knows it and every check holds
- * (comm.h, struct comm_site): its id; 0 otherwise. @buf (SCRATCH_PY + 8 bytes) takes the
- * stack words checked, read at once where they fit (one read is cheaper than many).
+ * (stacksite.bpf.h): its id; 0 otherwise. @buf: SCRATCH_PY + 8 bytes.
  */
 static __always_inline __u64 known_site(const struct comm_call_event *e, __u8 *buf)
 {
-	struct comm_site_key k = {.pid = e->s.pid,
-				  .tid = e->s.tid,
-				  .ip = e->s.regs[DWREG_RIP],
-				  .sp = e->s.regs[DWREG_RSP]};
-	const struct comm_site *site = bpf_map_lookup_elem(&comm_sites, &k);
-	struct site_check c = {.site = site, .regs = e->s.regs, .sp = k.sp};
-	__u32 n, span;
+	struct site_key k = {.pid = e->s.pid,
+			     .tid = e->s.tid,
+			     .ip = e->s.regs[DWREG_RIP],
+			     .sp = e->s.regs[DWREG_RSP]};
 
-	if (!site)
-		return 0;
-	n = site->n;
-	if (!n || n > COMM_SITE_CHECKS)
-		return 0;
-	span = site->span;
-	if (span >= 8 && span <= SCRATCH_PY) {
-		if (bpf_probe_read_user(buf, span, (const void *)k.sp))
-			return 0;
-		c.copy = buf;
-	}
-	bpf_loop(COMM_SITE_CHECKS, check_site_word, &c, 0);
-	return c.done == n ? site->id : 0;
+	return site_holds(bpf_map_lookup_elem(&comm_sites, &k), e->s.regs, k.sp, buf);
 }
 
 /*

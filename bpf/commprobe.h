@@ -123,7 +123,7 @@ enum comm_ev {
 #define COMM_F_HDR     32u /* COMM_EV_CALL: tensor0 was read */
 #define COMM_F_SITE \
 	64u /* COMM_EV_CALL: no stack copy follows (stack_len 0): the native stack
-			    * is that of call site `site` (struct comm_site), checked in place */
+			    * is that of call site `site` (struct site_checks), checked in place */
 
 struct comm_event {
 	__u32 type; /* EVENT_COMM */
@@ -154,36 +154,8 @@ struct comm_call_event {
 	__u64 numel[COMM_MAX_TENSORS];	/* numel_ of the first tensors */
 	__u16 dtypes[COMM_MAX_TENSORS]; /* their data_type_ */
 	__u8 tensor0[COMM_TENSOR_HDR];	/* the first TensorImpl's first bytes (its layout check) */
-	__u64 site; /* COMM_F_SITE: the call site (struct comm_site.id) whose native stack this is */
+	__u64 site; /* COMM_F_SITE: the call site (struct site_checks.id) whose native stack this is */
 	struct sample_event s;
-};
-
-/*
- * Call sites (map comm_sites). A call's stack is copied and unwound (in userspace) once per
- * call site; later calls from the same site send only their Python frames and the site's id.
- * Unwinding is a function of the registers and the stack words it reads, so userspace, having
- * unwound the first call, tells BPF which of them decided the native frames (the return
- * addresses, and words and registers that point into the stack: saved frame pointers); a call
- * whose thread, probe address and stack pointer (the key) and every one of those words and
- * registers (the value's checks) are the same has the same native frames, exactly. Userspace
- * makes sure of the choice before it writes the entry: the unwind, redone with every other word
- * and register replaced by a non-canonical address, must give the same frames.
- */
-#define COMM_SITE_CHECKS 128
-#define COMM_SITE_REG	 0x80000000u /* a check's off: the register DWREG_* (low bits) */
-
-struct comm_site_key {
-	__u32 pid, tid; /* as the recorder numbers them */
-	__u64 ip;	/* the probe's address (regs[DWREG_RIP]) */
-	__u64 sp;	/* the stack pointer at the probe */
-};
-
-struct comm_site {
-	__u64 id;		     /* userspace's: sent as comm_call_event.site */
-	__u32 n;		     /* checks used */
-	__u32 span;		     /* bytes from sp that hold every word checked */
-	__u32 off[COMM_SITE_CHECKS]; /* a word at sp + off, or COMM_SITE_REG | register */
-	__u64 val[COMM_SITE_CHECKS]; /* the value it must have */
 };
 
 #endif

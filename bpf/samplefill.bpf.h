@@ -51,18 +51,17 @@ static __always_inline __u32 sample_kstack(struct sample_event *e, long r)
 }
 
 /*
- * Fill @e and @data with the sample of @t, a target's thread off its CPU (@th), for its block
- * @block: header, Python frames, kernel stack (from __schedule down to the system call) and
- * user stack, from the registers the thread saved when it entered the kernel. @remote as for
+ * Fill @e and @data with the head of the sample of @t, a target's thread off its CPU (@th),
+ * for its block @block: header, Python frames and kernel stack (from __schedule down to the
+ * system call), from the registers the thread saved when it entered the kernel. @remote as for
  * sample_python (and copy_user_stack); @how: SAMPLE_F_OFFCPU_* of where it was taken. Return
- * the bytes of @data used.
+ * the bytes of @data used; blocked_stack adds the user stack after them.
  */
-static __always_inline __u32 blocked_sample(struct sample_event *e, __u8 *data,
-					    struct task_struct *t, struct task_struct *remote,
-					    const struct off_thread *th, __u64 block, __u32 how)
+static __always_inline __u32 blocked_head(struct sample_event *e, __u8 *data, struct task_struct *t,
+					  struct task_struct *remote, const struct off_thread *th,
+					  __u64 block, __u32 how)
 {
 	__u32 pyb, kb = 0;
-	__u64 sp;
 
 	e->type = EVENT_SAMPLE;
 	e->pid = th->pid;
@@ -74,6 +73,7 @@ static __always_inline __u32 blocked_sample(struct sample_event *e, __u8 *data,
 	e->time_ns = bpf_ktime_get_ns();
 	e->flags = SAMPLE_F_OFFCPU | how;
 	e->block = block;
+	e->site = 0;
 	e->stack_len = 0;
 	e->py_len = 0;
 	e->kstack_len = 0;
@@ -85,13 +85,36 @@ static __always_inline __u32 blocked_sample(struct sample_event *e, __u8 *data,
 	if (want_kernel)
 		kb = sample_kstack(e, bpf_get_task_stack(t, data + (pyb & (PY_AREA / 2 - 1)),
 							 SAMPLER_MAX_KSTACK * sizeof(__u64), 0));
-	if (!(e->flags & SAMPLE_F_NO_USER_REGS)) {
-		sp = e->regs[DWREG_RSP];
-		e->stack_len = copy_user_stack(remote, data + ((pyb + kb) & (PY_AREA - 1)), sp,
-					       stack_top(t, e->pid, e->tid, e->fsbase, sp),
-					       stack_size, &e->flags);
-	}
-	return pyb + kb + e->stack_len;
+	return pyb + kb;
+}
+
+/*
+ * The user stack of the sample blocked_head began (@used bytes of @data), after them. Return
+ * its bytes (e->stack_len).
+ */
+static __always_inline __u32 blocked_stack(struct sample_event *e, __u8 *data,
+					   struct task_struct *t, struct task_struct *remote,
+					   __u32 used)
+{
+	__u64 sp;
+
+	if (e->flags & SAMPLE_F_NO_USER_REGS)
+		return 0;
+	sp = e->regs[DWREG_RSP];
+	e->stack_len =
+		copy_user_stack(remote, data + (used & (PY_AREA - 1)), sp,
+				stack_top(t, e->pid, e->tid, e->fsbase, sp), stack_size, &e->flags);
+	return e->stack_len;
+}
+
+/* The whole sample of blocked_head and blocked_stack. Return the bytes of @data used. */
+static __always_inline __u32 blocked_sample(struct sample_event *e, __u8 *data,
+					    struct task_struct *t, struct task_struct *remote,
+					    const struct off_thread *th, __u64 block, __u32 how)
+{
+	__u32 used = blocked_head(e, data, t, remote, th, block, how);
+
+	return used + blocked_stack(e, data, t, remote, used);
 }
 
 #endif

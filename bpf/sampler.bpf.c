@@ -88,6 +88,23 @@ static __always_inline void stat_inc(__u32 which)
 #include "pystack.bpf.h"
 #include "samplefill.bpf.h"
 
+/*
+ * Off-CPU stack sites (sampler.h, struct site_checks): where threads of the targets blocked
+ * before, whose native frames userspace has unwound (written by userspace: sampling.h). A
+ * block whose stack is taken where its memory is loaded and whose site's checks hold sends no
+ * user stack, only the site's id.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, BLOCK_SITES_MAX);
+	__type(key, struct site_key);
+	__type(value, struct site_checks);
+} block_sites SEC(".maps");
+
+#define SITE_COPY_MAX 0x8000 /* within the user stack area of struct scratch */
+_Static_assert(SITE_COPY_MAX + 8 <= UCTX_STACK_AREA + UCTX_CHUNK_MAX, "SITE_COPY_MAX too large");
+#include "stacksite.bpf.h"
+
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
 {
@@ -505,10 +522,28 @@ static __always_inline int send_blocked_stack(void *scratch_map, struct task_str
 	__u32 cpu = bpf_get_smp_processor_id(), size;
 	struct scratch *s;
 
+	const struct site_checks *site;
+	struct site_key k;
+	__u32 used;
+
 	s = bpf_map_lookup_elem(scratch_map, &cpu);
 	if (!s)
 		return -1;
-	size = sizeof(s->hdr) + blocked_sample(&s->hdr, s->data, t, NULL, th, block, how);
+	used = blocked_head(&s->hdr, s->data, t, NULL, th, block, how);
+	k.pid = s->hdr.pid;
+	k.tid = s->hdr.tid;
+	k.ip = s->hdr.regs[DWREG_RIP];
+	k.sp = s->hdr.regs[DWREG_RSP];
+	site = (s->hdr.flags & SAMPLE_F_NO_USER_REGS) ? NULL
+						      : bpf_map_lookup_elem(&block_sites, &k);
+	/* A span longer than one copy would be checked a word at a time: dearer than the copy. */
+	if (site && site->span <= SITE_COPY_MAX)
+		s->hdr.site = site_holds(site, s->hdr.regs, k.sp, s->data + (used & (PY_AREA - 1)));
+	if (s->hdr.site)
+		s->hdr.flags |= SAMPLE_F_SITE;
+	else
+		used += blocked_stack(&s->hdr, s->data, t, NULL, used);
+	size = sizeof(s->hdr) + used;
 	if (size > sizeof(*s))
 		return -1;
 	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP)) {

@@ -56,6 +56,39 @@ enum sample_reg {
 /* By the thread itself, as it returned to user mode at the end of the block (a BPF task work
  * the sweep scheduled: sampler.bpf.c, off_resume). */
 #define SAMPLE_F_OFFCPU_RESUME (1u << 7)
+/* An off-CPU stack at a known site (struct site_checks, map block_sites): no user stack copy
+ * follows; its native frames are those of the site `site`. */
+#define SAMPLE_F_SITE (1u << 8)
+
+/*
+ * Stack sites: native stacks known by where a thread stopped (user/record/stacksites.h). A
+ * stack is copied and unwound (in userspace) once per site; later stops at the same site send
+ * only their Python frames and the site's id: the collectives' calls (map comm_sites,
+ * comm.bpf.c) and the off-CPU blocks (map block_sites, sampler.bpf.c). Unwinding is a function
+ * of the registers and the stack words it reads, so userspace, having unwound the first stop,
+ * tells BPF which of them decided the native frames (the return addresses, and words and
+ * registers that point into the stack: saved frame pointers); a stop whose thread,
+ * instruction and stack pointers (the key) and every one of those words and registers (the
+ * value's checks) are the same has the same native frames, exactly. Userspace makes sure of
+ * the choice before it writes the entry: the unwind, redone with every other word and
+ * register replaced by a non-canonical address, must give the same frames.
+ */
+#define SITE_CHECKS    128
+#define SITE_CHECK_REG 0x80000000u /* a check's off: the register DWREG_* (low bits) */
+
+struct site_key {
+	__u32 pid, tid; /* as the recorder numbers them */
+	__u64 ip;	/* the instruction pointer (regs[DWREG_RIP]) */
+	__u64 sp;	/* the stack pointer */
+};
+
+struct site_checks {
+	__u64 id;		/* userspace's: sent as the event's site */
+	__u32 n;		/* checks used */
+	__u32 span;		/* bytes from sp that hold every word checked */
+	__u32 off[SITE_CHECKS]; /* a word at sp + off, or SITE_CHECK_REG | register */
+	__u64 val[SITE_CHECKS]; /* the value it must have */
+};
 
 /* sample_event.py_status: what the Python walk found. */
 enum py_status {
@@ -167,6 +200,7 @@ struct sample_event {
 	__u64 block;	 /* SAMPLE_F_OFFCPU: the block (offcpu_event.block) of this stack; an
 			  * on-CPU sample with --off-cpu: nvcsw + nivcsw of the thread (its next
 			  * block is that + 1); else 0 */
+	__u64 site;	 /* SAMPLE_F_SITE: the site (struct site_checks.id) of the native stack */
 };
 
 /*
@@ -242,6 +276,9 @@ struct off_want {
 #define OFFCPU_MAX_WEIGHT_NS 1000000000ULL
 /* A segment of a long block is sent at least this often, so that it falls in its second. */
 #define OFFCPU_SEND_NS 1000000000ULL
+/* Off-CPU stack sites the kernel checks (map block_sites): threads come and go; the recorder
+ * keeps as many (user/record/recorder.c) and forgets them all when it needs room. */
+#define BLOCK_SITES_MAX 4096
 
 /* Counters in the per-CPU array map `stats` (index = enum sampler_stat). */
 enum sampler_stat {

@@ -338,13 +338,19 @@ def test_threads_blocking_in_the_same_place_are_unwound_once(exe):
     thread and place (stacksites.h); the later blocks that pass the checks reuse them: most of
     the blocks' stacks come from a known site (meta off_cpu_stacks_known_site); and every one
     of the pollers' lock stacks is whole: the line of the get, the futex wait below it, the
-    thread's entry above it (no truncation bit)."""
+    thread's entry above it (no truncation bit). The kernel is told the sites, checks them
+    where it takes a stack in the thread's own memory (the task work, the wake-up), and sends
+    most of those blocks as their site's id, with no copy of the stack (meta
+    off_cpu_stacks_site_id): the stacks above are made of those."""
     err = _check_blockloop(exe)
+    meta = _check_blockloop.meta
+    taken = _taken(meta)
+    assert meta["off_cpu_stacks_site_id"] <= meta["off_cpu_stacks_known_site"], meta
+    assert meta["off_cpu_stacks_site_lost"] == 0, meta
     if "as their threads resume" in err:
-        meta = _check_blockloop.meta
-        taken = _taken(meta)
         assert meta["off_cpu_stacks_resume"] >= 0.6 * taken, meta
         assert meta["off_cpu_stacks_iterator"] <= 0.05 * taken, meta
+        assert meta["off_cpu_stacks_site_id"] >= 0.6 * taken, meta
 
 
 @h.timeout(120)

@@ -812,27 +812,12 @@ void comm__poll(struct comm *c)
 	}
 }
 
-int comm__site_put(struct comm *c, const struct comm_site_key *k, const struct comm_site *site)
+int comm__site_put(struct comm *c, const struct site_key *k, const struct site_checks *site)
 {
 	if (bpf_map__update_elem(c->skel->maps.comm_sites, k, sizeof(*k), site, sizeof(*site),
 				 BPF_ANY))
 		return -errno;
 	return 0;
-}
-
-/* Drop @pid's call sites from the map: a later process with the pid must not match them. */
-static void forget_sites(struct comm *c, pid_t pid)
-{
-	struct comm_site_key last, next;
-	struct bpf_map *m = c->skel->maps.comm_sites;
-	bool have_last = false;
-
-	while (!bpf_map__get_next_key(m, have_last ? &last : NULL, &next, sizeof(next))) {
-		if (next.pid == (__u32)pid && !bpf_map__delete_elem(m, &next, sizeof(next), 0))
-			continue; /* the key after the last one kept is the next one */
-		last = next;
-		have_last = true;
-	}
 }
 
 /* Detach @pid's probes attached before @before_ns and drop the scans planned for it. */
@@ -858,13 +843,13 @@ static void drop_attachments(struct comm *c, pid_t pid, uint64_t before_ns)
 
 void comm__forget(struct comm *c, pid_t pid)
 {
-	forget_sites(c, pid);
+	site_map__forget(c->skel->maps.comm_sites, pid);
 	drop_attachments(c, pid, UINT64_MAX);
 }
 
 void comm__exec(struct comm *c, pid_t pid, uint64_t exec_ns)
 {
-	forget_sites(c, pid);
+	site_map__forget(c->skel->maps.comm_sites, pid);
 	drop_attachments(c, pid, exec_ns);
 	comm__started(c, pid);
 }

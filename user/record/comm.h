@@ -76,7 +76,7 @@ void comm__poll(struct comm *c);
  * Tell the probes the call site @k (bpf/commprobe.h): later calls from it that pass @site's checks
  * send its id instead of a stack copy. 0 or -errno (the calls then go on sending copies).
  */
-int comm__site_put(struct comm *c, const struct comm_site_key *k, const struct comm_site *site);
+int comm__site_put(struct comm *c, const struct site_key *k, const struct site_checks *site);
 
 /* @pid exited: detach its probes, forget its call sites and the scans planned for it. */
 void comm__forget(struct comm *c, pid_t pid);

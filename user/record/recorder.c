@@ -30,8 +30,7 @@
 #define MAX_NATIVE	 512	       /* native frames unwound per sample */
 #define MAX_FRAMES	 2048	       /* frames per stored stack, all kinds */
 #define PY_YOUNG_NS	 2000000000ULL /* a program this young is looked at every 5 ms */
-#define PY_REFRESH_TICKS 10   /* ticks (seconds) between full rereads of thread states, names */
-#define BLOCK_SITES_MAX	 4096 /* off-CPU stack sites kept (stacksites.h): threads come and go */
+#define PY_REFRESH_TICKS 10 /* ticks (seconds) between full rereads of thread states, names */
 
 struct target {
 	pid_t pid, ppid;
@@ -632,6 +631,7 @@ static void forget_comm(struct recorder *r, struct target *t, uint64_t exec_ns)
 		comm__forget(r->comm, t->pid);
 	stacksites__forget(r->call_sites, t->pid);
 	stacksites__forget(r->block_sites, t->pid);
+	sampling__block_sites_forget(r->s, t->pid);
 	if (r->cs)
 		collectives__forget(r->cs, t->pid);
 }
@@ -1180,9 +1180,9 @@ static bool sample_fits(const struct sample_event *e, size_t len)
 }
 
 /* The key of the site where sample @e's thread stopped (stacksites.h). */
-static struct comm_site_key site_key(const struct sample_event *e)
+static struct site_key site_key(const struct sample_event *e)
 {
-	return (struct comm_site_key){
+	return (struct site_key){
 		.pid = e->pid, .tid = e->tid, .ip = e->regs[DWREG_RIP], .sp = e->regs[DWREG_RSP]};
 }
 
@@ -1193,7 +1193,7 @@ static struct comm_site_key site_key(const struct sample_event *e)
 static const struct stack_site *copied_site(struct stacksites *ss, const struct sample_event *e,
 					    const void *stack)
 {
-	struct comm_site_key k = site_key(e);
+	struct site_key k = site_key(e);
 
 	if (e->flags & (SAMPLE_F_STACK_SHORT | SAMPLE_F_NO_USER_REGS))
 		return NULL;
@@ -1209,7 +1209,7 @@ static const struct stack_site *learn_site(struct recorder *r, struct target *t,
 					   struct stacksites *ss, const struct sample_event *e,
 					   const void *stack)
 {
-	struct comm_site_key k = site_key(e);
+	struct site_key k = site_key(e);
 
 	if (!r->opts.native || t->dp_shared || r->nat_dp != t->dp || !r->nat_last ||
 	    !r->nat_complete || !r->nn_last ||
@@ -1226,10 +1226,36 @@ static const struct stack_site *learn_site(struct recorder *r, struct target *t,
 static void learn_block_site(struct recorder *r, struct target *t, const struct sample_event *e,
 			     const void *stack)
 {
-	struct comm_site_key k = site_key(e);
+	struct site_key k = site_key(e);
+	const struct stack_site *site;
 
-	if (stacksites__seen(r->block_sites, &k))
-		learn_site(r, t, r->block_sites, e, stack);
+	if (!stacksites__seen(r->block_sites, &k) ||
+	    !(site = learn_site(r, t, r->block_sites, e, stack)))
+		return;
+	/* The first site of an empty table (a new one, or one that forgot everything to make
+	 * room): what the kernel was told before is gone. */
+	if (stacksites__count(r->block_sites) == 1)
+		sampling__block_site_drop(r->s, NULL);
+	if (sampling__block_site_put(r->s, &k, &site->chk))
+		pr_debug("pid %d: block site not given to the sweep", e->pid);
+}
+
+/*
+ * The site of the off-CPU stack @e that came as its site's id (SAMPLE_F_SITE), or NULL if it
+ * is not known any more (the table forgot it to make room): the kernel is then told to stop
+ * using it, and the block's time goes under offcpu's fallback.
+ */
+static const struct stack_site *sent_site(struct recorder *r, const struct sample_event *e)
+{
+	const struct stack_site *site = stacksites__by_id(r->block_sites, e->site);
+	struct site_key k;
+
+	if (site && site->pid == (pid_t)e->pid)
+		return site;
+	k = site_key(e);
+	sampling__block_site_drop(r->s, &k);
+	r->stats.off_stacks_site_lost++;
+	return NULL;
 }
 
 static int handle_sample(struct recorder *r, const struct sample_event *e, size_t len)
@@ -1272,7 +1298,15 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	r->capture = e->flags & SAMPLE_F_OFFCPU;
 	/* A thread blocks again and again where it blocked before (a worker on its queue): its
 	 * native frames are unwound once (stacksites.h). */
-	site = r->capture ? copied_site(r->block_sites, e, stack) : NULL;
+	if (e->flags & SAMPLE_F_SITE) {
+		if (!r->capture || !(site = sent_site(r, e))) {
+			r->capture = false;
+			return 0;
+		}
+		r->stats.off_stacks_by_id++;
+	} else {
+		site = r->capture ? copied_site(r->block_sites, e, stack) : NULL;
+	}
 	err = sample_stack(r, t, e, py, kst, stack, site, &stack_id);
 	if (!err && r->capture && !site)
 		learn_block_site(r, t, e, stack);
@@ -1388,7 +1422,7 @@ static int call_stack(struct recorder *r, struct target *t, const struct comm_ca
 	const uint64_t *kst = (const void *)(py + e->s.py_len);
 	const void *stack = kst + e->s.kstack_len;
 	const struct stack_site *site;
-	struct comm_site_key k;
+	struct site_key k;
 	int err;
 
 	if (e->h.flags & COMM_F_SITE) {

@@ -39,7 +39,9 @@ struct recorder_stats {
 	/* Off-CPU: stacks of blocks by where they were taken (the sweep, the wake-up, the
 	 * iterator), and what offcpu.h counted. */
 	uint64_t off_stacks_sweep, off_stacks_wake, off_stacks_fetch, off_stacks_resume;
-	uint64_t off_stacks_site; /* of those, native frames from a known site: not unwound */
+	uint64_t off_stacks_site;      /* of those, native frames from a known site: not unwound */
+	uint64_t off_stacks_by_id;     /* of those, sent as the site's id, checked in the kernel */
+	uint64_t off_stacks_site_lost; /* sent as the id of a site forgotten since: no stack */
 	uint64_t off_segments, off_observations, off_ns;
 	uint64_t off_blocks, off_blocks_no_stack, off_ns_no_stack;
 	uint64_t off_blocks_run_stack; /* preempted blocks under the run's last on-CPU stack */

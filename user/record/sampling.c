@@ -610,6 +610,42 @@ int sampling__remove_target(struct sampling *s, pid_t pid)
 	return 0;
 }
 
+int sampling__block_site_put(struct sampling *s, const struct site_key *k,
+			     const struct site_checks *site)
+{
+	if (bpf_map__update_elem(s->skel->maps.block_sites, k, sizeof(*k), site, sizeof(*site),
+				 BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+void sampling__block_site_drop(struct sampling *s, const struct site_key *k)
+{
+	if (!k)
+		site_map__forget(s->skel->maps.block_sites, 0);
+	else
+		bpf_map__delete_elem(s->skel->maps.block_sites, k, sizeof(*k), 0);
+}
+
+void sampling__block_sites_forget(struct sampling *s, pid_t pid)
+{
+	site_map__forget(s->skel->maps.block_sites, pid);
+}
+
+void site_map__forget(struct bpf_map *m, pid_t pid)
+{
+	struct site_key last, next;
+	bool have_last = false;
+
+	while (!bpf_map__get_next_key(m, have_last ? &last : NULL, &next, sizeof(next))) {
+		if ((!pid || next.pid == (__u32)pid) &&
+		    !bpf_map__delete_elem(m, &next, sizeof(next), 0))
+			continue; /* the key after the last one kept is the next one */
+		last = next;
+		have_last = true;
+	}
+}
+
 int sampling__set_python(struct sampling *s, pid_t pid, const struct py_proc_cfg *cfg)
 {
 	__u32 key = pid;

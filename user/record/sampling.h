@@ -103,6 +103,27 @@ struct sampling_offcpu_stats {
 };
 void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *out);
 
+/*
+ * Tell the off-CPU stacks the site @k (sampler.h: struct site_key): later blocks of that thread
+ * there that pass @site's checks, taken where the thread's memory is loaded, send its id
+ * instead of a stack copy (SAMPLE_F_SITE). 0 or -errno (they then go on sending copies).
+ */
+int sampling__block_site_put(struct sampling *s, const struct site_key *k,
+			     const struct site_checks *site);
+
+/* Stop using the site @k (its id is no longer known). NULL @k: every site. */
+void sampling__block_site_drop(struct sampling *s, const struct site_key *k);
+
+/* Drop the sites of process @pid (it exited or exec'd: a later process may get its pid). */
+void sampling__block_sites_forget(struct sampling *s, pid_t pid);
+
+/*
+ * Delete from the BPF hash map @m, keyed by struct site_key, the sites of process @pid, or
+ * every site if @pid is 0 (comm's call sites, the off-CPU blocks' sites).
+ */
+struct bpf_map;
+void site_map__forget(struct bpf_map *m, pid_t pid);
+
 /* The map py_tstates (pthread -> PyThreadState, bpf/pystack.bpf.h), which the recorder fills
  * for the Python walk's fallback: its file descriptor. */
 int sampling__tstates_fd(struct sampling *s);

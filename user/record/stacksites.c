@@ -8,8 +8,8 @@
 
 struct stacksites {
 	struct bmap *by_id;  /* site id -> struct stack_site * (0 once forgotten) */
-	struct bmap *by_key; /* struct comm_site_key -> the id of its latest site */
-	struct bmap *seen;   /* struct comm_site_key asked about (stacksites__seen) */
+	struct bmap *by_key; /* struct site_key -> the id of its latest site */
+	struct bmap *seen;   /* struct site_key asked about (stacksites__seen) */
 	uint64_t next_id;
 	size_t max, live; /* the limit (0: none), sites allocated */
 	pid_t forgetting; /* stacksites__forget's pid, for its callback */
@@ -61,9 +61,9 @@ const struct stack_site *stacksites__by_id(const struct stacksites *ss, uint64_t
 	return slot ? (const void *)(uintptr_t)*slot : NULL;
 }
 
-const struct stack_site *stacksites__match(const struct stacksites *ss,
-					   const struct comm_site_key *k, const uint64_t *regs,
-					   const uint8_t *stack, size_t stack_len)
+const struct stack_site *stacksites__match(const struct stacksites *ss, const struct site_key *k,
+					   const uint64_t *regs, const uint8_t *stack,
+					   size_t stack_len)
 {
 	uint64_t *id = bmap__find(ss->by_key, k, sizeof(*k)), v;
 	const struct stack_site *site = id ? stacksites__by_id(ss, *id) : NULL;
@@ -73,7 +73,7 @@ const struct stack_site *stacksites__match(const struct stacksites *ss,
 		return NULL;
 	for (i = 0; i < site->chk.n; i++) {
 		off = site->chk.off[i];
-		if (off & COMM_SITE_REG) {
+		if (off & SITE_CHECK_REG) {
 			if ((off & 0xff) >= DWREG_COUNT)
 				return NULL;
 			v = regs[off & 0xff];
@@ -88,7 +88,7 @@ const struct stack_site *stacksites__match(const struct stacksites *ss,
 	return site;
 }
 
-const struct stack_site *stacksites__learn(struct stacksites *ss, const struct comm_site_key *k,
+const struct stack_site *stacksites__learn(struct stacksites *ss, const struct site_key *k,
 					   struct dwproc *dp, const uint64_t *regs,
 					   const void *stack, size_t stack_len,
 					   const struct dwproc_frame *nat, int nnat,
@@ -98,14 +98,14 @@ const struct stack_site *stacksites__learn(struct stacksites *ss, const struct c
 	uint64_t *slot, *kslot;
 	int n, i;
 
-	_Static_assert(DWPROC_CHECK_REG == COMM_SITE_REG, "check of a register");
+	_Static_assert(DWPROC_CHECK_REG == SITE_CHECK_REG, "check of a register");
 	if (nn <= 0 || nnat <= 0)
 		return NULL;
 	site = calloc(1, sizeof(*site) + sizeof(site->f[0]) * nn);
 	if (!site)
 		return NULL;
 	n = dwproc__unwind_checks(dp, k->tid, regs, stack, stack_len, nat, nnat, true,
-				  site->chk.off, (uint64_t *)site->chk.val, COMM_SITE_CHECKS);
+				  site->chk.off, (uint64_t *)site->chk.val, SITE_CHECKS);
 	if (n <= 0)
 		goto fail;
 	if (ss->max && ss->live >= ss->max)
@@ -122,7 +122,7 @@ const struct stack_site *stacksites__learn(struct stacksites *ss, const struct c
 	site->chk.id = ++ss->next_id;
 	site->chk.n = n;
 	for (i = 0; i < n; i++)
-		if (!(site->chk.off[i] & COMM_SITE_REG) && site->chk.off[i] + 8 > site->chk.span)
+		if (!(site->chk.off[i] & SITE_CHECK_REG) && site->chk.off[i] + 8 > site->chk.span)
 			site->chk.span = site->chk.off[i] + 8;
 	*slot = (uintptr_t)site;
 	*kslot = site->chk.id;
@@ -133,7 +133,7 @@ fail:
 	return NULL;
 }
 
-bool stacksites__seen(struct stacksites *ss, const struct comm_site_key *k)
+bool stacksites__seen(struct stacksites *ss, const struct site_key *k)
 {
 	int inserted = 0;
 

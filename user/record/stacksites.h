@@ -23,7 +23,7 @@
 /* A known site: its checks, as the probes have them, and its native frames. */
 struct stack_site {
 	pid_t pid;
-	struct comm_site chk; /* chk.id: the site's id */
+	struct site_checks chk; /* chk.id: the site's id */
 	int nn;
 	struct pym_frame f[]; /* as stackbuild_native built them, leaf first */
 };
@@ -48,9 +48,9 @@ const struct stack_site *stacksites__by_id(const struct stacksites *ss, uint64_t
  * @regs (DWREG_COUNT of them) and the copy @stack of @stack_len bytes from regs[DWREG_RSP];
  * NULL otherwise. Its frames are then those of this stack.
  */
-const struct stack_site *stacksites__match(const struct stacksites *ss,
-					   const struct comm_site_key *k, const uint64_t *regs,
-					   const uint8_t *stack, size_t stack_len);
+const struct stack_site *stacksites__match(const struct stacksites *ss, const struct site_key *k,
+					   const uint64_t *regs, const uint8_t *stack,
+					   size_t stack_len);
 
 /*
  * Learn the site of @k, whose stack (@regs, @stack, @stack_len) @dp just unwound into the
@@ -58,7 +58,7 @@ const struct stack_site *stacksites__match(const struct stacksites *ss,
  * dwproc__unwind_checks proves which words decided them. Return the site (its id new), or
  * NULL when nothing was learned (not provable, or no memory).
  */
-const struct stack_site *stacksites__learn(struct stacksites *ss, const struct comm_site_key *k,
+const struct stack_site *stacksites__learn(struct stacksites *ss, const struct site_key *k,
 					   struct dwproc *dp, const uint64_t *regs,
 					   const void *stack, size_t stack_len,
 					   const struct dwproc_frame *nat, int nnat,
@@ -69,7 +69,7 @@ const struct stack_site *stacksites__learn(struct stacksites *ss, const struct c
  * costs a few unwinds (dwproc__unwind_checks), worth it only where threads stop again. Records
  * @k. False also when out of memory.
  */
-bool stacksites__seen(struct stacksites *ss, const struct comm_site_key *k);
+bool stacksites__seen(struct stacksites *ss, const struct site_key *k);
 
 /* Forget the sites of process @pid (it exited, or exec'd another program). */
 void stacksites__forget(struct stacksites *ss, pid_t pid);

@@ -143,7 +143,8 @@ static void print_costs(const struct record_totals *t)
 		pr_info("off-CPU: %llu sweeps, %llu segments; stacks of %llu blocks (%llu taken in "
 			"the sweep, %llu at the wake-up, %llu as the thread resumed, %llu by the "
 			"fetcher in %llu runs, %llu torn and dropped; %llu at a known site, not "
-			"unwound again); %llu preempted blocks under their run's last on-CPU "
+			"unwound again, %llu of them sent as the site's id); %llu preempted "
+			"blocks under their run's last on-CPU "
 			"stack; %llu blocks without a stack: %.3f s of %.3f s",
 			(unsigned long long)t->off.sweeps, (unsigned long long)rs->off_segments,
 			(unsigned long long)rs->off_blocks,
@@ -153,6 +154,7 @@ static void print_costs(const struct record_totals *t)
 			(unsigned long long)rs->off_stacks_fetch,
 			(unsigned long long)t->off.fetch_runs, (unsigned long long)t->off.torn,
 			(unsigned long long)rs->off_stacks_site,
+			(unsigned long long)rs->off_stacks_by_id,
 			(unsigned long long)rs->off_blocks_run_stack,
 			(unsigned long long)rs->off_blocks_no_stack, rs->off_ns_no_stack / 1e9,
 			rs->off_ns / 1e9);
