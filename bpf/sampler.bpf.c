@@ -514,17 +514,16 @@ int off_flush(void *ctx)
  * holds (sampler.h), from the registers the thread saved when it entered the kernel. Its user
  * memory must be the one loaded on this CPU (the current task is a thread of its process).
  * @scratch_map: this CPU's scratch is its entry (scratch; resume_scratch for the task work).
- * @how: SAMPLE_F_OFFCPU_* of where it was taken. 0 if sent.
+ * @how: SAMPLE_F_OFFCPU_* of where it was taken. At a known site whose checks hold (map
+ * block_sites), the site's id instead of the user stack. 0 if sent.
  */
 static __always_inline int send_blocked_stack(void *scratch_map, struct task_struct *t,
 					      const struct off_thread *th, __u64 block, __u32 how)
 {
-	__u32 cpu = bpf_get_smp_processor_id(), size;
-	struct scratch *s;
-
+	__u32 cpu = bpf_get_smp_processor_id(), size, used;
 	const struct site_checks *site;
 	struct site_key k;
-	__u32 used;
+	struct scratch *s;
 
 	s = bpf_map_lookup_elem(scratch_map, &cpu);
 	if (!s)
