@@ -1235,7 +1235,7 @@ static void learn_block_site(struct recorder *r, struct target *t, const struct 
 	/* The first site of an empty table (a new one, or one that forgot everything to make
 	 * room): what the kernel was told before is gone. */
 	if (stacksites__count(r->block_sites) == 1)
-		sampling__block_site_drop(r->s, NULL);
+		sampling__block_sites_forget(r->s, 0);
 	if (sampling__block_site_put(r->s, &k, &site->chk))
 		pr_debug("pid %d: block site not given to the sweep", e->pid);
 }

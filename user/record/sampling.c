@@ -621,10 +621,7 @@ int sampling__block_site_put(struct sampling *s, const struct site_key *k,
 
 void sampling__block_site_drop(struct sampling *s, const struct site_key *k)
 {
-	if (!k)
-		site_map__forget(s->skel->maps.block_sites, 0);
-	else
-		bpf_map__delete_elem(s->skel->maps.block_sites, k, sizeof(*k), 0);
+	bpf_map__delete_elem(s->skel->maps.block_sites, k, sizeof(*k), 0);
 }
 
 void sampling__block_sites_forget(struct sampling *s, pid_t pid)

@@ -15,6 +15,7 @@
 
 #include "bpf/sampler.h"
 
+struct bpf_map;
 struct sampling;
 
 struct sampling_opts {
@@ -111,17 +112,17 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 int sampling__block_site_put(struct sampling *s, const struct site_key *k,
 			     const struct site_checks *site);
 
-/* Stop using the site @k (its id is no longer known). NULL @k: every site. */
+/* Stop using the site @k (its id is no longer known). */
 void sampling__block_site_drop(struct sampling *s, const struct site_key *k);
 
-/* Drop the sites of process @pid (it exited or exec'd: a later process may get its pid). */
+/* Drop the sites of process @pid (it exited or exec'd: a later process may get its pid), or
+ * every site if @pid is 0. */
 void sampling__block_sites_forget(struct sampling *s, pid_t pid);
 
 /*
  * Delete from the BPF hash map @m, keyed by struct site_key, the sites of process @pid, or
  * every site if @pid is 0 (comm's call sites, the off-CPU blocks' sites).
  */
-struct bpf_map;
 void site_map__forget(struct bpf_map *m, pid_t pid);
 
 /* The map py_tstates (pthread -> PyThreadState, bpf/pystack.bpf.h), which the recorder fills

@@ -48,8 +48,7 @@ struct pyproc;
 /*
  * Read the names of @pid's Python threads from now on, through a copy of @pp (the interpreter
  * of the program it ran at @since_ns, monotonic: when that program began, or any time after;
- * the caller keeps @pp). Idempotent while
- * @pid is watched. 0 or -errno.
+ * the caller keeps @pp). Idempotent while @pid is watched. 0 or -errno.
  */
 int threadnames__watch(struct threadnames *tn, pid_t pid, const struct pyproc *pp,
 		       uint64_t since_ns);
