@@ -29,7 +29,10 @@ struct arena_chunk {
 struct bmap {
 	struct bmap_entry *entries; /* dense, insertion order */
 	size_t nr, cap;
-	uint32_t *index;  /* 0 = empty, else entry number + 1 */
+	/* 0 = empty, else the entry's number + 1 in the low half and the high half of its hash
+	 * in the high half: a probe that meets another key's slot mostly skips it without
+	 * reading its entry (a cache miss in a large map). */
+	uint64_t *index;
 	size_t index_cap; /* power of two */
 	struct arena_chunk *arena;
 };
@@ -114,19 +117,33 @@ static const unsigned char *arena_copy(struct bmap *m, const void *key, size_t l
 	return p;
 }
 
+/* The slot of entry number @n whose key hashes to @hash. */
+static inline uint64_t index_slot(size_t n, uint64_t hash)
+{
+	return (hash & 0xffffffff00000000ULL) | (uint32_t)(n + 1);
+}
+
+/* The entry number of a slot in use. */
+static inline size_t index_entry(uint64_t slot)
+{
+	return (uint32_t)slot - 1;
+}
+
 static size_t slot_of(const struct bmap *m, uint64_t hash, const void *key, size_t len, int *found)
 {
 	size_t mask = m->index_cap - 1, i = hash & mask;
 
 	for (;; i = (i + 1) & mask) {
-		uint32_t e = m->index[i];
+		uint64_t e = m->index[i];
 		const struct bmap_entry *ent;
 
 		if (!e) {
 			*found = 0;
 			return i;
 		}
-		ent = &m->entries[e - 1];
+		if (e >> 32 != hash >> 32)
+			continue;
+		ent = &m->entries[index_entry(e)];
 		if (ent->hash == hash && ent->len == len && !memcmp(ent->key, key, len)) {
 			*found = 1;
 			return i;
@@ -137,7 +154,7 @@ static size_t slot_of(const struct bmap *m, uint64_t hash, const void *key, size
 static int grow_index(struct bmap *m)
 {
 	size_t cap = m->index_cap ? m->index_cap * 2 : 64, i;
-	uint32_t *idx = calloc(cap, sizeof(*idx));
+	uint64_t *idx = calloc(cap, sizeof(*idx));
 
 	if (!idx)
 		return -ENOMEM;
@@ -149,7 +166,7 @@ static int grow_index(struct bmap *m)
 
 		while (idx[j])
 			j = (j + 1) & (cap - 1);
-		idx[j] = i + 1;
+		idx[j] = index_slot(i, m->entries[i].hash);
 	}
 	return 0;
 }
@@ -164,7 +181,7 @@ uint64_t *bmap__find(const struct bmap *m, const void *key, size_t len)
 		return NULL;
 	hash = hash_bytes(HASH_SEED, key, len);
 	slot = slot_of(m, hash, key, len, &found);
-	return found ? &m->entries[m->index[slot] - 1].value : NULL;
+	return found ? &m->entries[index_entry(m->index[slot])].value : NULL;
 }
 
 uint64_t *bmap__upsert(struct bmap *m, const void *key, size_t len, uint64_t init, int *inserted)
@@ -181,7 +198,7 @@ uint64_t *bmap__upsert(struct bmap *m, const void *key, size_t len, uint64_t ini
 		return NULL;
 	slot = slot_of(m, hash, key, len, &found);
 	if (found)
-		return &m->entries[m->index[slot] - 1].value;
+		return &m->entries[index_entry(m->index[slot])].value;
 	if (m->nr == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 32;
 		struct bmap_entry *tmp = realloc(m->entries, cap * sizeof(*tmp));
@@ -198,7 +215,7 @@ uint64_t *bmap__upsert(struct bmap *m, const void *key, size_t len, uint64_t ini
 	ent->hash = hash;
 	ent->len = len;
 	ent->value = init;
-	m->index[slot] = ++m->nr;
+	m->index[slot] = index_slot(m->nr++, hash);
 	if (inserted)
 		*inserted = 1;
 	return &ent->value;
