@@ -87,8 +87,24 @@ struct gap_key {
 };
 #define GAP_NONE 1
 
+/*
+ * A sizeless symbol (an assembly label): in a gap, libdw names an address by one only if it
+ * is at or below the address in the address's section. A module's few labels are kept so
+ * that a gap without one below in its section is answered "none" without asking libdw.
+ */
+#define SYMINDEX_LABELS	  64
+#define LABEL_ANY_SECTION SHN_UNDEF /* a label whose section cannot be compared: any */
+#define LABEL_ABSOLUTE	  SHN_ABS   /* libdw names by it only the address it has */
+
+struct symlabel {
+	uint64_t off;	/* from the module's start (0: below it) */
+	uint32_t shndx; /* its section, or LABEL_ANY_SECTION */
+};
+
 struct symindex {
-	size_t n; /* 0: not indexed (a small module: libdw searches it) */
+	size_t n;	/* 0: not indexed (a small module: libdw searches it) */
+	size_t nlabels; /* more than SYMINDEX_LABELS: every gap is asked of libdw */
+	struct symlabel labels[SYMINDEX_LABELS];
 	struct symentry e[];
 };
 
@@ -232,17 +248,29 @@ static struct symindex *build_symindex(Dwfl_Module *mod, Dwarf_Addr start)
 	GElf_Sym sym;
 	GElf_Addr addr;
 	uint64_t below = 0; /* the highest end past @start of a symbol below it */
+	Elf *elf, *main_elf = dwfl_module_getelf(mod, &(GElf_Addr){0});
+	GElf_Word shndx;
 	size_t n = 0, j;
 
 	si = malloc(sizeof(*si) + (nsym >= SYMINDEX_MIN ? (size_t)nsym : 0) * sizeof(si->e[0]));
 	if (!si)
 		return NULL;
+	si->nlabels = 0;
 	for (i = 1; nsym >= SYMINDEX_MIN && i < nsym; i++) {
-		const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL, NULL, NULL);
+		const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, &elf, NULL);
 		int bind = GELF_ST_BIND(sym.st_info);
 
 		if (!name || !*name || !symbol_counts(&sym))
 			continue;
+		if (!sym.st_size && si->nlabels++ < SYMINDEX_LABELS)
+			si->labels[si->nlabels - 1] = (struct symlabel){
+				.off = addr > start ? addr - start : 0,
+				/* An absolute one names its own address only; one of another
+				 * file's table (whose sections are not the main file's), any. */
+				.shndx = shndx >= SHN_LORESERVE ? LABEL_ABSOLUTE
+					 : elf != main_elf	? LABEL_ANY_SECTION
+								: shndx,
+			};
 		if (addr < start) {
 			if (addr + sym.st_size > start && addr + sym.st_size - start > below)
 				below = addr + sym.st_size - start;
@@ -293,9 +321,29 @@ static uint64_t section_of(Dwfl_Module *mod, uint64_t addr)
 	return SHN_ABS;
 }
 
-/* libdw's name for @addr, in the gap after entry @entry of module @key_id's index. */
+/* Is there a label of @si at or below offset @off that libdw could name section @scn's
+ * address by (or might there be: more labels than kept)? */
+static bool label_below(const struct symindex *si, uint64_t scn, uint64_t off)
+{
+	size_t i;
+
+	if (si->nlabels > SYMINDEX_LABELS)
+		return true;
+	for (i = 0; i < si->nlabels; i++) {
+		const struct symlabel *l = &si->labels[i];
+
+		if (l->shndx == LABEL_ABSOLUTE
+			    ? l->off == off
+			    : l->off <= off && (l->shndx == LABEL_ANY_SECTION || l->shndx == scn))
+			return true;
+	}
+	return false;
+}
+
+/* libdw's name for @addr (offset @off in the module of index @si), in the gap after entry
+ * @entry of module @key_id's index. */
 static const char *gap_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t key_id,
-			      size_t entry, uint64_t addr)
+			      const struct symindex *si, size_t entry, uint64_t addr, uint64_t off)
 {
 	struct gap_key k = {key_id, entry, section_of(mod, addr)};
 	const char *name;
@@ -304,6 +352,10 @@ static const char *gap_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t 
 
 	if (k.scn == SHN_UNDEF)
 		return libdw_symbol(mod, addr);
+	/* No sized symbol holds it (a gap): libdw's answer is a label, if one is below it in its
+	 * section, else none (its walk is 2.3 ms in libtorch_cpu, whose text has no label). */
+	if (!label_below(si, k.scn, off))
+		return NULL;
 	slot = bmap__upsert(sz->gaps, &k, sizeof(k), 0, &inserted);
 	if (slot && *slot)
 		return *slot == GAP_NONE ? NULL : (const char *)(uintptr_t)*slot;
@@ -360,7 +412,7 @@ const char *symbolize_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t a
 	/* Past every symbol's end, and not at a symbol (an absolute one names only its own
 	 * address): a gap, where libdw's answer is kept. Any other case is left to libdw. */
 	if (off >= si->e[lo - 1].maxend && off > si->e[lo - 1].off)
-		return gap_symbol(sz, mod, mi->key_id, lo - 1, addr);
+		return gap_symbol(sz, mod, mi->key_id, si, lo - 1, addr, off);
 libdw:
 	return libdw_symbol(mod, addr);
 }
