@@ -483,7 +483,7 @@ static __always_inline void submit_call_stack(struct task_struct *task, struct c
 	s->stack_len = copy_user_stack(NULL, r->data + (pyb & (PY_AREA - 1)), sp,
 				       stack_top(task, s->pid, s->tid, s->fsbase, sp), stack_size,
 				       &s->flags);
-	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(r, events_wakeup());
 }
 
 /*
@@ -518,7 +518,7 @@ static __always_inline bool send_small(struct task_struct *task, struct comm_scr
 		return false;
 	}
 	r->e.s.stack_len = want;
-	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(r, events_wakeup());
 	return true;
 }
 
@@ -583,7 +583,7 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 		submit_call_stack(task, r, pyb ? sc->py : NULL, pyb);
 		return 0;
 	}
-	if (bpf_ringbuf_output(&events, &sc->e, sizeof(sc->e) + pyb, BPF_RB_NO_WAKEUP))
+	if (bpf_ringbuf_output(&events, &sc->e, sizeof(sc->e) + pyb, events_wakeup()))
 		count_lost();
 	return 0;
 }
@@ -637,12 +637,12 @@ int comm_probe(struct pt_regs *ctx)
 		 * temporary, which holds the AsyncWork*. */
 		if (bpf_probe_read_user(&work, 8, (const void *)ctx->si))
 			return 0;
-		send_event(task, COMM_EV_ENQUEUE, cookie, work, 0, BPF_RB_NO_WAKEUP);
+		send_event(task, COMM_EV_ENQUEUE, cookie, work, 0, events_wakeup());
 		break;
 	case COMM_R_GLOO_FINISH:
 	case COMM_R_GLOO_ERROR:
 		send_event(task, COMM_EV_DONE, cookie, ctx->di,
-			   role == COMM_R_GLOO_ERROR ? COMM_F_ERROR : 0, BPF_RB_NO_WAKEUP);
+			   role == COMM_R_GLOO_ERROR ? COMM_F_ERROR : 0, events_wakeup());
 		break;
 	case COMM_R_P2P_WORK:
 		/* SendWork/RecvWork(this, tensor, std::unique_ptr<UnboundBuffer> buffer): the
@@ -659,7 +659,7 @@ int comm_probe(struct pt_regs *ctx)
 		bk.ub = work;
 		/* The post first, then the buffer known: a completion that finds it is sent
 		 * after the post. */
-		send_event(task, COMM_EV_UB_POST, cookie, bk.ub, 0, BPF_RB_NO_WAKEUP);
+		send_event(task, COMM_EV_UB_POST, cookie, bk.ub, 0, events_wakeup());
 		bpf_map_update_elem(&p2p_bufs, &bk, &one, BPF_ANY);
 		early = bpf_map_lookup_elem(&p2p_early, &bk);
 		if (!early)
@@ -672,7 +672,7 @@ int comm_probe(struct pt_regs *ctx)
 				fill_header(&h, COMM_EV_DONE, &ids, cookie, bk.ub);
 				h.tid = early->tid;
 				h.time_ns = early->time_ns;
-				if (bpf_ringbuf_output(&events, &h, sizeof(h), BPF_RB_NO_WAKEUP))
+				if (bpf_ringbuf_output(&events, &h, sizeof(h), events_wakeup()))
 					count_lost();
 			}
 		}
@@ -681,7 +681,7 @@ int comm_probe(struct pt_regs *ctx)
 	case COMM_R_UB_DONE:
 		bk.ub = ctx->di;
 		if (!bpf_map_delete_elem(&p2p_bufs, &bk)) {
-			send_event(task, COMM_EV_DONE, cookie, bk.ub, 0, BPF_RB_NO_WAKEUP);
+			send_event(task, COMM_EV_DONE, cookie, bk.ub, 0, events_wakeup());
 			break;
 		}
 		/* Not a known send/recv's buffer (yet): kept for the work object's probe while
@@ -697,10 +697,10 @@ int comm_probe(struct pt_regs *ctx)
 		}
 		break;
 	case COMM_R_NCCL_GROUP_START:
-		send_event(task, COMM_EV_GROUP_START, cookie, 0, 0, BPF_RB_NO_WAKEUP);
+		send_event(task, COMM_EV_GROUP_START, cookie, 0, 0, events_wakeup());
 		break;
 	case COMM_R_NCCL_GROUP_END:
-		send_event(task, COMM_EV_GROUP_END, cookie, 0, 0, BPF_RB_NO_WAKEUP);
+		send_event(task, COMM_EV_GROUP_END, cookie, 0, 0, events_wakeup());
 		break;
 	}
 	return 0;

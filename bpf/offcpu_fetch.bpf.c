@@ -101,7 +101,7 @@ static __always_inline void fetch_task(struct task_struct *task, __u32 ktid)
 	}
 	if (size > sizeof(*s))
 		return;
-	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP))
+	if (bpf_ringbuf_output(&events, s, size, events_wakeup()))
 		fetch_lost++;
 	else
 		fetch_sent++;

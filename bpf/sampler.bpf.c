@@ -182,7 +182,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	size = sizeof(*e) + pyb + kb + e->stack_len;
 	if (size > sizeof(*s))
 		return 0;
-	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP))
+	if (bpf_ringbuf_output(&events, s, size, events_wakeup()))
 		stat_inc(STAT_LOST);
 	return 0;
 }
@@ -362,7 +362,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	}
 	/* The thread's last name: it may be gone before userspace reads its samples. */
 	if (send_proc_event(&ev, sizeof(ev), change, &ids, p,
-			    change == PROC_EXIT ? 0 : BPF_RB_NO_WAKEUP))
+			    change == PROC_EXIT ? 0 : events_wakeup()))
 		stat_inc(STAT_LOST_EVENTS);
 	return 0;
 }
@@ -483,7 +483,7 @@ static __always_inline void off_send(struct off_thread *th, struct task_struct *
 	ev.nr = th->nr;
 	if (task)
 		BPF_CORE_READ_STR_INTO(&ev.comm, task, comm);
-	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), BPF_RB_NO_WAKEUP))
+	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), events_wakeup()))
 		stat_inc(STAT_OFF_LOST);
 	th->ns = 0;
 	th->observations = 0;
@@ -545,7 +545,7 @@ static __always_inline int send_blocked_stack(void *scratch_map, struct task_str
 	size = sizeof(s->hdr) + used;
 	if (size > sizeof(*s))
 		return -1;
-	if (bpf_ringbuf_output(&events, s, size, BPF_RB_NO_WAKEUP)) {
+	if (bpf_ringbuf_output(&events, s, size, events_wakeup())) {
 		stat_inc(STAT_OFF_LOST);
 		return -1;
 	}

@@ -31,6 +31,19 @@ struct {
 	__uint(max_entries, 16 << 20); /* resized by userspace */
 } events SEC(".maps");
 
+/*
+ * The flags of a record sent to events: no wake-up (the reader drains the buffer at its own
+ * pace) while it is less than an eighth full; past that, wake the reader at once, so that a
+ * burst does not fill it while the reader sleeps.
+ */
+static __always_inline __u64 events_wakeup(void)
+{
+	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > size / 8 ? BPF_RB_FORCE_WAKEUP
+									 : BPF_RB_NO_WAKEUP;
+}
+
 /* The threads of the targets the off-CPU sweep looks at: kernel tid -> struct off_thread. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

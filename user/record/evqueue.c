@@ -31,6 +31,7 @@ struct evqueue {
 	pthread_cond_t cond;
 	struct evlist l[2]; /* [1]: the urgent records, popped first */
 	size_t bytes, limit;
+	unsigned int pace_ms; /* between two drains, unless woken */
 	uint64_t dropped;
 	bool stop;    /* asked to stop */
 	bool stopped; /* reader has finished its last drain */
@@ -76,9 +77,10 @@ static void *reader(void *arg)
 		pthread_mutex_lock(&q->lock);
 		stop = q->stop;
 		pthread_mutex_unlock(&q->lock);
-		/* Samples do not wake us (BPF_RB_NO_WAKEUP): poll at a steady pace. */
+		/* Records do not wake us (BPF_RB_NO_WAKEUP) unless the buffer fills up: drain it
+		 * at a steady pace. */
 		if (!stop)
-			sampling__wait(q->s, 10);
+			sampling__wait(q->s, q->pace_ms);
 		if (sampling__consume(q->s, enqueue, q) < 0)
 			pr_debug("ring buffer read failed");
 		/* One wake-up per batch, not per record: a context switch per sample would cost
@@ -97,8 +99,9 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-int evqueue__start(struct sampling *s, size_t limit_bytes, evqueue_urgent_fn urgent,
-		   evqueue_seen_fn seen, void *seen_ctx, struct evqueue **out)
+int evqueue__start(struct sampling *s, size_t limit_bytes, unsigned int pace_ms,
+		   evqueue_urgent_fn urgent, evqueue_seen_fn seen, void *seen_ctx,
+		   struct evqueue **out)
 {
 	struct evqueue *q = calloc(1, sizeof(*q));
 	int err;
@@ -110,6 +113,7 @@ int evqueue__start(struct sampling *s, size_t limit_bytes, evqueue_urgent_fn urg
 	q->seen = seen;
 	q->seen_ctx = seen_ctx;
 	q->limit = limit_bytes ? limit_bytes : EVQUEUE_DEFAULT_LIMIT;
+	q->pace_ms = pace_ms ? pace_ms : EVQUEUE_DEFAULT_PACE_MS;
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->cond, NULL);
 	err = pthread_create(&q->thread, NULL, reader, q);

@@ -30,13 +30,18 @@ typedef bool (*evqueue_urgent_fn)(const void *rec, size_t len);
  */
 typedef void (*evqueue_seen_fn)(void *ctx, const void *rec, size_t len);
 
+/* How long the reader sleeps between two drains unless the ring buffer fills (ms). */
+#define EVQUEUE_DEFAULT_PACE_MS 10
+
 /*
- * Start the reader thread on @s. @urgent: which records are popped ahead of the others, or
- * NULL (one queue, in the kernel's order). @seen: called with @seen_ctx for every record
- * read, or NULL. Return 0 and *@out or -errno.
+ * Start the reader thread on @s. It drains the ring buffer every @pace_ms (0: the default),
+ * or sooner when the kernel wakes it (the buffer filling up, a process's exit). @urgent:
+ * which records are popped ahead of the others, or NULL (one queue, in the kernel's order).
+ * @seen: called with @seen_ctx for every record read, or NULL. Return 0 and *@out or -errno.
  */
-int evqueue__start(struct sampling *s, size_t limit_bytes, evqueue_urgent_fn urgent,
-		   evqueue_seen_fn seen, void *seen_ctx, struct evqueue **out);
+int evqueue__start(struct sampling *s, size_t limit_bytes, unsigned int pace_ms,
+		   evqueue_urgent_fn urgent, evqueue_seen_fn seen, void *seen_ctx,
+		   struct evqueue **out);
 
 /*
  * Take the next record (an urgent one first), waiting up to @timeout_ms (0: not at all, not

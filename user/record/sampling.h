@@ -155,8 +155,9 @@ int sampling__share_maps(struct sampling *s, struct bpf_object *obj);
 int sampling__consume(struct sampling *s, int (*cb)(void *ctx, void *data, size_t len), void *ctx);
 
 /*
- * Wait until records are likely waiting (up to @timeout_ms). Samples do not wake the
- * reader (cheaper for the target), so this mostly sleeps; process events do wake it.
+ * Wait until records are likely waiting (up to @timeout_ms). Records do not wake the reader
+ * (cheaper for the target) until the buffer is an eighth full, so this mostly sleeps;
+ * process exits do wake it.
  */
 int sampling__wait(struct sampling *s, int timeout_ms);
 

@@ -25,7 +25,6 @@
  * polls every 10 ms and wakes the loop when it queued records, so one wake-up per batch; the
  * turn's work is due at 20 ms at the earliest (blocked threads' stacks) or later.
  */
-#define SESSION_WAIT_MS 10
 
 struct session {
 	const struct session_opts *o;
@@ -219,8 +218,8 @@ int session__open(const struct session_opts *o, struct session **out)
 		err = add_command(s);
 	if (err)
 		goto fail;
-	err = evqueue__start(s->smp, 0, o->urgent_first ? urgent_record : NULL, recorder__seen,
-			     s->rec, &s->q);
+	err = evqueue__start(s->smp, 0, o->pace_ms, o->urgent_first ? urgent_record : NULL,
+			     recorder__seen, s->rec, &s->q);
 	if (err) {
 		pr_warn("cannot start the reader thread: %s", strerror(-err));
 		goto fail;
@@ -250,13 +249,14 @@ static void show_progress(const struct session *s, double elapsed, uint64_t samp
 }
 
 /*
- * Handle the records that wait, a batch at a time: waiting up to SESSION_WAIT_MS for the
+ * Handle the records that wait, a batch at a time: waiting up to the pace for the
  * first, then those queued, for SESSION_BATCH_NS at most (checked every few records). 0, or the
  * error that ends the recording (said).
  */
 static int handle_batch(struct session *s)
 {
 	uint64_t until = now_mono_ns() + SESSION_BATCH_NS;
+	int pace = s->o->pace_ms ? (int)s->o->pace_ms : EVQUEUE_DEFAULT_PACE_MS;
 	unsigned int n;
 	void *data;
 	long len;
@@ -265,7 +265,7 @@ static int handle_batch(struct session *s)
 	for (n = 0;; n++) {
 		if (n % 16 == 15 && now_mono_ns() >= until)
 			return 0;
-		len = evqueue__pop(s->q, n ? 0 : SESSION_WAIT_MS, &data);
+		len = evqueue__pop(s->q, n ? 0 : pace, &data);
 		if (len <= 0)
 			return 0;
 		err = recorder__handle(s->rec, data, len);

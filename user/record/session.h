@@ -48,6 +48,12 @@ struct session_opts {
 	 * kernel's order.
 	 */
 	bool urgent_first;
+	/*
+	 * Milliseconds between two drains of the kernel's records when nothing wakes the reader
+	 * (0: EVQUEUE_DEFAULT_PACE_MS). Longer: fewer wake-ups of probing, records handled
+	 * later (a watch, whose checks run ten times a second, takes 50).
+	 */
+	unsigned int pace_ms;
 };
 
 /* What a finished recording counted (session__finish). */
