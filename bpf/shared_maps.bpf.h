@@ -41,7 +41,7 @@ static __always_inline __u64 events_wakeup(void)
 	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
 
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > size / 8 ? BPF_RB_FORCE_WAKEUP
-									 : BPF_RB_NO_WAKEUP;
+									: BPF_RB_NO_WAKEUP;
 }
 
 /* The threads of the targets the off-CPU sweep looks at: kernel tid -> struct off_thread. */
