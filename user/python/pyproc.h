@@ -7,7 +7,7 @@
  * Per target process:
  *   pp = pyproc__open(pid)                  find the interpreter, its version and layout
  *   pyproc__bpf_cfg(pp, depth, &cfg)        struct py_proc_cfg for the BPF walker (py_procs map)
- *   pyproc__fill_tstates(pp, map_fd)        the BPF fallback map (also refreshes the threads)
+ *   pyproc__fill_tstates(pp, map_fd)        the BPF fallback map (re-reads the thread states)
  *   pyproc__refresh_threads(pp)             re-read threads, tids and thread names
  *   pyproc__resolve(pp, &rec, &frame)       (code, lasti, checksum) from BPF -> names, line
  *   pyproc__free(pp)
@@ -124,7 +124,10 @@ int pyproc__thread_names(struct pyproc *pp, void (*cb)(void *ctx, pid_t ns_tid, 
 /*
  * Put every thread's (pid, pthread_t) -> tstate into the BPF hash map @map_fd (key struct
  * py_tstate_key with pid = @kernel_pid, the tgid as BPF sees it; value __u64), after a
- * refresh; stale entries of this pid are deleted. Return the number of entries or -errno.
+ * re-read of the thread states alone (once where threads keep their state is settled):
+ * pyproc__threads may then list them without tids or names (pyproc__refresh_threads
+ * reads those). Stale entries of this pid are deleted.
+ * Return the number of entries or -errno.
  */
 int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid);
 

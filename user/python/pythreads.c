@@ -637,32 +637,33 @@ static const char *comm_name(struct pyproc *pp, pid_t tid)
 	return r ? r : "";
 }
 
-int pyproc__refresh_threads(struct pyproc *pp)
+/*
+ * Read every interpreter's thread states into pp->threads (tstate, interp, pthread_t; with
+ * @tasks, the tid too, else 0; no name) and the interpreters into @interps (MAX_INTERPS).
+ * Return the number of interpreters or -errno; pp->threads holds what was read either way.
+ */
+static int read_tstates(struct pyproc *pp, const struct task *tasks, size_t ntasks,
+			uint64_t *interps)
 {
 	const struct py_offsets *o = &pp->off;
-	uint64_t interp, tstate, interps[MAX_INTERPS];
-	struct task *tasks = NULL;
-	size_t ntasks = 0, ninterp = 0, i;
-	struct tss tss;
+	uint64_t interp, tstate;
+	size_t ninterp = 0;
 	int err;
 
 	pp->nthreads = 0;
-	err = read_tasks(pp->pid, &tasks, &ntasks);
-	if (err)
-		return err;
 	err = pp_ptr(pp, pp->runtime + o->rt_interpreters_head, &interp);
 	if (err)
-		goto cleanup;
+		return err;
 	for (; interp && ninterp < MAX_INTERPS; ninterp++) {
 		interps[ninterp] = interp;
 		err = pp_ptr(pp, interp + o->is_tstate_head, &tstate);
 		if (err)
-			goto cleanup;
+			return err;
 		while (tstate && pp->nthreads < MAX_THREADS) {
 			struct pythread th = {.tstate = tstate, .interp = interp, .name = ""};
 
 			err = pp_ptr(pp, tstate + o->ts_thread_id, &th.pthread);
-			if (!err && o->ts_native_thread_id != PYO_NONE) {
+			if (!err && tasks && o->ts_native_thread_id != PYO_NONE) {
 				uint64_t ntid;
 
 				err = pp_ptr(pp, tstate + o->ts_native_thread_id, &ntid);
@@ -674,12 +675,32 @@ int pyproc__refresh_threads(struct pyproc *pp)
 			if (!err)
 				err = pp_ptr(pp, tstate + o->ts_next, &tstate);
 			if (err)
-				goto cleanup;
+				return err;
 		}
 		err = pp_ptr(pp, interp + o->is_next, &interp);
 		if (err)
-			goto cleanup;
+			return err;
 	}
+	return (int)ninterp;
+}
+
+int pyproc__refresh_threads(struct pyproc *pp)
+{
+	const struct py_offsets *o = &pp->off;
+	uint64_t interps[MAX_INTERPS];
+	struct task *tasks = NULL;
+	size_t ntasks = 0, ninterp, i;
+	struct tss tss;
+	int err;
+
+	pp->nthreads = 0;
+	err = read_tasks(pp->pid, &tasks, &ntasks);
+	if (err)
+		return err;
+	err = read_tstates(pp, tasks, ntasks, interps);
+	if (err < 0)
+		goto cleanup;
+	ninterp = (size_t)err;
 	/* <= 3.10 has no native_thread_id: take the tid from glibc's struct pthread. */
 	if (o->ts_native_thread_id == PYO_NONE) {
 		if (pp->pthread_tid_off < 0)
@@ -787,10 +808,19 @@ static struct py_tstate_key tstate_key(__u32 kernel_pid, uint64_t pthread)
 int pyproc__fill_tstates(struct pyproc *pp, int map_fd, __u32 kernel_pid)
 {
 	struct py_tstate_key key, next, *prev = NULL;
+	uint64_t interps[MAX_INTERPS];
 	size_t i;
 	int err, n = 0;
 
-	err = pyproc__refresh_threads(pp);
+	/* The thread states only: the map needs no tid, name or TSS binding (a process with
+	 * many threads took thousands of reads for those, every few seconds). While where
+	 * the threads keep their state is not settled yet, the whole refresh, which goes on
+	 * finding it out. */
+	if (pp->pthread_specific == -2 ||
+	    (pp->off.rt_tss == PYO_NONE && pp->tls_state != TLS_FINAL && !pp->newer))
+		err = pyproc__refresh_threads(pp);
+	else if ((err = read_tstates(pp, NULL, 0, interps)) < 0)
+		pp->nthreads = 0;
 	if (err < 0)
 		return err;
 	/*
