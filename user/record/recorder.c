@@ -1572,7 +1572,7 @@ int recorder__tick(struct recorder *r, bool caught_up)
 	/* Python names change (thread.name = ...): have them read again now and then (new
 	 * threads are read at their birth), and store what changed and how long the threads
 	 * that ran were seen. */
-	if (r->tn && full)
+	if (r->tn && (r->ticks - 1) % (r->opts.names_every_s ?: PY_NAMES_EVERY_S) == 0)
 		threadnames__refresh(r->tn);
 	for (i = 0; i < r->nthreads; i++) {
 		th = &r->threads[i];

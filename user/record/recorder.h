@@ -26,7 +26,13 @@ struct recorder;
 struct recorder_opts {
 	bool native; /* unwind native stacks (else only the interrupted function is kept) */
 	unsigned int py_depth;
+	/* Seconds between two reads of every Python thread's name, for renames (new threads
+	 * are read at their birth); 0: PY_NAMES_EVERY_S. A process with many threads takes
+	 * tens of reads of its memory per thread. */
+	unsigned int names_every_s;
 };
+
+#define PY_NAMES_EVERY_S 10
 
 struct recorder_stats {
 	uint64_t samples;	 /* samples stored */

@@ -39,6 +39,8 @@
 /* The kernel's records drained every 50 ms (record: 10): a fifth of the wake-ups, and still
  * twice per check of the stall (ten a second). */
 #define WATCH_PACE_MS 50
+/* Renamed Python threads are seen within a minute (record: 10 s); new threads at birth. */
+#define WATCH_NAMES_EVERY_S 60
 
 /* A process that ended while watched. */
 struct death {
@@ -1006,7 +1008,9 @@ int watch__run(const struct watch_opts *o)
 			     .python = true,
 			     .off_cpu = true,
 			     .children = o->children || o->command},
-		.recorder = {.native = true, .py_depth = RECORDER_PY_DEPTH},
+		.recorder = {.native = true,
+			     .py_depth = RECORDER_PY_DEPTH,
+			     .names_every_s = WATCH_NAMES_EVERY_S},
 		.store_flags = STORE_ROTATE,
 		.comm = true,
 		.pids = o->pids,
