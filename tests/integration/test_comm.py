@@ -412,6 +412,38 @@ def test_comm_off_and_single_rank(t):
         assert "libbpf" not in p.stderr, p.stderr[-1500:]
 
 
+LATE_IMPORT_JOB = r"""
+import os, sys, time
+time.sleep(float(sys.argv[1]))
+import torch, torch.distributed as dist
+dist.init_process_group("gloo", rank=0, world_size=1)
+t = torch.ones(10)
+for _ in range(int(sys.argv[2])):
+    dist.all_reduce(t)
+print("LATE_DONE", flush=True)
+"""
+
+
+@harness.timeout(120)
+def test_comm_library_imported_late_is_probed():
+    """A program that imports torch 24 s after it started (past the scans of its first 20 s;
+    this machine has no mmap hook: no BPF trampolines, no kprobe PMU, no tracefs): the
+    once-a-second look sees its executable mappings grow and probes libtorch; all of its
+    40 allreduces are recorded, none before the import."""
+    t = torchenv.HOST
+    src = harness.tmp("late_import.py")
+    with open(src, "w") as f:
+        f.write(LATE_IMPORT_JOB.lstrip("\n"))
+    db = harness.tmp("late_import.db")
+    env = t.env(OMP_NUM_THREADS=1, RANK=0, WORLD_SIZE=1, MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=free_port())
+    p = harness.probing("record", "-v", "-o", db, "--", *t.python_argv(src, 24, 40), env=env,
+                        timeout=100)
+    assert p.returncode == 0 and "LATE_DONE" in p.stdout, p.stderr[-2000:]
+    ar = [r for r in rows(db) if r["op"] == "allreduce"]
+    assert len(ar) == 40 and all(r["bytes"] == 40 and r["grp_size"] == 1 for r in ar), ar[:3]
+    assert [r["seq"] for r in ar] == sorted(r["seq"] for r in ar), ar[:3]
+
 NCCL_JOB = r"""
 import os, sys, torch, torch.distributed as dist
 if not (torch.cuda.is_available() and dist.is_nccl_available()):

@@ -12,6 +12,7 @@
 
 #include "base/bmap.h"
 #include "base/log.h"
+#include "base/procinfo.h"
 #include "base/procmaps.h"
 #include "base/util.h"
 #include "comm.skel.h"
@@ -197,6 +198,18 @@ struct attachment {
 	uint64_t made_ns; /* when the maps it was made of were read (CLOCK_MONOTONIC) */
 };
 
+/* What a process's executable mappings added up to at its last scan (status VmExe + VmLib:
+ * the kernel's exec_vm, which a library mapped with PROT_EXEC grows). */
+struct exec_size {
+	pid_t pid;
+	unsigned long long kib;
+	uint64_t scan_ns; /* when (0: not scanned since its exec) */
+};
+
+/* A process whose executable mappings did not change is scanned again after this anyway (a
+ * library unmapped and another of the same size mapped in between). */
+#define COMM_FULL_SCAN_NS (60ULL * 1000000000ULL)
+
 /* A scan comm__mapped asked for. */
 struct rescan {
 	pid_t pid;
@@ -217,6 +230,8 @@ struct comm {
 	size_t natt, capatt;
 	struct rescan *rescans;
 	size_t nrescans, caprescans;
+	struct exec_size *sizes; /* of the processes scanned, without an mmap hook */
+	size_t nsizes, capsizes;
 	struct strbuf notes;
 	uint64_t points;    /* probe points attached, over all processes */
 	uint64_t processes; /* processes that had probes attached (also those gone since) */
@@ -413,6 +428,7 @@ void comm__free(struct comm *c)
 	bmap__free(c->by_build_id);
 	free(c->libs);
 	free(c->rescans);
+	free(c->sizes);
 	sb_free(&c->notes);
 	free(c);
 }
@@ -712,15 +728,57 @@ static int probe_mapping(struct comm *c, pid_t pid, const struct procmap *m,
 	return 1;
 }
 
+/* The size of @pid's executable mappings (KiB), or -errno. */
+static long long exec_kib(pid_t pid)
+{
+	unsigned long long exe = 0, lib = 0;
+	int err = procinfo_status_number(pid, 0, "VmExe", 10, &exe)
+			  ?: procinfo_status_number(pid, 0, "VmLib", 10, &lib);
+
+	return err ?: (long long)(exe + lib);
+}
+
+/* @pid's entry in c->sizes (a new one, zeroed, if it has none), or NULL (no memory). */
+static struct exec_size *size_of(struct comm *c, pid_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < c->nsizes; i++)
+		if (c->sizes[i].pid == pid)
+			return &c->sizes[i];
+	if (grow_array(&c->sizes, &c->capsizes, c->nsizes + 1, sizeof(*c->sizes)))
+		return NULL;
+	c->sizes[c->nsizes] = (struct exec_size){.pid = pid};
+	return &c->sizes[c->nsizes++];
+}
+
+static void forget_size(struct comm *c, pid_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < c->nsizes; i++)
+		if (c->sizes[i].pid == pid) {
+			c->sizes[i] = c->sizes[--c->nsizes];
+			return;
+		}
+}
+
 int comm__scan(struct comm *c, pid_t pid)
 {
 	const struct procmap *m;
 	struct file_key fk;
 	struct procmaps pm;
+	struct exec_size *sz;
 	size_t i;
 	uint64_t looked_ns = now_mono_ns();
+	long long kib = c->mmap_link ? -1 : exec_kib(pid);
 	int err, n = 0;
 
+	/* The size before the maps: a library mapped after it is seen by the next look. */
+	if (kib >= 0 && (sz = size_of(c, pid))) {
+		sz->kib = (unsigned long long)kib;
+		sz->scan_ns = looked_ns;
+	}
 	err = procmaps__read(pid, &pm);
 	if (err)
 		return err;
@@ -771,12 +829,18 @@ void comm__mapped(struct comm *c, pid_t pid)
 
 void comm__tick(struct comm *c, pid_t pid)
 {
-	uint64_t second = now_mono_ns() / 1000000000ULL;
+	uint64_t now = now_mono_ns();
+	struct exec_size *sz;
+	long long kib;
 
 	if (c->mmap_link)
 		return;
-	/* The probed ones in turn, a tenth of them each second (by their pid). */
-	if (probed(c, pid, NULL) && second % 10 != (uint64_t)pid % 10)
+	/* Only when its executable mappings changed since its last scan (a status file, not
+	 * the maps: hundreds of lines in a torch process), or long ago. */
+	kib = exec_kib(pid);
+	sz = size_of(c, pid);
+	if (kib >= 0 && sz && sz->scan_ns && (unsigned long long)kib == sz->kib &&
+	    now - sz->scan_ns < COMM_FULL_SCAN_NS)
 		return;
 	comm__scan(c, pid);
 }
@@ -845,12 +909,14 @@ void comm__forget(struct comm *c, pid_t pid)
 {
 	site_map__forget(c->skel->maps.comm_sites, pid);
 	drop_attachments(c, pid, UINT64_MAX);
+	forget_size(c, pid);
 }
 
 void comm__exec(struct comm *c, pid_t pid, uint64_t exec_ns)
 {
 	site_map__forget(c->skel->maps.comm_sites, pid);
 	drop_attachments(c, pid, exec_ns);
+	forget_size(c, pid);
 	comm__started(c, pid);
 }
 
