@@ -42,11 +42,6 @@ struct evqueue {
 	bool stopped; /* reader has finished its last drain */
 };
 
-/* A drain in progress is published once it holds this much. */
-#define DRAIN_PUBLISH_BYTES (1u << 20)
-
-static void publish_drain(struct evqueue *q);
-
 static void append(struct evlist *l, struct ev *e)
 {
 	if (l->tail)
@@ -73,14 +68,6 @@ static int enqueue(void *ctx, void *data, size_t len)
 	memcpy(e->data, data, len);
 	append(&q->drain[q->urgent && q->urgent(data, len)], e);
 	q->drain_bytes += len;
-	/* A drain that goes on (the kernel writing as fast as it is read) is published in
-	 * parts: the consumer is fed meanwhile, and the limit holds. */
-	if (q->drain_bytes >= DRAIN_PUBLISH_BYTES) {
-		pthread_mutex_lock(&q->lock);
-		publish_drain(q);
-		pthread_cond_signal(&q->cond);
-		pthread_mutex_unlock(&q->lock);
-	}
 	return 0;
 }
 
