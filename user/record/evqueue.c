@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -23,10 +22,6 @@ struct evlist {
 
 struct evqueue {
 	struct sampling *s;
-	/* The reader's drain in progress, not in the queue yet (reader thread only): published
-	 * under one lock at its end. */
-	struct evlist drain[2];
-	size_t drain_bytes;
 	evqueue_urgent_fn urgent;
 	evqueue_seen_fn seen;
 	void *seen_ctx;
@@ -42,69 +37,35 @@ struct evqueue {
 	bool stopped; /* reader has finished its last drain */
 };
 
-static void append(struct evlist *l, struct ev *e)
+/* Ring-buffer callback (reader thread): copy the record to the queue. */
+static int enqueue(void *ctx, void *data, size_t len)
 {
+	struct evqueue *q = ctx;
+	struct ev *e = malloc(sizeof(*e) + len);
+	struct evlist *l = &q->l[q->urgent && q->urgent(data, len)];
+
+	if (q->seen)
+		q->seen(q->seen_ctx, data, len);
+	if (e) {
+		e->next = NULL;
+		e->len = len;
+		memcpy(e->data, data, len);
+	}
+	pthread_mutex_lock(&q->lock);
+	if (!e || q->bytes + len > q->limit) {
+		q->dropped++;
+		pthread_mutex_unlock(&q->lock);
+		free(e);
+		return 0;
+	}
 	if (l->tail)
 		l->tail->next = e;
 	else
 		l->head = e;
 	l->tail = e;
-}
-
-/* Ring-buffer callback (reader thread): copy the record to the drain in progress. */
-static int enqueue(void *ctx, void *data, size_t len)
-{
-	struct evqueue *q = ctx;
-	struct ev *e = malloc(sizeof(*e) + len);
-
-	if (q->seen)
-		q->seen(q->seen_ctx, data, len);
-	if (!e) {
-		__atomic_fetch_add(&q->dropped, 1, __ATOMIC_RELAXED);
-		return 0;
-	}
-	e->next = NULL;
-	e->len = len;
-	memcpy(e->data, data, len);
-	append(&q->drain[q->urgent && q->urgent(data, len)], e);
-	q->drain_bytes += len;
+	q->bytes += len;
+	pthread_mutex_unlock(&q->lock);
 	return 0;
-}
-
-/* Put the drain into the queue (locked): whole, or what fits under the limit, the rest
- * dropped and counted. */
-static void publish_drain(struct evqueue *q)
-{
-	struct ev *e, *next;
-	int i;
-
-	if (q->bytes + q->drain_bytes <= q->limit) {
-		for (i = 0; i < 2; i++) {
-			if (!q->drain[i].head)
-				continue;
-			if (q->l[i].tail)
-				q->l[i].tail->next = q->drain[i].head;
-			else
-				q->l[i].head = q->drain[i].head;
-			q->l[i].tail = q->drain[i].tail;
-		}
-		q->bytes += q->drain_bytes;
-	} else {
-		for (i = 0; i < 2; i++)
-			for (e = q->drain[i].head; e; e = next) {
-				next = e->next;
-				e->next = NULL;
-				if (q->bytes + e->len > q->limit) {
-					__atomic_fetch_add(&q->dropped, 1, __ATOMIC_RELAXED);
-					free(e);
-					continue;
-				}
-				append(&q->l[i], e);
-				q->bytes += e->len;
-			}
-	}
-	memset(q->drain, 0, sizeof(q->drain));
-	q->drain_bytes = 0;
 }
 
 static void *reader(void *arg)
@@ -122,10 +83,9 @@ static void *reader(void *arg)
 			sampling__wait(q->s, q->pace_ms);
 		if (sampling__consume(q->s, enqueue, q) < 0)
 			pr_debug("ring buffer read failed");
-		/* One lock and one wake-up per drain, not per record: a context switch per
-		 * sample would cost more than processing it. */
+		/* One wake-up per batch, not per record: a context switch per sample would cost
+		 * more than processing it. */
 		pthread_mutex_lock(&q->lock);
-		publish_drain(q);
 		if (q->l[0].head || q->l[1].head)
 			pthread_cond_signal(&q->cond);
 		pthread_mutex_unlock(&q->lock);
@@ -186,9 +146,10 @@ static long take(struct evqueue *q, struct evlist *l, void **data)
 	if (!l->head)
 		l->tail = NULL;
 	q->bytes -= e->len;
-	/* Hand out the record in place (evqueue__free_record frees its allocation). */
+	/* Hand out the record itself: move the payload to the front of the allocation. */
 	len = e->len;
-	*data = e->data;
+	memmove(e, e->data, len);
+	*data = e;
 	return len;
 }
 
@@ -259,15 +220,9 @@ uint64_t evqueue__dropped(struct evqueue *q)
 	uint64_t n;
 
 	pthread_mutex_lock(&q->lock);
-	n = __atomic_load_n(&q->dropped, __ATOMIC_RELAXED);
+	n = q->dropped;
 	pthread_mutex_unlock(&q->lock);
 	return n;
-}
-
-void evqueue__free_record(void *data)
-{
-	if (data)
-		free((char *)data - offsetof(struct ev, data));
 }
 
 void evqueue__free(struct evqueue *q)

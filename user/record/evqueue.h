@@ -45,13 +45,11 @@ int evqueue__start(struct sampling *s, size_t limit_bytes, unsigned int pace_ms,
 
 /*
  * Take the next record (an urgent one first), waiting up to @timeout_ms (0: not at all, not
- * even a system call). Return its size and set *@data to it (the caller's, freed with
- * evqueue__free_record), 0 on time-out, or -EPIPE once stopped and empty.
+ * even a system call). Return its size and
+ * set *@data to a malloc'd copy (caller frees), 0 on time-out, or -EPIPE once stopped and
+ * empty.
  */
 long evqueue__pop(struct evqueue *q, int timeout_ms, void **data);
-
-/* Free a record evqueue__pop or evqueue__pop_urgent gave. NULL is a no-op. */
-void evqueue__free_record(void *data);
 
 /* Take the next urgent record, without waiting: its size and *@data as evqueue__pop, or 0. */
 long evqueue__pop_urgent(struct evqueue *q, void **data);

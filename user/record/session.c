@@ -269,7 +269,7 @@ static int handle_batch(struct session *s)
 		if (len <= 0)
 			return 0;
 		err = recorder__handle(s->rec, data, len);
-		evqueue__free_record(data);
+		free(data);
 		if (err && err != -EINVAL) {
 			pr_warn("recording failed: %s", strerror(-err));
 			return err;
@@ -350,7 +350,7 @@ int session__drain(struct session *s, double budget_s)
 
 	while (now_mono_ns() / 1e9 < end && (len = evqueue__pop(s->q, 0, &data)) > 0) {
 		recorder__handle(s->rec, data, len);
-		evqueue__free_record(data);
+		free(data);
 		n++;
 	}
 	return n;
@@ -364,7 +364,7 @@ int session__drain_urgent(struct session *s, double budget_s)
 
 	while ((len = evqueue__pop_urgent(s->q, &data)) > 0) {
 		recorder__handle(s->rec, data, len);
-		evqueue__free_record(data);
+		free(data);
 		if (now_mono_ns() / 1e9 >= end)
 			return evqueue__urgent_waiting(s->q) ? -EAGAIN : 0;
 	}
@@ -427,7 +427,7 @@ void session__finish(struct session *s, struct record_totals *t)
 	evqueue__stop(s->q);
 	while ((len = evqueue__pop(s->q, 0, &data)) > 0) {
 		recorder__handle(s->rec, data, len);
-		evqueue__free_record(data);
+		free(data);
 	}
 	if (recorder__finish(s->rec))
 		pr_warn("cannot count the last off-CPU time: out of memory");
