@@ -353,6 +353,50 @@ def test_threads_blocking_in_the_same_place_are_unwound_once(exe):
         assert meta["off_cpu_stacks_site_id"] >= 0.6 * taken, meta
 
 
+@h.timeout(180)
+@h.params([p for _, p in SITE_PYTHONS], ids=[label for label, _ in SITE_PYTHONS])
+def test_blocks_at_one_site_from_two_lines_keep_their_lines(exe):
+    """blockloop.py with RUN 3: each of 4 pollers blocks 3 times at one line (20 ms timeouts),
+    then 3 times at another (40 ms), in the same function: the same native stack (a known
+    site), other Python frames. A block whose site, Python frames and kernel stack are those
+    of its thread's last block reuses that block's stack (meta off_cpu_stacks_memo,
+    user/record/blockmemo.h); a block from the other line must not: each poller's lock time
+    splits 1:2 between the two lines, and every stack has its line."""
+    lines = {}
+    for i, text in enumerate(open(BLOCKLOOP), 1):
+        for mark in ("BLOCK-HERE", "BLOCK-LONGER"):
+            if mark in text:
+                lines[mark] = i
+    db, err = _record("-F", "99", "-v", "--", exe, BLOCKLOOP, "4", "3", "20", "3")
+    con = h.db(db)
+    meta = dict(con.execute("SELECT key, value FROM meta"))
+    taken = _taken(meta)
+    h.log(f"stacks taken {taken}, from a known site {meta['off_cpu_stacks_known_site']}, "
+          f"the thread's last block's {meta['off_cpu_stacks_memo']}")
+    assert taken >= 150, meta
+    assert meta["off_cpu_stacks_memo"] <= meta["off_cpu_stacks_known_site"], meta
+    # Two blocks of every six follow one at the other line.
+    assert meta["off_cpu_stacks_memo"] >= 0.3 * taken, meta
+    names = dict(con.execute("SELECT tid, name FROM threads"))
+    pollers = [tid for tid, name in names.items() if (name or "").startswith("poller-")]
+    assert len(pollers) == 4, names
+    for tid in pollers:
+        lock = dict(con.execute("SELECT stack_id, SUM(ns) FROM samples WHERE tid = ? AND "
+                                "state = 'lock' GROUP BY stack_id", (tid,)))
+        at = {mark: 0 for mark in lines}
+        for sid, ns in lock.items():
+            py = con.execute("SELECT func, lineno FROM frames WHERE stack_id = ? AND "
+                             "kind = 'python'", (sid,)).fetchall()
+            for mark, line in lines.items():
+                if ("poll_queue", line) in py:
+                    at[mark] += ns
+        total = sum(lock.values())
+        h.log(f"poller {tid}: {at} of {total} ns")
+        assert at["BLOCK-HERE"] + at["BLOCK-LONGER"] >= 0.9 * total, (tid, at, total)
+        ratio = at["BLOCK-LONGER"] / max(at["BLOCK-HERE"], 1)
+        assert 1.4 <= ratio <= 2.8, (tid, at, total)
+
+
 @h.timeout(120)
 def test_blocked_stacks_fetched_while_they_last_where_threads_do_not_give_them():
     """Without the task work (a kernel older than 6.18; PROBING_OFFCPU_NO_RESUME=1 here) the

@@ -59,6 +59,7 @@ static void meta_offcpu(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "off_cpu_stacks_known_site", rs->off_stacks_site);
 	store__meta_int(st, "off_cpu_stacks_site_id", rs->off_stacks_by_id);
 	store__meta_int(st, "off_cpu_stacks_site_lost", rs->off_stacks_site_lost);
+	store__meta_int(st, "off_cpu_stacks_memo", rs->off_stacks_memo);
 	store__meta_int(st, "off_cpu_stacks_torn", t->off.torn);
 	store__meta_int(st, "off_cpu_iterator_code_cached", t->off.code_cached);
 	store__meta_int(st, "off_cpu_iterator_code_read", t->off.code_read);

@@ -15,6 +15,7 @@
 #include "base/procmaps.h"
 #include "python/pymerge.h"
 #include "python/pyproc.h"
+#include "record/blockmemo.h"
 #include "record/offcpu.h"
 #include "record/collectives.h"
 #include "record/comm.h"
@@ -80,6 +81,7 @@ struct thread {
 	char routine[64];      /* what it runs (native/threadroutine.h), "" unknown */
 	char routine_comm[16]; /* its process's OS name: its own while it still has that one */
 	bool routine_tried;
+	struct blockmemo memo; /* the stack of its last block at a known site */
 };
 
 struct recorder {
@@ -116,6 +118,7 @@ struct recorder {
 	struct dwproc_frame nat[MAX_NATIVE];
 	struct pym_frame nframes[MAX_FRAMES]; /* native frames, classified */
 	struct pym_frame pframes[SAMPLER_MAX_PYDEPTH];
+	int py_unknown; /* frames the last python_frames could not resolve (not cached) */
 	struct pym_frame merged[MAX_FRAMES];
 	struct frame frames[MAX_FRAMES];
 	int nframes_last; /* frames in r->frames by the last intern_frames */
@@ -249,6 +252,8 @@ void recorder__free(struct recorder *r)
 		jobinfo_free(&r->targets[i].job);
 	}
 	free(r->targets);
+	for (i = 0; i < r->nthreads; i++)
+		blockmemo__release(&r->threads[i].memo);
 	free(r->threads);
 	bmap__free(r->target_idx);
 	bmap__free(r->thread_idx);
@@ -917,6 +922,7 @@ static struct thread *get_thread(struct recorder *r, struct target *t, pid_t tid
 			return th;
 		}
 		/* A thread of an older process that had this pid: start over. */
+		blockmemo__release(&th->memo);
 	} else {
 		if (grow_array(&r->threads, &r->capthreads, r->nthreads + 1, sizeof(*th)))
 			return NULL;
@@ -1046,6 +1052,7 @@ static int python_frames(struct recorder *r, struct target *t, const struct samp
 {
 	int i;
 
+	r->py_unknown = 0;
 	if (!t->py)
 		return 0;
 	if (e->py_status >= 0 && e->py_status < 8 && !r->capture)
@@ -1074,8 +1081,10 @@ static int python_frames(struct recorder *r, struct target *t, const struct samp
 		 * object may be readable next time). The strings live as long as t->py, and the
 		 * generation in the key keeps a later interpreter from finding this entry. */
 		r->pframes[i].stable = NULL;
-		if (pyproc__resolve(t->py, &py[i], &r->pframes[i].f))
+		if (pyproc__resolve(t->py, &py[i], &r->pframes[i].f)) {
+			r->py_unknown++;
 			continue;
+		}
 		fp = malloc(sizeof(*fp));
 		slot = fp ? bmap__upsert(r->pyframes, &key, sizeof(key), 0, NULL) : NULL;
 		if (!slot) {
@@ -1264,6 +1273,8 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	const uint64_t *kst;
 	const void *stack;
 	const struct stack_site *site;
+	struct block_stack_key memo_key;
+	struct blockmemo *memo = NULL;
 	struct target *t;
 	struct thread *th;
 	uint64_t stack_id;
@@ -1307,7 +1318,25 @@ static int handle_sample(struct recorder *r, const struct sample_event *e, size_
 	} else {
 		site = r->capture ? copied_site(r->block_sites, e, stack) : NULL;
 	}
-	err = sample_stack(r, t, e, py, kst, stack, site, &stack_id);
+	if (site && th) {
+		/* A block at a known site: the same as the thread's last one, very often. */
+		memo_key = (struct block_stack_key){.site_id = site->chk.id,
+						    .py_gen = t->py ? t->py_gen : 0,
+						    .flags = e->flags & SAMPLE_F_PY_TRUNCATED,
+						    .py_len = t->py ? e->py_len : 0,
+						    .kstack_len = e->kstack_len,
+						    .py = py,
+						    .kst = kst};
+		memo = &th->memo;
+	}
+	if (memo && blockmemo__get(memo, &memo_key, &stack_id)) {
+		err = 0;
+		r->stats.off_stacks_memo++;
+	} else {
+		err = sample_stack(r, t, e, py, kst, stack, site, &stack_id);
+		if (!err && memo && !r->py_unknown)
+			blockmemo__put(memo, &memo_key, stack_id);
+	}
 	if (!err && r->capture && !site)
 		learn_block_site(r, t, e, stack);
 	r->capture = false;

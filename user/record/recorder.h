@@ -48,6 +48,8 @@ struct recorder_stats {
 	uint64_t off_stacks_site;      /* of those, native frames from a known site: not unwound */
 	uint64_t off_stacks_by_id;     /* of those, sent as the site's id, checked in the kernel */
 	uint64_t off_stacks_site_lost; /* sent as the id of a site forgotten since: no stack */
+	uint64_t off_stacks_memo;      /* at a known site, the same as the thread's last block's:
+					* its stack id reused (blockmemo.h) */
 	uint64_t off_segments, off_observations, off_ns;
 	uint64_t off_blocks, off_blocks_no_stack, off_ns_no_stack;
 	uint64_t off_blocks_run_stack; /* preempted blocks under the run's last on-CPU stack */
