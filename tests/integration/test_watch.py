@@ -751,7 +751,8 @@ def test_watch_directory_read_as_one_recording():
     runs and after, and --last N the last N seconds of it. Ground truth: a program in phase_a
     for 8 s, then in phase_b for 8 s, watched with 3-second segments: every segment alone
     is a complete recording; the directory holds the samples of all of them, phase_a's and
-    phase_b's at their lines; its last 4 s only phase_b's. Files that are not the watch's
+    phase_b's at their lines; its last 4 s only phase_b's; each segment's threads last seen
+    no earlier than their last sample in it. Files that are not the watch's
     (an earlier watch's, a file made to look like a segment, a link) are left out."""
     script = os.path.join(harness.PY_WORKLOADS, "python", "two_phases.py")
     lines = {}
@@ -788,6 +789,13 @@ def test_watch_directory_read_as_one_recording():
         assert fg.returncode == 0, (s, fg.stderr)
         per_file_folded += folded_total(fg.stdout)
         per_file += query(s, "SELECT COALESCE(SUM(count), 0) AS n FROM sample_counts")[0]["n"]
+        # Its threads' rows say when they were last seen, no earlier than their last sample
+        # in it (a thread seen at every tick has its row written every 10 s, and when a
+        # segment ends).
+        stale = query(s, "SELECT t.tid, t.last_seen, MAX(s.ts) AS last FROM threads t "
+                      "JOIN sample_times s USING (pid, tid) GROUP BY t.pid, t.tid "
+                      "HAVING t.last_seen < MAX(s.ts)")
+        assert not stale, (s, stale)
     q = harness.probing("query", "-i", d, "-f", "json", "SELECT SUM(count) AS n, "
                         "(SELECT value FROM meta WHERE key = 'window_files') AS files, "
                         "MAX(ts) AS last FROM sample_times")

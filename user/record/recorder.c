@@ -78,6 +78,7 @@ struct thread {
 	bool active;	     /* sampled since the last tick */
 	uint64_t names_seen; /* threadnames version at the last lookup */
 	double last_ts;
+	double stored_ts;      /* the last_ts its row in the store has */
 	char routine[64];      /* what it runs (native/threadroutine.h), "" unknown */
 	char routine_comm[16]; /* its process's OS name: its own while it still has that one */
 	bool routine_tried;
@@ -887,6 +888,14 @@ static void name_thread(struct recorder *r, struct thread *th, const char *comm)
 	}
 }
 
+/* Write @th's row (its name, when it was last seen) into the store. */
+static void store_thread(struct recorder *r, struct thread *th)
+{
+	store__thread(r->st, th->pid, th->tid, th->name[0] ? th->name : NULL, th->last_ts);
+	th->stored_ts = th->last_ts;
+	th->dirty = false;
+}
+
 static struct thread *find_thread(struct recorder *r, pid_t pid, pid_t tid)
 {
 	uint64_t key = (uint64_t)pid << 32 | (uint32_t)tid, *idx;
@@ -937,7 +946,7 @@ static struct thread *get_thread(struct recorder *r, struct target *t, pid_t tid
 	th->last_ts = ts;
 	/* The name as it is now, from the sample: a short-lived thread is gone by the tick. */
 	name_thread(r, th, *comm ? comm : NULL);
-	store__thread(r->st, pid, tid, th->name[0] ? th->name : NULL, ts);
+	store_thread(r, th);
 	if (th->ns_tid != tid)
 		store__thread_ns_tid(r->st, pid, tid, th->ns_tid);
 	th->dirty = false;
@@ -953,10 +962,8 @@ static void thread_exited(struct recorder *r, struct target *t, const struct pro
 	if (th && t && th->incarnation == t->incarnation && !th->exited) {
 		name_thread(r, th, ev->comm);
 		th->exited = true;
-		if (th->dirty)
-			store__thread(r->st, th->pid, th->tid, th->name[0] ? th->name : NULL,
-				      th->last_ts);
-		th->dirty = false;
+		if (th->dirty || th->last_ts != th->stored_ts)
+			store_thread(r, th);
 	}
 	if (r->tn)
 		threadnames__forget(r->tn, ev->pid, ev->ns_tid);
@@ -1605,15 +1612,18 @@ int recorder__tick(struct recorder *r, bool caught_up)
 		threadnames__refresh(r->tn);
 	for (i = 0; i < r->nthreads; i++) {
 		th = &r->threads[i];
-		if (!th->active && !th->dirty)
+		if (!th->active && !th->dirty && th->last_ts == th->stored_ts)
 			continue;
 		if (!th->exited && !th->routine_tried)
 			read_routine(r, th);
 		if (!th->exited)
 			name_thread(r, th, NULL);
+		/* A thread seen again and again (a worker that blocks twice a second) has its
+		 * last_seen written every THREAD_SEEN_EVERY_S; at once when it went quiet, was
+		 * renamed, or the file ends (recorder__store_threads). */
+		if (th->dirty || !th->active || th->last_ts - th->stored_ts >= THREAD_SEEN_EVERY_S)
+			store_thread(r, th);
 		th->active = false;
-		th->dirty = false;
-		store__thread(r->st, th->pid, th->tid, th->name[0] ? th->name : NULL, th->last_ts);
 	}
 	/* Off-CPU time whose block's stack did not come: under the fallback. */
 	if (r->oc && offcpu__expire(r->oc, now_mono_ns(), false))
@@ -1678,7 +1688,22 @@ void recorder__poll(struct recorder *r)
 
 int recorder__finish(struct recorder *r)
 {
-	return r->oc ? offcpu__expire(r->oc, now_mono_ns(), true) : 0;
+	int err = r->oc ? offcpu__expire(r->oc, now_mono_ns(), true) : 0;
+
+	recorder__store_threads(r);
+	return err;
+}
+
+void recorder__store_threads(struct recorder *r)
+{
+	struct thread *th;
+	size_t i;
+
+	for (i = 0; i < r->nthreads; i++) {
+		th = &r->threads[i];
+		if (th->dirty || th->last_ts != th->stored_ts)
+			store_thread(r, th);
+	}
 }
 
 int recorder__use_comm(struct recorder *r, struct comm *c)

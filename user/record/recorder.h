@@ -33,6 +33,9 @@ struct recorder_opts {
 };
 
 #define PY_NAMES_EVERY_S 10
+/* Seconds between two writes of the last_seen of a thread seen at every tick (threads.last_seen
+ * of a running thread is that much behind in the file being written; exact in a finished one). */
+#define THREAD_SEEN_EVERY_S 10
 
 struct recorder_stats {
 	uint64_t samples;	 /* samples stored */
@@ -109,9 +112,16 @@ void recorder__fetch_blocked(struct recorder *r);
 
 /*
  * The end of recording, once every record was handled: off-CPU time still waiting for a stack
- * is counted (under the fallback). Call before the last recorder__tick. 0 or -errno.
+ * is counted (under the fallback), and every thread's row written as it is now
+ * (recorder__store_threads). Call before the last recorder__tick. 0 or -errno.
  */
 int recorder__finish(struct recorder *r);
+
+/*
+ * Write into the store the row of every thread whose name or last_seen changed since it was
+ * last written (a file about to be closed: store__rotate).
+ */
+void recorder__store_threads(struct recorder *r);
 
 struct comm;
 

@@ -327,6 +327,7 @@ int session__rotate(struct session *s, const char *path)
 	int err;
 
 	if (store__is_open(s->st)) {
+		recorder__store_threads(s->rec);
 		store__meta_real(s->st, "end", now);
 		store__meta_real(s->st, "duration", now - s->file_start);
 	}
