@@ -126,7 +126,8 @@ TEST_MAIN()
  * symbolize_symbol() names addresses as libdw's dwfl_module_addrinfo() does in @path: at the
  * start, middle and last byte of about 400 of its function symbols and at 4 addresses just
  * after each (often the next function, or a gap between functions: libdw's answers there are
- * kept per gap, so several addresses of one gap are asked). The number of addresses
+ * kept per gap, so several addresses of one gap are asked), and in its executable sections
+ * from their start (.init, the PLT: below every symbol). The number of addresses
  * checked, -1 if the file is not there, -2 at the first disagreement.
  */
 static int check_symbols_like_libdw(const char *path)
@@ -169,6 +170,34 @@ static int check_symbols_like_libdw(const char *path)
 				goto out;
 			}
 			checked++;
+		}
+	}
+	/* Addresses below the first symbol and in sections without any: .init, the PLT (a
+	 * sample in a PLT stub), .fini; every 16th byte of the first 1 KiB, and the last one. */
+	if (checked >= 0) {
+		GElf_Addr bias;
+		Elf *elf = dwfl_module_getelf(m, &bias);
+		Elf_Scn *scn = NULL;
+		GElf_Shdr sh;
+		GElf_Addr a;
+
+		while (elf && (scn = elf_nextscn(elf, scn))) {
+			if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR) ||
+			    !sh.sh_size)
+				continue;
+			for (a = 0; a <= sh.sh_size && a <= 1024; a += 16) {
+				addr = bias + sh.sh_addr + (a < sh.sh_size ? a : sh.sh_size - 1);
+				want = dwfl_module_addrinfo(m, addr, &off, &s2, NULL, NULL, NULL);
+				got = symbolize_symbol(sz, m, addr);
+				if (!want || !got ? want != got : strcmp(want, got)) {
+					fprintf(stderr, "%s at %#llx: libdw %s, index %s\n", path,
+						(unsigned long long)addr, want ?: "NULL",
+						got ?: "NULL");
+					checked = -2;
+					goto out;
+				}
+				checked++;
+			}
 		}
 	}
 out:

@@ -82,10 +82,12 @@ struct symentry {
  */
 struct gap_key {
 	uint64_t key_id;
-	uint64_t entry; /* the index's last entry at or below the address */
-	uint64_t scn;	/* the address's section, as libdw finds it */
+	uint64_t
+		entry; /* the index's last entry at or below the address (GAP_BEFORE_FIRST: none) */
+	uint64_t scn;  /* the address's section, as libdw finds it */
 };
-#define GAP_NONE 1
+#define GAP_NONE	 1
+#define GAP_BEFORE_FIRST UINT64_MAX /* the gap below the first entry (.init, .plt) */
 
 /*
  * A sizeless symbol (an assembly label): in a gap, libdw names an address by one only if it
@@ -104,6 +106,7 @@ struct symlabel {
 struct symindex {
 	size_t n;	/* 0: not indexed (a small module: libdw searches it) */
 	size_t nlabels; /* more than SYMINDEX_LABELS: every gap is asked of libdw */
+	uint64_t below; /* the highest end, past the start, of a sized symbol below the start */
 	struct symlabel labels[SYMINDEX_LABELS];
 	struct symentry e[];
 };
@@ -292,6 +295,7 @@ static struct symindex *build_symindex(Dwfl_Module *mod, Dwarf_Addr start)
 		si->e[j].maxend = end > prev ? end : prev;
 	}
 	si->n = n;
+	si->below = below;
 	return si;
 }
 
@@ -341,9 +345,10 @@ static bool label_below(const struct symindex *si, uint64_t scn, uint64_t off)
 }
 
 /* libdw's name for @addr (offset @off in the module of index @si), in the gap after entry
- * @entry of module @key_id's index. */
+ * @entry of module @key_id's index (GAP_BEFORE_FIRST: before its first entry). */
 static const char *gap_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t key_id,
-			      const struct symindex *si, size_t entry, uint64_t addr, uint64_t off)
+			      const struct symindex *si, uint64_t entry, uint64_t addr,
+			      uint64_t off)
 {
 	struct gap_key k = {key_id, entry, section_of(mod, addr)};
 	const char *name;
@@ -402,8 +407,12 @@ const char *symbolize_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t a
 		else
 			hi = mid;
 	}
+	/* Below the first symbol (.init, the PLT: a sample in a PLT stub), past what a symbol
+	 * below the start covers: a gap too. */
 	if (!lo)
-		goto libdw;
+		return off >= si->below
+			       ? gap_symbol(sz, mod, mi->key_id, si, GAP_BEFORE_FIRST, addr, off)
+			       : libdw_symbol(mod, addr);
 	for (hi = lo - 1; hi > 0 && si->e[hi - 1].off == si->e[lo - 1].off; hi--)
 		;
 	/* A sized symbol holding the address: libdw's answer too (the closest such one). */
