@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Open addressing with linear probing over an index array; entries live in a dense array
- * in insertion order (so iteration is stable) and keys in chunked arenas (so pointers to
- * keys never move).
+ * in insertion order (so iteration is stable). A key of up to 8 bytes (a pid, a (pid, tid), an
+ * address, an id: most of probing's) is kept in its entry, others in chunked arenas: a lookup
+ * of a short key reads the index and the entry only.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -13,12 +14,22 @@
 
 #define ARENA_CHUNK (256 * 1024)
 
+#define INLINE_KEY 8 /* keys this long or shorter are kept in their entry */
+
 struct bmap_entry {
 	uint64_t hash;
-	const unsigned char *key;
+	union {
+		const unsigned char *key;      /* len > INLINE_KEY: in the arena */
+		unsigned char inl[INLINE_KEY]; /* len <= INLINE_KEY */
+	};
 	size_t len;
 	uint64_t value;
 };
+
+static inline const unsigned char *entry_key(const struct bmap_entry *ent)
+{
+	return ent->len <= INLINE_KEY ? ent->inl : ent->key;
+}
 
 struct arena_chunk {
 	struct arena_chunk *next;
@@ -144,7 +155,7 @@ static size_t slot_of(const struct bmap *m, uint64_t hash, const void *key, size
 		if (e >> 32 != hash >> 32)
 			continue;
 		ent = &m->entries[index_entry(e)];
-		if (ent->hash == hash && ent->len == len && !memcmp(ent->key, key, len)) {
+		if (ent->hash == hash && ent->len == len && !memcmp(entry_key(ent), key, len)) {
 			*found = 1;
 			return i;
 		}
@@ -209,9 +220,15 @@ uint64_t *bmap__upsert(struct bmap *m, const void *key, size_t len, uint64_t ini
 		m->cap = cap;
 	}
 	ent = &m->entries[m->nr];
-	ent->key = arena_copy(m, key, len);
-	if (!ent->key && len)
-		return NULL;
+	if (len <= INLINE_KEY) {
+		memset(ent->inl, 0, sizeof(ent->inl));
+		if (len)
+			memcpy(ent->inl, key, len);
+	} else {
+		ent->key = arena_copy(m, key, len);
+		if (!ent->key)
+			return NULL;
+	}
 	ent->hash = hash;
 	ent->len = len;
 	ent->value = init;
@@ -228,7 +245,7 @@ int bmap__for_each(const struct bmap *m,
 	int ret;
 
 	for (i = 0; i < m->nr; i++) {
-		ret = fn(m->entries[i].key, m->entries[i].len, &m->entries[i].value, ctx);
+		ret = fn(entry_key(&m->entries[i]), m->entries[i].len, &m->entries[i].value, ctx);
 		if (ret)
 			return ret;
 	}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bmap: a hash map from byte-string keys to 64-bit values. Keys are copied into the map's
- * own arena, so callers may pass keys built on the stack. Used for interning (frames,
+ * bmap: a hash map from byte-string keys to 64-bit values. Keys are copied into the map (its
+ * entries or its arena), so callers may pass keys built on the stack. Used for interning (frames,
  * stacks), symbol caches and sample counters.
  */
 #ifndef PROBING_BMAP_H
@@ -33,7 +33,8 @@ uint64_t *bmap__upsert(struct bmap *m, const void *key, size_t len, uint64_t ini
 
 /*
  * Call @fn(key, len, value, ctx) for every entry, in insertion order; stop early and
- * return its value if it returns non-zero. Return 0 otherwise.
+ * return its value if it returns non-zero. Return 0 otherwise. @key is valid during the call
+ * only, and @fn must not insert into the map.
  */
 int bmap__for_each(const struct bmap *m,
 		   int (*fn)(const void *key, size_t len, uint64_t *value, void *ctx), void *ctx);
