@@ -9,11 +9,22 @@
 #include "record/evqueue.h"
 #include "base/log.h"
 
+/*
+ * A queued record: one allocation holding the record at its start, then this header (at the
+ * record's length rounded up to 8), so that a popped record is handed out as it is, the
+ * allocation's start, without moving it.
+ */
 struct ev {
 	struct ev *next;
 	size_t len;
-	unsigned char data[];
+	unsigned char *data; /* the allocation's start */
 };
+
+/* The header's offset in an allocation for a record of @len bytes. */
+static size_t ev_offset(size_t len)
+{
+	return (len + 7) & ~(size_t)7;
+}
 
 /* A list of records, oldest first. */
 struct evlist {
@@ -41,21 +52,24 @@ struct evqueue {
 static int enqueue(void *ctx, void *data, size_t len)
 {
 	struct evqueue *q = ctx;
-	struct ev *e = malloc(sizeof(*e) + len);
+	unsigned char *blk = malloc(ev_offset(len) + sizeof(struct ev));
 	struct evlist *l = &q->l[q->urgent && q->urgent(data, len)];
+	struct ev *e = NULL;
 
 	if (q->seen)
 		q->seen(q->seen_ctx, data, len);
-	if (e) {
+	if (blk) {
+		e = (struct ev *)(blk + ev_offset(len));
 		e->next = NULL;
 		e->len = len;
-		memcpy(e->data, data, len);
+		e->data = blk;
+		memcpy(blk, data, len);
 	}
 	pthread_mutex_lock(&q->lock);
 	if (!e || q->bytes + len > q->limit) {
 		q->dropped++;
 		pthread_mutex_unlock(&q->lock);
-		free(e);
+		free(blk);
 		return 0;
 	}
 	if (l->tail)
@@ -146,10 +160,9 @@ static long take(struct evqueue *q, struct evlist *l, void **data)
 	if (!l->head)
 		l->tail = NULL;
 	q->bytes -= e->len;
-	/* Hand out the record itself: move the payload to the front of the allocation. */
+	/* The record itself: the allocation's start, which the caller frees. */
 	len = e->len;
-	memmove(e, e->data, len);
-	*data = e;
+	*data = e->data;
 	return len;
 }
 
@@ -236,7 +249,7 @@ void evqueue__free(struct evqueue *q)
 	for (i = 0; i < 2; i++)
 		for (e = q->l[i].head; e; e = next) {
 			next = e->next;
-			free(e);
+			free(e->data);
 		}
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->cond);
