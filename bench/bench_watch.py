@@ -137,9 +137,14 @@ def one_round(args, watched, tmp, probing=PROBING):
     ms = [float(m) for s, m in re.findall(r"STEP rank=\d+ step=(\d+) ms=([\d.]+)", out)
           if int(s) >= 10]
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) if watched else 0
+    # Each rank's own CPU time per step (all of its threads, sleeps included): what the
+    # watcher's probes cost inside the job, without the noise of ranks waiting on each other
+    # for the shared cores, which the wall time of a step has.
+    cpu_ms = [1000 * float(sec) / int(n)
+              for n, sec in re.findall(r"CPU rank=\d+ steps=(\d+) s=([\d.]+)", out)]
     return (statistics.median(ms), wall, size, usage.cpu if usage else 0,
             usage.hwm if usage else 0, usage.steady() if usage else 0,
-            usage.switches() if usage else 0)
+            usage.switches() if usage else 0, statistics.median(cpu_ms) if cpu_ms else 0)
 
 
 def stall_round(args, tmp):
@@ -266,9 +271,10 @@ def main():
             for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
                 res[kind].append(one_round(args, kind is not False, tmp,
                                            args.against if kind == "B" else PROBING))
-                m, wall, size, cpu, hwm, steady, csw = res[kind][-1]
+                m, wall, size, cpu, hwm, steady, csw, rank_cpu = res[kind][-1]
                 name = {False: "unwatched", True: "watched  ", "B": "against  "}[kind]
-                print(f"round {r} {name}: step {m:.3f} ms median, {wall:.0f} s, segments "
+                print(f"round {r} {name}: step {m:.3f} ms median, rank CPU {rank_cpu:.3f} ms "
+                      f"per step, {wall:.0f} s, segments "
                       f"{size / 1e6:.2f} MB, watcher CPU {cpu:.2f} s ({100 * steady:.2f} % "
                       f"in the second half, {csw:.0f} context switches/s), peak RSS "
                       f"{hwm / 2**20:.0f} MiB", flush=True)
@@ -279,6 +285,13 @@ def main():
     un = statistics.median(x[0] for x in res[False])
     wa = statistics.median(x[0] for x in res[True])
     print(f"step time: unwatched {un:.3f} ms, watched {wa:.3f} ms: {100 * (wa / un - 1):+.2f}%")
+    if all(x[7] for x in res[False] + res[True]):
+        cu = statistics.median(x[7] for x in res[False])
+        cw = statistics.median(x[7] for x in res[True])
+        paired = statistics.median(w[7] / u[7] for u, w in zip(res[False], res[True]))
+        print(f"a rank's CPU per step (median rank): unwatched {cu:.3f} ms, watched {cw:.3f} "
+              f"ms: {100 * (cw / cu - 1):+.2f}% (median of the rounds' ratios "
+              f"{100 * (paired - 1):+.2f}%)")
     per_hour = statistics.median(x[2] / (x[1] / 3600) for x in res[True])
     print(f"segments: {per_hour / 1e6:.1f} MB per hour watched (19 Hz, {args.ranks} ranks; "
           f"bounded by --keep/--max-size)")

@@ -19,7 +19,8 @@ Environment: STEPS (1000000), STEP_MS (100), FAULT (none), FAULT_RANK (1), FAULT
 FAULT_FILE (none), THREADS (0: with N, each rank starts threads until it has N in all, which
 wait as a data loader's or a checkpointer's helpers do: on a queue, woken every 0.5 s).
 Prints "rank R pid P" once set up and "STEP rank=R step=S ms=M" per step (M: the step's wall
-time without its STEP_MS sleep, for bench/bench_watch.py).
+time without its STEP_MS sleep, for bench/bench_watch.py), and at the end "CPU rank=R steps=N
+s=X": the process's CPU time (all of its threads) over its last N steps, sleeps included.
 """
 import os
 import queue
@@ -87,7 +88,10 @@ def main():
     start_helpers()
     print(f"rank {rank} pid {os.getpid()}", flush=True)
     faulted = False
+    cpu0 = None
     for step in range(STEPS):
+        if step == 10:
+            cpu0 = time.process_time()
         due = step == FAULT_STEP if not FAULT_FILE else (
             step >= FAULT_STEP and not faulted and os.path.exists(FAULT_FILE))
         if FAULT == "resume":
@@ -120,6 +124,9 @@ def main():
         opt.zero_grad()
         ms = (time.perf_counter() - t0) * 1000
         print(f"STEP rank={rank} step={step} ms={ms:.3f}", flush=True)
+    if cpu0 is not None:
+        print(f"CPU rank={rank} steps={STEPS - 10} s={time.process_time() - cpu0:.4f}",
+              flush=True)
     dist.destroy_process_group()
     return 0
 
