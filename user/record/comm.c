@@ -763,7 +763,8 @@ static void forget_size(struct comm *c, pid_t pid)
 		}
 }
 
-int comm__scan(struct comm *c, pid_t pid)
+/* comm__scan, where @pid's executable mappings measured @kib KiB just before (-1: unknown). */
+static int scan(struct comm *c, pid_t pid, long long kib)
 {
 	const struct procmap *m;
 	struct file_key fk;
@@ -771,7 +772,6 @@ int comm__scan(struct comm *c, pid_t pid)
 	struct exec_size *sz;
 	size_t i;
 	uint64_t looked_ns = now_mono_ns();
-	long long kib = c->mmap_link ? -1 : exec_kib(pid);
 	int err, n = 0;
 
 	/* The size before the maps: a library mapped after it is seen by the next look. */
@@ -795,6 +795,11 @@ int comm__scan(struct comm *c, pid_t pid)
 	}
 	procmaps__release(&pm);
 	return n;
+}
+
+int comm__scan(struct comm *c, pid_t pid)
+{
+	return scan(c, pid, c->mmap_link ? -1 : exec_kib(pid));
 }
 
 /* Scan @pid again @first_ns from now, then every @every_ns, @times scans in all (replacing
@@ -842,7 +847,7 @@ void comm__tick(struct comm *c, pid_t pid)
 	if (kib >= 0 && sz && sz->scan_ns && (unsigned long long)kib == sz->kib &&
 	    now - sz->scan_ns < COMM_FULL_SCAN_NS)
 		return;
-	comm__scan(c, pid);
+	scan(c, pid, kib);
 }
 
 void comm__started(struct comm *c, pid_t pid)
