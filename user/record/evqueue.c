@@ -17,13 +17,18 @@
 struct ev {
 	struct ev *next;
 	size_t len;
-	unsigned char *data; /* the allocation's start */
 };
 
 /* The header's offset in an allocation for a record of @len bytes. */
 static size_t ev_offset(size_t len)
 {
 	return (len + 7) & ~(size_t)7;
+}
+
+/* The record of @e: its allocation's start. */
+static void *ev_record(struct ev *e)
+{
+	return (unsigned char *)e - ev_offset(e->len);
 }
 
 /* A list of records, oldest first. */
@@ -62,7 +67,6 @@ static int enqueue(void *ctx, void *data, size_t len)
 		e = (struct ev *)(blk + ev_offset(len));
 		e->next = NULL;
 		e->len = len;
-		e->data = blk;
 		memcpy(blk, data, len);
 	}
 	pthread_mutex_lock(&q->lock);
@@ -162,7 +166,7 @@ static long take(struct evqueue *q, struct evlist *l, void **data)
 	q->bytes -= e->len;
 	/* The record itself: the allocation's start, which the caller frees. */
 	len = e->len;
-	*data = e->data;
+	*data = ev_record(e);
 	return len;
 }
 
@@ -249,7 +253,7 @@ void evqueue__free(struct evqueue *q)
 	for (i = 0; i < 2; i++)
 		for (e = q->l[i].head; e; e = next) {
 			next = e->next;
-			free(e->data);
+			free(ev_record(e));
 		}
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->cond);
