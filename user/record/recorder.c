@@ -888,6 +888,12 @@ static void name_thread(struct recorder *r, struct thread *th, const char *comm)
 	}
 }
 
+/* Is @th's row in the store behind (its name, or when it was last seen)? */
+static bool row_behind(const struct thread *th)
+{
+	return th->dirty || th->last_ts != th->stored_ts;
+}
+
 /* Write @th's row (its name, when it was last seen) into the store. */
 static void store_thread(struct recorder *r, struct thread *th)
 {
@@ -962,7 +968,7 @@ static void thread_exited(struct recorder *r, struct target *t, const struct pro
 	if (th && t && th->incarnation == t->incarnation && !th->exited) {
 		name_thread(r, th, ev->comm);
 		th->exited = true;
-		if (th->dirty || th->last_ts != th->stored_ts)
+		if (row_behind(th))
 			store_thread(r, th);
 	}
 	if (r->tn)
@@ -1612,7 +1618,7 @@ int recorder__tick(struct recorder *r, bool caught_up)
 		threadnames__refresh(r->tn);
 	for (i = 0; i < r->nthreads; i++) {
 		th = &r->threads[i];
-		if (!th->active && !th->dirty && th->last_ts == th->stored_ts)
+		if (!th->active && !row_behind(th))
 			continue;
 		if (!th->exited && !th->routine_tried)
 			read_routine(r, th);
@@ -1701,7 +1707,7 @@ void recorder__store_threads(struct recorder *r)
 
 	for (i = 0; i < r->nthreads; i++) {
 		th = &r->threads[i];
-		if (th->dirty || th->last_ts != th->stored_ts)
+		if (row_behind(th))
 			store_thread(r, th);
 	}
 }
