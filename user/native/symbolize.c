@@ -82,9 +82,8 @@ struct symentry {
  */
 struct gap_key {
 	uint64_t key_id;
-	uint64_t
-		entry; /* the index's last entry at or below the address (GAP_BEFORE_FIRST: none) */
-	uint64_t scn;  /* the address's section, as libdw finds it */
+	uint64_t entry; /* the index's last entry at or below the address, or GAP_BEFORE_FIRST */
+	uint64_t scn;	/* the address's section, as libdw finds it */
 };
 #define GAP_NONE	 1
 #define GAP_BEFORE_FIRST UINT64_MAX /* the gap below the first entry (.init, .plt) */
