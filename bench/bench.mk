@@ -11,7 +11,12 @@ $(BENCH_DIR)/pingpong: bench/pingpong.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -Wall -pthread -o $@ $<
 
+$(BENCH_DIR)/uprobe_floor: bench/uprobe_floor.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -o $@ $< -lbpf
+
 .PHONY: bench-build bench
-bench-build: all $(BENCH_DIR)/work $(BENCH_DIR)/pingpong
+bench-build: all $(BENCH_DIR)/work $(BENCH_DIR)/pingpong $(BENCH_DIR)/uprobe_floor
 bench: bench-build
 	$(Q)/usr/bin/python3 bench/run.py

@@ -16,6 +16,11 @@
    step) recorded by `record -p RANKS [--no-comm]` in interleaved phases. Per phase the
    median step time (rank 0's backward starts, one step apart) and the ranks' CPU per step;
    the table gives medians over rounds of the on/no-comm ratio.
+3. With part 1, the floor: what one uprobe trap costs on this machine with a program that
+   returns at once (bench/uprobe_floor.c, run once per round between the phases), and the
+   target time per call it implies: the probes' hits per call times that floor, plus their
+   program's run time per call. Unlike the loop's CPU time, both are measured where they are
+   spent, so other jobs on the machine move them much less.
 
     sudo [PROBING_BEFORE=OLD/build/probing] bench/bench_comm.py [--rounds N] [--phase S]
         [--only call|ddp] [--ranks N]
@@ -39,6 +44,7 @@ PROBING = os.environ.get("PROBING_BIN", os.path.join(ROOT, "build", "probing"))
 BEFORE = os.environ.get("PROBING_BEFORE")  # another build of probing, to compare
 PYTHON = "/usr/bin/python3"
 LOOP = os.path.join(ROOT, "bench", "comm_loop.py")
+FLOOR = os.path.join(ROOT, "build", "bench", "uprobe_floor")
 DDP = os.path.join(ROOT, "tests", "workloads", "torch", "ddp_comm_job.py")
 SETTLE = 1.0  # s after a recorder starts before its phase counts (BPF load, attach)
 
@@ -136,6 +142,18 @@ def record_phase(pids, state, seconds, tmp):
     return t0, t1, extra
 
 
+def trap_floor():
+    """Microseconds one uprobe trap costs here (bench/uprobe_floor.c), or None."""
+    if not os.path.exists(FLOOR):
+        subprocess.run(["make", "-s", "-C", ROOT, os.path.relpath(FLOOR, ROOT)], check=False)
+    try:
+        p = subprocess.run([FLOOR, "100000", "3"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"^TRAP_US ([\d.]+)", p.stdout, re.M)
+    return float(m.group(1)) if p.returncode == 0 and m else None
+
+
 def start_loop(args, port, rank, duration):
     env = dict(os.environ, DURATION=str(duration), OMP_NUM_THREADS="1")
     if args.ranks > 1:
@@ -150,10 +168,11 @@ def per_call(args, tmp):
     port = free_port()
     procs = [start_loop(args, port, rank, duration) for rank in range(args.ranks)]
     outs = [Lines(p) for p in procs]
-    phases, loads = [], []
+    phases, loads, floors = [], [], []
     try:
         pids = [int(o.wait(r"^pid (\d+)")[0].group(1)) for o in outs]
         for r in range(args.rounds):
+            floors.append(trap_floor())
             for state in states:
                 loads.append(os.getloadavg()[0])
                 phases.append((r, state) + record_phase(pids, state, args.phase, tmp))
@@ -220,6 +239,19 @@ def per_call(args, tmp):
                         else st, low[st]) for st in states if st in low) +
           "; collectives' probes: %+.2f us" % (low["comm"] - low["nocomm"]) +
           (" (before: %+.2f us)" % (low["before"] - low["nocomm"]) if "before" in low else ""))
+    floors = [f for f in floors if f is not None]
+    if floors:
+        floor = statistics.median(floors)
+        print("  uprobe trap floor (bench/uprobe_floor, empty program, push emulated): "
+              "%.2f us a hit (rounds %s)" % (floor, " ".join("%.2f" % f for f in floors)))
+        for state in ("before", "comm"):
+            if state in states:
+                print("  %s: target time per call = hits x floor + BPF/call = "
+                      "%.2f x %.2f + %.2f = %.2f us" % (
+                          state, med(state, lambda v: v["bpf_runs"] / max(v["calls"], 1)),
+                          floor, med(state, lambda v: v["bpf_ns"] / 1e3 / max(v["calls"], 1)),
+                          med(state, lambda v: (v["bpf_runs"] * floor * 1e3 + v["bpf_ns"])
+                              / 1e3 / max(v["calls"], 1))))
     for state in ("before", "comm"):
         if state in states:
             print("  %s: stacks copied %s of %s calls per recording" % (
