@@ -28,6 +28,7 @@ Run it on a quiet machine, as root: it is not a test. Steps are timed by the job
 (forward + backward + optimizer, the sleep between steps excluded).
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -112,6 +113,104 @@ class OwnUsage:
         return (b[i] - a[i]) / max(1e-9, b[0] - a[0])
 
 
+class ProbeTime:
+    """The watcher's BPF programs' own run time and runs (kernel.bpf_stats_enabled, turned on
+    for the bench and put back after), read from its descriptors' fdinfo every 2 s: the time
+    its probes take on the CPUs where they fire, most of it inside the job's threads (the
+    sampler's perf events, the scheduler tracepoints, the collectives' uprobes and the task
+    works run in the thread they observe). Each run of comm_probe is also a uprobe trap."""
+
+    def __init__(self, pid):
+        self.pid, self.done, self.series = pid, False, []  # (monotonic s, {prog id: (ns, n)})
+        self.names = {}
+        self.t = threading.Thread(target=self._poll, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        progs = {}
+        d = f"/proc/{self.pid}/fdinfo"
+        for fd in os.listdir(d):
+            try:
+                info = open(os.path.join(d, fd)).read()
+            except OSError:
+                continue
+            m = re.search(r"^prog_id:\s*(\d+)", info, re.M)
+            ns = re.search(r"^run_time_ns:\s*(\d+)", info, re.M)
+            n = re.search(r"^run_cnt:\s*(\d+)", info, re.M)
+            if m and ns and n:
+                progs[int(m.group(1))] = (int(ns.group(1)), int(n.group(1)))
+        return progs
+
+    def _names(self):
+        """{prog id: name} of the programs loaded now (bpftool)."""
+        try:
+            out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
+                                 text=True).stdout
+            return {p["id"]: p.get("name", "?") for p in json.loads(out or "[]")}
+        except (OSError, ValueError):
+            return {}
+
+    def _poll(self):
+        while not self.done:
+            try:
+                self.series.append((time.monotonic(), self._read()))
+            except OSError:
+                return
+            if len(self.series) == 5:  # loaded and attached by now
+                self.names = self._names()
+            for _ in range(10):
+                if self.done:
+                    return
+                time.sleep(0.2)
+
+    def stop(self):
+        self.done = True
+        self.t.join()
+
+    def second_half(self, a_t, b_t):
+        """(BPF ns, comm_probe runs, all runs) between the readings nearest to monotonic
+        times @a_t and @b_t."""
+        if len(self.series) < 2:
+            return 0, 0, 0
+        a = min(self.series, key=lambda x: abs(x[0] - a_t))[1]
+        b = min(self.series, key=lambda x: abs(x[0] - b_t))[1]
+        ns = traps = runs = 0
+        for pid, (bns, bn) in b.items():
+            ans, an = a.get(pid, (0, 0))
+            ns += bns - ans
+            runs += bn - an
+            if self.names.get(pid) == "comm_probe":
+                traps += bn - an
+            if os.environ.get("PROBE_DEBUG"):
+                print(f"  {self.names.get(pid)}: {(bns - ans) / 1e3:.0f} us in {bn - an} runs")
+        return ns, traps, runs
+
+
+def bpf_stats(on):
+    """Set kernel.bpf_stats_enabled; return what it was (None if it cannot be read)."""
+    path = "/proc/sys/kernel/bpf_stats_enabled"
+    try:
+        was = open(path).read().strip()
+        with open(path, "w") as f:
+            f.write(on)
+        return was
+    except OSError:
+        return None
+
+
+def trap_floor():
+    """Microseconds one uprobe trap costs here (bench/uprobe_floor.c), or None."""
+    floor = os.path.join(ROOT, "build", "bench", "uprobe_floor")
+    if not os.path.exists(floor):
+        subprocess.run(["make", "-s", "-C", ROOT, "build/bench/uprobe_floor"], check=False)
+    try:
+        p = subprocess.run([floor, "100000", "5"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"^TRAP_US ([\d.]+)", p.stdout, re.M)
+    return float(m.group(1)) if p.returncode == 0 and m else None
+
+
 def job_cmd(args):
     return ["/usr/bin/torchrun", "--nproc_per_node", str(args.ranks), "--master_addr",
             "127.0.0.1", "--master_port", str(free_port()), "--redirects", "1", "--tee", "1",
@@ -130,12 +229,27 @@ def one_round(args, watched, tmp, probing=PROBING):
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True)
     usage = OwnUsage(p.pid) if watched else None
+    probes = ProbeTime(p.pid) if watched else None
     out = p.communicate(timeout=3600)[0]
     wall = time.monotonic() - t0
     if usage:
         usage.stop()
+        probes.stop()
     ms = [float(m) for s, m in re.findall(r"STEP rank=\d+ step=(\d+) ms=([\d.]+)", out)
           if int(s) >= 10]
+    # The probes' time per step of a rank, over the second half of the run: the BPF run time
+    # and the uprobe traps (comm_probe's runs x the floor) of that half, over the steps all
+    # ranks made in it (steps are printed as they end, with their end time).
+    per_step = None
+    if probes and len(usage.series) >= 4:
+        a_t, b_t = usage.series[len(usage.series) // 2][0], usage.series[-1][0]
+        ns, traps, runs = probes.second_half(a_t, b_t)
+        ends = [float(e) for e in re.findall(r"STEP rank=\d+ step=\d+ ms=[\d.]+ end=([\d.]+)",
+                                             out)]
+        # monotonic times of this process map onto the job's CLOCK_MONOTONIC stamps
+        steps = sum(1 for e in ends if a_t <= e <= b_t)
+        if steps:
+            per_step = (ns / 1e3 / steps, traps / steps, runs / steps)
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) if watched else 0
     # Each rank's own CPU time per step (all of its threads, sleeps included): what the
     # watcher's probes cost inside the job, without the noise of ranks waiting on each other
@@ -144,7 +258,8 @@ def one_round(args, watched, tmp, probing=PROBING):
               for n, sec in re.findall(r"CPU rank=\d+ steps=(\d+) s=([\d.]+)", out)]
     return (statistics.median(ms), wall, size, usage.cpu if usage else 0,
             usage.hwm if usage else 0, usage.steady() if usage else 0,
-            usage.switches() if usage else 0, statistics.median(cpu_ms) if cpu_ms else 0)
+            usage.switches() if usage else 0, statistics.median(cpu_ms) if cpu_ms else 0,
+            per_step)
 
 
 def stall_round(args, tmp):
@@ -264,6 +379,7 @@ def main():
         return soak(args)
     print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} CPUs; {args.ranks} "
           f"ranks, {args.threads or 'their own'} threads each")
+    stats_was = bpf_stats("1")
     res = {False: [], True: [], "B": []}
     kinds = [False, True] + (["B"] if args.against else [])
     with tempfile.TemporaryDirectory() as tmp:
@@ -271,17 +387,21 @@ def main():
             for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
                 res[kind].append(one_round(args, kind is not False, tmp,
                                            args.against if kind == "B" else PROBING))
-                m, wall, size, cpu, hwm, steady, csw, rank_cpu = res[kind][-1]
+                m, wall, size, cpu, hwm, steady, csw, rank_cpu, per_step = res[kind][-1]
                 name = {False: "unwatched", True: "watched  ", "B": "against  "}[kind]
                 print(f"round {r} {name}: step {m:.3f} ms median, rank CPU {rank_cpu:.3f} ms "
                       f"per step, {wall:.0f} s, segments "
                       f"{size / 1e6:.2f} MB, watcher CPU {cpu:.2f} s ({100 * steady:.2f} % "
                       f"in the second half, {csw:.0f} context switches/s), peak RSS "
-                      f"{hwm / 2**20:.0f} MiB", flush=True)
+                      f"{hwm / 2**20:.0f} MiB" + (f", probes {per_step[0]:.1f} us BPF and "
+                                                  f"{per_step[1]:.2f} traps per rank-step"
+                                                  if per_step else ""), flush=True)
         stalls = [stall_round(args, tmp) for _ in range(args.stall_rounds)]
         for i, (dec, disk) in enumerate(stalls):
             print(f"stall round {i}: declared {dec:+.2f} s after fault + threshold, report on "
                   f"disk {disk:+.2f} s after", flush=True)
+    if stats_was is not None:
+        bpf_stats(stats_was)
     un = statistics.median(x[0] for x in res[False])
     wa = statistics.median(x[0] for x in res[True])
     print(f"step time: unwatched {un:.3f} ms, watched {wa:.3f} ms: {100 * (wa / un - 1):+.2f}%")
@@ -292,6 +412,19 @@ def main():
         print(f"a rank's CPU per step (median rank): unwatched {cu:.3f} ms, watched {cw:.3f} "
               f"ms: {100 * (cw / cu - 1):+.2f}% (median of the rounds' ratios "
               f"{100 * (paired - 1):+.2f}%)")
+    probe = [x[8] for x in res[True] if x[8]]
+    if probe:
+        floor = trap_floor()
+        us = statistics.median(p[0] for p in probe)
+        traps = statistics.median(p[1] for p in probe)
+        runs = statistics.median(p[2] for p in probe)
+        total = us + traps * (floor or 0)
+        print(f"the watcher's probes per step of a rank (second halves, medians): BPF "
+              f"{us:.1f} us in {runs:.1f} runs, {traps:.2f} uprobe traps x "
+              + (f"{floor:.2f} us (bench/uprobe_floor)" if floor else "? (no uprobe_floor)")
+              + f" = {total:.1f} us: {100 * total / 1000 / wa:.3f}% of the watched step "
+              f"({wa:.3f} ms); not counted: the sampling timer's interrupts themselves and what "
+              f"the probes do to caches")
     per_hour = statistics.median(x[2] / (x[1] / 3600) for x in res[True])
     print(f"segments: {per_hour / 1e6:.1f} MB per hour watched (19 Hz, {args.ranks} ranks; "
           f"bounded by --keep/--max-size)")

@@ -18,8 +18,9 @@ every rank at the same step, and takes FAULT_STEP only.
 Environment: STEPS (1000000), STEP_MS (100), FAULT (none), FAULT_RANK (1), FAULT_STEP (20),
 FAULT_FILE (none), THREADS (0: with N, each rank starts threads until it has N in all, which
 wait as a data loader's or a checkpointer's helpers do: on a queue, woken every 0.5 s).
-Prints "rank R pid P" once set up and "STEP rank=R step=S ms=M" per step (M: the step's wall
-time without its STEP_MS sleep, for bench/bench_watch.py), and at the end "CPU rank=R steps=N
+Prints "rank R pid P" once set up and "STEP rank=R step=S ms=M end=T" per step (M: the step's
+wall time without its STEP_MS sleep, T: CLOCK_MONOTONIC at its end, for bench/bench_watch.py),
+and at the end "CPU rank=R steps=N
 s=X": the process's CPU time (all of its threads) over its last N steps, sleeps included.
 """
 import os
@@ -123,7 +124,8 @@ def main():
         opt.step()
         opt.zero_grad()
         ms = (time.perf_counter() - t0) * 1000
-        print(f"STEP rank={rank} step={step} ms={ms:.3f}", flush=True)
+        print(f"STEP rank={rank} step={step} ms={ms:.3f} end={time.monotonic():.3f}",
+              flush=True)
     if cpu0 is not None:
         print(f"CPU rank={rank} steps={STEPS - 10} s={time.process_time() - cpu0:.4f}",
               flush=True)
