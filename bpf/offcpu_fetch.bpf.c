@@ -88,7 +88,7 @@ static __always_inline void fetch_task(struct task_struct *task, __u32 ktid)
 	want->block = 0;
 	if (task->on_cpu || task->exit_state || task->nvcsw + task->nivcsw != block)
 		return; /* that block is over (or the thread ended) */
-	th = bpf_map_lookup_elem(&off_threads, &ktid);
+	th = off_thread_of(ktid);
 	s = bpf_map_lookup_elem(&fetch_scratch, &zero);
 	if (!th || !s)
 		return;

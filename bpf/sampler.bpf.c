@@ -77,12 +77,17 @@ _Static_assert(SAMPLER_MAX_PYDEPTH * sizeof(struct py_frame_rec) +
 		       PY_AREA,
 	       "PY_AREA too small");
 
-static __always_inline void stat_inc(__u32 which)
+static __always_inline void stat_add(__u32 which, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &which);
 
 	if (v)
-		*v += 1;
+		*v += n;
+}
+
+static __always_inline void stat_inc(__u32 which)
+{
+	stat_add(which, 1);
 }
 
 #include "pystack.bpf.h"
@@ -372,9 +377,17 @@ int BPF_PROG(on_exit, struct task_struct *p)
 extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
 extern void bpf_task_release(struct task_struct *p) __ksym;
 
-__u64 sweep_last_ns; /* when the last sweep started: one CPU claims each period */
-__u32 sweep_cursor;  /* with more threads than offcpu_max_threads: where the next sweep starts */
-__u64 off_wants;     /* blocks left to the fetcher so far: the recorder polls it (mmap'ed) */
+__u64 sweep_last_ns;  /* when the last sweep started: one CPU claims each period */
+__u32 sweep_cursor;   /* with more threads than offcpu_max_threads: where the next sweep starts */
+__u32 off_slots_used; /* slots of off_slots handed out so far: the sweep walks [0, this) */
+
+/* Slots of off_slots below off_slots_used that the sweep freed (their thread ended). */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK);
+	__uint(max_entries, SAMPLER_MAX_TARGETS);
+	__type(value, __u32);
+} off_free SEC(".maps");
+__u64 off_wants; /* blocks left to the fetcher so far: the recorder polls it (mmap'ed) */
 /* Their kernel tids go to off_queue (off_fetch); 0: the fetcher is the task iterator
  * (off_fetch_iter), which finds them by their task storage. Set by the recorder. */
 __u32 off_queue_on = 1;
@@ -431,9 +444,9 @@ struct {
  */
 static __always_inline void off_register(struct task_struct *task, __u64 flags)
 {
-	struct off_thread th = {};
 	struct task_ids ids = {};
-	__u32 ktid = BPF_CORE_READ(task, pid);
+	__u32 ktid = BPF_CORE_READ(task, pid), slot;
+	struct off_thread *th;
 	long err;
 
 	if (BPF_CORE_READ(task, exit_state))
@@ -441,14 +454,37 @@ static __always_inline void off_register(struct task_struct *task, __u64 flags)
 	view_ids(task, &ids);
 	if (!ids.pid || !ids.tid || !bpf_map_lookup_elem(&targets, &ids.pid))
 		return;
-	own_ids(task, &ids);
-	th.pid = ids.pid;
-	th.tid = ids.tid;
-	th.ns_pid = ids.ns_pid;
-	th.ns_tid = ids.ns_tid;
-	err = bpf_map_update_elem(&off_threads, &ktid, &th, flags);
-	if (err && err != -17 /* EEXIST */)
+	if (flags == BPF_NOEXIST && bpf_map_lookup_elem(&off_threads, &ktid))
+		return; /* known */
+	/* A slot: one freed by the sweep, else the next never used. */
+	if (bpf_map_pop_elem(&off_free, &slot)) {
+		if (off_slots_used >= SAMPLER_MAX_TARGETS) {
+			stat_inc(STAT_OFF_NO_ROOM);
+			return;
+		}
+		slot = __sync_fetch_and_add(&off_slots_used, 1);
+	}
+	th = bpf_map_lookup_elem(&off_slots, &slot);
+	if (!th) {
 		stat_inc(STAT_OFF_NO_ROOM);
+		return;
+	}
+	own_ids(task, &ids);
+	__builtin_memset(th, 0, sizeof(*th));
+	th->pid = ids.pid;
+	th->tid = ids.tid;
+	th->ns_pid = ids.ns_pid;
+	th->ns_tid = ids.ns_tid;
+	/* BPF_ANY replaces the slot of a dead thread whose tid this one got (the sweep frees
+	 * it: the tid no longer names it). */
+	err = bpf_map_update_elem(&off_threads, &ktid, &slot, flags);
+	if (err) {
+		bpf_map_push_elem(&off_free, &slot, 0);
+		if (err != -17 /* EEXIST */)
+			stat_inc(STAT_OFF_NO_ROOM);
+		return;
+	}
+	th->ktid = ktid; /* the sweep looks at it from now on */
 }
 
 /* The threads of a target (run by the recorder with the target's pid as the filter). */
@@ -489,11 +525,13 @@ static __always_inline void off_send(struct off_thread *th, struct task_struct *
 	th->observations = 0;
 }
 
-/* One thread's segment not sent yet, at the end (off_flush; a bpf_for_each_map_elem
- * callback). */
-static long flush_one(void *map, const __u32 *ktid, struct off_thread *th, void *unused)
+/* Slot @i's segment not sent yet, at the end (off_flush; a bpf_loop callback). */
+static long flush_one(__u32 i, void *unused)
 {
-	off_send(th, NULL);
+	struct off_thread *th = bpf_map_lookup_elem(&off_slots, &i);
+
+	if (th && th->ktid)
+		off_send(th, NULL);
 	return 0;
 }
 
@@ -505,7 +543,9 @@ static long flush_one(void *map, const __u32 *ktid, struct off_thread *th, void 
 SEC("syscall")
 int off_flush(void *ctx)
 {
-	bpf_for_each_map_elem(&off_threads, flush_one, NULL, 0);
+	__u32 n = off_slots_used;
+
+	bpf_loop(n < SAMPLER_MAX_TARGETS ? n : SAMPLER_MAX_TARGETS, flush_one, NULL, 0);
 	return 0;
 }
 
@@ -583,7 +623,7 @@ static __always_inline void off_resume_take(void)
 		return;
 	}
 	ktid = task->pid;
-	th = bpf_map_lookup_elem(&off_threads, &ktid);
+	th = off_thread_of(ktid);
 	busy = bpf_map_lookup_elem(&resume_busy, &cpu);
 	if (!th || !busy || __sync_val_compare_and_swap(busy, 0, 1))
 		return;
@@ -639,44 +679,98 @@ struct sweep_ctx {
  * counters on the stack would change at every turn.
  */
 struct {
-	__u32 index; /* of the thread visited */
-	__u32 from;  /* the first index to look at (sweep_cursor) */
+	__u32 from;  /* the first slot to look at (sweep_cursor) */
 	__u32 done;  /* threads looked at */
 	__u32 last;  /* index of the last one */
+	__u32 quiet; /* of them, quiet ones (not read) */
 } sweep;
 
-/* Look at one thread (a bpf_for_each_map_elem callback over off_threads). */
-static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struct sweep_ctx *c)
+/*
+ * Free slot @slot of the thread @th, which ended (or, @orphan, whose tid now names another
+ * thread's slot), after sending what it had not sent yet.
+ */
+static __always_inline void off_slot_free(struct off_thread *th, __u32 slot, struct task_struct *t,
+					  bool orphan)
+{
+	__u32 ktid = th->ktid;
+
+	off_send(th, t);
+	if (!orphan) {
+		bpf_map_delete_elem(&off_threads, &ktid);
+		if (use_resume)
+			bpf_map_delete_elem(&off_resume_works, &ktid);
+	}
+	th->ktid = 0;
+	bpf_map_push_elem(&off_free, &slot, 0);
+}
+
+/* Look at the thread in slot @i, if any (a bpf_loop callback over off_slots). */
+static long sweep_one(__u32 i, struct sweep_ctx *c)
 {
 	struct wait_input in = {};
 	struct py_proc_cfg *cfg;
 	struct task_struct *t;
-	struct pt_regs *regs;
+	struct pt_regs *regs = NULL;
 	struct off_want *want;
+	struct off_thread *th;
 	__u64 w, block;
-	__u32 i = sweep.index++, state;
+	__u32 state, wakes, ktid, *named;
 
-	if (i < sweep.from || sweep.done >= offcpu_max_threads)
+	if (i < sweep.from)
 		return 0;
+	if (sweep.done >= offcpu_max_threads)
+		return 1;
+	th = bpf_map_lookup_elem(&off_slots, &i);
+	if (!th || !th->ktid)
+		return 0;
+	ktid = th->ktid;
 	sweep.done++;
 	sweep.last = i;
-	t = bpf_task_from_pid(*ktid);
+	/*
+	 * Its wake-ups so far, read before the task: on_waking counts one before the waker
+	 * makes the task runnable, so a count read here that includes a wake-up may come with a
+	 * state read below that does not show it yet. Hence quiet takes two reads.
+	 */
+	wakes = th->wakes;
+	if (th->quiet && wakes == th->wakes_seen && c->now > th->last_ns) {
+		/*
+		 * Blocked, in the open segment's block and state, at the last two reads of the
+		 * task, and not woken since: it cannot have run (a blocked task runs again only
+		 * once woken), so it is still there. Most threads of a job at most sweeps (idle
+		 * helpers): counted without reading the task (the pid lookup and its cache
+		 * lines are most of the sweep's time). Its name is not read either.
+		 */
+		w = c->now - th->last_ns;
+		if (w > OFFCPU_MAX_WEIGHT_NS)
+			w = OFFCPU_MAX_WEIGHT_NS;
+		th->last_ns = c->now;
+		th->ns += w;
+		th->observations++;
+		if (c->now - th->sent_ns >= OFFCPU_SEND_NS) {
+			off_send(th, NULL);
+			th->sent_ns = c->now;
+		}
+		sweep.quiet++;
+		return 0;
+	}
+	th->quiet = 0;
+	named = bpf_map_lookup_elem(&off_threads, &ktid);
+	if (!named || *named != i) {
+		/* A dead thread's slot whose tid a new thread got (off_register). */
+		off_slot_free(th, i, NULL, true);
+		return 0;
+	}
+	t = bpf_task_from_pid(ktid);
 	if (!t) {
 		/* It exited: what it had not sent yet, then forget it. */
-		off_send(th, NULL);
-		bpf_map_delete_elem(map, ktid);
-		if (use_resume)
-			bpf_map_delete_elem(&off_resume_works, ktid);
+		off_slot_free(th, i, NULL, false);
 		return 0;
 	}
 	if (t->exit_state) {
 		/* A zombie (or dead, not released yet): it ended, it waits for nothing (its parent
 		 * may reap it much later). Nothing from its end on is counted: what it had not
 		 * sent, then forget it, as for a thread gone. */
-		off_send(th, t);
-		bpf_map_delete_elem(map, ktid);
-		if (use_resume)
-			bpf_map_delete_elem(&off_resume_works, ktid);
+		off_slot_free(th, i, t, false);
 		goto out;
 	}
 	/* The time since it was last looked at (by a sweep at every period, or every few with
@@ -691,6 +785,26 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 	if (w > OFFCPU_MAX_WEIGHT_NS)
 		w = OFFCPU_MAX_WEIGHT_NS;
 	th->last_ns = c->now;
+	/* From now on on_waking counts its wake-ups (before its state is read below). */
+	if (!th->counted && bpf_task_storage_get(&off_want, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE))
+		th->counted = 1;
+	block = t->nvcsw + t->nivcsw;
+	if (!t->on_cpu && th->open && th->block == block && th->task_state == t->__state &&
+	    th->stack_block == block) {
+		/*
+		 * Still in the block of the open segment, in the state it was classified in
+		 * (blocked, or woken and waiting for a CPU): it has not run since, so its system
+		 * call and registers are as they were, and its stack was taken or asked for.
+		 * Blocked, with no wake-up since the last read: quiet (not read again until one).
+		 * A runnable one may run without a wake-up: never quiet.
+		 */
+		th->quiet = th->counted && wakes == th->wakes_seen && th->state != WAIT_RUNNABLE;
+		th->wakes_seen = wakes;
+		th->ns += w;
+		th->observations++;
+		goto sent;
+	}
+	th->wakes_seen = wakes;
 	if (t->on_cpu) {
 		/* Running: its CPU's own sample counts it. The block it was in is over. */
 		off_send(th, t);
@@ -712,7 +826,6 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 		in.gil_hi = cfg->gil_hi;
 	}
 	state = wait_classify(&in);
-	block = t->nvcsw + t->nivcsw;
 	if (th->open && (th->block != block || th->state != state)) {
 		off_send(th, t);
 		th->open = 0;
@@ -723,10 +836,12 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 		th->state = state;
 		th->sent_ns = c->now;
 	}
+	th->task_state = in.state;
 	th->ns += w;
 	th->observations++;
 	th->ip = regs && (regs->cs & 3) == 3 ? regs->ip : 0;
 	th->nr = in.nr;
+sent:
 	/* A long block is sent every second, so that its time falls in the right second. */
 	if (c->now - th->sent_ns >= OFFCPU_SEND_NS) {
 		off_send(th, t);
@@ -741,7 +856,7 @@ static long sweep_one(void *map, const __u32 *ktid, struct off_thread *th, struc
 			if (!send_blocked_stack(&scratch, t, th, block, 0))
 				th->stack_block = block;
 		} else {
-			__u32 qtid = *ktid;
+			__u32 qtid = ktid;
 
 			want = bpf_task_storage_get(&off_want, t, 0,
 						    BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -783,6 +898,7 @@ int on_sweep(struct bpf_perf_event_data *ctx)
 	 */
 	__u64 last = *(volatile __u64 *)&sweep_last_ns, now = bpf_ktime_get_ns();
 	struct sweep_ctx c = {};
+	__u32 used;
 
 	if (!want_offcpu || off_stop || now - last < period_ns * 9 / 10)
 		return 0;
@@ -791,15 +907,17 @@ int on_sweep(struct bpf_perf_event_data *ctx)
 	stat_inc(STAT_OFF_SWEEPS);
 	c.now = now;
 	c.mm = BPF_CORE_READ((struct task_struct *)bpf_get_current_task_btf(), mm);
-	sweep.index = 0;
+	used = off_slots_used;
 	sweep.from = sweep_cursor;
 	sweep.done = 0;
 	sweep.last = 0;
-	bpf_for_each_map_elem(&off_threads, sweep_one, &c, 0);
+	sweep.quiet = 0;
+	bpf_loop(used < SAMPLER_MAX_TARGETS ? used : SAMPLER_MAX_TARGETS, sweep_one, &c, 0);
+	stat_add(STAT_OFF_LOOKS, sweep.done);
+	stat_add(STAT_OFF_QUIET, sweep.quiet);
 	/* All looked at: start at the beginning next time; else where this one stopped. */
-	sweep_cursor = sweep.done >= offcpu_max_threads && sweep.index > sweep.last + 1
-			       ? sweep.last + 1
-			       : 0;
+	sweep_cursor =
+		sweep.done >= offcpu_max_threads && used > sweep.last + 1 ? sweep.last + 1 : 0;
 	return 0;
 }
 
@@ -818,7 +936,15 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	__u64 block;
 	__u32 ktid;
 
-	if (!want || !want->block)
+	if (!want)
+		return 0; /* not a thread the sweep looks at */
+	/* A wake-up of a thread the sweep may leave unread (quiet): it reads it again. Wake-ups
+	 * of one task are serialized (its pi_lock). */
+	ktid = p->pid;
+	th = off_thread_of(ktid);
+	if (th)
+		th->wakes++;
+	if (!want->block)
 		return 0;
 	block = want->block;
 	if (block != p->nvcsw + p->nivcsw) {
@@ -834,8 +960,6 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		return 0;
 	}
 	want->block = 0;
-	ktid = p->pid;
-	th = bpf_map_lookup_elem(&off_threads, &ktid);
 	if (th)
 		send_blocked_stack(&scratch, p, th, block, SAMPLE_F_OFFCPU_WAKE);
 	return 0;

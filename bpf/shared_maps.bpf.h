@@ -44,13 +44,33 @@ static __always_inline __u64 events_wakeup(void)
 									: BPF_RB_NO_WAKEUP;
 }
 
-/* The threads of the targets the off-CPU sweep looks at: kernel tid -> struct off_thread. */
+/* The threads of the targets the off-CPU sweep looks at (sampler.h: struct off_thread): kernel
+ * tid -> slot in off_slots. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SAMPLER_MAX_TARGETS);
 	__type(key, __u32);
-	__type(value, struct off_thread);
+	__type(value, __u32);
 } off_threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SAMPLER_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, struct off_thread);
+} off_slots SEC(".maps");
+
+/* The sweep's thread @ktid (its slot), or NULL. */
+static __always_inline struct off_thread *off_thread_of(__u32 ktid)
+{
+	__u32 *slot = bpf_map_lookup_elem(&off_threads, &ktid);
+	struct off_thread *th;
+
+	if (!slot)
+		return NULL;
+	th = bpf_map_lookup_elem(&off_slots, slot);
+	return th && th->ktid == ktid ? th : NULL;
+}
 
 /* A block whose stack the sweep could not take (struct off_want), for on_waking and the
  * fetcher. Task storage: on_waking runs for every wake-up on the machine, and a task without

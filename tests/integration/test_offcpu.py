@@ -479,3 +479,91 @@ def _check_blockloop(exe, env=None, fetcher=False):
         # timeouts, taken in the sweep, as the threads resume or by the fetcher).
         assert whole >= 0.9 * total, (tid, whole, total)
     return err
+
+
+QUIET_JOB = r"""
+import sys, threading, time
+go = threading.Event()
+spin_s, wait_s = float(sys.argv[1]), float(sys.argv[2])
+spans = {}
+
+def idle():
+    threading.Event().wait(wait_s * 3)     # blocked for the whole run
+
+def released():
+    go.wait()                              # blocked, quiet, then woken
+    t0 = time.time()
+    while time.time() - t0 < spin_s:       # on the CPU (or waiting for it, or the GIL)
+        pass
+    spans[threading.get_native_id()] = t0
+
+def short():
+    time.sleep(0.05)
+
+idlers = [threading.Thread(target=idle, daemon=True) for _ in range(24)]
+spinners = [threading.Thread(target=released) for _ in range(2)]
+t_start = time.time()
+for t in idlers + spinners:
+    t.start()
+time.sleep(wait_s)
+# Threads that end and whose tids (and slots) are taken again by new ones.
+for _ in range(40):
+    t = threading.Thread(target=short)
+    t.start()
+    t.join()
+print(f"GO {time.time() - t_start:.3f}", file=sys.stderr, flush=True)
+go.set()
+for t in spinners:
+    t.join()
+time.sleep(0.5)
+"""
+
+
+@h.timeout(120)
+def test_quiet_threads_are_counted_without_reading_them_and_seen_again_once_woken():
+    """24 threads blocked all along, 2 blocked for a few seconds and then spinning for 1 s,
+    and 40 short-lived threads (50 ms asleep each) started one after another meanwhile. The sweep counts a
+    thread blocked, in the same block and not woken since its last two looks, without reading
+    it again (quiet): most looks are quiet here. The idle threads' time is the recording's, as
+    'lock'; the two released ones have at most their wait (until the job says GO) as 'lock'
+    and at least 0.8 s of their spin in another state (a quiet thread not seen waking would keep its
+    block's state); the short threads have their 50 ms of 'sleep' each (their slots freed at
+    their end and taken again)."""
+    exe = dict(h.pythons()).get("3.12") or h.pythons()[-1][1]
+    db, err = _record("-F", "99", "-v", "--", exe, "-c", QUIET_JOB, "1.0", "2.0")
+    go = float(re.search(r"^GO ([\d.]+)", err, re.M).group(1))
+    con = h.db(db)
+    meta = dict(con.execute("SELECT key, value FROM meta"))
+    h.log(err + json.dumps({k: v for k, v in meta.items() if k.startswith("off_cpu")}))
+    assert meta["off_cpu_looks_quiet"] >= 0.5 * meta["off_cpu_looks"], meta
+    duration = float(meta["duration"])
+    by = _by_thread_state(con)
+    names = dict(con.execute("SELECT tid, name FROM threads"))
+    (main,) = con.execute("SELECT tid FROM threads WHERE tid = pid").fetchone()
+    totals = {}
+    for (tid, state), ns in by.items():
+        totals.setdefault(tid, {})[state] = ns
+    spun = {}
+    for tid, st in totals.items():
+        if tid == main:
+            continue
+        total = sum(st.values()) / 1e9
+        lock = st.get("lock", 0) / 1e9
+        other = total - lock - st.get("sleep", 0) / 1e9
+        spun[tid] = (total, lock, other, st)
+    # The idle threads: in 'lock' from their start to the end.
+    idle = [v for v in spun.values() if v[0] >= 0.8 * duration and v[2] < 0.2]
+    assert len(idle) >= 24, (len(idle), duration, len(spun))
+    for total, lock, _, st in idle:
+        assert lock >= 0.9 * total, st
+    # The two released threads: 2 s blocked, then 1 s spinning.
+    released = [v for v in spun.values() if v[2] >= 0.8]
+    assert len(released) == 2, (released, len(spun))
+    for total, lock, other, st in released:
+        assert lock <= go + 0.3, (go, st)
+        assert 0.8 <= other <= 1.6, st
+    # The short threads: 50 ms asleep each, 40 of them.
+    short = [v for v in spun.values() if v[0] < 0.5]
+    assert len(short) == 40, (len(short), names)
+    slept = sum(v[3].get("sleep", 0) for v in short) / 1e9
+    assert 40 * 0.05 * 0.7 <= slept <= 40 * 0.05 * 1.5, slept

@@ -47,6 +47,8 @@ static void meta_offcpu(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "off_cpu_ns", rs->off_ns);
 	store__meta_int(st, "off_cpu_observations", rs->off_observations);
 	store__meta_int(st, "off_cpu_sweeps", t->off.sweeps);
+	store__meta_int(st, "off_cpu_looks", t->off.looks);
+	store__meta_int(st, "off_cpu_looks_quiet", t->off.quiet);
 	store__meta_int(st, "off_cpu_blocks", rs->off_blocks);
 	store__meta_int(st, "off_cpu_stacks_sweep", rs->off_stacks_sweep);
 	store__meta_int(st, "off_cpu_stacks_wake", rs->off_stacks_wake);

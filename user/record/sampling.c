@@ -678,8 +678,8 @@ static int own_map_fd(struct sampling *s, const char *name)
 }
 
 /* The sampler's maps other programs use (bpf/shared_maps.bpf.h, py_tstates). */
-static const char *const shared_maps[] = {"targets",  "py_procs",  "events",	"off_threads",
-					  "off_want", "off_queue", "py_tstates"};
+static const char *const shared_maps[] = {"targets",   "py_procs", "events",	"off_threads",
+					  "off_slots", "off_want", "off_queue", "py_tstates"};
 
 int sampling__share_maps(struct sampling *s, struct bpf_object *obj)
 {
@@ -762,6 +762,8 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 	if (!s->off_cpu)
 		return;
 	out->sweeps = stat_sum(s, STAT_OFF_SWEEPS);
+	out->looks = stat_sum(s, STAT_OFF_LOOKS);
+	out->quiet = stat_sum(s, STAT_OFF_QUIET);
 	out->wanted = stat_sum(s, STAT_OFF_WANTED);
 	out->lost = stat_sum(s, STAT_OFF_LOST) + s->fetch->bss->fetch_lost;
 	out->no_room = stat_sum(s, STAT_OFF_NO_ROOM);

@@ -88,6 +88,8 @@ int sampling__offcpu_flush(struct sampling *s);
 /* What off-CPU recording counted since open. */
 struct sampling_offcpu_stats {
 	uint64_t sweeps;     /* sweeps of the targets' threads */
+	uint64_t looks;	     /* threads they looked at */
+	uint64_t quiet;	     /* of them, blocked and not woken since: not read again */
 	uint64_t wanted;     /* blocks whose stack was left to the wake-up or the fetcher */
 	uint64_t fetched;    /* stacks the fetcher sent */
 	uint64_t torn;	     /* stacks the fetcher dropped: the thread ran while read */

@@ -140,13 +140,16 @@ static void print_costs(const struct record_totals *t)
 	pr_info("recorder CPU time: %.3f s (%.1f us per sample)", t->recorder_cpu,
 		rs->samples ? 1e6 * t->recorder_cpu / rs->samples : 0.0);
 	if (t->off.sweeps)
-		pr_info("off-CPU: %llu sweeps, %llu segments; stacks of %llu blocks (%llu taken in "
+		pr_info("off-CPU: %llu sweeps (%llu looks at a thread, %llu of them at a quiet "
+			"one, "
+			"not read), %llu segments; stacks of %llu blocks (%llu taken in "
 			"the sweep, %llu at the wake-up, %llu as the thread resumed, %llu by the "
 			"fetcher in %llu runs, %llu torn and dropped; %llu at a known site, not "
 			"unwound again, %llu of them sent as the site's id); %llu preempted "
 			"blocks under their run's last on-CPU "
 			"stack; %llu blocks without a stack: %.3f s of %.3f s",
-			(unsigned long long)t->off.sweeps, (unsigned long long)rs->off_segments,
+			(unsigned long long)t->off.sweeps, (unsigned long long)t->off.looks,
+			(unsigned long long)t->off.quiet, (unsigned long long)rs->off_segments,
 			(unsigned long long)rs->off_blocks,
 			(unsigned long long)rs->off_stacks_sweep,
 			(unsigned long long)rs->off_stacks_wake,
