@@ -168,22 +168,18 @@ class ProbeTime:
         self.t.join()
 
     def second_half(self, a_t, b_t):
-        """(BPF ns, comm_probe runs, all runs) between the readings nearest to monotonic
-        times @a_t and @b_t."""
+        """{program name: (BPF ns, runs)} between the readings nearest to monotonic times
+        @a_t and @b_t."""
         if len(self.series) < 2:
-            return 0, 0, 0
+            return {}
         a = min(self.series, key=lambda x: abs(x[0] - a_t))[1]
         b = min(self.series, key=lambda x: abs(x[0] - b_t))[1]
-        ns = traps = runs = 0
+        out = {}
         for pid, (bns, bn) in b.items():
             ans, an = a.get(pid, (0, 0))
-            ns += bns - ans
-            runs += bn - an
-            if self.names.get(pid) == "comm_probe":
-                traps += bn - an
-            if os.environ.get("PROBE_DEBUG"):
-                print(f"  {self.names.get(pid)}: {(bns - ans) / 1e3:.0f} us in {bn - an} runs")
-        return ns, traps, runs
+            ns, n = out.get(self.names.get(pid, "?"), (0, 0))
+            out[self.names.get(pid, "?")] = (ns + bns - ans, n + bn - an)
+        return out
 
 
 def bpf_stats(on):
@@ -243,13 +239,17 @@ def one_round(args, watched, tmp, probing=PROBING):
     per_step = None
     if probes and len(usage.series) >= 4:
         a_t, b_t = usage.series[len(usage.series) // 2][0], usage.series[-1][0]
-        ns, traps, runs = probes.second_half(a_t, b_t)
+        progs = probes.second_half(a_t, b_t)
         ends = [float(e) for e in re.findall(r"STEP rank=\d+ step=\d+ ms=[\d.]+ end=([\d.]+)",
                                              out)]
         # monotonic times of this process map onto the job's CLOCK_MONOTONIC stamps
         steps = sum(1 for e in ends if a_t <= e <= b_t)
-        if steps:
-            per_step = (ns / 1e3 / steps, traps / steps, runs / steps)
+        if steps and progs:
+            per_step = (sum(v[0] for v in progs.values()) / 1e3 / steps,
+                        progs.get("comm_probe", (0, 0))[1] / steps,
+                        sum(v[1] for v in progs.values()) / steps,
+                        {k: (v[0] / 1e3 / steps, v[1] / steps) for k, v in progs.items()},
+                        sum(v[0] for v in progs.values()) / 1e9 / max(1e-9, b_t - a_t))
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) if watched else 0
     # Each rank's own CPU time per step (all of its threads, sleeps included): what the
     # watcher's probes cost inside the job, without the noise of ranks waiting on each other
@@ -419,12 +419,17 @@ def main():
         traps = statistics.median(p[1] for p in probe)
         runs = statistics.median(p[2] for p in probe)
         total = us + traps * (floor or 0)
-        print(f"the watcher's probes per step of a rank (second halves, medians): BPF "
+        print(f"the watcher's probes per step of a rank (second halves, medians; all their "
+              f"runs, wherever they ran, so at most what the job's threads spent in them): BPF "
               f"{us:.1f} us in {runs:.1f} runs, {traps:.2f} uprobe traps x "
               + (f"{floor:.2f} us (bench/uprobe_floor)" if floor else "? (no uprobe_floor)")
               + f" = {total:.1f} us: {100 * total / 1000 / wa:.3f}% of the watched step "
               f"({wa:.3f} ms); not counted: the sampling timer's interrupts themselves and what "
               f"the probes do to caches")
+        for name in sorted({k for p in probe for k in p[3]}):
+            print(f"  {name}: {statistics.median(p[3].get(name, (0, 0))[0] for p in probe):.2f} "
+                  f"us in {statistics.median(p[3].get(name, (0, 0))[1] for p in probe):.2f} runs "
+                  f"per rank-step")
     per_hour = statistics.median(x[2] / (x[1] / 3600) for x in res[True])
     print(f"segments: {per_hour / 1e6:.1f} MB per hour watched (19 Hz, {args.ranks} ranks; "
           f"bounded by --keep/--max-size)")
@@ -435,7 +440,19 @@ def main():
     print(f"watcher: {cpu:.1f} % of one core over whole runs (start-up included), "
           f"{steady:.2f} % over their second halves ({csw:.0f} context switches/s); peak RSS "
           f"{hwm / 2**20:.0f} MiB")
+    if probe:
+        bpf = statistics.median(100 * p[4] for p in probe)
+        both = statistics.median(100 * (x[5] + x[8][4]) for x in res[True] if x[8])
+        print(f"its BPF programs (run time where they fire, charged to the tasks they "
+              f"interrupt, not to the watcher): {bpf:.2f} % of one core; the watcher and its "
+              f"programs together: {both:.2f} %")
     if args.against:
+        b_probe = [x for x in res["B"] if x[8]]
+        if b_probe:
+            b_bpf = statistics.median(100 * x[8][4] for x in b_probe)
+            b_both = statistics.median(100 * (x[5] + x[8][4]) for x in b_probe)
+            print(f"against: its BPF programs {b_bpf:.2f} % of one core, the watcher and its "
+                  f"programs together {b_both:.2f} %")
         b_steady = statistics.median(100 * x[5] for x in res["B"])
         b_hwm = statistics.median(x[4] for x in res["B"])
         b_step = statistics.median(x[0] for x in res["B"])
