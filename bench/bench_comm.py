@@ -39,12 +39,13 @@ import tempfile
 import threading
 import time
 
+from benchlib import trap_floor
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PROBING = os.environ.get("PROBING_BIN", os.path.join(ROOT, "build", "probing"))
 BEFORE = os.environ.get("PROBING_BEFORE")  # another build of probing, to compare
 PYTHON = "/usr/bin/python3"
 LOOP = os.path.join(ROOT, "bench", "comm_loop.py")
-FLOOR = os.path.join(ROOT, "build", "bench", "uprobe_floor")
 DDP = os.path.join(ROOT, "tests", "workloads", "torch", "ddp_comm_job.py")
 SETTLE = 1.0  # s after a recorder starts before its phase counts (BPF load, attach)
 
@@ -140,18 +141,6 @@ def record_phase(pids, state, seconds, tmp):
         con.close()
     os.unlink(db)
     return t0, t1, extra
-
-
-def trap_floor():
-    """Microseconds one uprobe trap costs here (bench/uprobe_floor.c), or None."""
-    if not os.path.exists(FLOOR):
-        subprocess.run(["make", "-s", "-C", ROOT, os.path.relpath(FLOOR, ROOT)], check=False)
-    try:
-        p = subprocess.run([FLOOR, "100000", "3"], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    m = re.search(r"^TRAP_US ([\d.]+)", p.stdout, re.M)
-    return float(m.group(1)) if p.returncode == 0 and m else None
 
 
 def start_loop(args, port, rank, duration):

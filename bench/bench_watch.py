@@ -41,6 +41,8 @@ import tempfile
 import threading
 import time
 
+from benchlib import trap_floor
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PROBING = os.path.join(ROOT, "build", "probing")
 JOB = os.path.join(ROOT, "tests", "workloads", "torch", "ddp_watch_job.py")
@@ -192,19 +194,6 @@ def bpf_stats(on):
         return was
     except OSError:
         return None
-
-
-def trap_floor():
-    """Microseconds one uprobe trap costs here (bench/uprobe_floor.c), or None."""
-    floor = os.path.join(ROOT, "build", "bench", "uprobe_floor")
-    if not os.path.exists(floor):
-        subprocess.run(["make", "-s", "-C", ROOT, "build/bench/uprobe_floor"], check=False)
-    try:
-        p = subprocess.run([floor, "100000", "5"], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    m = re.search(r"^TRAP_US ([\d.]+)", p.stdout, re.M)
-    return float(m.group(1)) if p.returncode == 0 and m else None
 
 
 def job_cmd(args):
@@ -414,7 +403,7 @@ def main():
               f"{100 * (paired - 1):+.2f}%)")
     probe = [x[8] for x in res[True] if x[8]]
     if probe:
-        floor = trap_floor()
+        floor = trap_floor(100000, 5)
         us = statistics.median(p[0] for p in probe)
         traps = statistics.median(p[1] for p in probe)
         runs = statistics.median(p[2] for p in probe)

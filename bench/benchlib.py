@@ -111,3 +111,18 @@ def bpf_run_seconds(db):
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     row = con.execute("SELECT value FROM meta WHERE key = 'bpf_run_ns'").fetchone()
     return int(row[0]) / 1e9 if row else 0.0
+
+
+def trap_floor(calls=100000, rounds=3):
+    """Microseconds one uprobe trap costs here with a program that returns at once
+    (bench/uprobe_floor.c, built if missing), or None if it cannot be measured."""
+    floor = os.path.join(ROOT, "build", "bench", "uprobe_floor")
+    if not os.path.exists(floor):
+        subprocess.run(["make", "-s", "-C", ROOT, "build/bench/uprobe_floor"], check=False)
+    try:
+        p = subprocess.run([floor, str(calls), str(rounds)], capture_output=True, text=True,
+                           timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"^TRAP_US ([\d.]+)", p.stdout, re.M)
+    return float(m.group(1)) if p.returncode == 0 and m else None
