@@ -58,18 +58,14 @@ struct {
 	__type(value, __u64);
 } p2p_calls SEC(".maps");
 
-struct p2p_buf_key {
-	__u32 tgid; /* kernel tgid */
-	__u32 _pad;
-	__u64 ub; /* the gloo::transport::tcp::UnboundBuffer */
-};
-
-/* Unbound buffers of send/recv calls in flight: only their completions are sent. */
+/* Unbound buffers of send/recv calls in flight, with when their call started (now_ns): only
+ * their completions are sent. Userspace forgets those of calls issued while the completions'
+ * probes were detached (comm.c: forget_unwatched_bufs). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, struct p2p_buf_key);
-	__type(value, __u32);
+	__type(value, __u64);
 } p2p_bufs SEC(".maps");
 
 /* Per process (kernel tgid): its threads in a send/recv call (p2p_calls), so that only then are
@@ -611,8 +607,8 @@ int comm_probe(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx), id = bpf_get_current_pid_tgid(), work = 0;
 	struct task_struct *task;
-	__u32 role = COMM_COOKIE_ROLE(cookie), tid = (__u32)id, one = 1;
-	struct p2p_buf_key bk = {.tgid = id >> 32};
+	__u32 role = COMM_COOKIE_ROLE(cookie), tid = (__u32)id, tgid = id >> 32;
+	struct p2p_buf_key bk = {};
 	__u64 now, *since;
 	struct p2p_early *early;
 	struct task_ids ids = {};
@@ -626,7 +622,7 @@ int comm_probe(struct pt_regs *ctx)
 		now = now_ns();
 		/* A thread's call that never reached its work object (it threw) is replaced. */
 		if (!bpf_map_lookup_elem(&p2p_calls, &tid))
-			p2p_opened(bk.tgid, 1);
+			p2p_opened(tgid, 1);
 		bpf_map_update_elem(&p2p_calls, &tid, &now, BPF_ANY);
 		return on_call(ctx, cookie, role);
 	}
@@ -653,32 +649,37 @@ int comm_probe(struct pt_regs *ctx)
 			return 0;
 		now = *since;
 		if (!bpf_map_delete_elem(&p2p_calls, &tid))
-			p2p_opened(bk.tgid, -1);
+			p2p_opened(tgid, -1);
 		if (bpf_probe_read_user(&work, 8, (const void *)ctx->dx) || !work)
 			return 0;
+		cur_ids(task, &ids);
+		if (!ids.pid)
+			return 0;
+		bk.pid = ids.pid;
 		bk.ub = work;
 		/* The post first, then the buffer known: a completion that finds it is sent
 		 * after the post. */
 		send_event(task, COMM_EV_UB_POST, cookie, bk.ub, 0, events_wakeup());
-		bpf_map_update_elem(&p2p_bufs, &bk, &one, BPF_ANY);
+		bpf_map_update_elem(&p2p_bufs, &bk, &now, BPF_ANY);
 		early = bpf_map_lookup_elem(&p2p_early, &bk);
 		if (!early)
 			return 0;
 		/* Completed already, since this call started (an older completion of a buffer at
 		 * the same address is not this one's); unless its completion took it just now. */
 		if (early->time_ns >= now && !bpf_map_delete_elem(&p2p_bufs, &bk)) {
-			cur_ids(task, &ids);
-			if (ids.pid) {
-				fill_header(&h, COMM_EV_DONE, &ids, cookie, bk.ub);
-				h.tid = early->tid;
-				h.time_ns = early->time_ns;
-				if (bpf_ringbuf_output(&events, &h, sizeof(h), events_wakeup()))
-					count_lost();
-			}
+			fill_header(&h, COMM_EV_DONE, &ids, cookie, bk.ub);
+			h.tid = early->tid;
+			h.time_ns = early->time_ns;
+			if (bpf_ringbuf_output(&events, &h, sizeof(h), events_wakeup()))
+				count_lost();
 		}
 		bpf_map_delete_elem(&p2p_early, &bk);
 		break;
 	case COMM_R_UB_DONE:
+		cur_ids(task, &ids);
+		if (!ids.pid)
+			break;
+		bk.pid = ids.pid;
 		bk.ub = ctx->di;
 		if (!bpf_map_delete_elem(&p2p_bufs, &bk)) {
 			send_event(task, COMM_EV_DONE, cookie, bk.ub, 0, events_wakeup());
@@ -686,11 +687,10 @@ int comm_probe(struct pt_regs *ctx)
 		}
 		/* Not a known send/recv's buffer (yet): kept for the work object's probe while
 		 * one of the process's threads is in a send/recv call. */
-		since = bpf_map_lookup_elem(&p2p_open, &bk.tgid);
+		since = bpf_map_lookup_elem(&p2p_open, &tgid);
 		if (!since || (__s64)*since <= 0)
 			break;
-		cur_ids(task, &ids);
-		if (ids.pid) {
+		{
 			struct p2p_early v = {.time_ns = now_ns(), .tid = ids.tid};
 
 			bpf_map_update_elem(&p2p_early, &bk, &v, BPF_ANY);

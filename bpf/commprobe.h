@@ -99,6 +99,13 @@ struct comm_lib_cfg {
 	__u16 _pad[2];
 };
 
+/* Key of the maps of send/recv buffers (comm.bpf.c: p2p_bufs, p2p_early). */
+struct p2p_buf_key {
+	__u32 pid; /* the process, as the recorder numbers it */
+	__u32 _pad;
+	__u64 ub; /* the gloo::transport::tcp::UnboundBuffer */
+};
+
 /* comm_lib_cfg.flags */
 #define COMM_LIB_HDR \
 	1u /* send the first tensor's header (tensor0): its layout is not checked yet */

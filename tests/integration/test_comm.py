@@ -647,3 +647,47 @@ def test_comm_fsdp2_on_cpu():
         for (op, _), fs in zip(step * steps, names):
             want = "foreach_all_gather" if op == "allgather" else "foreach_reduce"
             assert want in fs, (op, fs)
+
+
+P2P_JOB = os.path.join(harness.PY_WORKLOADS, "torch", "p2p_after_loop.py")
+
+
+@harness.params(torchenv.ALL, ids=torchenv.IDS)
+@harness.timeout(300)
+def test_comm_buffer_probes_detached_after_collectives_and_back_for_send_recv(t):
+    """gloo's buffer-completion probes serve send/recv but fire inside every collective's
+    algorithm: after 2,000 collectives with no send/recv a rank's are detached, and its next
+    send/recv attaches them again. A 2-rank job: 2,500 allreduces, then three sends from rank
+    0 to rank 1, each 300 ms after the last. The first pair was issued before the probes were
+    back: written without its completion (ns NULL), never left under way; the next two have
+    theirs, the receives about 300 ms (they wait for the late send). Every allreduce, before
+    and after the detach, completed (ns set)."""
+    t.require()
+    db = harness.tmp("p2p.db")
+    p = harness.probing("record", "-v", "-o", db, "--children", "--",
+                        *t.launch(2, P2P_JOB, port=free_port()),
+                        env=t.env(LOOPS=2500, PAIRS=3, GAP_MS=300, OMP_NUM_THREADS=1),
+                        timeout=260)
+    assert p.returncode == 0, p.stderr[-3000:]
+    ranks = {int(pid): int(rank) for rank, pid in re.findall(r"rank (\d+) pid (\d+)", p.stdout)}
+    assert sorted(ranks.values()) == [0, 1], p.stdout[-2000:]
+    md = meta(db)
+    harness.log(str({k: v for k, v in md.items() if k.startswith("comm")}) + p.stderr[-3000:])
+    assert int(md["comm_buffer_probes_detached"]) >= 2, md
+    assert int(md["comm_buffer_probes_attached_again"]) >= 2, md
+    all_rows = [r for r in rows(db) if r["pid"] in ranks]
+    for rank in (0, 1):
+        ar = [r for r in all_rows if r["rank"] == rank and r["op"] == "allreduce"]
+        assert len(ar) == 2500 and all(r["ns"] is not None for r in ar), \
+            (rank, len(ar), [r for r in ar if r["ns"] is None][:3])
+    sends = sorted((r for r in all_rows if r["op"] == "send"), key=lambda r: r["start_ns"])
+    recvs = sorted((r for r in all_rows if r["op"] == "recv"), key=lambda r: r["start_ns"])
+    assert len(sends) == 3 and len(recvs) == 3, (sends, recvs)
+    assert all(r["rank"] == 0 and r["peer"] == 1 and r["tag"] == 5 for r in sends), sends
+    assert all(r["rank"] == 1 and r["peer"] == 0 and r["bytes"] == 4000 for r in recvs), recvs
+    assert sends[0]["ns"] is None and recvs[0]["ns"] is None, (sends[0], recvs[0])
+    assert int(md["comm_p2p_unwatched"]) == 2, md
+    for r in sends[1:] + recvs[1:]:
+        assert r["ns"] is not None, r
+    for r in recvs[1:]:
+        assert 0.2e9 <= r["ns"] <= 0.6e9, r

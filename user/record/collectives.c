@@ -34,6 +34,7 @@ struct call {
 	struct store_collective row;
 	char grp[64];
 	uint64_t time_ns; /* the call's event time (BPF clock) */
+	bool tai;	  /* that clock is CLOCK_TAI (else CLOCK_MONOTONIC) */
 	bool grouped;	  /* NCCL: issued inside ncclGroupStart/End */
 };
 
@@ -217,6 +218,9 @@ int collectives__call(struct collectives *cs, const struct comm_call_event *e, u
 	if (!c)
 		return -ENOMEM;
 	c->time_ns = e->h.time_ns;
+	c->tai = e->h.flags & COMM_F_TAI;
+	if (role == COMM_R_GLOO_P2P)
+		comm__p2p_call(cs->comm, e->h.pid);
 	c->row = (struct store_collective){
 		.id = ++cs->next_id,
 		.pid = e->h.pid,
@@ -335,16 +339,21 @@ int collectives__event(struct collectives *cs, const struct comm_event *e)
 		c = take(cs->pending, &tk, sizeof(tk));
 		if (!c)
 			return 0; /* called before the probes were attached */
-		if (e->ev == COMM_EV_ENQUEUE) {
+		if (e->ev == COMM_EV_ENQUEUE ||
+		    !comm__p2p_watched(cs->comm, e->pid, c->time_ns, c->tai)) {
 			err = store__collective(cs->st, &c->row);
 			new_row(cs, c->row.pid);
-			if (err) {
+			if (err || e->ev == COMM_EV_UB_POST) {
+				/* A send/recv whose completion may have gone unseen: written without
+				 * it (ns NULL), not kept under way. */
 				free(c);
 				return err;
 			}
 		}
 		return put(cs, cs->inflight, &ok, sizeof(ok), c);
 	case COMM_EV_DONE:
+		if (COMM_COOKIE_ROLE(e->cookie) != COMM_R_UB_DONE)
+			comm__work_done(cs->comm, e->pid);
 		c = take(cs->inflight, &ok, sizeof(ok));
 		if (!c)
 			return 0;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -187,16 +188,38 @@ struct file_key {
 	uint32_t dev_major, dev_minor;
 };
 
-/* The probes of one library file in one process. */
+/* Some probe points of a library in a process, attached. */
+struct probe_set {
+	int link_fd;		 /* uprobe_multi: one link for every point; -1: none */
+	struct bpf_link **links; /* perf-event uprobes: one link per point */
+	size_t nlinks;
+};
+
+/*
+ * The probes of one library file in one process: its calls' (core) and gloo's buffer
+ * completions (ub). The latter are there for send/recv, but fire inside every collective's
+ * algorithm as well (a trap each, ~20 a collective at 8 ranks): they are detached from a
+ * process that completed COMM_UB_IDLE_WORKS collectives with no send/recv, and attached again
+ * at its next send/recv call, whose completion (and that of any send/recv issued before they
+ * were back) is then not known.
+ */
 struct attachment {
 	pid_t pid;
 	struct file_key file;
 	unsigned int lib;
-	int link_fd;		 /* uprobe_multi: one link for every point */
-	struct bpf_link **links; /* perf-event uprobes: one link per point */
-	size_t nlinks;
-	uint64_t made_ns; /* when the maps it was made of were read (CLOCK_MONOTONIC) */
+	struct probe_set core, ub;
+	int file_fd;	  /* the library, to attach ub again; -1: no ub points */
+	bool ub_on;	  /* ub attached */
+	uint64_t ub_mono; /* when ub was last attached, CLOCK_MONOTONIC and CLOCK_TAI */
+	uint64_t ub_tai;
+	uint64_t idle_works; /* collectives completed in the process since ub was attached or its
+			      * last send/recv call */
+	uint64_t made_ns;    /* when the maps it was made of were read (CLOCK_MONOTONIC) */
 };
+
+/* Collectives a process completes with no send/recv before its buffer-completion probes are
+ * detached (a minute of a DDP job at 8 ranks, 37 steps a second). */
+#define COMM_UB_IDLE_WORKS 2000
 
 /* What a process's executable mappings added up to at its last scan (status VmExe + VmLib:
  * the kernel's exec_vm, which a library mapped with PROT_EXEC grows). */
@@ -235,6 +258,8 @@ struct comm {
 	struct strbuf notes;
 	uint64_t points;    /* probe points attached, over all processes */
 	uint64_t processes; /* processes that had probes attached (also those gone since) */
+	uint64_t ub_detached, ub_attached_again; /* buffer-completion probes (struct attachment) */
+	uint64_t p2p_unwatched; /* send/recv calls issued while they were not attached */
 };
 
 static void note(struct comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -399,18 +424,28 @@ fail:
 	return err;
 }
 
-static void detach(struct attachment *a)
+static void detach_set(struct probe_set *ps)
 {
 	size_t i;
 
-	if (a->link_fd >= 0)
-		close(a->link_fd);
-	for (i = 0; i < a->nlinks; i++)
-		bpf_link__destroy(a->links[i]);
-	free(a->links);
-	a->link_fd = -1;
-	a->links = NULL;
-	a->nlinks = 0;
+	if (ps->link_fd >= 0)
+		close(ps->link_fd);
+	for (i = 0; i < ps->nlinks; i++)
+		bpf_link__destroy(ps->links[i]);
+	free(ps->links);
+	ps->link_fd = -1;
+	ps->links = NULL;
+	ps->nlinks = 0;
+}
+
+static void detach(struct attachment *a)
+{
+	detach_set(&a->core);
+	detach_set(&a->ub);
+	a->ub_on = false;
+	if (a->file_fd >= 0)
+		close(a->file_fd);
+	a->file_fd = -1;
 }
 
 void comm__free(struct comm *c)
@@ -593,11 +628,19 @@ cleanup:
 	return l;
 }
 
-/* One uprobe_multi link for every point of @l in @pid. The fd of the link, or -errno. */
-static int attach_multi(struct comm *c, const struct lib *l, const char *path, pid_t pid)
+/* Whether @p is one of gloo's buffer completions (struct attachment: ub). */
+static bool is_ub(const struct point *p)
+{
+	return COMM_COOKIE_ROLE(p->cookie) == COMM_R_UB_DONE;
+}
+
+/* One uprobe_multi link for the points of @l in @pid that are buffer completions (@ub) or
+ * not. The fd of the link, or -errno (-ENOENT: no such point). */
+static int attach_multi(struct comm *c, const struct lib *l, const char *path, pid_t pid, bool ub)
 {
 	unsigned long offsets[NSPECS];
 	__u64 cookies[NSPECS];
+	size_t n = 0;
 	union {
 		struct {
 			__u32 prog_fd, target_fd, attach_type, flags;
@@ -610,43 +653,94 @@ static int attach_multi(struct comm *c, const struct lib *l, const char *path, p
 	int fd;
 
 	for (i = 0; i < l->npoints; i++) {
-		offsets[i] = l->points[i].offset;
-		cookies[i] = l->points[i].cookie;
+		if (is_ub(&l->points[i]) != ub)
+			continue;
+		offsets[n] = l->points[i].offset;
+		cookies[n++] = l->points[i].cookie;
 	}
+	if (!n)
+		return -ENOENT;
 	memset(&attr, 0, sizeof(attr));
 	attr.uprobe_multi.prog_fd = bpf_program__fd(c->skel->progs.comm_probe);
 	attr.uprobe_multi.attach_type = ATTACH_UPROBE_MULTI;
 	attr.uprobe_multi.path = (uintptr_t)path;
 	attr.uprobe_multi.offsets = (uintptr_t)offsets;
 	attr.uprobe_multi.cookies = (uintptr_t)cookies;
-	attr.uprobe_multi.cnt = l->npoints;
+	attr.uprobe_multi.cnt = n;
 	attr.uprobe_multi.pid = pid;
 	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
 	return fd < 0 ? -errno : fd;
 }
 
-/* One perf-event uprobe per point of @l in @pid, into @a. 0 or -errno (none left). */
-static int attach_each(struct comm *c, const struct lib *l, const char *path, pid_t pid,
-		       struct attachment *a)
+/* One perf-event uprobe per point of @l in @pid that is a buffer completion (@ub) or not,
+ * into @ps. 0 or -errno (none left attached). */
+static int attach_each(struct comm *c, const struct lib *l, const char *path, pid_t pid, bool ub,
+		       struct probe_set *ps)
 {
 	size_t i;
 	int err = 0;
 
-	a->links = calloc(l->npoints, sizeof(*a->links));
-	if (!a->links)
+	ps->links = calloc(l->npoints, sizeof(*ps->links));
+	if (!ps->links)
 		return -ENOMEM;
 	for (i = 0; i < l->npoints; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = l->points[i].cookie);
 
-		a->links[a->nlinks] = bpf_program__attach_uprobe_opts(
+		if (is_ub(&l->points[i]) != ub)
+			continue;
+		ps->links[ps->nlinks] = bpf_program__attach_uprobe_opts(
 			c->skel->progs.comm_probe, pid, path, l->points[i].offset, &uo);
-		if (!a->links[a->nlinks]) {
+		if (!ps->links[ps->nlinks]) {
 			err = -errno;
-			detach(a);
+			detach_set(ps);
 			return err;
 		}
-		a->nlinks++;
+		ps->nlinks++;
 	}
+	return 0;
+}
+
+/* Attach @l's points in @pid that are buffer completions (@ub) or not into @ps, from the file
+ * @path. 0 (also when there is no such point) or -errno. */
+static int attach_set(struct comm *c, const struct lib *l, const char *path, pid_t pid, bool ub,
+		      struct probe_set *ps)
+{
+	if (c->multi) {
+		ps->link_fd = attach_multi(c, l, path, pid, ub);
+		return ps->link_fd == -ENOENT ? 0 : ps->link_fd < 0 ? ps->link_fd : 0;
+	}
+	return attach_each(c, l, path, pid, ub, ps);
+}
+
+/* Whether @l has buffer-completion points. */
+static bool has_ub(const struct lib *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->npoints; i++)
+		if (is_ub(&l->points[i]))
+			return true;
+	return false;
+}
+
+/* @a's buffer-completion probes attached (again): 0 or -errno. */
+static int attach_ub(struct comm *c, struct attachment *a)
+{
+	const struct lib *l = &c->libs[a->lib];
+	struct timespec mono, tai;
+	char path[64];
+	int err;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", a->file_fd);
+	err = attach_set(c, l, path, a->pid, true, &a->ub);
+	if (err)
+		return err;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_TAI, &tai);
+	a->ub_on = true;
+	a->ub_mono = mono.tv_sec * 1000000000ULL + mono.tv_nsec;
+	a->ub_tai = tai.tv_sec * 1000000000ULL + tai.tv_nsec;
+	a->idle_works = 0;
 	return 0;
 }
 
@@ -667,7 +761,7 @@ static bool probed(const struct comm *c, pid_t pid, const struct attachment *exc
 
 	for (i = 0; i < c->natt; i++)
 		if (&c->att[i] != except && c->att[i].pid == pid &&
-		    (c->att[i].nlinks || c->att[i].link_fd >= 0))
+		    (c->att[i].core.nlinks || c->att[i].core.link_fd >= 0))
 			return true;
 	return false;
 }
@@ -692,7 +786,9 @@ static int probe_mapping(struct comm *c, pid_t pid, const struct procmap *m,
 	a->pid = pid;
 	a->file = *fk;
 	a->lib = l - c->libs;
-	a->link_fd = -1;
+	a->core.link_fd = -1;
+	a->ub.link_fd = -1;
+	a->file_fd = -1;
 	/* When the maps were read, not now: a child forked by a launcher that imported torch
 	 * maps libtorch until it execs; an attachment made of maps read before the exec is
 	 * the old program's, and comm__exec must drop it, or the new program's libtorch (the
@@ -710,14 +806,16 @@ static int probe_mapping(struct comm *c, pid_t pid, const struct procmap *m,
 		return fd;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	if (c->multi) {
-		a->link_fd = attach_multi(c, l, path, pid);
-		err = a->link_fd < 0 ? a->link_fd : 0;
-	} else {
-		err = attach_each(c, l, path, pid, a);
+	err = attach_set(c, l, path, pid, false, &a->core);
+	if (!err && has_ub(l)) {
+		a->file_fd = fd; /* kept, to attach them again after detaching them */
+		fd = -1;
+		err = attach_ub(c, a);
 	}
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	if (err) {
+		detach(a);
 		note(c, "pid %d: cannot attach the probes of %s: %s", pid, l->name, strerror(-err));
 		return err;
 	}
@@ -925,6 +1023,97 @@ void comm__exec(struct comm *c, pid_t pid, uint64_t exec_ns)
 	comm__started(c, pid);
 }
 
+void comm__work_done(struct comm *c, pid_t pid)
+{
+	struct attachment *a;
+	size_t i;
+
+	for (i = 0; i < c->natt; i++) {
+		a = &c->att[i];
+		if (a->pid != pid || !a->ub_on || ++a->idle_works < COMM_UB_IDLE_WORKS)
+			continue;
+		detach_set(&a->ub);
+		a->ub_on = false;
+		c->ub_detached++;
+		pr_info("pid %d: collectives: %d completed and no send/recv: gloo's "
+			"buffer-completion "
+			"probes detached until its next send/recv",
+			pid, COMM_UB_IDLE_WORKS);
+	}
+}
+
+void comm__p2p_call(struct comm *c, pid_t pid)
+{
+	struct attachment *a;
+	size_t i;
+	int err;
+
+	for (i = 0; i < c->natt; i++) {
+		a = &c->att[i];
+		if (a->pid != pid || a->file_fd < 0)
+			continue;
+		a->idle_works = 0;
+		if (a->ub_on)
+			continue;
+		err = attach_ub(c, a);
+		if (err) {
+			note(c, "pid %d: cannot attach gloo's buffer-completion probes again: %s",
+			     pid, strerror(-err));
+			close(a->file_fd); /* not tried again */
+			a->file_fd = -1;
+			continue;
+		}
+		c->ub_attached_again++;
+		pr_info("pid %d: collectives: a send/recv: gloo's buffer-completion probes "
+			"attached "
+			"again",
+			pid);
+	}
+}
+
+/*
+ * Forget the buffers of @pid's send/recv calls that started before @before (the BPF clock):
+ * issued while the buffer-completion probes were detached, they may have completed unseen, and
+ * their entries would take the completion of a later buffer at the same address.
+ */
+static void forget_unwatched_bufs(struct comm *c, pid_t pid, uint64_t before)
+{
+	int fd = bpf_map__fd(c->skel->maps.p2p_bufs);
+	struct p2p_buf_key k, next, gone[64];
+	size_t n = 0, i;
+	__u64 started;
+	void *prev = NULL;
+
+	while (n < ARRAY_SIZE(gone) && !bpf_map_get_next_key(fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		if (k.pid == (__u32)pid && !bpf_map_lookup_elem(fd, &k, &started) &&
+		    started < before)
+			gone[n++] = k;
+	}
+	for (i = 0; i < n; i++)
+		bpf_map_delete_elem(fd, &gone[i]);
+}
+
+bool comm__p2p_watched(struct comm *c, pid_t pid, uint64_t since_ns, bool tai)
+{
+	const struct attachment *a;
+	size_t i;
+
+	for (i = 0; i < c->natt; i++) {
+		a = &c->att[i];
+		if (a->pid != pid || a->file_fd < 0)
+			continue;
+		if (!a->ub_on || since_ns < (tai ? a->ub_tai : a->ub_mono)) {
+			c->p2p_unwatched++;
+			if (a->ub_on)
+				forget_unwatched_bufs(c, pid, tai ? a->ub_tai : a->ub_mono);
+			return false;
+		}
+	}
+	return true;
+}
+
 /* The probes of @l's calls stop sending the first tensor's header: its layout is decided. */
 static void layout_decided(struct comm *c, struct lib *l, unsigned int slot, int layout)
 {
@@ -1067,6 +1256,9 @@ void comm__stats(const struct comm *c, struct comm_stats *out)
 	memset(out, 0, sizeof(*out));
 	out->points = c->points;
 	out->processes = c->processes;
+	out->ub_detached = c->ub_detached;
+	out->ub_attached_again = c->ub_attached_again;
+	out->p2p_unwatched = c->p2p_unwatched;
 	if (ncpus > 0 && ncpus <= SAMPLER_MAX_CPUS &&
 	    !bpf_map__lookup_elem(c->skel->maps.comm_lost, &zero, sizeof(zero), vals,
 				  sizeof(__u64) * ncpus, 0))

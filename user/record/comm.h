@@ -114,6 +114,24 @@ const struct torchlayout *comm__call_layout(const struct comm *c, const struct c
  */
 bool comm__is_nccl_call(const char *func);
 
+/*
+ * Process @pid completed a gloo collective. After many with no send/recv, gloo's
+ * buffer-completion probes, which fire inside every collective's algorithm and serve only
+ * send/recv, are detached from it.
+ */
+void comm__work_done(struct comm *c, pid_t pid);
+
+/* Process @pid made a gloo send/recv call: its buffer-completion probes are attached again if
+ * they were detached. */
+void comm__p2p_call(struct comm *c, pid_t pid);
+
+/*
+ * Whether @pid's send/recv completions have been watched without a break since @since_ns
+ * (CLOCK_TAI if @tai, else CLOCK_MONOTONIC: the clock of the call's event): if not, a call
+ * issued then may have completed unseen.
+ */
+bool comm__p2p_watched(struct comm *c, pid_t pid, uint64_t since_ns, bool tai);
+
 /* What probing noted about the libraries it looked at, "; "-separated, or NULL if nothing. */
 const char *comm__notes(const struct comm *c);
 
@@ -121,6 +139,11 @@ struct comm_stats {
 	uint64_t processes; /* processes that had probes attached (gone ones too) */
 	uint64_t points;    /* probe points attached, over all processes */
 	uint64_t lost;	    /* events lost (ring buffer full) */
+	/* gloo's buffer-completion probes detached from a process that made no send/recv
+	 * (comm__work_done), and attached again at its next one (comm__p2p_call) */
+	uint64_t ub_detached, ub_attached_again;
+	uint64_t p2p_unwatched; /* send/recv calls stored without their completion: issued
+				 * while those probes were not attached (comm__p2p_watched) */
 };
 
 void comm__stats(const struct comm *c, struct comm_stats *out);

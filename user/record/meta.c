@@ -86,6 +86,9 @@ void meta__write_end(struct store *st, const struct record_totals *t)
 		store__meta_int(st, "collectives", t->comm_rows);
 		store__meta_int(st, "comm_stack_copies", t->comm_copies);
 		store__meta_int(st, "comm_site_calls", t->comm_site_calls);
+		store__meta_int(st, "comm_buffer_probes_detached", t->comm_ub_detached);
+		store__meta_int(st, "comm_buffer_probes_attached_again", t->comm_ub_attached_again);
+		store__meta_int(st, "comm_p2p_unwatched", t->comm_p2p_unwatched);
 	}
 	if (t->comm_notes[0])
 		store__meta_text(st, "comm_notes", t->comm_notes);

@@ -400,6 +400,9 @@ static void comm_totals(struct session *s, struct record_totals *t)
 	recorder__comm_stacks(s->rec, &t->comm_copies, &t->comm_site_calls);
 	comm__stats(s->comm, &cst);
 	t->comm_lost = cst.lost;
+	t->comm_ub_detached = cst.ub_detached;
+	t->comm_ub_attached_again = cst.ub_attached_again;
+	t->comm_p2p_unwatched = cst.p2p_unwatched;
 	notes = comm__notes(s->comm);
 	snprintf(t->comm_notes, sizeof(t->comm_notes), "%s", notes ? notes : "");
 	if (recorder__comm_summary(s->rec, t->comm_summary, sizeof(t->comm_summary)))

@@ -75,11 +75,12 @@ struct record_totals {
 	int nprocs;
 	struct sampling_offcpu_stats off; /* with --off-cpu */
 	/* Collectives (comm.h, collectives.h). */
-	const char *comm_state;	  /* "on", "off" (--no-comm) or "unavailable" */
-	uint64_t comm_rows;	  /* collectives recorded */
-	uint64_t comm_completed;  /* of which seen completing */
-	uint64_t comm_processes;  /* processes that issued them */
-	uint64_t comm_lost;	  /* events lost (ring buffer full) */
+	const char *comm_state;	 /* "on", "off" (--no-comm) or "unavailable" */
+	uint64_t comm_rows;	 /* collectives recorded */
+	uint64_t comm_completed; /* of which seen completing */
+	uint64_t comm_processes; /* processes that issued them */
+	uint64_t comm_lost;	 /* events lost (ring buffer full) */
+	uint64_t comm_ub_detached, comm_ub_attached_again, comm_p2p_unwatched; /* comm_stats */
 	uint64_t comm_copies;	  /* calls whose stack was copied (the first of each call site) */
 	uint64_t comm_site_calls; /* calls from a known call site: no copy */
 	char comm_summary[1024];  /* the stragglers, a line per kind of collective */
