@@ -658,15 +658,17 @@ def test_comm_buffer_probes_detached_after_collectives_and_back_for_send_recv(t)
     """gloo's buffer-completion probes serve send/recv but fire inside every collective's
     algorithm: after 2,000 collectives with no send/recv a rank's are detached, and its next
     send/recv attaches them again. A 2-rank job: 2,500 allreduces, then three sends from rank
-    0 to rank 1, each 300 ms after the last. The first pair was issued before the probes were
-    back: written without its completion (ns NULL), never left under way; the next two have
-    theirs, the receives about 300 ms (they wait for the late send). Every allreduce, before
-    and after the detach, completed (ns set)."""
+    0 to rank 1, each 600 ms after the last. The first pair was issued before the probes were
+    back: written without its completion (ns NULL), never left under way; the last has its
+    own, the receive about 600 ms (it waits for the late send), the send at once (the
+    middle one too, unless the recorder was more than 600 ms behind the job: meta
+    comm_p2p_unwatched counts the calls without completion). Every allreduce, before and after
+    the detach, completed (ns set)."""
     t.require()
     db = harness.tmp("p2p.db")
     p = harness.probing("record", "-v", "-o", db, "--children", "--",
                         *t.launch(2, P2P_JOB, port=free_port()),
-                        env=t.env(LOOPS=2500, PAIRS=3, GAP_MS=300, OMP_NUM_THREADS=1),
+                        env=t.env(LOOPS=2500, PAIRS=3, GAP_MS=600, OMP_NUM_THREADS=1),
                         timeout=260)
     assert p.returncode == 0, p.stderr[-3000:]
     ranks = {int(pid): int(rank) for rank, pid in re.findall(r"rank (\d+) pid (\d+)", p.stdout)}
@@ -686,8 +688,10 @@ def test_comm_buffer_probes_detached_after_collectives_and_back_for_send_recv(t)
     assert all(r["rank"] == 0 and r["peer"] == 1 and r["tag"] == 5 for r in sends), sends
     assert all(r["rank"] == 1 and r["peer"] == 0 and r["bytes"] == 4000 for r in recvs), recvs
     assert sends[0]["ns"] is None and recvs[0]["ns"] is None, (sends[0], recvs[0])
-    assert int(md["comm_p2p_unwatched"]) == 2, md
-    for r in sends[1:] + recvs[1:]:
-        assert r["ns"] is not None, r
-    for r in recvs[1:]:
-        assert 0.2e9 <= r["ns"] <= 0.6e9, r
+    assert sends[-1]["ns"] is not None and recvs[-1]["ns"] is not None, (sends, recvs)
+    unknown = [r for r in sends + recvs if r["ns"] is None]
+    assert int(md["comm_p2p_unwatched"]) == len(unknown), (md, unknown)
+    for r in sends + recvs:
+        if r["ns"] is not None:
+            assert r["worker_tid"] is not None, r
+            assert (0.45e9 <= r["ns"] <= 1.0e9) if r["op"] == "recv" else r["ns"] <= 0.2e9, r
