@@ -733,6 +733,9 @@ static long sweep_one(__u32 i, struct sweep_ctx *c)
 	 */
 	wakes = th->wakes;
 	if (th->quiet && wakes == th->wakes_seen && c->now > th->last_ns) {
+		/* A wake-up on_waking could not count (its task storage busy on that CPU)
+		 * costs at most OFFCPU_QUIET_LOOKS periods: then the task is read again. */
+		th->quiet--;
 		/*
 		 * Blocked, in the open segment's block and state, at the last two reads of the
 		 * task, and not woken since: it cannot have run (a blocked task runs again only
@@ -798,7 +801,9 @@ static long sweep_one(__u32 i, struct sweep_ctx *c)
 		 * Blocked, with no wake-up since the last read: quiet (not read again until one).
 		 * A runnable one may run without a wake-up: never quiet.
 		 */
-		th->quiet = th->counted && wakes == th->wakes_seen && th->state != WAIT_RUNNABLE;
+		th->quiet = th->counted && wakes == th->wakes_seen && th->state != WAIT_RUNNABLE
+				    ? OFFCPU_QUIET_LOOKS
+				    : 0;
 		th->wakes_seen = wakes;
 		th->ns += w;
 		th->observations++;

@@ -251,7 +251,7 @@ struct off_thread {
 	__u32 wakes;	  /* its wake-ups, counted by on_waking once it has off_want storage */
 	__u32 wakes_seen; /* wakes when the sweep last read the task */
 	__u32 counted;	  /* on_waking counts its wake-ups (its off_want storage exists) */
-	__u32 quiet;	  /* not read again until its next wake-up (sweep_one) */
+	__u32 quiet;	  /* looks left without reading it, unless woken (sweep_one) */
 	__u32 ktid;	  /* its kernel tid; 0: a free slot */
 	__u32 _pad;
 };
@@ -283,6 +283,8 @@ struct off_want {
 /* Threads the sweep looks at per period, at most (a round-robin beyond: each thread is then
  * looked at every few periods, its observations weighing the time since the last). */
 #define OFFCPU_SWEEP_THREADS 512
+/* A quiet thread (blocked, not woken since) is read again after this many looks anyway. */
+#define OFFCPU_QUIET_LOOKS 8
 /* Off-CPU weights are capped (a stalled sweep must not give a thread a huge observation). */
 #define OFFCPU_MAX_WEIGHT_NS 1000000000ULL
 /* A segment of a long block is sent at least this often, so that it falls in its second. */

@@ -564,6 +564,8 @@ def test_quiet_threads_are_counted_without_reading_them_and_seen_again_once_woke
         assert 0.8 <= other <= 1.6, st
     # The short threads: 50 ms asleep each, 40 of them.
     short = [v for v in spun.values() if v[0] < 0.5]
-    assert len(short) == 40, (len(short), names)
+    assert len(short) == 40, (len(short), [(tid, names.get(tid), spun.get(tid))
+                                           for tid in names if "short" in (names[tid] or "")
+                                           and (tid not in spun or spun[tid][0] >= 0.5)])
     slept = sum(v[3].get("sleep", 0) for v in short) / 1e9
     assert 40 * 0.05 * 0.7 <= slept <= 40 * 0.05 * 1.5, slept
