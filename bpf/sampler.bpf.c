@@ -715,6 +715,7 @@ static long sweep_one(__u32 i, struct sweep_ctx *c)
 	struct off_thread *th;
 	__u64 w, block;
 	__u32 state, wakes, ktid, *named;
+	bool no_wake;
 
 	if (i < sweep.from)
 		return 0;
@@ -792,6 +793,8 @@ static long sweep_one(__u32 i, struct sweep_ctx *c)
 	if (!th->counted && bpf_task_storage_get(&off_want, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE))
 		th->counted = 1;
 	block = t->nvcsw + t->nivcsw;
+	no_wake = wakes == th->wakes_seen;
+	th->wakes_seen = wakes;
 	if (!t->on_cpu && th->open && th->block == block && th->task_state == t->__state &&
 	    th->stack_block == block) {
 		/*
@@ -801,15 +804,13 @@ static long sweep_one(__u32 i, struct sweep_ctx *c)
 		 * Blocked, with no wake-up since the last read: quiet (not read again until one).
 		 * A runnable one may run without a wake-up: never quiet.
 		 */
-		th->quiet = th->counted && wakes == th->wakes_seen && th->state != WAIT_RUNNABLE
+		th->quiet = th->counted && no_wake && th->state != WAIT_RUNNABLE
 				    ? OFFCPU_QUIET_LOOKS
 				    : 0;
-		th->wakes_seen = wakes;
 		th->ns += w;
 		th->observations++;
 		goto sent;
 	}
-	th->wakes_seen = wakes;
 	if (t->on_cpu) {
 		/* Running: its CPU's own sample counts it. The block it was in is over. */
 		off_send(th, t);

@@ -209,7 +209,6 @@ struct attachment {
 	unsigned int lib;
 	struct probe_set core, ub;
 	int file_fd;	  /* the library, to attach ub again; -1: no ub points */
-	bool ub_on;	  /* ub attached */
 	uint64_t ub_mono; /* when ub was last attached, CLOCK_MONOTONIC and CLOCK_TAI */
 	uint64_t ub_tai;
 	uint64_t idle_works; /* collectives completed in the process since ub was attached or its
@@ -438,11 +437,16 @@ static void detach_set(struct probe_set *ps)
 	ps->nlinks = 0;
 }
 
+/* Whether @ps has probes attached. */
+static bool set_attached(const struct probe_set *ps)
+{
+	return ps->link_fd >= 0 || ps->nlinks;
+}
+
 static void detach(struct attachment *a)
 {
 	detach_set(&a->core);
 	detach_set(&a->ub);
-	a->ub_on = false;
 	if (a->file_fd >= 0)
 		close(a->file_fd);
 	a->file_fd = -1;
@@ -737,7 +741,6 @@ static int attach_ub(struct comm *c, struct attachment *a)
 		return err;
 	clock_gettime(CLOCK_MONOTONIC, &mono);
 	clock_gettime(CLOCK_TAI, &tai);
-	a->ub_on = true;
 	a->ub_mono = mono.tv_sec * 1000000000ULL + mono.tv_nsec;
 	a->ub_tai = tai.tv_sec * 1000000000ULL + tai.tv_nsec;
 	a->idle_works = 0;
@@ -760,8 +763,7 @@ static bool probed(const struct comm *c, pid_t pid, const struct attachment *exc
 	size_t i;
 
 	for (i = 0; i < c->natt; i++)
-		if (&c->att[i] != except && c->att[i].pid == pid &&
-		    (c->att[i].core.nlinks || c->att[i].core.link_fd >= 0))
+		if (&c->att[i] != except && c->att[i].pid == pid && set_attached(&c->att[i].core))
 			return true;
 	return false;
 }
@@ -1030,14 +1032,12 @@ void comm__work_done(struct comm *c, pid_t pid)
 
 	for (i = 0; i < c->natt; i++) {
 		a = &c->att[i];
-		if (a->pid != pid || !a->ub_on || ++a->idle_works < COMM_UB_IDLE_WORKS)
+		if (a->pid != pid || !set_attached(&a->ub) || ++a->idle_works < COMM_UB_IDLE_WORKS)
 			continue;
 		detach_set(&a->ub);
-		a->ub_on = false;
 		c->ub_detached++;
-		pr_info("pid %d: collectives: %d completed and no send/recv: gloo's "
-			"buffer-completion "
-			"probes detached until its next send/recv",
+		pr_info("pid %d: collectives: %d completed and no send/recv: gloo's buffer-"
+			"completion probes detached until its next send/recv",
 			pid, COMM_UB_IDLE_WORKS);
 	}
 }
@@ -1053,7 +1053,7 @@ void comm__p2p_call(struct comm *c, pid_t pid)
 		if (a->pid != pid || a->file_fd < 0)
 			continue;
 		a->idle_works = 0;
-		if (a->ub_on)
+		if (set_attached(&a->ub))
 			continue;
 		err = attach_ub(c, a);
 		if (err) {
@@ -1065,8 +1065,7 @@ void comm__p2p_call(struct comm *c, pid_t pid)
 		}
 		c->ub_attached_again++;
 		pr_info("pid %d: collectives: a send/recv: gloo's buffer-completion probes "
-			"attached "
-			"again",
+			"attached again",
 			pid);
 	}
 }
@@ -1104,9 +1103,9 @@ bool comm__p2p_watched(struct comm *c, pid_t pid, uint64_t since_ns, bool tai)
 		a = &c->att[i];
 		if (a->pid != pid || a->file_fd < 0)
 			continue;
-		if (!a->ub_on || since_ns < (tai ? a->ub_tai : a->ub_mono)) {
+		if (!set_attached(&a->ub) || since_ns < (tai ? a->ub_tai : a->ub_mono)) {
 			c->p2p_unwatched++;
-			if (a->ub_on)
+			if (set_attached(&a->ub))
 				forget_unwatched_bufs(c, pid, tai ? a->ub_tai : a->ub_mono);
 			return false;
 		}
