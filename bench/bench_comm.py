@@ -27,7 +27,6 @@
 Needs root and 'make' done (build/probing).
 """
 import argparse
-import json
 import os
 import re
 import socket
@@ -39,7 +38,7 @@ import tempfile
 import threading
 import time
 
-from benchlib import trap_floor
+from benchlib import bpf_prog_names, bpf_progs, trap_floor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PROBING = os.environ.get("PROBING_BIN", os.path.join(ROOT, "build", "probing"))
@@ -77,26 +76,16 @@ class Lines:
 def comm_bpf_ns(rec_pid):
     """(run_time_ns, run_cnt) of the comm_probe programs the recorder @rec_pid holds (found by
     its descriptors' fdinfo), summed; (0, 0) without bpftool or kernel.bpf_stats_enabled."""
-    ids = set()
-    fdinfo = "/proc/%d/fdinfo" % rec_pid
     try:
-        for fd in os.listdir(fdinfo):
-            try:
-                with open(os.path.join(fdinfo, fd)) as f:
-                    m = re.search(r"^prog_id:\s*(\d+)", f.read(), re.M)
-            except OSError:
-                continue
-            if m:
-                ids.add(int(m.group(1)))
-        p = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
-        progs = json.loads(p.stdout or "[]")
-    except (OSError, ValueError):
+        progs = bpf_progs(rec_pid)
+    except OSError:
         return 0, 0
+    names = bpf_prog_names()
     ns = cnt = 0
-    for prog in progs:
-        if prog.get("name") == "comm_probe" and prog.get("id") in ids:
-            ns += prog.get("run_time_ns", 0)
-            cnt += prog.get("run_cnt", 0)
+    for prog, (run_ns, runs) in progs.items():
+        if names.get(prog) == "comm_probe":
+            ns += run_ns
+            cnt += runs
     return ns, cnt
 
 

@@ -28,7 +28,6 @@ Run it on a quiet machine, as root: it is not a test. Steps are timed by the job
 (forward + backward + optimizer, the sleep between steps excluded).
 """
 import argparse
-import json
 import os
 import re
 import shutil
@@ -41,7 +40,7 @@ import tempfile
 import threading
 import time
 
-from benchlib import trap_floor
+from benchlib import bpf_prog_names, bpf_progs, enable_bpf_stats, trap_floor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 PROBING = os.path.join(ROOT, "build", "probing")
@@ -117,7 +116,7 @@ class OwnUsage:
 
 class ProbeTime:
     """The watcher's BPF programs' own run time and runs (kernel.bpf_stats_enabled, turned on
-    for the bench and put back after), read from its descriptors' fdinfo every 2 s: the time
+    for the bench and put back at its exit), read from its descriptors' fdinfo every 2 s: the time
     its probes take on the CPUs where they fire, most of it inside the job's threads (the
     sampler's perf events, the scheduler tracepoints, the collectives' uprobes and the task
     works run in the thread they observe). Each run of comm_probe is also a uprobe trap."""
@@ -128,38 +127,14 @@ class ProbeTime:
         self.t = threading.Thread(target=self._poll, daemon=True)
         self.t.start()
 
-    def _read(self):
-        progs = {}
-        d = f"/proc/{self.pid}/fdinfo"
-        for fd in os.listdir(d):
-            try:
-                info = open(os.path.join(d, fd)).read()
-            except OSError:
-                continue
-            m = re.search(r"^prog_id:\s*(\d+)", info, re.M)
-            ns = re.search(r"^run_time_ns:\s*(\d+)", info, re.M)
-            n = re.search(r"^run_cnt:\s*(\d+)", info, re.M)
-            if m and ns and n:
-                progs[int(m.group(1))] = (int(ns.group(1)), int(n.group(1)))
-        return progs
-
-    def _names(self):
-        """{prog id: name} of the programs loaded now (bpftool)."""
-        try:
-            out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
-                                 text=True).stdout
-            return {p["id"]: p.get("name", "?") for p in json.loads(out or "[]")}
-        except (OSError, ValueError):
-            return {}
-
     def _poll(self):
         while not self.done:
             try:
-                self.series.append((time.monotonic(), self._read()))
+                self.series.append((time.monotonic(), bpf_progs(self.pid)))
             except OSError:
                 return
             if len(self.series) == 5:  # loaded and attached by now
-                self.names = self._names()
+                self.names = bpf_prog_names()
             for _ in range(10):
                 if self.done:
                     return
@@ -182,18 +157,6 @@ class ProbeTime:
             ns, n = out.get(self.names.get(pid, "?"), (0, 0))
             out[self.names.get(pid, "?")] = (ns + bns - ans, n + bn - an)
         return out
-
-
-def bpf_stats(on):
-    """Set kernel.bpf_stats_enabled; return what it was (None if it cannot be read)."""
-    path = "/proc/sys/kernel/bpf_stats_enabled"
-    try:
-        was = open(path).read().strip()
-        with open(path, "w") as f:
-            f.write(on)
-        return was
-    except OSError:
-        return None
 
 
 def job_cmd(args):
@@ -368,7 +331,7 @@ def main():
         return soak(args)
     print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} CPUs; {args.ranks} "
           f"ranks, {args.threads or 'their own'} threads each")
-    stats_was = bpf_stats("1")
+    enable_bpf_stats()
     res = {False: [], True: [], "B": []}
     kinds = [False, True] + (["B"] if args.against else [])
     with tempfile.TemporaryDirectory() as tmp:
@@ -389,8 +352,6 @@ def main():
         for i, (dec, disk) in enumerate(stalls):
             print(f"stall round {i}: declared {dec:+.2f} s after fault + threshold, report on "
                   f"disk {disk:+.2f} s after", flush=True)
-    if stats_was is not None:
-        bpf_stats(stats_was)
     un = statistics.median(x[0] for x in res[False])
     wa = statistics.median(x[0] for x in res[True])
     print(f"step time: unwatched {un:.3f} ms, watched {wa:.3f} ms: {100 * (wa / un - 1):+.2f}%")

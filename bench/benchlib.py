@@ -105,6 +105,36 @@ def enable_bpf_stats():
     atexit.register(restore)
 
 
+def bpf_progs(pid):
+    """{prog id: (run_time_ns, run_cnt)} of the BPF programs process @pid holds, from its
+    descriptors' fdinfo (the times are 0 without kernel.bpf_stats_enabled)."""
+    progs = {}
+    d = f"/proc/{pid}/fdinfo"
+    for fd in os.listdir(d):
+        try:
+            with open(os.path.join(d, fd)) as f:
+                info = f.read()
+        except OSError:
+            continue
+        m = re.search(r"^prog_id:\s*(\d+)", info, re.M)
+        ns = re.search(r"^run_time_ns:\s*(\d+)", info, re.M)
+        n = re.search(r"^run_cnt:\s*(\d+)", info, re.M)
+        if m and ns and n:
+            progs[int(m.group(1))] = (int(ns.group(1)), int(n.group(1)))
+    return progs
+
+
+def bpf_prog_names():
+    """{prog id: name} of the BPF programs loaded now (bpftool; {} without it)."""
+    import json
+    try:
+        out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True,
+                             text=True).stdout
+        return {p["id"]: p.get("name", "?") for p in json.loads(out or "[]")}
+    except (OSError, ValueError):
+        return {}
+
+
 def bpf_run_seconds(db):
     """Seconds the sampling program ran during the recording @db (0 if not accounted)."""
     import sqlite3
