@@ -24,7 +24,7 @@ eval; the whole of kinds registered with interruptible=True): an exception at an
 bytecode of code that changes state (the helpers' import, a setting and its on_change, hooks
 being installed) would leave that state half changed.
 
-Written for CPython 3.8-3.13.
+Written for CPython 3.8-3.15.
 """
 import _thread
 import codeop
@@ -143,22 +143,17 @@ def _drop_interrupt():
 
 
 # ---- output capture ------------------------------------------------------------------------
-class _ThreadStream(object):
-    """Stands in for sys.stdout/sys.stderr while the agent runs user code: writes made by the
-    agent's thread that runs it go to a buffer, everyone else's (the target's own threads,
-    which may run while user code releases the GIL, and another worker of the agent, while
-    one is stuck in a call: agent.c) to the original stream, untouched."""
+class _Sink(object):
+    """What one capture's thread writes to sys.stdout (or sys.stderr): a buffer of at most
+    @limit characters, cut beyond."""
 
-    def __init__(self, orig, buf, limit):
-        self._owner = _thread.get_ident()
-        self._orig = orig
-        self._buf = buf
+    def __init__(self, limit):
+        self.owner = _thread.get_ident()
+        self._buf = io.StringIO()
         self._limit = limit
         self._cut = False
 
     def write(self, s):
-        if _thread.get_ident() != self._owner:
-            return self._orig.write(s)
         if not isinstance(s, str):
             raise TypeError("write() argument must be str, not %s" % type(s).__name__)
         room = self._limit - self._buf.tell()
@@ -170,24 +165,8 @@ class _ThreadStream(object):
         self._buf.write(s[:room])
         return len(s)
 
-    def writelines(self, lines):
-        for s in lines:
-            self.write(s)
-
-    def flush(self):
-        if _thread.get_ident() != self._owner and self._orig is not None:
-            return self._orig.flush()
-
-    def isatty(self):
-        if _thread.get_ident() != self._owner and self._orig is not None:
-            return self._orig.isatty()
-        return False
-
-    def __getattr__(self, name):
-        return getattr(self._orig, name)
-
     def wrote(self):
-        """Whether the agent's thread wrote anything."""
+        """Whether the capture's thread wrote anything."""
         return self._buf.tell() > 0 or self._cut
 
     def text(self):
@@ -198,33 +177,108 @@ class _ThreadStream(object):
         return v
 
 
-class _Capture(object):
-    def __init__(self, limit):
-        self.out = _ThreadStream(sys.stdout, io.StringIO(), limit)
-        self.err = _ThreadStream(sys.stderr, io.StringIO(), limit)
-        self.values = []
+class _ThreadStream(object):
+    """Stands in for sys.stdout/sys.stderr while the agent runs user code: writes made by the
+    agent's thread that runs it go to its _Sink, everyone else's (the target's own threads,
+    which may run while user code releases the GIL, and another worker of the agent, while
+    one is stuck in a call: agent.c) to the original stream, untouched. Without a sink (the
+    capture is over) every write goes to the original stream."""
 
-    def displayhook(self, value):
-        if _thread.get_ident() != self.out._owner:
+    def __init__(self):
+        self._sink = None
+        self._orig = None
+
+    def write(self, s):
+        sink = self._sink
+        if sink is None or _thread.get_ident() != sink.owner:
+            return self._orig.write(s)
+        return sink.write(s)
+
+    def writelines(self, lines):
+        for s in lines:
+            self.write(s)
+
+    def _others(self):
+        sink = self._sink
+        return (sink is None or _thread.get_ident() != sink.owner) and self._orig is not None
+
+    def flush(self):
+        if self._others():
+            return self._orig.flush()
+
+    def isatty(self):
+        if self._others():
+            return self._orig.isatty()
+        return False
+
+    def __getattr__(self, name):
+        if name in ("_sink", "_orig"):
+            raise AttributeError(name)
+        return getattr(self._orig, name)
+
+
+class _Streams(object):
+    """The objects a capture puts in sys: stdout, stderr and displayhook. They are never
+    freed: CPython before 3.14 holds sys.stdout by a borrowed reference for the whole of a
+    print() (one write per argument, the end, the flush) and sys.displayhook for its call,
+    so a thread of the target in the middle of a print when a capture ends would write to a
+    freed object. Once a capture is over they forward everything to the original streams
+    and hook and wait in _idle_streams for the next capture (as many as ever ran at once)."""
+
+    def __init__(self):
+        self.out = _ThreadStream()
+        self.err = _ThreadStream()
+        self.hook = self._display  # one bound method, kept: what sys.displayhook holds
+        self._saved_hook = None
+
+    def arm(self, out, err):
+        self.out._orig, self.err._orig = sys.stdout, sys.stderr
+        self._saved_hook = sys.displayhook
+        self.out._sink, self.err._sink = out, err
+
+    def disarm(self):
+        self.out._sink = self.err._sink = None
+
+    def _display(self, value):
+        sink = self.out._sink
+        if sink is None or _thread.get_ident() != sink.owner:
             return self._saved_hook(value)
         if value is not None:
-            self.out.write(_repr(value) + "\n")
+            sink.write(_repr(value) + "\n")
+
+
+_idle_streams = []
+
+
+class _Capture(object):
+    """``with _Capture(limit) as cap:`` what the calling thread writes to sys.stdout and
+    sys.stderr (and the values the REPL's displayhook shows) goes to cap.out and cap.err
+    (_Sink), at most @limit characters each; the other threads' output is untouched."""
+
+    def __init__(self, limit):
+        self.out = _Sink(limit)
+        self.err = _Sink(limit)
+        self._streams = None
 
     def __enter__(self):
-        self._saved = (sys.stdout, sys.stderr)
-        self._saved_hook = sys.displayhook
-        sys.stdout, sys.stderr = self.out, self.err
-        sys.displayhook = self.displayhook
+        st = _idle_streams.pop() if _idle_streams else _Streams()
+        st.arm(self.out, self.err)
+        self._streams = st
+        sys.stdout, sys.stderr = st.out, st.err
+        sys.displayhook = st.hook
         return self
 
     def __exit__(self, *exc):
+        st, self._streams = self._streams, None
         # Put back only what is still ours: user code may have replaced the streams itself.
-        if sys.stdout is self.out:
-            sys.stdout = self._saved[0]
-        if sys.stderr is self.err:
-            sys.stderr = self._saved[1]
-        if sys.displayhook == self.displayhook:
-            sys.displayhook = self._saved_hook
+        if sys.stdout is st.out:
+            sys.stdout = st.out._orig
+        if sys.stderr is st.err:
+            sys.stderr = st.err._orig
+        if sys.displayhook is st.hook:
+            sys.displayhook = st._saved_hook
+        st.disarm()
+        _idle_streams.append(st)
         return False
 
 

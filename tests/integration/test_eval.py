@@ -350,6 +350,46 @@ def test_eval_client_killed_at_any_instant():
     _agent_usable(t)
 
 
+STORM_PYTHONS = [(label, exe) for label, exe in harness.pythons()
+                 if label in ("3.8", "3.11", "3.13", "debian-3.11", "3.14")]
+
+
+@harness.timeout(120)
+@harness.params(STORM_PYTHONS, ids=[label for label, _ in STORM_PYTHONS])
+def test_eval_while_the_target_prints_without_pause(py):
+    """The target's main thread prints all the time (each line 102 writes) while eval'd code
+    runs long enough to let the GIL go to it many times, 40 times over. CPython before 3.14
+    holds sys.stdout by a borrowed reference for a whole print(): when a capture ended in
+    the middle of one, the rest of the line went to a freed stream (a RecursionError, or a
+    segmentation fault, within the first 10 evals). Ground truth: every eval answers, the
+    target prints every line whole and in order, ends with 0, and none of its lines is in
+    an eval's output."""
+    label, exe = py
+    stop, out = harness.tmp("storm.stop"), harness.tmp("storm-%s.out" % label)
+    script = os.path.join(harness.PY_WORKLOADS, "python", "print_storm.py")
+    err = harness.tmp("storm-%s.err" % label)
+    p = harness.spawn([exe, script, stop], stdout=open(out, "w"), stderr=open(err, "w"))
+    try:
+        harness.wait_for(lambda: open(out).read(6) == "READY ", what="READY")
+        for i in range(40):
+            r = harness.probing("eval", "-p", p.pid,
+                                "print('mine', %d)\nsum(i for i in range(300000))" % i)
+            assert r.returncode == 0, (i, r.stderr, open(err).read()[-2000:])
+            assert r.stdout == "mine %d\n44999850000\n" % i, (i, r.stdout[:300])
+            assert p.poll() is None, (i, p.returncode, open(err).read()[-2000:])
+        open(stop, "w").close()
+        assert p.wait(timeout=30) == 0, open(err).read()[-2000:]
+    finally:
+        if p.poll() is None:
+            p.kill()
+    lines = open(out).read().splitlines()
+    assert lines[0] == "READY %d" % p.pid and lines[-1] == "DONE %d" % (len(lines) - 2), \
+        (lines[0], lines[-1], len(lines))
+    bad = [(n, t) for n, t in enumerate(lines[1:-1]) if t != "%d %s" % (n, " ".join("x" * 50))]
+    assert not bad, bad[:3]
+    assert open(err).read() == ""
+
+
 def test_eval_output_limits():
     t = Target("sleep", seconds=3).wait_ready()
     p = harness.probing("eval", "-p", t.pid, "print('x' * 3000000)")
