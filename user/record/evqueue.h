@@ -45,14 +45,18 @@ int evqueue__start(struct sampling *s, size_t limit_bytes, unsigned int pace_ms,
 
 /*
  * Take the next record (an urgent one first), waiting up to @timeout_ms (0: not at all, not
- * even a system call). Return its size and
- * set *@data to a malloc'd copy (caller frees), 0 on time-out, or -EPIPE once stopped and
- * empty.
+ * even a system call). Return its size and set *@data to it (16-byte aligned, the caller's
+ * until it hands it back with evqueue__release), 0 on time-out, or -EPIPE once stopped and
+ * empty. The consumer's calls (pop, pop_urgent, release, queued, urgent_waiting) come from
+ * one thread.
  */
 long evqueue__pop(struct evqueue *q, int timeout_ms, void **data);
 
 /* Take the next urgent record, without waiting: its size and *@data as evqueue__pop, or 0. */
 long evqueue__pop_urgent(struct evqueue *q, void **data);
+
+/* Hand back a record popped (its memory is reused). NULL is a no-op. */
+void evqueue__release(struct evqueue *q, void *data);
 
 /*
  * Stop the reader after one last drain of the ring buffer; records already queued can still

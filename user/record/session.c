@@ -269,7 +269,7 @@ static int handle_batch(struct session *s)
 		if (len <= 0)
 			return 0;
 		err = recorder__handle(s->rec, data, len);
-		free(data);
+		evqueue__release(s->q, data);
 		if (err && err != -EINVAL) {
 			pr_warn("recording failed: %s", strerror(-err));
 			return err;
@@ -351,7 +351,7 @@ int session__drain(struct session *s, double budget_s)
 
 	while (now_mono_ns() / 1e9 < end && (len = evqueue__pop(s->q, 0, &data)) > 0) {
 		recorder__handle(s->rec, data, len);
-		free(data);
+		evqueue__release(s->q, data);
 		n++;
 	}
 	return n;
@@ -365,7 +365,7 @@ int session__drain_urgent(struct session *s, double budget_s)
 
 	while ((len = evqueue__pop_urgent(s->q, &data)) > 0) {
 		recorder__handle(s->rec, data, len);
-		free(data);
+		evqueue__release(s->q, data);
 		if (now_mono_ns() / 1e9 >= end)
 			return evqueue__urgent_waiting(s->q) ? -EAGAIN : 0;
 	}
@@ -431,7 +431,7 @@ void session__finish(struct session *s, struct record_totals *t)
 	evqueue__stop(s->q);
 	while ((len = evqueue__pop(s->q, 0, &data)) > 0) {
 		recorder__handle(s->rec, data, len);
-		free(data);
+		evqueue__release(s->q, data);
 	}
 	if (recorder__finish(s->rec))
 		pr_warn("cannot count the last off-CPU time: out of memory");
