@@ -188,9 +188,14 @@ class _ThreadStream(object):
         self._sink = None
         self._orig = None
 
-    def write(self, s):
+    def _mine(self):
+        """The sink of the calling thread's capture, or None: its writes go to the original."""
         sink = self._sink
-        if sink is None or _thread.get_ident() != sink.owner:
+        return sink if sink is not None and _thread.get_ident() == sink.owner else None
+
+    def write(self, s):
+        sink = self._mine()
+        if sink is None:
             return self._orig.write(s)
         return sink.write(s)
 
@@ -198,16 +203,12 @@ class _ThreadStream(object):
         for s in lines:
             self.write(s)
 
-    def _others(self):
-        sink = self._sink
-        return (sink is None or _thread.get_ident() != sink.owner) and self._orig is not None
-
     def flush(self):
-        if self._others():
+        if self._mine() is None and self._orig is not None:
             return self._orig.flush()
 
     def isatty(self):
-        if self._others():
+        if self._mine() is None and self._orig is not None:
             return self._orig.isatty()
         return False
 
@@ -231,17 +232,28 @@ class _Streams(object):
         self.hook = self._display  # one bound method, kept: what sys.displayhook holds
         self._saved_hook = None
 
-    def arm(self, out, err):
+    def install(self, out, err):
+        """Put them in sys, the calling thread's output going to the sinks @out and @err."""
         self.out._orig, self.err._orig = sys.stdout, sys.stderr
         self._saved_hook = sys.displayhook
         self.out._sink, self.err._sink = out, err
+        sys.stdout, sys.stderr = self.out, self.err
+        sys.displayhook = self.hook
 
-    def disarm(self):
+    def uninstall(self):
+        """Put back what they replaced, where they are still in place (user code may have
+        replaced them itself); from now on they forward everything."""
+        if sys.stdout is self.out:
+            sys.stdout = self.out._orig
+        if sys.stderr is self.err:
+            sys.stderr = self.err._orig
+        if sys.displayhook is self.hook:
+            sys.displayhook = self._saved_hook
         self.out._sink = self.err._sink = None
 
     def _display(self, value):
-        sink = self.out._sink
-        if sink is None or _thread.get_ident() != sink.owner:
+        sink = self.out._mine()
+        if sink is None:
             return self._saved_hook(value)
         if value is not None:
             sink.write(_repr(value) + "\n")
@@ -261,23 +273,13 @@ class _Capture(object):
         self._streams = None
 
     def __enter__(self):
-        st = _idle_streams.pop() if _idle_streams else _Streams()
-        st.arm(self.out, self.err)
-        self._streams = st
-        sys.stdout, sys.stderr = st.out, st.err
-        sys.displayhook = st.hook
+        self._streams = _idle_streams.pop() if _idle_streams else _Streams()
+        self._streams.install(self.out, self.err)
         return self
 
     def __exit__(self, *exc):
         st, self._streams = self._streams, None
-        # Put back only what is still ours: user code may have replaced the streams itself.
-        if sys.stdout is st.out:
-            sys.stdout = st.out._orig
-        if sys.stderr is st.err:
-            sys.stderr = st.err._orig
-        if sys.displayhook is st.hook:
-            sys.displayhook = st._saved_hook
-        st.disarm()
+        st.uninstall()
         _idle_streams.append(st)
         return False
 

@@ -94,9 +94,8 @@ static void list_splice(struct evlist *to, struct evlist *from)
 }
 
 /*
- * Drop a reference to @c; the last one frees it, or keeps it as @q's spare (a chunk's pages
- * used again while they are warm: a new 256 KiB each time was page faults that cost more
- * than the mallocs the chunks replaced).
+ * Drop a reference to @c; the last one frees it, or keeps it as @q's spare: the next chunk
+ * reuses its pages while they are warm instead of faulting in fresh ones.
  */
 static void chunk_put(struct evqueue *q, struct chunk *c)
 {
