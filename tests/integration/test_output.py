@@ -7,6 +7,7 @@ import signal
 import socket
 import stat
 import subprocess
+import time
 
 import harness as h
 import recordings
@@ -76,18 +77,31 @@ def test_record_replaces_a_file_only_once_complete():
     os.chown(out, NOBODY, NOBODY)
     # Until the recording is interrupted (its duration only a bound): samples reach the file
     # at the recorder's flushes, once a second, the first ones later on a loaded machine.
-    rec = h.spawn([h.PROBING, "record", "-F", "499", "-d", "30", "-o", out, "--",
+    rec = h.spawn([h.PROBING, "record", "-v", "-F", "499", "-d", "30", "-o", out, "--",
                    h.workload("split"), "40"], stderr=subprocess.PIPE, text=True)
+
+    last = []
 
     def partial_has_samples():
         if not os.path.exists(out + ".partial"):
             return False
         p = h.probing("query", "-i", out + ".partial", "-f", "csv", "--no-header",
                       "SELECT SUM(count) FROM samples")
+        last[:] = [time.monotonic() - t0, p.returncode, p.stdout.strip(), p.stderr.strip()]
         return p.returncode == 0 and p.stdout.strip() not in ("", "0")
 
     # While recording, the data is readable in OUT.partial and OUT is still the old file.
-    h.wait_for(partial_has_samples, timeout=20, what="samples in app.db.partial")
+    t0 = time.monotonic()
+    try:
+        h.wait_for(partial_has_samples, timeout=20, what="samples in app.db.partial")
+    except AssertionError:
+        # What the recorder and the last query said (a failure seen once in a loaded full
+        # run, never alone).
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=30)
+        raise AssertionError(f"no sample in app.db.partial in 20 s; the last query "
+                             f"(at {last[:1]} s: rc, out, err): {last[1:]}; the recorder "
+                             f"(rc {rec.returncode}): {err[-3000:]}")
     with open(out, "rb") as f:
         assert f.read() == b"the previous recording"
     rec.send_signal(signal.SIGINT)
