@@ -376,6 +376,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 
 extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym;
 extern void bpf_task_release(struct task_struct *p) __ksym;
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 
 __u64 sweep_last_ns;  /* when the last sweep started: one CPU claims each period */
 __u32 sweep_cursor;   /* with more threads than offcpu_max_threads: where the next sweep starts */
@@ -704,6 +705,34 @@ static __always_inline void off_slot_free(struct off_thread *th, __u32 slot, str
 	bpf_map_push_elem(&off_free, &slot, 0);
 }
 
+/*
+ * Is the thread of @th still in the block and state of its open segment, as at the sweep's last
+ * read of it, without having run since? Read where its task_struct was then (th->task; no
+ * reference is held: a task freed since reads as another or as garbage, and is told apart by
+ * its tid and state). Its context switches are read before and after its state and whether it
+ * is on a CPU: a thread that ran since has switched (a block ends with a wake-up, the thread
+ * runs, and it switches out again, voluntarily or not), a woken one not yet run is no longer
+ * in a sleeping state, and one preparing to block again is still on its CPU.
+ */
+static __always_inline bool still_blocked(const struct off_thread *th)
+{
+	struct task_struct *t;
+	__u64 before, after;
+	__u32 state, on_cpu;
+
+	if (!th->task)
+		return false;
+	t = bpf_rdonly_cast((void *)th->task, bpf_core_type_id_kernel(struct task_struct));
+	before = t->nvcsw + t->nivcsw;
+	barrier();
+	state = t->__state;
+	on_cpu = t->on_cpu;
+	barrier();
+	after = t->nvcsw + t->nivcsw;
+	return before == th->block && after == before && state == th->task_state && !on_cpu &&
+	       t->pid == th->ktid && !t->exit_state;
+}
+
 /* Look at the thread in slot @i, if any (a bpf_loop callback over off_slots). */
 static long sweep_one(__u32 i, struct sweep_ctx *c)
 {
@@ -714,8 +743,7 @@ static long sweep_one(__u32 i, struct sweep_ctx *c)
 	struct off_want *want;
 	struct off_thread *th;
 	__u64 w, block;
-	__u32 state, wakes, ktid, *named;
-	bool no_wake;
+	__u32 state, ktid, *named;
 
 	if (i < sweep.from)
 		return 0;
@@ -727,22 +755,13 @@ static long sweep_one(__u32 i, struct sweep_ctx *c)
 	ktid = th->ktid;
 	sweep.done++;
 	sweep.last = i;
-	/*
-	 * Its wake-ups so far, read before the task: on_waking counts one before the waker
-	 * makes the task runnable, so a count read here that includes a wake-up may come with a
-	 * state read below that does not show it yet. Hence quiet takes two reads.
-	 */
-	wakes = th->wakes;
-	if (th->quiet && wakes == th->wakes_seen && c->now > th->last_ns) {
-		/* A wake-up on_waking could not count (its task storage busy on that CPU)
-		 * costs at most OFFCPU_QUIET_LOOKS periods: then the task is read again. */
+	if (th->quiet && c->now > th->last_ns && still_blocked(th)) {
 		th->quiet--;
 		/*
-		 * Blocked, in the open segment's block and state, at the last two reads of the
-		 * task, and not woken since: it cannot have run (a blocked task runs again only
-		 * once woken), so it is still there. Most threads of a job at most sweeps (idle
-		 * helpers): counted without reading the task (the pid lookup and its cache
-		 * lines are most of the sweep's time). Its name is not read either.
+		 * Blocked, in the open segment's block and state, at the last read of the task
+		 * and now: it has not run since. Most threads of a job at most sweeps (idle
+		 * helpers): counted without the pid lookup and the rest of the read. Its name is
+		 * not read either.
 		 */
 		w = c->now - th->last_ns;
 		if (w > OFFCPU_MAX_WEIGHT_NS)
@@ -789,24 +808,18 @@ static long sweep_one(__u32 i, struct sweep_ctx *c)
 	if (w > OFFCPU_MAX_WEIGHT_NS)
 		w = OFFCPU_MAX_WEIGHT_NS;
 	th->last_ns = c->now;
-	/* From now on on_waking counts its wake-ups (before its state is read below). */
-	if (!th->counted && bpf_task_storage_get(&off_want, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE))
-		th->counted = 1;
+	th->task = (__u64)t;
 	block = t->nvcsw + t->nivcsw;
-	no_wake = wakes == th->wakes_seen;
-	th->wakes_seen = wakes;
 	if (!t->on_cpu && th->open && th->block == block && th->task_state == t->__state &&
 	    th->stack_block == block) {
 		/*
 		 * Still in the block of the open segment, in the state it was classified in
 		 * (blocked, or woken and waiting for a CPU): it has not run since, so its system
 		 * call and registers are as they were, and its stack was taken or asked for.
-		 * Blocked, with no wake-up since the last read: quiet (not read again until one).
-		 * A runnable one may run without a wake-up: never quiet.
+		 * Blocked: quiet (still_blocked checks the next looks). A runnable one may run
+		 * without a wake-up: never quiet.
 		 */
-		th->quiet = th->counted && no_wake && th->state != WAIT_RUNNABLE
-				    ? OFFCPU_QUIET_LOOKS
-				    : 0;
+		th->quiet = th->state != WAIT_RUNNABLE ? OFFCPU_QUIET_LOOKS : 0;
 		th->ns += w;
 		th->observations++;
 		goto sent;
@@ -940,18 +953,9 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	struct task_struct *cur;
 	struct off_thread *th;
 	__u64 block;
-	__u32 ktid;
 
-	if (!want)
-		return 0; /* not a thread the sweep looks at */
-	/* A wake-up of a thread the sweep may leave unread (quiet): it reads it again. Wake-ups
-	 * of one task are serialized (its pi_lock). */
-	ktid = p->pid;
-	th = off_thread_of(ktid);
-	if (th)
-		th->wakes++;
-	if (!want->block)
-		return 0;
+	if (!want || !want->block)
+		return 0; /* no block of a watched thread whose stack is wanted */
 	block = want->block;
 	if (block != p->nvcsw + p->nivcsw) {
 		want->block = 0;
@@ -966,6 +970,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		return 0;
 	}
 	want->block = 0;
+	th = off_thread_of(p->pid);
 	if (th)
 		send_blocked_stack(&scratch, p, th, block, SAMPLE_F_OFFCPU_WAKE);
 	return 0;

@@ -248,12 +248,11 @@ struct off_thread {
 	__s64 nr;
 	__u32 open;	  /* a segment is open (block and state are valid) */
 	__u32 task_state; /* the task's __state when state was classified */
-	__u32 wakes;	  /* its wake-ups, counted by on_waking once it has off_want storage */
-	__u32 wakes_seen; /* wakes when the sweep last read the task */
-	__u32 counted;	  /* on_waking counts its wake-ups (its off_want storage exists) */
-	__u32 quiet;	  /* looks left without reading it, unless woken (sweep_one) */
+	__u32 quiet;	  /* looks left without the pid lookup (sweep_one) */
 	__u32 ktid;	  /* its kernel tid; 0: a free slot */
-	__u32 _pad;
+	/* Where its task_struct was at the last read (no reference held): a quiet look reads
+	 * the task there and checks it is the same task, in the same block (sweep_one). */
+	__u64 task;
 };
 
 /* Task storage off_want: a block whose stack the sweep could not take; 0: none. */
@@ -283,7 +282,8 @@ struct off_want {
 /* Threads the sweep looks at per period, at most (a round-robin beyond: each thread is then
  * looked at every few periods, its observations weighing the time since the last). */
 #define OFFCPU_SWEEP_THREADS 512
-/* A quiet thread (blocked, not woken since) is read again after this many looks anyway. */
+/* A quiet thread (blocked, found in the same block at each look) gets a full read after this
+ * many looks anyway. */
 #define OFFCPU_QUIET_LOOKS 8
 /* Off-CPU weights are capped (a stalled sweep must not give a thread a huge observation). */
 #define OFFCPU_MAX_WEIGHT_NS 1000000000ULL

@@ -523,8 +523,9 @@ time.sleep(0.5)
 def test_quiet_threads_are_counted_without_reading_them_and_seen_again_once_woken():
     """24 threads blocked all along, 2 blocked for a few seconds and then spinning for 1 s,
     and 40 short-lived threads (50 ms asleep each) started one after another meanwhile. The sweep counts a
-    thread blocked, in the same block and not woken since its last two looks, without reading
-    it again (quiet): most looks are quiet here. The idle threads' time is the recording's, as
+    thread blocked in the same block at its last two looks, and still there (its task's
+    state and context switches unchanged), without reading it again (quiet): most looks are
+    quiet here. The idle threads' time is the recording's, as
     'lock'; the two released ones have at most their wait (until the job says GO) as 'lock'
     and at least 0.8 s of their spin in another state (a quiet thread not seen waking would keep its
     block's state); the short threads have their 50 ms of 'sleep' each (their slots freed at

@@ -152,6 +152,8 @@ static int offcpu_kernel_check(bool *task_work)
 		{"btf_trace_sched_waking", BTF_KIND_TYPEDEF, "the tracepoint sched_waking"},
 		{"bpf_task_from_pid", BTF_KIND_FUNC,
 		 "the BPF kfunc bpf_task_from_pid (Linux 6.2 or later)"},
+		{"bpf_rdonly_cast", BTF_KIND_FUNC,
+		 "the BPF kfunc bpf_rdonly_cast (Linux 6.2 or later)"},
 		{"bpf_iter__task", BTF_KIND_STRUCT, "BPF task iterators (Linux 5.8 or later)"},
 		{"btf_bpf_copy_from_user_task", BTF_KIND_TYPEDEF,
 		 "the BPF helper bpf_copy_from_user_task (Linux 5.18 or later)"},
