@@ -7,7 +7,10 @@ utime+stime, polled from /proc: not its children's) as % of one core, its peak r
 memory, and the bytes its segments took per hour. Then --stall-rounds runs where one rank
 hangs at a known step (FAULT=hang) under 'watch --stall STALL': the time from the fault
 (the job prints it) + the threshold to the stall's declaration (watch_stall.time) and to the
-report on disk (latest-report appears).
+report on disk (latest-report appears). The probes' own time: the watcher's BPF programs'
+run time over the second halves (kernel.bpf_stats_enabled), and, over whole runs, its
+off-CPU task work (meta off_cpu_resume_ns: stacks taken in the threads as they resume, which
+bpf_stats cannot see).
 
     bench/bench_watch.py [--rounds 6] [--steps 300] [--step-ms 20] [--ranks 3]
                          [--threads N] [--stall-rounds 3] [--stall 5] [--against PROBING]
@@ -203,6 +206,7 @@ def one_round(args, watched, tmp, probing=PROBING):
                         {k: (v[0] / 1e3 / steps, v[1] / steps) for k, v in progs.items()},
                         sum(v[0] for v in progs.values()) / 1e9 / max(1e-9, b_t - a_t))
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) if watched else 0
+    taskwork = task_work_share(d) if watched else 0
     # Each rank's own CPU time per step (all of its threads, sleeps included): what the
     # watcher's probes cost inside the job, without the noise of ranks waiting on each other
     # for the shared cores, which the wall time of a step has.
@@ -211,7 +215,23 @@ def one_round(args, watched, tmp, probing=PROBING):
     return (statistics.median(ms), wall, size, usage.cpu if usage else 0,
             usage.hwm if usage else 0, usage.steady() if usage else 0,
             usage.switches() if usage else 0, statistics.median(cpu_ms) if cpu_ms else 0,
-            per_step)
+            per_step, taskwork)
+
+
+def task_work_share(d):
+    """The off-CPU task work's time (blocks' stacks taken as their threads resume, Linux
+    6.18: the kernel calls it directly, so kernel.bpf_stats_enabled misses it) as a share of
+    one core over the whole watch: meta off_cpu_resume_ns over duration, from its last
+    segment (the meta counts from the watch's start). 0 if none."""
+    segs = sorted(f for f in os.listdir(d) if f.startswith("rec-") and f.endswith(".db"))
+    if not segs:
+        return 0
+    con = sqlite3.connect(f"file:{os.path.join(d, segs[-1])}?mode=ro", uri=True)
+    meta = dict(con.execute("SELECT key, value FROM meta WHERE key IN "
+                            "('off_cpu_resume_ns', 'duration')"))
+    con.close()
+    dur = float(meta.get("duration") or 0)
+    return int(meta.get("off_cpu_resume_ns") or 0) / 1e9 / dur if dur else 0
 
 
 def stall_round(args, tmp):
@@ -339,7 +359,7 @@ def main():
             for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
                 res[kind].append(one_round(args, kind is not False, tmp,
                                            args.against if kind == "B" else PROBING))
-                m, wall, size, cpu, hwm, steady, csw, rank_cpu, per_step = res[kind][-1]
+                m, wall, size, cpu, hwm, steady, csw, rank_cpu, per_step, tw = res[kind][-1]
                 name = {False: "unwatched", True: "watched  ", "B": "against  "}[kind]
                 print(f"round {r} {name}: step {m:.3f} ms median, rank CPU {rank_cpu:.3f} ms "
                       f"per step, {wall:.0f} s, segments "
@@ -347,7 +367,8 @@ def main():
                       f"in the second half, {csw:.0f} context switches/s), peak RSS "
                       f"{hwm / 2**20:.0f} MiB" + (f", probes {per_step[0]:.1f} us BPF and "
                                                   f"{per_step[1]:.2f} traps per rank-step"
-                                                  if per_step else ""), flush=True)
+                                                  if per_step else "")
+                      + (f", task work {100 * tw:.2f} % of a core" if tw else ""), flush=True)
         stalls = [stall_round(args, tmp) for _ in range(args.stall_rounds)]
         for i, (dec, disk) in enumerate(stalls):
             print(f"stall round {i}: declared {dec:+.2f} s after fault + threshold, report on "
@@ -392,17 +413,21 @@ def main():
           f"{hwm / 2**20:.0f} MiB")
     if probe:
         bpf = statistics.median(100 * p[4] for p in probe)
-        both = statistics.median(100 * (x[5] + x[8][4]) for x in res[True] if x[8])
+        tw = statistics.median(100 * x[9] for x in res[True] if x[8])
+        both = statistics.median(100 * (x[5] + x[8][4] + x[9]) for x in res[True] if x[8])
         print(f"its BPF programs (run time where they fire, charged to the tasks they "
-              f"interrupt, not to the watcher): {bpf:.2f} % of one core; the watcher and its "
-              f"programs together: {both:.2f} %")
+              f"interrupt, not to the watcher): {bpf:.2f} % of one core; its task work (blocks' "
+              f"stacks taken as their threads resume, in those threads; whole runs): {tw:.2f} "
+              f"%; the watcher, its programs and its task work together: {both:.2f} %")
     if args.against:
         b_probe = [x for x in res["B"] if x[8]]
         if b_probe:
             b_bpf = statistics.median(100 * x[8][4] for x in b_probe)
-            b_both = statistics.median(100 * (x[5] + x[8][4]) for x in b_probe)
-            print(f"against: its BPF programs {b_bpf:.2f} % of one core, the watcher and its "
-                  f"programs together {b_both:.2f} %")
+            b_tw = statistics.median(100 * x[9] for x in b_probe)
+            b_both = statistics.median(100 * (x[5] + x[8][4] + x[9]) for x in b_probe)
+            print(f"against: its BPF programs {b_bpf:.2f} % of one core, its task work "
+                  f"{b_tw:.2f} %, the watcher, its programs and its task work together "
+                  f"{b_both:.2f} %")
         b_steady = statistics.median(100 * x[5] for x in res["B"])
         b_hwm = statistics.median(x[4] for x in res["B"])
         b_step = statistics.median(x[0] for x in res["B"])

@@ -16,11 +16,11 @@
  * Off-CPU time (record --off-cpu, want_offcpu; the programs below on_exit): a second cpu-clock
  * program sweeps the targets' threads once per period and sums, per thread, the time they spend
  * off their CPU and why (struct offcpu_event, sampler.h); each block's stack is taken once, in
- * the sweep when the interrupted task shares the thread's memory, else when a thread of the
- * process wakes it, else by the thread itself as it returns to user mode (a task work the
- * sweep schedules, where the kernel has them: off_resume), else by the recorder's fetcher
- * (offcpu_fetch.bpf.c: blocks that last, or every block without the task work). Nothing runs
- * at context switches.
+ * the sweep when the interrupted task shares the thread's memory, else by the thread itself as
+ * it returns to user mode (a task work the sweep schedules, where the kernel has them:
+ * off_resume), else (older kernels) when a thread of the process wakes it (on_waking), else by
+ * the recorder's fetcher (offcpu_fetch.bpf.c: blocks that last, or every block without the
+ * task work). Nothing runs at context switches, nor, with the task work, at wake-ups.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -943,8 +943,8 @@ int on_sweep(struct bpf_perf_event_data *ctx)
 /*
  * A thread is being woken (@p). If the sweep wants the stack of the block it is ending and the
  * waker is a thread of the same process, the stack is taken now: the wakee cannot run before
- * this returns, and its memory is the waker's. Else, with use_resume, the want is left to the
- * thread's task work.
+ * this returns, and its memory is the waker's. Else the block is over for the fetcher. Loaded
+ * only without the task work (use_resume), which takes every such stack as the thread resumes.
  */
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
@@ -963,10 +963,8 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	}
 	cur = bpf_get_current_task_btf();
 	if (!cur->mm || cur->mm != p->mm) {
-		/* Woken from elsewhere (a timer, I/O, another process): the thread gives the
-		 * stack as it resumes (the task work), if it can; else the block is over. */
-		if (!use_resume)
-			want->block = 0;
+		/* Woken from elsewhere (a timer, I/O, another process): the block is over. */
+		want->block = 0;
 		return 0;
 	}
 	want->block = 0;
