@@ -14,6 +14,7 @@
 
 #include "base/bmap.h"
 #include "base/strpool.h"
+#include "native/pltstub.h"
 #include "native/symbolize.h"
 #include "base/util.h"
 
@@ -88,6 +89,8 @@ struct gap_key {
 #define GAP_NONE	 1
 #define GAP_BEFORE_FIRST UINT64_MAX /* the gap below the first entry (.init, .plt) */
 
+#define PLTS_NONE 1 /* a module whose stubs could not be read */
+
 /*
  * A sizeless symbol (an assembly label): in a gap, libdw names an address by one only if it
  * is at or below the address in the address's section. A module's few labels are kept so
@@ -117,6 +120,7 @@ struct symbolizer {
 	struct bmap *cuindex;	 /* (key_id, CU offset) -> (uintptr_t) struct fnindex * */
 	struct bmap *symindex;	 /* key_id -> (uintptr_t) struct symindex * */
 	struct bmap *gaps;	 /* struct gap_key -> interned name or GAP_NONE */
+	struct bmap *plts;	 /* key_id -> (uintptr_t) struct pltstubs *, PLTS_NONE */
 	struct modinfo *modinfos;
 };
 
@@ -134,12 +138,21 @@ struct symbolizer *symbolizer__new(void)
 	sz->cuindex = bmap__new();
 	sz->symindex = bmap__new();
 	sz->gaps = bmap__new();
+	sz->plts = bmap__new();
 	if (!sz->strings || !sz->module_ids || !sz->cache || !sz->cuindex || !sz->symindex ||
-	    !sz->gaps) {
+	    !sz->gaps || !sz->plts) {
 		symbolizer__free(sz);
 		return NULL;
 	}
 	return sz;
+}
+
+static int free_plts(const void *key, size_t len, uint64_t *value, void *arg)
+{
+	(void)key, (void)len, (void)arg;
+	if (*value != PLTS_NONE)
+		pltstubs__free((struct pltstubs *)(uintptr_t)*value);
+	return 0;
 }
 
 void symbolizer__free(struct symbolizer *sz)
@@ -155,6 +168,9 @@ void symbolizer__free(struct symbolizer *sz)
 	bmap__free_values(sz->symindex);
 	bmap__free(sz->symindex);
 	bmap__free(sz->gaps);
+	if (sz->plts)
+		bmap__for_each(sz->plts, free_plts, NULL);
+	bmap__free(sz->plts);
 	bmap__free(sz->module_ids);
 	for (mi = sz->modinfos; mi; mi = next) {
 		next = mi->next;
@@ -214,7 +230,10 @@ static struct modinfo *module_info(struct symbolizer *sz, Dwfl_Module *mod, Dwar
 	mi->key_id = *id;
 	mi->path = strpool__intern(sz->strings, name ? name : "?");
 	slash = name ? strrchr(name, '/') : NULL;
-	snprintf(base, sizeof(base), "[%s]", slash ? slash + 1 : name ? name : "unknown");
+	if (name && name[0] == '[') /* "[vdso]": already a pseudo-module's name */
+		snprintf(base, sizeof(base), "%s", name);
+	else
+		snprintf(base, sizeof(base), "[%s]", slash ? slash + 1 : name ? name : "unknown");
 	mi->base = strpool__intern(sz->strings, base);
 	mi->next = sz->modinfos;
 	sz->modinfos = mi;
@@ -423,6 +442,34 @@ const char *symbolize_symbol(struct symbolizer *sz, Dwfl_Module *mod, uint64_t a
 		return gap_symbol(sz, mod, mi->key_id, si, lo - 1, addr, off);
 libdw:
 	return libdw_symbol(mod, addr);
+}
+
+/*
+ * The name of the PLT stub ("memcpy@plt") holding @addr in module @mi, whose table is read
+ * at the module's first such lookup; NULL for none.
+ */
+static const char *plt_stub_name(struct symbolizer *sz, Dwfl_Module *mod, const struct modinfo *mi,
+				 Dwarf_Addr addr)
+{
+	GElf_Addr bias;
+	Elf *elf;
+	uint64_t *slot;
+	int inserted;
+
+	slot = bmap__upsert(sz->plts, &mi->key_id, sizeof(mi->key_id), 0, &inserted);
+	if (!slot)
+		return NULL;
+	if (!*slot) {
+		struct pltstubs *ps = NULL;
+
+		elf = dwfl_module_getelf(mod, &bias);
+		if (elf)
+			ps = pltstubs__new(elf);
+		*slot = ps ? (uintptr_t)ps : PLTS_NONE;
+	}
+	if (*slot == PLTS_NONE || !dwfl_module_getelf(mod, &bias))
+		return NULL;
+	return pltstubs__name((struct pltstubs *)(uintptr_t)*slot, addr - bias);
 }
 
 /* Name of a subprogram or inlined-subroutine DIE: demangled linkage name, else DW_AT_name. */
@@ -652,6 +699,8 @@ static int resolve(struct symbolizer *sz, Dwfl_Module *mod, const struct modinfo
 	if (n == 0) {
 		/* No DWARF for the address: the ELF symbol table names it. */
 		sname = symbolize_symbol(sz, mod, addr);
+		if (!sname)
+			sname = plt_stub_name(sz, mod, mi, addr);
 		out[0] = (struct frame){.kind = FRAME_NATIVE, .module = mi->path};
 		out[0].file = file;
 		out[0].line = line;
