@@ -232,19 +232,26 @@ static __always_inline void fill_header(struct comm_event *h, __u16 ev, const st
 }
 
 /* A small event (not a call). */
+/* An event of the thread of @ids, whose ids were read already. */
+static __always_inline void send_event_of(const struct task_ids *ids, __u16 ev, __u64 cookie,
+					  __u64 obj, __u16 flags, __u64 rb_flags)
+{
+	struct comm_event h;
+
+	fill_header(&h, ev, ids, cookie, obj);
+	h.flags |= flags;
+	if (bpf_ringbuf_output(&events, &h, sizeof(h), rb_flags))
+		count_lost();
+}
+
 static __always_inline void send_event(struct task_struct *task, __u16 ev, __u64 cookie, __u64 obj,
 				       __u16 flags, __u64 rb_flags)
 {
 	struct task_ids ids = {};
-	struct comm_event h;
 
 	cur_ids(task, &ids);
-	if (!ids.pid)
-		return;
-	fill_header(&h, ev, &ids, cookie, obj);
-	h.flags |= flags;
-	if (bpf_ringbuf_output(&events, &h, sizeof(h), rb_flags))
-		count_lost();
+	if (ids.pid)
+		send_event_of(&ids, ev, cookie, obj, flags, rb_flags);
 }
 
 /* The sizes of a gloo call's tensors: @vec is a std::vector<at::Tensor>* (or, with @single,
@@ -682,7 +689,7 @@ int comm_probe(struct pt_regs *ctx)
 		bk.pid = ids.pid;
 		bk.ub = ctx->di;
 		if (!bpf_map_delete_elem(&p2p_bufs, &bk)) {
-			send_event(task, COMM_EV_DONE, cookie, bk.ub, 0, events_wakeup());
+			send_event_of(&ids, COMM_EV_DONE, cookie, bk.ub, 0, events_wakeup());
 			break;
 		}
 		/* Not a known send/recv's buffer (yet): kept for the work object's probe while

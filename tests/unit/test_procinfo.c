@@ -114,6 +114,21 @@ TEST(status_fields_of_a_thread)
 	CHECK_EQ(v, t.tid);
 	CHECK_EQ(procinfo_status_number(getpid(), t.tid, "Tgid", 10, &v), 0);
 	CHECK_EQ(v, getpid());
+	{
+		/* Several fields of one read, in any order; all or nothing. */
+		static const char *const keys[] = {"Tgid", "Pid", "Vm"}, *const bad[] = {"Pid",
+											 "Name"};
+		unsigned long long two[3] = {7, 7, 7};
+
+		CHECK_EQ(procinfo_status_numbers(getpid(), t.tid, keys, 2, 10, two), 0);
+		CHECK_EQ(two[0], getpid());
+		CHECK_EQ(two[1], t.tid);
+		two[0] = two[1] = 7;
+		CHECK_EQ(procinfo_status_numbers(getpid(), t.tid, keys, 3, 10, two), -ENOENT);
+		CHECK_EQ(procinfo_status_numbers(getpid(), t.tid, bad, 2, 10, two), -EINVAL);
+		CHECK_EQ(procinfo_status_numbers(getpid(), t.tid, keys, 0, 10, two), -EINVAL);
+		CHECK(two[0] == 7 && two[1] == 7 && two[2] == 7);
+	}
 	CHECK_EQ(procinfo_status_number(getpid(), 0, "Uid", 10, &v), 0);
 	CHECK_EQ(v, getuid());
 	CHECK_EQ(procinfo_uid(getpid()), getuid());

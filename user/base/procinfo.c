@@ -97,22 +97,50 @@ char *procinfo_status_field(pid_t pid, pid_t tid, const char *key)
 	return val;
 }
 
-int procinfo_status_number(pid_t pid, pid_t tid, const char *key, int base, unsigned long long *out)
+int procinfo_status_numbers(pid_t pid, pid_t tid, const char *const *keys, size_t n, int base,
+			    unsigned long long *out)
 {
-	char *val = procinfo_status_field(pid, tid, key), *end;
-	unsigned long long v;
+	unsigned long long vals[PROCINFO_STATUS_MAX];
+	char path[96], *text, *p, *end, *num;
+	size_t i, found = 0;
+	uint64_t seen = 0;
 	int err = 0;
 
-	if (!val)
+	if (!n || n > PROCINFO_STATUS_MAX)
+		return -EINVAL;
+	proc_path(path, sizeof(path), pid, tid, "status");
+	text = read_file(path, 1 << 16, NULL);
+	if (!text)
 		return -errno;
-	errno = 0;
-	v = strtoull(val, &end, base);
-	if (end == val || errno)
-		err = -EINVAL;
-	else
-		*out = v;
-	free(val);
+	for (p = text; *p && found < n && !err; p = *end ? end + 1 : end) {
+		end = strchrnul(p, '\n');
+		for (i = 0; i < n; i++) {
+			size_t klen = strlen(keys[i]);
+
+			if ((seen >> i & 1) || strncmp(p, keys[i], klen) || p[klen] != ':')
+				continue;
+			p += klen + 1;
+			p += strspn(p, " \t");
+			errno = 0;
+			vals[i] = strtoull(p, &num, base);
+			if (num == p || num > end || errno)
+				err = -EINVAL;
+			seen |= 1ULL << i;
+			found++;
+			break;
+		}
+	}
+	free(text);
+	if (!err && found < n)
+		err = -ENOENT;
+	if (!err)
+		memcpy(out, vals, n * sizeof(*out));
 	return err;
+}
+
+int procinfo_status_number(pid_t pid, pid_t tid, const char *key, int base, unsigned long long *out)
+{
+	return procinfo_status_numbers(pid, tid, &key, 1, base, out);
 }
 
 long procinfo_uid(pid_t pid)

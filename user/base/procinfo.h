@@ -65,6 +65,15 @@ int procinfo_status_number(pid_t pid, pid_t tid, const char *key, int base,
 			   unsigned long long *out);
 
 /*
+ * The fields @keys[0..@n) of one read of that status file, as numbers in @base, into
+ * @out[0..@n) (1 <= @n <= PROCINFO_STATUS_MAX). 0, or -errno (-ENOENT: a field missing, or no
+ * such process; -EINVAL: not a number); @out is left as it was on error.
+ */
+#define PROCINFO_STATUS_MAX 8
+int procinfo_status_numbers(pid_t pid, pid_t tid, const char *const *keys, size_t n, int base,
+			    unsigned long long *out);
+
+/*
  * true if capability @cap (CAP_SYS_PTRACE, CAP_BPF... from linux/capability.h) is in @pid's
  * effective set (status CapEff); false if not, or if that cannot be read.
  */

@@ -831,11 +831,11 @@ static int probe_mapping(struct comm *c, pid_t pid, const struct procmap *m,
 /* The size of @pid's executable mappings (KiB), or -errno. */
 static long long exec_kib(pid_t pid)
 {
-	unsigned long long exe = 0, lib = 0;
-	int err = procinfo_status_number(pid, 0, "VmExe", 10, &exe)
-			  ?: procinfo_status_number(pid, 0, "VmLib", 10, &lib);
+	static const char *const keys[] = {"VmExe", "VmLib"};
+	unsigned long long kib[2];
+	int err = procinfo_status_numbers(pid, 0, keys, 2, 10, kib);
 
-	return err ?: (long long)(exe + lib);
+	return err ?: (long long)(kib[0] + kib[1]);
 }
 
 /* @pid's entry in c->sizes (a new one, zeroed, if it has none), or NULL (no memory). */
