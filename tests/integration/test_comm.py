@@ -656,7 +656,7 @@ P2P_JOB = os.path.join(harness.PY_WORKLOADS, "torch", "p2p_after_loop.py")
 @harness.timeout(300)
 def test_comm_buffer_probes_detached_after_collectives_and_back_for_send_recv(t):
     """gloo's buffer-completion probes serve send/recv but fire inside every collective's
-    algorithm: after 2,000 collectives with no send/recv a rank's are detached, and its next
+    algorithm: after 200 collectives with no send/recv a rank's are detached, and its next
     send/recv attaches them again. A 2-rank job: 2,500 allreduces, then three sends from rank
     0 to rank 1, each 600 ms after the last. The first pair was issued before the probes were
     back: written without its completion (ns NULL), never left under way; the last has its

@@ -217,8 +217,10 @@ struct attachment {
 };
 
 /* Collectives a process completes with no send/recv before its buffer-completion probes are
- * detached (a minute of a DDP job at 8 ranks, 37 steps a second). */
-#define COMM_UB_IDLE_WORKS 2000
+ * detached: about 5 s of a DDP job at 8 ranks, 37 steps a second, and a step or a few of an
+ * FSDP job's (2,000 before: a minute of traps at ~12 a collective, for the one send/recv a
+ * job that sends rarely has without its completion at each return of the probes). */
+#define COMM_UB_IDLE_WORKS 200
 
 /* What a process's executable mappings added up to at its last scan (status VmExe + VmLib:
  * the kernel's exec_vm, which a library mapped with PROT_EXEC grows). */
