@@ -44,11 +44,12 @@ int segdir__next_report(struct segdir *sd, char *buf, size_t size);
  */
 int segdir__prune(struct segdir *sd, double keep_s, uint64_t max_bytes);
 
-/* Bytes the segments take now (the current one with its -wal). */
-uint64_t segdir__bytes(const struct segdir *sd);
+/* Bytes the segments take now (the current one with its -wal; a complete one measured until
+ * it is settled, then kept). */
+uint64_t segdir__bytes(struct segdir *sd);
 
 /* Bytes of the segment being written (its file and side files), 0 if none. */
-uint64_t segdir__current_bytes(const struct segdir *sd);
+uint64_t segdir__current_bytes(struct segdir *sd);
 
 /*
  * The segments that hold data from unix second @from on, oldest first, the current one
