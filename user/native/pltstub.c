@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "native/pltstub.h"
 
 #define MAX_RELOCS  (1u << 20) /* per relocation section: more is not a real file */
@@ -119,15 +120,8 @@ static int read_relocs(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct got_n
 		} else {
 			continue;
 		}
-		if (gn->n == gn->cap) {
-			size_t cap = gn->cap ? 2 * gn->cap : 64;
-			struct got_name *g = realloc(gn->g, cap * sizeof(*g));
-
-			if (!g)
-				return -ENOMEM;
-			gn->g = g;
-			gn->cap = cap;
-		}
+		if (grow_array(&gn->g, &gn->cap, gn->n + 1, sizeof(*gn->g)))
+			return -ENOMEM;
 		gn->g[gn->n++] = (struct got_name){.got = rela.r_offset,
 						   .name = name,
 						   .ifunc = (uint64_t)rela.r_addend,
@@ -187,15 +181,8 @@ static int add_stub(struct pltstubs *ps, uint64_t lo, uint64_t hi, const char *f
 
 	if (ps->n >= MAX_STUBS)
 		return 0;
-	if (ps->n == ps->cap) {
-		size_t cap = ps->cap ? 2 * ps->cap : 64;
-		struct stub *s = realloc(ps->s, cap * sizeof(*s));
-
-		if (!s)
-			return -ENOMEM;
-		ps->s = s;
-		ps->cap = cap;
-	}
+	if (grow_array(&ps->s, &ps->cap, ps->n + 1, sizeof(*ps->s)))
+		return -ENOMEM;
 	name = malloc(len + sizeof("@plt"));
 	if (!name)
 		return -ENOMEM;

@@ -452,22 +452,21 @@ static const char *plt_stub_name(struct symbolizer *sz, Dwfl_Module *mod, const 
 				 Dwarf_Addr addr)
 {
 	GElf_Addr bias;
-	Elf *elf;
+	Elf *elf = dwfl_module_getelf(mod, &bias);
 	uint64_t *slot;
 	int inserted;
 
+	if (!elf)
+		return NULL;
 	slot = bmap__upsert(sz->plts, &mi->key_id, sizeof(mi->key_id), 0, &inserted);
 	if (!slot)
 		return NULL;
 	if (!*slot) {
-		struct pltstubs *ps = NULL;
+		struct pltstubs *ps = pltstubs__new(elf);
 
-		elf = dwfl_module_getelf(mod, &bias);
-		if (elf)
-			ps = pltstubs__new(elf);
 		*slot = ps ? (uintptr_t)ps : PLTS_NONE;
 	}
-	if (*slot == PLTS_NONE || !dwfl_module_getelf(mod, &bias))
+	if (*slot == PLTS_NONE)
 		return NULL;
 	return pltstubs__name((struct pltstubs *)(uintptr_t)*slot, addr - bias);
 }
