@@ -185,7 +185,9 @@ def test_dlopen_mid_run():
 def test_plt_stubs_named():
     """A sample in a PLT stub is named after the function it jumps to, as perf and objdump
     name it: the plt workload calls plt_step() of libwlplt.so through its PLT in a loop, so
-    ~3 % of its samples are in the stub, each under call_loop."""
+    0.4-3 % of its samples are in the stub (where this guest delivers the timer's interrupt
+    decides how many land on a two-instruction stub), each under call_loop. The bar is a
+    count, not a share: enough samples in the stub that a wrong name would be seen."""
     db = record(["-d", 3], h.workload("plt"), "3")
     con = h.db(db)
     leaves = {}
@@ -195,7 +197,7 @@ def test_plt_stubs_named():
             leaves[key] = leaves.get(key, 0) + n
     total = h.total_samples(con)
     stub = leaves.get(("plt_step@plt", "call_loop"), 0)
-    assert stub >= 0.005 * total, f"{stub}/{total} samples in plt_step@plt: {leaves}"
+    assert stub >= 10, f"{stub}/{total} samples in plt_step@plt: {leaves}"
     # The only other stub on the loop is wl_now's clock_gettime@plt; the unnamed PLT0 (the
     # lazy binder's entry) runs once per function.
     other = {k: v for k, v in leaves.items()
