@@ -239,7 +239,7 @@ def stall_round(args, tmp):
     d = os.path.join(tmp, "stall")
     shutil.rmtree(d, ignore_errors=True)
     env = dict(os.environ, OMP_NUM_THREADS="1", FAULT="hang", FAULT_RANK="1",
-               FAULT_STEP="30", STEP_MS="100")
+               FAULT_STEP="30", STEP_MS="100", THREADS=str(args.threads))
     p = subprocess.Popen([PROBING, "watch", "--stall", str(args.stall), "-o", d, "--"] +
                          job_cmd(args), env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True, start_new_session=True)
@@ -373,6 +373,8 @@ def main():
         for i, (dec, disk) in enumerate(stalls):
             print(f"stall round {i}: declared {dec:+.2f} s after fault + threshold, report on "
                   f"disk {disk:+.2f} s after", flush=True)
+    if not args.rounds:
+        return
     un = statistics.median(x[0] for x in res[False])
     wa = statistics.median(x[0] for x in res[True])
     print(f"step time: unwatched {un:.3f} ms, watched {wa:.3f} ms: {100 * (wa / un - 1):+.2f}%")
