@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/times.h>
 #include <sys/wait.h>
 
 #include "base/procinfo.h"
@@ -55,6 +56,36 @@ TEST(state_follows_the_process)
 	waitpid(pid, NULL, 0);
 	CHECK_EQ(procinfo_state(pid, 0), 0);
 	CHECK(!procinfo_alive(pid));
+}
+
+/* State and CPU time from one read, as procinfo_state and times() say them. */
+TEST(state_and_cpu_of_one_read)
+{
+	struct tms before, after;
+	long long ticks = -1, gone = 42;
+	volatile unsigned long x = 0;
+	pid_t pid = sleeper();
+
+	REQUIRE(pid > 0);
+	times(&before);
+	while (times(&after),
+	       after.tms_utime + after.tms_stime < before.tms_utime + before.tms_stime + 3)
+		x++;
+	CHECK_EQ(procinfo_state_cpu(getpid(), &ticks), 'R');
+	times(&after);
+	CHECK(ticks >= (long long)(before.tms_utime + before.tms_stime + 3));
+	CHECK(ticks <= (long long)(after.tms_utime + after.tms_stime));
+	CHECK(procinfo_cpu_ticks(getpid()) >= ticks);
+	CHECK_EQ(wait_state(pid, 0, 'S'), 'S');
+	CHECK_EQ(procinfo_state_cpu(pid, &ticks), 'S');
+	CHECK(ticks >= 0);
+	kill(pid, SIGKILL);
+	CHECK_EQ(wait_state(pid, 0, 'Z'), 'Z');
+	CHECK_EQ(procinfo_state_cpu(pid, &ticks), 'Z');
+	waitpid(pid, NULL, 0);
+	CHECK_EQ(procinfo_state_cpu(pid, &gone), 0);
+	CHECK_EQ(gone, 42);
+	CHECK(procinfo_cpu_ticks(pid) < 0);
 }
 
 /* A name with the characters that break naive parsers of stat: spaces and parentheses. */

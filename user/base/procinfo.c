@@ -265,14 +265,33 @@ int procinfo_is_kernel_thread(pid_t pid)
 	return err ? err : !!(flags & PF_KTHREAD);
 }
 
+char procinfo_state_cpu(pid_t pid, long long *ticks)
+{
+	char *text, *p = stat_fields(pid, 0, &text), *tok, *save = NULL, state;
+	unsigned long long sum = 0;
+	int i, got = 0;
+
+	if (!p)
+		return 0;
+	state = p[1];
+	/* utime and stime: fields 14 and 15 (the state is field 3). */
+	for (i = 3, tok = strtok_r(p, " ", &save); tok && i <= 15;
+	     i++, tok = strtok_r(NULL, " ", &save)) {
+		if (i >= 14) {
+			sum += strtoull(tok, NULL, 10);
+			got++;
+		}
+	}
+	free(text);
+	*ticks = got == 2 ? (long long)sum : -EINVAL;
+	return state;
+}
+
 long long procinfo_cpu_ticks(pid_t pid)
 {
-	unsigned long long utime, stime;
-	int err = procinfo_stat_field(pid, 0, 14, &utime);
+	long long ticks;
 
-	if (!err)
-		err = procinfo_stat_field(pid, 0, 15, &stime);
-	return err ? err : (long long)(utime + stime);
+	return procinfo_state_cpu(pid, &ticks) ? ticks : -errno;
 }
 
 pid_t procinfo_ns_pid(pid_t pid)

@@ -86,6 +86,13 @@ int procinfo_is_kernel_thread(pid_t pid);
  * (sysconf(_SC_CLK_TCK)), or -errno. */
 long long procinfo_cpu_ticks(pid_t pid);
 
+/*
+ * procinfo_state(@pid, 0) and procinfo_cpu_ticks(@pid) from one read of its stat (the kernel
+ * sums the CPU time of every thread at each read): the state letter, 0 if it cannot be read
+ * (errno set; *@ticks untouched), and the ticks into *@ticks (-EINVAL if they are missing).
+ */
+char procinfo_state_cpu(pid_t pid, long long *ticks);
+
 /* @pid's pid in its own (innermost) PID namespace (the last NSpid field), or -errno. */
 pid_t procinfo_ns_pid(pid_t pid);
 

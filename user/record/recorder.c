@@ -1584,7 +1584,8 @@ int recorder__tick(struct recorder *r, bool caught_up)
 	double now = unix_seconds(r, now_mono_ns());
 	struct target *t;
 	struct thread *th;
-	long long cpu;
+	long long cpu = 0;
+	char state;
 	size_t i;
 	int fd = sampling__tstates_fd(r->s);
 	/* What the interpreters hold of their threads (states, names: hundreds of reads of a
@@ -1645,12 +1646,12 @@ int recorder__tick(struct recorder *r, bool caught_up)
 		}
 		if (!t->alive)
 			continue;
-		if (caught_up && !procinfo_alive(t->pid)) {
+		state = procinfo_state_cpu(t->pid, &cpu);
+		if (caught_up && (!state || state == 'Z' || state == 'X')) {
 			target_exited(r, t, now, false);
 			continue;
 		}
-		cpu = procinfo_cpu_ticks(t->pid);
-		if (cpu >= 0)
+		if (state && cpu >= 0)
 			t->cpu_last = cpu;
 	}
 	return store__flush(r->st) ?: recorder__live_targets(r);

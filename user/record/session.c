@@ -281,7 +281,7 @@ int session__run(struct session *s)
 {
 	double last_tick = s->start, now;
 	uint64_t samples, lost;
-	int err = 0, live = recorder__live_targets(s->rec);
+	int err = 0, live = recorder__live_targets(s->rec), was_live = live;
 
 	while (!stop_signal && live > 0) {
 		/* The turn's other work (blocked threads' stacks fetched, a child reaped, the
@@ -294,8 +294,12 @@ int session__run(struct session *s)
 			break;
 		live = recorder__live_targets(s->rec);
 		now = now_mono_ns() / 1e9;
-		/* Reaped, the command is no longer a live target (its CPU time is kept). */
-		launch__reaped(&s->child);
+		/* Reaped, the command is no longer a live target (its CPU time is kept): as soon as
+		 * a target ends (the command may be it), else once a second (a wait4 at every turn
+		 * was most of a watch's system calls). */
+		if (live != was_live || now - last_tick >= 1.0)
+			launch__reaped(&s->child);
+		was_live = live;
 		if (now - last_tick >= 1.0) {
 			last_tick = now;
 			live = recorder__tick(s->rec, !evqueue__queued(s->q));

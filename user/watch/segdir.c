@@ -255,11 +255,19 @@ static void remove_file(const char *path)
 int segdir__prune(struct segdir *sd, double keep_s, uint64_t max_bytes)
 {
 	double now = now_real_ns() / 1e9;
+	uint64_t cur, done = 0, room = max_bytes / 2;
 	int removed = 0;
+	size_t i;
 
+	if (sd->nsegs <= 1)
+		return 0;
+	/* Measured once (its files are the ones that change), not at each segment removed. */
+	cur = segdir__current_bytes(sd);
+	if (max_bytes)
+		for (i = 0; i + 1 < sd->nsegs; i++)
+			done += seg_bytes(sd, i);
 	while (sd->nsegs > 1) {
 		const struct seg *old = &sd->segs[0];
-		uint64_t cur = segdir__current_bytes(sd), room = max_bytes / 2;
 
 		/* Room for the segment being written to grow to a quarter (it is then rotated,
 		 * at a check ten times a second) and as much again: the growth past that while the
@@ -267,8 +275,13 @@ int segdir__prune(struct segdir *sd, double keep_s, uint64_t max_bytes)
 		 * segment of 47 %, its WAL 321 KB, after a late check), and its -shm. The others
 		 * leave it that much. */
 		if (!(now - old->end > keep_s) &&
-		    !(max_bytes && segdir__bytes(sd) - cur + (cur > room ? cur : room) > max_bytes))
+		    !(max_bytes && done + (cur > room ? cur : room) > max_bytes))
 			break;
+		if (max_bytes) {
+			uint64_t b = seg_bytes(sd, 0);
+
+			done = done > b ? done - b : 0;
+		}
 		pr_debug("removing segment %s", old->path);
 		remove_file(old->path);
 		free(old->path);

@@ -38,9 +38,9 @@ int segdir__next_report(struct segdir *sd, char *buf, size_t size);
 /*
  * Remove the oldest complete segments while the oldest ended more than @keep_s seconds ago,
  * or the segments (their files with -wal, the current one included) take more than
- * @max_bytes, the current one counted as at least a third of it (it is rotated at a quarter:
- * room for it to grow). The current segment is never removed. Return the number
- * removed.
+ * @max_bytes, the current one counted as at least half of it (it is rotated at a quarter:
+ * room for it to grow, and for a late rotation). The current segment is never removed; its
+ * files are measured once per call. Return the number removed.
  */
 int segdir__prune(struct segdir *sd, double keep_s, uint64_t max_bytes);
 

@@ -89,6 +89,11 @@ struct watch {
 	pthread_t warm_thread;
 	struct job_procs warm_jp;
 	double last_check;
+	/* bound_size: when it looks next, the current segment's bytes at its last look and the
+	 * fastest growth seen lately (bytes a second, halved at each look that saw slower). */
+	double bound_next, bound_at;
+	uint64_t bound_cur;
+	double bound_rate;
 	/* The PyTorch hooks' steps, where they are in (NULL if the thread could not start). */
 	struct steps *steps;
 };
@@ -921,17 +926,37 @@ static void next_segment(struct watch *w)
 }
 
 /*
- * --max-size, ten times a second (a few lstat calls): the current segment rotated once it
- * takes a quarter of it, the oldest ones removed (at a check once a second, a fast job's
- * segment grew well past its quarter in between).
+ * --keep and --max-size: the current segment rotated once it takes a quarter of the size, the
+ * oldest ones removed. Each look measures the current segment's files (lstat); the next look
+ * comes when, growing twice as fast as it lately did, it could reach its quarter: ten times a
+ * second near it (at a look once a second, a fast job's segment grew well past its quarter in
+ * between), once a second far from it (ten looks a second were most of a long watch's
+ * system calls).
  */
 static void bound_size(struct watch *w)
 {
-	if (!w->o->max_bytes)
+	uint64_t quarter = w->o->max_bytes / 4, cur;
+	double now = now_s(), wait = 1.0, rate;
+
+	if (now < w->bound_next)
 		return;
-	if (segdir__current_bytes(w->sd) > w->o->max_bytes / 4)
-		next_segment(w);
+	if (w->o->max_bytes) {
+		cur = segdir__current_bytes(w->sd);
+		rate = cur >= w->bound_cur && now > w->bound_at
+			       ? (cur - w->bound_cur) / (now - w->bound_at)
+			       : 0; /* a new segment since */
+		w->bound_rate = rate > w->bound_rate / 2 ? rate : w->bound_rate / 2;
+		if (cur > quarter) {
+			next_segment(w);
+			cur = segdir__current_bytes(w->sd);
+		}
+		if (w->bound_rate > 0)
+			wait = (cur < quarter ? quarter - cur : 0) / (2 * w->bound_rate);
+		w->bound_cur = cur;
+		w->bound_at = now;
+	}
 	segdir__prune(w->sd, w->o->keep_s, w->o->max_bytes);
+	w->bound_next = now + (wait < 0.1 ? 0.1 : wait > 1.0 ? 1.0 : wait);
 }
 
 /* The processes whose PyTorch hooks' steps are asked for: those watched now. */
@@ -990,7 +1015,6 @@ static int on_turn(void *ctx, struct session *s, bool second)
 	}
 	if (now_s() - w->seg_start >= w->o->segment_s)
 		next_segment(w);
-	segdir__prune(w->sd, w->o->keep_s, w->o->max_bytes);
 	return 0;
 }
 
