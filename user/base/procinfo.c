@@ -161,9 +161,7 @@ bool procinfo_has_cap(pid_t pid, int cap)
 
 bool procinfo_alive(pid_t pid)
 {
-	char state = procinfo_state(pid, 0);
-
-	return state && state != 'Z' && state != 'X';
+	return procinfo_state_alive(procinfo_state(pid, 0));
 }
 
 char *procinfo_cmdline(pid_t pid)

@@ -42,6 +42,13 @@ long procinfo_uid(pid_t pid);
  */
 char procinfo_state(pid_t pid, pid_t tid);
 
+/* Is a process or thread in state @state (procinfo_state's letter) alive: readable, and
+ * neither a zombie nor dead? */
+static inline bool procinfo_state_alive(char state)
+{
+	return state && state != 'Z' && state != 'X';
+}
+
 /*
  * Field @n (1-based, as proc(5) numbers them; n >= 3: after the pid and the comm, which may
  * hold anything) of /proc/@pid/stat, or of /proc/@pid/task/@tid/stat when @tid is not 0, as a

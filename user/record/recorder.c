@@ -1647,7 +1647,7 @@ int recorder__tick(struct recorder *r, bool caught_up)
 		if (!t->alive)
 			continue;
 		state = procinfo_state_cpu(t->pid, &cpu);
-		if (caught_up && (!state || state == 'Z' || state == 'X')) {
+		if (caught_up && !procinfo_state_alive(state)) {
 			target_exited(r, t, now, false);
 			continue;
 		}
