@@ -561,7 +561,7 @@ int off_flush(void *ctx)
 static __always_inline int send_blocked_stack(void *scratch_map, struct task_struct *t,
 					      const struct off_thread *th, __u64 block, __u32 how)
 {
-	__u32 cpu = bpf_get_smp_processor_id(), size, used;
+	__u32 cpu = bpf_get_smp_processor_id(), size, used, v;
 	const struct site_checks *site;
 	struct site_key k;
 	struct scratch *s;
@@ -574,11 +574,20 @@ static __always_inline int send_blocked_stack(void *scratch_map, struct task_str
 	k.tid = s->hdr.tid;
 	k.ip = s->hdr.regs[DWREG_RIP];
 	k.sp = s->hdr.regs[DWREG_RSP];
-	site = (s->hdr.flags & SAMPLE_F_NO_USER_REGS) ? NULL
-						      : bpf_map_lookup_elem(&block_sites, &k);
-	/* A span longer than one copy would be checked a word at a time: dearer than the copy. */
-	if (site && site->span <= SITE_COPY_MAX)
-		s->hdr.site = site_holds(site, s->hdr.regs, k.sp, s->data + (used & (PY_AREA - 1)));
+	k._pad = 0;
+	/* The place's sites until one holds (a variant can be free while a later one is not). */
+	for (v = 0; v < SITE_VARIANTS && !(s->hdr.flags & SAMPLE_F_NO_USER_REGS); v++) {
+		k.variant = v;
+		site = bpf_map_lookup_elem(&block_sites, &k);
+		if (!site)
+			continue;
+		/* A span longer than one copy would be checked a word at a time: dearer than
+		 * the copy. */
+		if (site->span <= SITE_COPY_MAX &&
+		    (s->hdr.site =
+			     site_holds(site, s->hdr.regs, k.sp, s->data + (used & (PY_AREA - 1)))))
+			break;
+	}
 	if (s->hdr.site)
 		s->hdr.flags |= SAMPLE_F_SITE;
 	else

@@ -80,7 +80,18 @@ struct site_key {
 	__u32 pid, tid; /* as the recorder numbers them */
 	__u64 ip;	/* the instruction pointer (regs[DWREG_RIP]) */
 	__u64 sp;	/* the stack pointer */
+	__u32 variant;	/* which of the place's sites (< SITE_VARIANTS; the collectives' call
+			 * sites: 0, one a place, the latest learned) */
+	__u32 _pad;	/* 0 */
 };
+
+/*
+ * Sites kept per place (thread, instruction and stack pointers): a thread can stop at one
+ * instruction with one stack pointer from different callers (functions with frames of one size
+ * calling the same one, an event loop's two waits); one site a place would be unwound and
+ * learned again at each alternation.
+ */
+#define SITE_VARIANTS 4
 
 struct site_checks {
 	__u64 id;		/* userspace's: sent as the event's site */

@@ -398,6 +398,49 @@ def test_blocks_at_one_site_from_two_lines_keep_their_lines(exe):
 
 
 @h.timeout(120)
+def test_one_place_reached_from_two_callers_keeps_a_site_for_each():
+    """twowaits: 4 threads sleep 10 ms at a time, alternately through wait_via_a and
+    wait_via_b, whose frames have one size: every sleep stops at the same instruction with the
+    same stack pointer, from two native stacks (SITE_VARIANTS, stacksites.h). Each is learned
+    once and kept beside the other, not learned again at each alternation: most blocks' stacks
+    come from a known site, most of those as the site's id, with no copy of the stack; and each
+    thread's sleep splits about 1:1 between the two callers, each stack whole (no truncation)."""
+    db, err = _record("-F", "99", "-v", "--", h.workload("twowaits"), "4", "3")
+    con = h.db(db)
+    meta = dict(con.execute("SELECT key, value FROM meta"))
+    taken = _taken(meta)
+    h.log(f"stacks taken {taken}, from a known site {meta['off_cpu_stacks_known_site']}, "
+          f"as its id {meta['off_cpu_stacks_site_id']}")
+    # 4 threads x 3 s x ~90 sleeps a second, most of them seen at 99 Hz.
+    assert taken >= 300, meta
+    # One site a place: each block after the first two at the other caller was unwound again.
+    assert meta["off_cpu_stacks_known_site"] >= 0.8 * taken, meta
+    assert meta["off_cpu_stacks_site_lost"] == 0, meta
+    if "as their threads resume" in err:
+        assert meta["off_cpu_stacks_site_id"] >= 0.7 * taken, meta
+    tids = [tid for (tid,) in con.execute(
+        "SELECT DISTINCT tid FROM samples WHERE state = 'sleep' AND tid != pid")]
+    assert len(tids) == 4, tids
+    for tid in tids:
+        by_caller = {"wait_via_a": 0, "wait_via_b": 0}
+        total = 0
+        for sid, ns, trunc in con.execute(
+                "SELECT s.stack_id, SUM(s.ns), st.truncated FROM samples s JOIN stacks st "
+                "ON st.stack_id = s.stack_id WHERE s.tid = ? AND s.state = 'sleep' "
+                "GROUP BY s.stack_id", (tid,)):
+            funcs = [f for (f,) in con.execute(
+                "SELECT func FROM frames WHERE stack_id = ? ORDER BY depth", (sid,))]
+            total += ns
+            callers = [f for f in funcs if f in by_caller]
+            if len(callers) == 1 and "nap" in funcs and "sleeper" in funcs and not trunc:
+                by_caller[callers[0]] += ns
+        h.log(f"thread {tid}: {by_caller} of {total} ns")
+        assert sum(by_caller.values()) >= 0.9 * total, (tid, by_caller, total)
+        ratio = by_caller["wait_via_a"] / max(by_caller["wait_via_b"], 1)
+        assert 0.7 <= ratio <= 1.4, (tid, by_caller, total)
+
+
+@h.timeout(120)
 def test_blocked_stacks_fetched_while_they_last_where_threads_do_not_give_them():
     """Without the task work (a kernel older than 6.18; PROBING_OFFCPU_NO_RESUME=1 here) the
     recorder's fetcher takes the blocks woken from outside the process while they last, reading

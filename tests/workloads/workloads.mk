@@ -2,7 +2,7 @@
 # except fpret, built with them (unwinding through the CFI of frame-pointer code).
 WL_DIR    := $(BUILD)/workloads
 WL_CFLAGS := -O2 -g -fomit-frame-pointer -Itests/workloads/native
-WL_BINS   := $(addprefix $(WL_DIR)/,split deep shared inlined templ threads dlopen blocker churn \
+WL_BINS   := $(addprefix $(WL_DIR)/,split deep shared inlined templ threads dlopen blocker churn twowaits \
 	       libwlshared.so libwlplugin.so plt libwlplt.so libslowctor.so fpret)
 
 $(WL_DIR)/%: tests/workloads/native/%.c tests/workloads/native/wl.h

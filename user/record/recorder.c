@@ -55,6 +55,7 @@ struct target {
 	uint64_t exec_ns;     /* the kernel's time of its latest exec seen (monotonic), or 0 */
 	uint64_t samples;
 	bool names_to_drop;	       /* exited: drop its Python thread names at a later tick */
+	bool sites_to_drop;	       /* exited: forget its stack sites at a later tick */
 	long long cpu_first, cpu_last; /* its CPU ticks when added and at the last look; -1 */
 	/* Its processes row, kept: /proc may be gone when the row must be written again. */
 	double start_time, end_time; /* unix seconds; end_time 0: not seen to exit */
@@ -583,6 +584,14 @@ static struct target *get_target(struct recorder *r, pid_t pid, bool *created)
 	return t;
 }
 
+/* Forget the stack sites of @t's program (it exec'd another, or it exited a while ago). */
+static void forget_sites(struct recorder *r, struct target *t)
+{
+	stacksites__forget(r->call_sites, t->pid);
+	stacksites__forget(r->block_sites, t->pid);
+	t->sites_to_drop = false;
+}
+
 /* A new process has @t's pid (or the old one is seen anew): forget everything about it. */
 static void reset_target(struct recorder *r, struct target *t)
 {
@@ -591,6 +600,8 @@ static void reset_target(struct recorder *r, struct target *t)
 
 	if (t->alive)
 		r->live--;
+	if (t->sites_to_drop)
+		forget_sites(r, t);
 	drop_python(r, t, UINT64_MAX);
 	drop_dwproc(t);
 	free_layout(t);
@@ -635,9 +646,15 @@ static void forget_comm(struct recorder *r, struct target *t, uint64_t exec_ns)
 		comm__exec(r->comm, t->pid, exec_ns);
 	else if (r->comm)
 		comm__forget(r->comm, t->pid);
-	stacksites__forget(r->call_sites, t->pid);
-	stacksites__forget(r->block_sites, t->pid);
+	/* The kernel stops sending the sites' ids now. Stacks its last threads sent as site ids
+	 * may still be queued behind its exit (handled first: session.h's urgent_first): an
+	 * exited process's sites are forgotten a tick later. The old program's samples that
+	 * follow an exec are not handled at all. */
 	sampling__block_sites_forget(r->s, t->pid);
+	if (exec_ns)
+		forget_sites(r, t);
+	else
+		t->sites_to_drop = true;
 	if (r->cs)
 		collectives__forget(r->cs, t->pid);
 }
@@ -1258,6 +1275,7 @@ static void learn_block_site(struct recorder *r, struct target *t, const struct 
 	 * room): what the kernel was told before is gone. */
 	if (stacksites__count(r->block_sites) == 1)
 		sampling__block_sites_forget(r->s, 0);
+	k.variant = site->variant;
 	if (sampling__block_site_put(r->s, &k, &site->chk))
 		pr_debug("pid %d: block site not given to the sweep", e->pid);
 }
@@ -1265,7 +1283,7 @@ static void learn_block_site(struct recorder *r, struct target *t, const struct 
 /*
  * The site of the off-CPU stack @e that came as its site's id (SAMPLE_F_SITE), or NULL if it
  * is not known any more (the table forgot it to make room): the kernel is then told to stop
- * using it, and the block's time goes under offcpu's fallback.
+ * using the sites of that place, and the block's time goes under offcpu's fallback.
  */
 static const struct stack_site *sent_site(struct recorder *r, const struct sample_event *e)
 {
@@ -1275,7 +1293,8 @@ static const struct stack_site *sent_site(struct recorder *r, const struct sampl
 	if (site && site->pid == (pid_t)e->pid)
 		return site;
 	k = site_key(e);
-	sampling__block_site_drop(r->s, &k);
+	for (k.variant = 0; k.variant < SITE_VARIANTS; k.variant++)
+		sampling__block_site_drop(r->s, &k);
 	r->stats.off_stacks_site_lost++;
 	return NULL;
 }
@@ -1644,6 +1663,8 @@ int recorder__tick(struct recorder *r, bool caught_up)
 			threadnames__drop(r->tn, t->pid);
 			t->names_to_drop = false;
 		}
+		if (t->sites_to_drop && now - t->end_time > 1.0)
+			forget_sites(r, t);
 		if (!t->alive)
 			continue;
 		state = procinfo_state_cpu(t->pid, &cpu);

@@ -8,12 +8,21 @@
 
 struct stacksites {
 	struct bmap *by_id;  /* site id -> struct stack_site * (0 once forgotten) */
-	struct bmap *by_key; /* struct site_key -> the id of its latest site */
+	struct bmap *by_key; /* struct site_key (with its variant) -> a site's id */
 	struct bmap *seen;   /* struct site_key asked about (stacksites__seen) */
 	uint64_t next_id;
 	size_t max, live; /* the limit (0: none), sites allocated */
 	pid_t forgetting; /* stacksites__forget's pid, for its callback */
 };
+
+/* @k (its variant 0) as its @variant (sampler.h: SITE_VARIANTS). */
+static struct site_key variant_key(const struct site_key *k, uint32_t variant)
+{
+	struct site_key vk = *k;
+
+	vk.variant = variant;
+	return vk;
+}
 
 struct stacksites *stacksites__new(size_t max)
 {
@@ -61,31 +70,70 @@ const struct stack_site *stacksites__by_id(const struct stacksites *ss, uint64_t
 	return slot ? (const void *)(uintptr_t)*slot : NULL;
 }
 
-const struct stack_site *stacksites__match(const struct stacksites *ss, const struct site_key *k,
-					   const uint64_t *regs, const uint8_t *stack,
-					   size_t stack_len)
+/* Whether every check of @site holds on @regs and the copy @stack of @stack_len bytes. */
+static bool checks_hold(const struct stack_site *site, const uint64_t *regs, const uint8_t *stack,
+			size_t stack_len)
 {
-	uint64_t *id = bmap__find(ss->by_key, k, sizeof(*k)), v;
-	const struct stack_site *site = id ? stacksites__by_id(ss, *id) : NULL;
 	uint32_t i, off;
+	uint64_t v;
 
-	if (!site || site->pid != (pid_t)k->pid)
-		return NULL;
 	for (i = 0; i < site->chk.n; i++) {
 		off = site->chk.off[i];
 		if (off & SITE_CHECK_REG) {
 			if ((off & 0xff) >= DWREG_COUNT)
-				return NULL;
+				return false;
 			v = regs[off & 0xff];
 		} else if (off + 8ull <= stack_len) {
 			memcpy(&v, stack + off, 8);
 		} else {
-			return NULL;
+			return false;
 		}
 		if (v != site->chk.val[i])
-			return NULL;
+			return false;
 	}
-	return site;
+	return true;
+}
+
+const struct stack_site *stacksites__match(const struct stacksites *ss, const struct site_key *k,
+					   const uint64_t *regs, const uint8_t *stack,
+					   size_t stack_len)
+{
+	const struct stack_site *site;
+	struct site_key vk;
+	uint64_t *id;
+	uint32_t v;
+
+	for (v = 0; v < SITE_VARIANTS; v++) {
+		vk = variant_key(k, v);
+		id = bmap__find(ss->by_key, &vk, sizeof(vk));
+		site = id ? stacksites__by_id(ss, *id) : NULL;
+		if (site && site->pid == (pid_t)k->pid && checks_hold(site, regs, stack, stack_len))
+			return site;
+	}
+	return NULL;
+}
+
+/*
+ * The variant of @k a new site takes: the first free one, else the one of the oldest site
+ * (the lowest id; one forgotten counts as free).
+ */
+static uint32_t free_variant(const struct stacksites *ss, const struct site_key *k)
+{
+	uint64_t *id, oldest = UINT64_MAX;
+	struct site_key vk;
+	uint32_t v, pick = 0;
+
+	for (v = 0; v < SITE_VARIANTS; v++) {
+		vk = variant_key(k, v);
+		id = bmap__find(ss->by_key, &vk, sizeof(vk));
+		if (!id || !stacksites__by_id(ss, *id))
+			return v;
+		if (*id < oldest) {
+			oldest = *id;
+			pick = v;
+		}
+	}
+	return pick;
 }
 
 const struct stack_site *stacksites__learn(struct stacksites *ss, const struct site_key *k,
@@ -95,6 +143,7 @@ const struct stack_site *stacksites__learn(struct stacksites *ss, const struct s
 					   const struct pym_frame *f, int nn)
 {
 	struct stack_site *site;
+	struct site_key vk;
 	uint64_t *slot, *kslot;
 	int n, i;
 
@@ -110,13 +159,15 @@ const struct stack_site *stacksites__learn(struct stacksites *ss, const struct s
 		goto fail;
 	if (ss->max && ss->live >= ss->max)
 		clear(ss);
-	kslot = bmap__upsert(ss->by_key, k, sizeof(*k), 0, NULL);
+	vk = variant_key(k, free_variant(ss, k));
+	kslot = bmap__upsert(ss->by_key, &vk, sizeof(vk), 0, NULL);
 	slot = kslot ? bmap__upsert(ss->by_id, &(uint64_t){ss->next_id + 1}, sizeof(uint64_t), 0,
 				    NULL)
 		     : NULL;
 	if (!slot)
 		goto fail;
 	site->pid = k->pid;
+	site->variant = vk.variant;
 	site->nn = nn;
 	memcpy(site->f, f, sizeof(site->f[0]) * nn);
 	site->chk.id = ++ss->next_id;

@@ -23,6 +23,7 @@
 /* A known site: its checks, as the probes have them, and its native frames. */
 struct stack_site {
 	pid_t pid;
+	uint32_t variant;	/* which of its place's (struct site_key) */
 	struct site_checks chk; /* chk.id: the site's id */
 	int nn;
 	struct pym_frame f[]; /* as stackbuild_native built them, leaf first */
@@ -45,8 +46,9 @@ const struct stack_site *stacksites__by_id(const struct stacksites *ss, uint64_t
 
 /*
  * The site of @k (the thread, its instruction and stack pointers) whose checks hold on
- * @regs (DWREG_COUNT of them) and the copy @stack of @stack_len bytes from regs[DWREG_RSP];
- * NULL otherwise. Its frames are then those of this stack.
+ * @regs (DWREG_COUNT of them) and the copy @stack of @stack_len bytes from regs[DWREG_RSP],
+ * any of its variants (sampler.h: SITE_VARIANTS); NULL if none. Its frames are then those of
+ * this stack.
  */
 const struct stack_site *stacksites__match(const struct stacksites *ss, const struct site_key *k,
 					   const uint64_t *regs, const uint8_t *stack,
@@ -55,8 +57,9 @@ const struct stack_site *stacksites__match(const struct stacksites *ss, const st
 /*
  * Learn the site of @k, whose stack (@regs, @stack, @stack_len) @dp just unwound into the
  * @nnat frames @nat, complete, which stackbuild made into the @nn frames @f: only where
- * dwproc__unwind_checks proves which words decided them. Return the site (its id new), or
- * NULL when nothing was learned (not provable, or no memory).
+ * dwproc__unwind_checks proves which words decided them. It becomes @k's latest site; the
+ * oldest of STACKSITES_VARIANTS is then no longer matched (still found by its id). Return the
+ * site (its id new), or NULL when nothing was learned (not provable, or no memory).
  */
 const struct stack_site *stacksites__learn(struct stacksites *ss, const struct site_key *k,
 					   struct dwproc *dp, const uint64_t *regs,
