@@ -367,10 +367,7 @@ def test_blocks_at_one_site_from_two_lines_keep_their_lines(exe):
         for mark in ("BLOCK-HERE", "BLOCK-LONGER"):
             if mark in text:
                 lines[mark] = i
-    db, err = _record("-F", "99", "-v", "--", exe, BLOCKLOOP, "4", "3", "20", "3")
-    con = h.db(db)
-    meta = dict(con.execute("SELECT key, value FROM meta"))
-    taken = _taken(meta)
+    con, meta, taken, err = _record_blocks(exe, BLOCKLOOP, "4", "3", "20", "3")
     h.log(f"stacks taken {taken}, from a known site {meta['off_cpu_stacks_known_site']}, "
           f"the thread's last block's {meta['off_cpu_stacks_memo']}")
     assert taken >= 150, meta
@@ -405,10 +402,7 @@ def test_one_place_reached_from_two_callers_keeps_a_site_for_each():
     once and kept beside the other, not learned again at each alternation: most blocks' stacks
     come from a known site, most of those as the site's id, with no copy of the stack; and each
     thread's sleep splits about 1:1 between the two callers, each stack whole (no truncation)."""
-    db, err = _record("-F", "99", "-v", "--", h.workload("twowaits"), "4", "3")
-    con = h.db(db)
-    meta = dict(con.execute("SELECT key, value FROM meta"))
-    taken = _taken(meta)
+    con, meta, taken, err = _record_blocks(h.workload("twowaits"), "4", "3")
     h.log(f"stacks taken {taken}, from a known site {meta['off_cpu_stacks_known_site']}, "
           f"as its id {meta['off_cpu_stacks_site_id']}")
     # 4 threads x 3 s x ~90 sleeps a second, most of them seen at 99 Hz.
@@ -469,15 +463,22 @@ def _taken(meta):
             meta["off_cpu_stacks_iterator"] + meta["off_cpu_stacks_resume"])
 
 
+def _record_blocks(*args, env=None):
+    """Record --off-cpu -F 99 -v -- @args: (the recording, its meta, the blocks' stacks taken,
+    the recorder's stderr)."""
+    db, err = _record("-F", "99", "-v", "--", *args, env=env)
+    con = h.db(db)
+    meta = dict(con.execute("SELECT key, value FROM meta"))
+    return con, meta, _taken(meta), err
+
+
 def _check_blockloop(exe, env=None, fetcher=False):
     """Record blockloop.py (4 pollers, 3 s, 20 ms timeouts) with --off-cpu and check the
     blocks' stacks (the test above); with @fetcher, that the fetcher took most of them. Return
     the recorder's stderr (its meta in _check_blockloop.meta)."""
     line = next(i for i, text in enumerate(open(BLOCKLOOP), 1) if "BLOCK-HERE" in text)
-    db, err = _record("-F", "99", "-v", "--", exe, BLOCKLOOP, "4", "3", "20", env=env)
-    con = h.db(db)
-    meta = _check_blockloop.meta = dict(con.execute("SELECT key, value FROM meta"))
-    taken = _taken(meta)
+    con, meta, taken, err = _record_blocks(exe, BLOCKLOOP, "4", "3", "20", env=env)
+    _check_blockloop.meta = meta
     h.log(f"{err}\nstacks taken {taken}, from a known site {meta['off_cpu_stacks_known_site']}")
     # 4 threads x 3 s x ~50 blocks/s, most of them observed at 99 Hz (a block lasts two periods).
     assert taken >= 200, meta
