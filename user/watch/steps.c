@@ -12,18 +12,13 @@
 #include "live/agent_client.h"
 #include "watch/steps.h"
 
-#define GAPS	   64	/* moves remembered per process */
 #define CONNECT_MS 500	/* to connect to an agent */
 #define REQUEST_MS 1000 /* for its GIL, then for its answer */
 
 struct proc_steps {
 	pid_t pid;
-	bool known;	    /* a step was read */
-	int64_t step;	    /* the latest read */
-	double seen;	    /* when it was first seen at that step */
-	double next_try;    /* no agent or no hooks: not before then */
-	double gaps[GAPS];  /* seconds per step of the latest moves */
-	unsigned int ngaps; /* moves seen (the ring holds the last GAPS) */
+	double next_try; /* no agent or no hooks: not before then */
+	struct step_pace pace;
 };
 
 struct steps {
@@ -36,6 +31,46 @@ struct steps {
 	size_t nprocs;
 	double last_move;
 };
+
+bool step_pace__read(struct step_pace *p, int64_t step, double t)
+{
+	if (!p->known || step < p->step) {
+		/* The first reading, or the hooks put in again (a new count): the pace is
+		 * judged from now. */
+		p->known = true;
+		p->step = step;
+		p->seen = t;
+		p->pending = 0;
+		return true;
+	}
+	if (step == p->step)
+		return false;
+	/*
+	 * The time between two readings over the steps made between them is a step's time
+	 * only if the process stepped all along: the last move before it stopped (a hang) is
+	 * a few steps over a whole interval, a step seemingly many times longer than it is,
+	 * which would raise the threshold of the very stall it precedes. So a move counts once
+	 * the process is read to move again; until then it is pending.
+	 */
+	if (p->pending > 0)
+		p->gaps[p->ngaps++ % STEP_PACE_MOVES] = p->pending;
+	p->pending = (t - p->seen) / (double)(step - p->step);
+	p->step = step;
+	p->seen = t;
+	return true;
+}
+
+double step_pace__longest(const struct step_pace *p)
+{
+	unsigned int k, n = p->ngaps < STEP_PACE_MOVES ? p->ngaps : STEP_PACE_MOVES;
+	double longest = 0;
+
+	for (k = 0; k < n; k++)
+		if (p->gaps[k] > longest)
+			longest = p->gaps[k];
+	/* One move only (slow steps, just begun): that move is all there is. */
+	return n ? longest : p->pending;
+}
 
 static double now_s(void)
 {
@@ -85,21 +120,8 @@ static void learn(struct steps *st, pid_t pid, int err, int64_t step, double t)
 			p->next_try = t + STEPS_RETRY_S;
 		return;
 	}
-	if (!p->known || step < p->step) {
-		/* The first sighting, or the hooks put in again (a new count): progress is
-		 * judged from now. */
-		p->known = true;
-		p->step = step;
-		p->seen = t;
+	if (step_pace__read(&p->pace, step, t))
 		st->last_move = t;
-		return;
-	}
-	if (step == p->step)
-		return;
-	p->gaps[p->ngaps++ % GAPS] = (t - p->seen) / (double)(step - p->step);
-	p->step = step;
-	p->seen = t;
-	st->last_move = t;
 }
 
 static void *steps_main(void *arg)
@@ -207,16 +229,15 @@ void steps__progress(struct steps *st, struct step_progress *out)
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&st->lock);
 	for (size_t i = 0; i < st->nprocs; i++) {
-		const struct proc_steps *p = &st->procs[i];
-		unsigned int k, n = p->ngaps < GAPS ? p->ngaps : GAPS;
+		const struct step_pace *p = &st->procs[i].pace;
+		double longest = step_pace__longest(p);
 
 		if (!p->known)
 			continue;
 		if (!out->procs++ || p->step > out->step)
 			out->step = p->step;
-		for (k = 0; k < n; k++)
-			if (p->gaps[k] > out->max_step_s)
-				out->max_step_s = p->gaps[k];
+		if (longest > out->max_step_s)
+			out->max_step_s = longest;
 	}
 	out->last_move = st->last_move;
 	pthread_mutex_unlock(&st->lock);
@@ -228,8 +249,8 @@ double steps__last_move(struct steps *st, pid_t pid)
 
 	pthread_mutex_lock(&st->lock);
 	for (size_t i = 0; i < st->nprocs; i++)
-		if (st->procs[i].pid == pid && st->procs[i].known)
-			t = st->procs[i].seen;
+		if (st->procs[i].pid == pid && st->procs[i].pace.known)
+			t = st->procs[i].pace.seen;
 	pthread_mutex_unlock(&st->lock);
 	return t;
 }

@@ -11,10 +11,37 @@
 #ifndef PROBING_STEPS_H
 #define PROBING_STEPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#define STEPS_RETRY_S 10.0
+#define STEPS_RETRY_S	10.0
+#define STEP_PACE_MOVES 64 /* moves remembered per process */
+
+/* The pace of one process's steps, from readings of its step count. Zeroed: nothing read. */
+struct step_pace {
+	bool known;		      /* a step was read */
+	int64_t step;		      /* the latest read */
+	double seen;		      /* when it was first read at that step (seconds) */
+	double gaps[STEP_PACE_MOVES]; /* seconds per step of the latest moves counted */
+	unsigned int ngaps;	      /* moves counted (the ring holds the last STEP_PACE_MOVES) */
+	/* seconds per step of the latest move, counted at the next one; 0: none */
+	double pending;
+};
+
+/*
+ * A reading of the step, @step at @t seconds, into @p. A move counts once the process is read
+ * to move again after it. Return true if the step moved (or was first read, or went back: a
+ * new count, judged from now).
+ */
+bool step_pace__read(struct step_pace *p, int64_t step, double t);
+
+/*
+ * The longest time a step took among the moves counted (the time between two readings over
+ * the steps made between them); the one move not yet counted while there is no other; 0:
+ * no move yet.
+ */
+double step_pace__longest(const struct step_pace *p);
 
 struct steps;
 
@@ -41,7 +68,9 @@ struct step_progress {
 			     * first read); 0: none */
 	double max_step_s; /* the longest time a step took among the last 64 moves of each
 			     * process (the time between two sightings over the steps made
-			     * between them); 0: no move seen yet */
+			     * between them), a move counted once the process moved again
+			     * after it (its only move while there is no other); 0: no move
+			     * seen yet */
 };
 
 /* The progress now, into @out. */
