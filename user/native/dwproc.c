@@ -7,6 +7,7 @@
  * process (the kernel maps the same image into every process).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <dwarf.h>
 #include <gelf.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/bmap.h"
+#include "native/cfirule.h"
 #include "native/dwproc.h"
 #include "base/log.h"
 #include "base/procinfo.h"
@@ -66,7 +68,21 @@ struct dwproc {
 	 * (a container's /usr/lib/debug: Debian's libc6-dbg for its stripped libc). */
 	Dwfl_Callbacks callbacks;
 	char *debuginfo_path;
+	/* The call-frame rules of the code addresses unwound (pc -> cfi_rule__pack), for
+	 * fast_unwind; emptied when a module is reported (one may have moved) or it is full. */
+	struct bmap *rules;
 };
+
+/* Rules kept per process before they are forgotten and read again. */
+#define MAX_RULES 65536
+/* The most frames the self-check compares (a longer unwind is not checked). */
+#define MAX_NATIVE_CHECK 256
+
+/* How stacks were unwound, for the self-check (PROBING_UNWIND_CHECK). */
+static struct {
+	int check; /* -1: not read yet */
+	unsigned long fast, slow, differ;
+} unwinds = {.check = -1};
 
 static const Dwfl_Callbacks dwfl_callbacks = {
 	.find_elf = dwfl_linux_proc_find_elf, /* unused: every module comes with an fd */
@@ -356,7 +372,8 @@ struct dwproc *dwproc__new(pid_t pid)
 	dp->pid = pid;
 	dp->refs = 1;
 	dp->reported = bmap__new();
-	if (!dp->reported) {
+	dp->rules = bmap__new();
+	if (!dp->reported || !dp->rules) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -400,6 +417,7 @@ static void release(struct dwproc *dp)
 	free(dp->debuginfo_path);
 	procmaps__release(&dp->maps);
 	bmap__free(dp->reported);
+	bmap__free(dp->rules);
 	free(dp->ranges);
 	free(dp->reads);
 	free(dp);
@@ -449,9 +467,10 @@ int dwproc__refresh(struct dwproc *dp, unsigned int max_interval_ms)
 	 * again at once; while nothing new is found (JIT code, an address really in no file)
 	 * back off, doubling up to @max_interval_ms.
 	 */
-	if (added)
+	if (added) {
 		dp->refresh_gap_ms = 0;
-	else
+		bmap__clear(dp->rules);
+	} else
 		dp->refresh_gap_ms = dp->refresh_gap_ms ? dp->refresh_gap_ms * 2 : 1;
 	if (dp->refresh_gap_ms > max_interval_ms)
 		dp->refresh_gap_ms = max_interval_ms;
@@ -631,11 +650,158 @@ static void released_slots(struct dwproc *dp, const uint64_t *regs)
 	}
 }
 
+/* The rule of code address @at (exact), from the cache or read and kept. */
+static void rule_at(struct dwproc *dp, uint64_t at, struct cfi_rule *r)
+{
+	uint64_t *v = bmap__find(dp->rules, &at, sizeof(at)), packed;
+	struct cfi_rule fresh;
+
+	if (v) {
+		cfi_rule__unpack(*v, r);
+		return;
+	}
+	/* The module libdwfl would take (ours are the same ranges, reported the same way). */
+	cfi_rule__read(dwfl_addrmodule(dp->dwfl, at), at, &fresh);
+	packed = cfi_rule__pack(&fresh);
+	if (bmap__size(dp->rules) >= MAX_RULES)
+		bmap__clear(dp->rules);
+	bmap__upsert(dp->rules, &at, sizeof(at), packed, NULL); /* ENOMEM: not kept */
+	cfi_rule__unpack(packed, r);
+}
+
+/*
+ * The unwind libdwfl gives (dp->out, dp->n, dp->last_sp), by the cached rules alone, for a
+ * stack whose every frame has a simple rule (cfirule.h); -EAGAIN at the first that has not
+ * (the caller unwinds with libdwfl). *@ended: no caller was found, as libdwfl ends an unwind
+ * (a return address undefined, unreadable or 0; a CFA from an rbp it does not know: every
+ * register of the caller unknown); *@outermost: the last frame's rule says it has no caller.
+ * libdwfl reads every callee-saved register a frame saved; only rbp and rsp can be a CFA
+ * here, so only they are followed, and only rbp's save slot is read besides the return
+ * address (dwproc__unwind_checks proves its checks by unwinding again, this way too).
+ */
+static int fast_unwind(struct dwproc *dp, bool *ended, bool *outermost)
+{
+	uint64_t pc = dp->regs[DWREG_RIP], sp = dp->regs[DWREG_RSP], rbp = dp->regs[DWREG_RBP];
+	bool rbp_known = true, activation = true;
+	Dwarf_Word ra, w;
+	struct cfi_rule r;
+	uint64_t cfa;
+
+	dp->n = 0;
+	dp->last_sp = 0;
+	*ended = *outermost = false;
+	for (;;) {
+		if (dp->n >= dp->max)
+			return dp->n; /* frame_cb's limit: not an end */
+		dp->out[dp->n].pc = pc;
+		dp->out[dp->n].activation = activation;
+		dp->n++;
+		dp->last_sp = sp;
+		rule_at(dp, activation ? pc : pc - 1, &r);
+		if (!r.simple)
+			return -EAGAIN;
+		*outermost = r.outermost;
+		if (r.outermost || (r.cfa_rbp && !rbp_known))
+			break;
+		cfa = (r.cfa_rbp ? rbp : sp) + (int64_t)r.cfa_off;
+		if (!memory_read(NULL, cfa + (int64_t)r.ra_off, &ra, dp) || !ra)
+			break;
+		if (r.rbp == CFI_RBP_AT) {
+			rbp_known = memory_read(NULL, cfa + (int64_t)r.rbp_off, &w, dp);
+			rbp = w;
+		} else if (r.rbp == CFI_RBP_UNDEFINED) {
+			rbp_known = false;
+		}
+		sp = cfa;
+		pc = ra;
+		activation = false;
+	}
+	*ended = true;
+	return dp->n;
+}
+
+/* Whether unwinds are checked against libdwfl's: the environment's PROBING_UNWIND_CHECK. */
+static bool checking(void)
+{
+	if (unwinds.check < 0)
+		unwinds.check = getenv("PROBING_UNWIND_CHECK") != NULL;
+	return unwinds.check;
+}
+
+/*
+ * An unwind as libdwfl does it, into dp->out. Return the number of frames; *@complete as
+ * dwproc__unwind says.
+ */
+static int slow_unwind(struct dwproc *dp, pid_t tid, bool *complete)
+{
+	int ret;
+
+	dp->n = 0;
+	dp->last_sp = 0;
+	ret = dwfl_getthread_frames(dp->dwfl, tid, frame_cb, dp);
+	*complete = dp->n && reached_outermost(dp, ret == 0);
+	return dp->n;
+}
+
+/*
+ * A fast unwind (@fast, @n frames, @fast_complete) that differs from libdwfl's (dp->out) at
+ * frame @at: a warning, and a line appended to the file PROBING_UNWIND_CHECK names if it is
+ * an absolute path (tests read it).
+ */
+static void differ_note(struct dwproc *dp, pid_t tid, const struct dwproc_frame *fast, int n,
+			bool fast_complete, int at)
+{
+	const char *path = getenv("PROBING_UNWIND_CHECK");
+	char line[512];
+	FILE *f;
+
+	snprintf(line, sizeof(line),
+		 "unwind self-check: pid %d tid %d rip %#" PRIx64 ": %d frames%s by the rules, "
+		 "%d by libdwfl; first difference at frame %d (%#" PRIx64 " vs %#" PRIx64 ")",
+		 dp->pid, tid, dp->regs[DWREG_RIP], n, fast_complete ? " (complete)" : "", dp->n,
+		 at, at < n ? fast[at].pc : 0, at < dp->n ? dp->out[at].pc : 0);
+	pr_warn("%s", line);
+	if (path && path[0] == '/' && (f = fopen(path, "ae"))) {
+		fprintf(f, "%s\n", line);
+		fclose(f);
+	}
+}
+
+/* The fast unwind, checked against libdwfl's when asked (PROBING_UNWIND_CHECK). */
+static int unwind_once(struct dwproc *dp, pid_t tid, bool *complete)
+{
+	struct dwproc_frame fast[MAX_NATIVE_CHECK];
+	bool ended, outermost, fast_complete;
+	int n, i;
+
+	n = fast_unwind(dp, &ended, &outermost);
+	if (n < 0) {
+		__atomic_add_fetch(&unwinds.slow, 1, __ATOMIC_RELAXED);
+		return slow_unwind(dp, tid, complete);
+	}
+	__atomic_add_fetch(&unwinds.fast, 1, __ATOMIC_RELAXED);
+	*complete =
+		n && ((dp->start_stack && dp->last_sp == dp->start_stack) || (ended && outermost));
+	if (!checking() || n > (int)ARRAY_SIZE(fast))
+		return n;
+	memcpy(fast, dp->out, sizeof(*fast) * n);
+	fast_complete = *complete;
+	slow_unwind(dp, tid, complete);
+	for (i = 0; i < n && i < dp->n; i++)
+		if (fast[i].pc != dp->out[i].pc || fast[i].activation != dp->out[i].activation)
+			break;
+	if (i == n && n == dp->n && fast_complete == *complete)
+		return n;
+	__atomic_add_fetch(&unwinds.differ, 1, __ATOMIC_RELAXED);
+	differ_note(dp, tid, fast, n, fast_complete, i);
+	return dp->n;
+}
+
 int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
 		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete)
 {
 	bool retried;
-	int err, ret;
+	int err;
 
 	*complete = false;
 	if (max <= 0)
@@ -656,10 +822,7 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
 	dp->max = max;
 	released_slots(dp, regs);
 	for (retried = false;; retried = true) {
-		dp->n = 0;
-		dp->last_sp = 0;
-		ret = dwfl_getthread_frames(dp->dwfl, tid, frame_cb, dp);
-		*complete = dp->n && reached_outermost(dp, ret == 0);
+		unwind_once(dp, tid, complete);
 		/*
 		 * Stopped at an address in no known module: a library mapped since the maps
 		 * were read (at start-up ld.so maps them after exec). If a refresh finds it,
@@ -675,6 +838,13 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
 		dp->n = 1;
 	}
 	return dp->n;
+}
+
+void dwproc__unwind_counts(unsigned long *fast, unsigned long *slow, unsigned long *differ)
+{
+	*fast = __atomic_load_n(&unwinds.fast, __ATOMIC_RELAXED);
+	*slow = __atomic_load_n(&unwinds.slow, __ATOMIC_RELAXED);
+	*differ = __atomic_load_n(&unwinds.differ, __ATOMIC_RELAXED);
 }
 
 Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc)

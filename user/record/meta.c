@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 
 #include "base/cli.h"
 #include "base/util.h"
+#include "native/dwproc.h"
 #include "record/meta.h"
 
 void meta__write_start(struct store *st, const struct session_opts *o, double start)
@@ -73,6 +75,18 @@ static void meta_offcpu(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "off_cpu_threads_not_swept", t->off.no_room);
 }
 
+/* How native stacks were unwound, in this run of probing (docs/sql.md, "meta"). */
+static void meta_unwinds(struct store *st)
+{
+	unsigned long fast, slow, differ;
+
+	dwproc__unwind_counts(&fast, &slow, &differ);
+	store__meta_int(st, "native_unwinds_by_rules", fast);
+	store__meta_int(st, "native_unwinds_by_libdwfl", slow);
+	if (getenv("PROBING_UNWIND_CHECK"))
+		store__meta_int(st, "native_unwinds_differ", differ);
+}
+
 void meta__write_end(struct store *st, const struct record_totals *t)
 {
 	store__meta_real(st, "end", t->start + t->seconds);
@@ -80,6 +94,7 @@ void meta__write_end(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "samples", t->rs.samples + t->rs.off_observations);
 	store__meta_int(st, "lost", t->lost);
 	store__meta_int(st, "complete_native_stacks", t->rs.complete);
+	meta_unwinds(st);
 	store__meta_real(st, "recorder_cpu", t->recorder_cpu);
 	store__meta_text(st, "comm", t->comm_state);
 	if (t->comm_state && !strcmp(t->comm_state, "on")) {
