@@ -7,6 +7,9 @@ frame is _start (the main thread) or clone3/clone (any other thread). The worklo
 their time where unwinding used to stop early while the stack was still counted complete:
 PLT stubs (tests/workloads/native/plt.c, and libpython 3.8's own calls) and deep Python
 stacks, 20 KiB of C stack on Python 3.8-3.10 (tests/workloads/python/deep_threads.py).
+
+Every recording here runs with PROBING_UNWIND_CHECK: each stack unwound by the cached
+.eh_frame rules (native/cfirule.h) is unwound by libdwfl too, and none may differ.
 """
 import os
 import re
@@ -32,9 +35,12 @@ def record_running(cmd, ready, want, opts=()):
     cons = []
     for i in range(5):
         out = h.tmp(f"rec{i}.db")
-        p = h.probing("record", "-F", 999, "-d", 2, "-p", target.pid, "-o", out, *opts)
+        differ = h.tmp(f"rec{i}.differ")
+        p = h.probing("record", "-F", 999, "-d", 2, "-p", target.pid, "-o", out, *opts,
+                      env={"PROBING_UNWIND_CHECK": differ})
         assert p.returncode == 0, p.stderr
         cons.append(h.db(out))
+        check_unwinds(cons[-1], differ)
         n, r = check_complete_flags(cons[-1], target.pid)
         total += n
         reached += r
@@ -42,6 +48,21 @@ def record_running(cmd, ready, want, opts=()):
             break
     assert total >= want, f"only {total} samples in 5 recordings"
     return total, reached, [(con, target.pid) for con in cons]
+
+
+def unwind_counts(con):
+    """(by the rules, by libdwfl, differing) of a recording made with PROBING_UNWIND_CHECK."""
+    meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    return tuple(int(meta[k]) for k in ("native_unwinds_by_rules", "native_unwinds_by_libdwfl",
+                                        "native_unwinds_differ"))
+
+
+def check_unwinds(con, differ):
+    """No stack the rules unwound differs from libdwfl's unwind of it (each difference is
+    noted in the file @differ)."""
+    fast, slow, diff = unwind_counts(con)
+    notes = open(differ).read() if os.path.exists(differ) else ""
+    assert diff == 0 and not notes, f"{diff} of {fast} unwinds differ from libdwfl's: {notes[:2000]}"
 
 
 def check_complete_flags(con, pid):
@@ -74,8 +95,12 @@ def check_complete_flags(con, pid):
 
 def test_plt_stubs_unwind_to_the_outermost_frame():
     """A sample in a PLT stub unwinds through it (its CFI needs rip as a register)."""
-    total, reached, _ = record_running([h.workload("plt"), "30"], "ready", 500)
+    total, reached, recs = record_running([h.workload("plt"), "30"], "ready", 500)
     assert reached >= 0.995 * total, f"{reached}/{total} samples reach _start or clone3"
+    # A stub's CFA is an expression of rip (rsp + 8, or + 16 past the lazy binder's push):
+    # those few stacks are libdwfl's, the others the rules'.
+    fast, slow = (sum(unwind_counts(con)[k] for con, _ in recs) for k in (0, 1))
+    assert fast >= 0.9 * (fast + slow), (fast, slow)
 
 
 def test_frame_pointer_epilogues_unwind_to_the_outermost_frame():
@@ -84,6 +109,9 @@ def test_frame_pointer_epilogues_unwind_to_the_outermost_frame():
     copy): 94-95 % of the samples reached _start or clone3 before, the others leaf-only."""
     total, reached, recs = record_running([h.workload("fpret"), "30"], "ready", 500)
     assert reached >= 0.995 * total, f"{reached}/{total} samples reach _start or clone3"
+    # Epilogues included, every frame has a simple rule: all by the rules.
+    fast, slow = (sum(unwind_counts(con)[k] for con, _ in recs) for k in (0, 1))
+    assert fast >= 0.99 * (fast + slow), (fast, slow)
     # Most samples are in the two short functions, below the loop that calls them.
     inner = sum(n for con, pid in recs for n, chain, _ in h.stacks(con, pid=pid)
                 if chain[-2:] in (["call_loop", "fp_leave"], ["fp_leave", "fp_pop"]))
@@ -105,6 +133,8 @@ def test_python_threads_unwind_to_the_outermost_frame(py):
     # The Python frames are all there too.
     deep = whole_python_chains(recs)
     assert deep >= 0.95 * total, f"{deep}/{total} samples with the whole Python chain"
+    fast, slow = (sum(unwind_counts(con)[k] for con, _ in recs) for k in (0, 1))
+    assert fast >= 0.9 * (fast + slow), (fast, slow)
 
 
 def test_stack_deeper_than_the_copy_is_flagged():

@@ -80,9 +80,9 @@ struct dwproc {
 
 /* How stacks were unwound, for the self-check (PROBING_UNWIND_CHECK). */
 static struct {
-	int check; /* -1: not read yet */
-	unsigned long fast, slow, differ;
-} unwinds = {.check = -1};
+	int check, libdwfl_only; /* -1: not read yet */
+	unsigned long fast, slow, differ, ns;
+} unwinds = {.check = -1, .libdwfl_only = -1};
 
 static const Dwfl_Callbacks dwfl_callbacks = {
 	.find_elf = dwfl_linux_proc_find_elf, /* unused: every module comes with an fd */
@@ -774,7 +774,9 @@ static int unwind_once(struct dwproc *dp, pid_t tid, bool *complete)
 	bool ended, outermost, fast_complete;
 	int n, i;
 
-	n = fast_unwind(dp, &ended, &outermost);
+	if (unwinds.libdwfl_only < 0)
+		unwinds.libdwfl_only = getenv("PROBING_UNWIND_LIBDWFL") != NULL;
+	n = unwinds.libdwfl_only ? -EAGAIN : fast_unwind(dp, &ended, &outermost);
 	if (n < 0) {
 		__atomic_add_fetch(&unwinds.slow, 1, __ATOMIC_RELAXED);
 		return slow_unwind(dp, tid, complete);
@@ -800,6 +802,7 @@ static int unwind_once(struct dwproc *dp, pid_t tid, bool *complete)
 int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
 		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete)
 {
+	uint64_t t0 = now_mono_ns();
 	bool retried;
 	int err;
 
@@ -837,14 +840,17 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
 		out[0].activation = true;
 		dp->n = 1;
 	}
+	__atomic_add_fetch(&unwinds.ns, now_mono_ns() - t0, __ATOMIC_RELAXED);
 	return dp->n;
 }
 
-void dwproc__unwind_counts(unsigned long *fast, unsigned long *slow, unsigned long *differ)
+void dwproc__unwind_counts(unsigned long *fast, unsigned long *slow, unsigned long *differ,
+			   unsigned long *ns)
 {
 	*fast = __atomic_load_n(&unwinds.fast, __ATOMIC_RELAXED);
 	*slow = __atomic_load_n(&unwinds.slow, __ATOMIC_RELAXED);
 	*differ = __atomic_load_n(&unwinds.differ, __ATOMIC_RELAXED);
+	*ns = __atomic_load_n(&unwinds.ns, __ATOMIC_RELAXED);
 }
 
 Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc)

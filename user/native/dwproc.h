@@ -85,11 +85,14 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
 
 /*
  * How many unwinds (of every process, since the start) followed the cached call-frame rules
- * alone (cfirule.h), how many libdwfl did (a frame whose rule has another shape), and how many
- * of the first differed from libdwfl's, checked when the environment has PROBING_UNWIND_CHECK
- * (each is then unwound both ways and libdwfl's kept, the difference logged as a warning).
+ * alone (cfirule.h), how many libdwfl did (a frame whose rule has another shape, or all of
+ * them with PROBING_UNWIND_LIBDWFL in the environment: for benchmarks), how many of the first
+ * differed from libdwfl's, checked when the environment has PROBING_UNWIND_CHECK (each is
+ * then unwound both ways and libdwfl's kept, the difference logged as a warning), and the
+ * time dwproc__unwind took in all (ns).
  */
-void dwproc__unwind_counts(unsigned long *fast, unsigned long *slow, unsigned long *differ);
+void dwproc__unwind_counts(unsigned long *fast, unsigned long *slow, unsigned long *differ,
+			   unsigned long *ns);
 
 /* A check of dwproc__unwind_checks that is a register's value (DWREG_* in the low bits). */
 #define DWPROC_CHECK_REG 0x80000000u

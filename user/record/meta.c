@@ -78,11 +78,12 @@ static void meta_offcpu(struct store *st, const struct record_totals *t)
 /* How native stacks were unwound, in this run of probing (docs/sql.md, "meta"). */
 static void meta_unwinds(struct store *st)
 {
-	unsigned long fast, slow, differ;
+	unsigned long fast, slow, differ, ns;
 
-	dwproc__unwind_counts(&fast, &slow, &differ);
+	dwproc__unwind_counts(&fast, &slow, &differ, &ns);
 	store__meta_int(st, "native_unwinds_by_rules", fast);
 	store__meta_int(st, "native_unwinds_by_libdwfl", slow);
+	store__meta_int(st, "native_unwind_ns", ns);
 	if (getenv("PROBING_UNWIND_CHECK"))
 		store__meta_int(st, "native_unwinds_differ", differ);
 }
