@@ -115,12 +115,17 @@ def inject(pid, lib, env=None):
 
 def kill_sweep(v, kills, rng, outcomes, lock, errors):
     """@kills injections of @v, each SIGKILLed after a random delay within the time a whole
-    injection takes (measured first: a loaded machine stretches it)."""
-    t0 = time.monotonic()
-    p = inject(v.pid, fresh_lib())
-    p.communicate(timeout=30)
-    span = time.monotonic() - t0
-    time.sleep(SETTLE)
+    injection takes (measured first, the median of three: a loaded machine stretches it, and
+    the first, cold, can take several times the others, which would leave most kills after
+    the injection finished)."""
+    spans = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        p = inject(v.pid, fresh_lib())
+        p.communicate(timeout=30)
+        spans.append(time.monotonic() - t0)
+        time.sleep(SETTLE)
+    span = sorted(spans)[1]
     for _ in range(kills):
         lib = fresh_lib()
         p = inject(v.pid, lib)
