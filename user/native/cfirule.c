@@ -5,57 +5,56 @@
 #include "bpf/sampler.h"
 #include "native/cfirule.h"
 
-/* The CFA rule "rsp + N" or "rbp + N" (libdw gives it as DW_OP_bregx or DW_OP_bregN). */
-static bool cfa_of(Dwarf_Frame *frame, struct cfi_rule *r)
+bool cfi_frame_cfa(Dwarf_Frame *frame, bool *rbp, int32_t *off)
 {
 	Dwarf_Op *ops;
 	size_t nops;
 	uint64_t reg;
-	int64_t off;
+	int64_t o;
 
+	/* libdw gives "rsp + N" as DW_OP_bregx or DW_OP_bregN. */
 	if (dwarf_frame_cfa(frame, &ops, &nops) || nops != 1)
 		return false;
 	if (ops[0].atom == DW_OP_bregx) {
 		reg = ops[0].number;
-		off = (int64_t)ops[0].number2;
+		o = (int64_t)ops[0].number2;
 	} else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
 		reg = ops[0].atom - DW_OP_breg0;
-		off = (int64_t)ops[0].number;
+		o = (int64_t)ops[0].number;
 	} else {
 		return false;
 	}
-	if ((reg != DWREG_RSP && reg != DWREG_RBP) || off < INT32_MIN || off > INT32_MAX)
+	if ((reg != DWREG_RSP && reg != DWREG_RBP) || o < INT32_MIN || o > INT32_MAX)
 		return false;
-	r->cfa_rbp = reg == DWREG_RBP;
-	r->cfa_off = (int32_t)off;
+	*rbp = reg == DWREG_RBP;
+	*off = (int32_t)o;
 	return true;
 }
 
-enum reg_how { REG_OTHER, REG_UNDEFINED, REG_SAME, REG_AT, REG_IS_CFA };
-
-/* How register @reg of the caller is found: REG_AT with *@off (saved at CFA + off), ... */
-static enum reg_how reg_of(Dwarf_Frame *frame, int reg, int32_t *off)
+enum cfi_reg_how cfi_frame_reg(Dwarf_Frame *frame, int reg, int32_t *off)
 {
 	Dwarf_Op ops_mem[3], *ops;
 	size_t nops;
 	int64_t o = 0;
 
 	if (dwarf_frame_register(frame, reg, ops_mem, &ops, &nops))
-		return REG_OTHER;
+		return CFI_REG_OTHER;
 	if (!nops)
-		return ops == ops_mem ? REG_UNDEFINED : ops == NULL ? REG_SAME : REG_OTHER;
+		return ops == ops_mem ? CFI_REG_UNDEFINED
+		       : ops == NULL  ? CFI_REG_SAME
+				      : CFI_REG_OTHER;
 	if (ops[0].atom != DW_OP_call_frame_cfa)
-		return REG_OTHER;
+		return CFI_REG_OTHER;
 	if (nops == 2 && ops[1].atom == DW_OP_stack_value)
-		return REG_IS_CFA; /* val_offset(0) */
+		return CFI_REG_IS_CFA; /* val_offset(0) */
 	if (nops == 2 && ops[1].atom == DW_OP_plus_uconst)
 		o = (int64_t)ops[1].number;
 	else if (nops != 1)
-		return REG_OTHER;
+		return CFI_REG_OTHER;
 	if (o < INT32_MIN || o > INT32_MAX)
-		return REG_OTHER;
+		return CFI_REG_OTHER;
 	*off = (int32_t)o;
-	return REG_AT;
+	return CFI_REG_AT;
 }
 
 void cfi_rule__read(Dwfl_Module *mod, uint64_t pc, struct cfi_rule *out)
@@ -64,6 +63,7 @@ void cfi_rule__read(Dwfl_Module *mod, uint64_t pc, struct cfi_rule *out)
 	Dwarf_CFI *cfi;
 	Dwarf_Addr bias;
 	bool signal = false;
+	int32_t unused;
 	int ra;
 
 	*out = (struct cfi_rule){0};
@@ -71,37 +71,31 @@ void cfi_rule__read(Dwfl_Module *mod, uint64_t pc, struct cfi_rule *out)
 	if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame))
 		return; /* libdwfl goes on to .debug_frame, then frame pointers */
 	ra = dwarf_frame_info(frame, NULL, NULL, &signal);
-	if (ra != DWREG_RIP || signal || !cfa_of(frame, out))
+	if (ra != DWREG_RIP || signal || !cfi_frame_cfa(frame, &out->cfa_rbp, &out->cfa_off))
 		goto out;
-	switch (reg_of(frame, DWREG_RIP, &out->ra_off)) {
-	case REG_UNDEFINED:
+	switch (cfi_frame_reg(frame, DWREG_RIP, &out->ra_off)) {
+	case CFI_REG_UNDEFINED:
 		out->outermost = true;
 		break;
-	case REG_AT:
+	case CFI_REG_AT:
 		break;
 	default:
 		goto out;
 	}
-	switch (reg_of(frame, DWREG_RBP, &out->rbp_off)) {
-	case REG_SAME:
+	switch (cfi_frame_reg(frame, DWREG_RBP, &out->rbp_off)) {
+	case CFI_REG_SAME:
 		out->rbp = CFI_RBP_SAME;
 		break;
-	case REG_AT:
+	case CFI_REG_AT:
 		out->rbp = CFI_RBP_AT;
 		break;
-	case REG_UNDEFINED:
+	case CFI_REG_UNDEFINED:
 		out->rbp = CFI_RBP_UNDEFINED;
 		break;
 	default:
 		goto out;
 	}
-	{
-		int32_t unused;
-
-		if (reg_of(frame, DWREG_RSP, &unused) != REG_IS_CFA)
-			goto out;
-	}
-	out->simple = true;
+	out->simple = cfi_frame_reg(frame, DWREG_RSP, &unused) == CFI_REG_IS_CFA;
 out:
 	free(frame);
 }

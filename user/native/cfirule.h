@@ -31,6 +31,24 @@ struct cfi_rule {
 	int32_t rbp_off;
 };
 
+/* How a register of the caller is found in a frame's rule (cfi_frame_reg). */
+enum cfi_reg_how {
+	CFI_REG_OTHER,	   /* a rule of another kind (an expression, another register) */
+	CFI_REG_UNDEFINED, /* undefined */
+	CFI_REG_SAME,	   /* the same value */
+	CFI_REG_AT,	   /* saved at CFA + offset: offset(N) */
+	CFI_REG_IS_CFA,	   /* the CFA itself: val_offset(0), the caller's rsp */
+};
+
+/* How register @reg (DWARF numbering) of the caller is found by @frame; *@off for CFI_REG_AT. */
+enum cfi_reg_how cfi_frame_reg(Dwarf_Frame *frame, int reg, int32_t *off);
+
+/*
+ * Whether @frame's CFA is rsp or rbp plus an offset that fits 32 bits: then *@rbp (the base is
+ * rbp) and *@off.
+ */
+bool cfi_frame_cfa(Dwarf_Frame *frame, bool *rbp, int32_t *off);
+
 /*
  * The rule for code address @pc (exact: a return address already less one) of module @mod,
  * as libdwfl would unwind it: from the module's .eh_frame, which it tries first and keeps to

@@ -510,12 +510,11 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 static bool cfi_says_outermost(struct dwproc *dp, uint64_t pc)
 {
 	Dwfl_Module *mod = dwproc__module(dp, pc);
-	Dwarf_Op ops_mem[3], *ops;
 	Dwarf_Frame *frame;
 	Dwarf_CFI *cfi;
 	Dwarf_Addr bias;
-	size_t nops;
 	bool undefined;
+	int32_t off;
 	int which, ra;
 
 	if (!mod)
@@ -525,8 +524,7 @@ static bool cfi_says_outermost(struct dwproc *dp, uint64_t pc)
 		if (!cfi || dwarf_cfi_addrframe(cfi, pc - bias, &frame))
 			continue;
 		ra = dwarf_frame_info(frame, NULL, NULL, NULL);
-		undefined = ra >= 0 && !dwarf_frame_register(frame, ra, ops_mem, &ops, &nops) &&
-			    nops == 0 && ops == ops_mem;
+		undefined = ra >= 0 && cfi_frame_reg(frame, ra, &off) == CFI_REG_UNDEFINED;
 		free(frame);
 		return undefined;
 	}
@@ -551,15 +549,13 @@ static bool reached_outermost(struct dwproc *dp, bool ended)
 }
 
 /* Whether @frame's CFA is rsp + 8: its function holds nothing on the stack but the return
- * address (libdw gives the rule as DW_OP_bregx). */
+ * address. */
 static bool cfa_is_return_address(Dwarf_Frame *frame)
 {
-	Dwarf_Op *ops;
-	size_t nops;
+	int32_t off;
+	bool rbp;
 
-	return !dwarf_frame_cfa(frame, &ops, &nops) && nops == 1 &&
-	       ((ops[0].atom == DW_OP_bregx && ops[0].number == DWREG_RSP && ops[0].number2 == 8) ||
-		(ops[0].atom == DW_OP_breg7 && ops[0].number == 8));
+	return cfi_frame_cfa(frame, &rbp, &off) && !rbp && off == 8;
 }
 
 /*
@@ -568,17 +564,9 @@ static bool cfa_is_return_address(Dwarf_Frame *frame)
  */
 static uint64_t save_slot(Dwarf_Frame *frame, int reg, uint64_t cfa)
 {
-	Dwarf_Op ops_mem[3], *ops;
-	size_t nops;
+	int32_t off;
 
-	if (dwarf_frame_register(frame, reg, ops_mem, &ops, &nops) || !nops ||
-	    ops[0].atom != DW_OP_call_frame_cfa)
-		return 0;
-	if (nops == 1)
-		return cfa;
-	if (nops == 2 && ops[1].atom == DW_OP_plus_uconst)
-		return cfa + ops[1].number;
-	return 0;
+	return cfi_frame_reg(frame, reg, &off) == CFI_REG_AT ? cfa + (int64_t)off : 0;
 }
 
 /*
