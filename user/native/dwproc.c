@@ -470,8 +470,9 @@ int dwproc__refresh(struct dwproc *dp, unsigned int max_interval_ms)
 	if (added) {
 		dp->refresh_gap_ms = 0;
 		bmap__clear(dp->rules);
-	} else
+	} else {
 		dp->refresh_gap_ms = dp->refresh_gap_ms ? dp->refresh_gap_ms * 2 : 1;
+	}
 	if (dp->refresh_gap_ms > max_interval_ms)
 		dp->refresh_gap_ms = max_interval_ms;
 	return 1;
@@ -538,12 +539,17 @@ static bool cfi_says_outermost(struct dwproc *dp, uint64_t pc)
  * return address it cannot read is as undefined as one the CFI declares so), hence the
  * CFI check.
  */
+/* Whether out[n - 1] is the frame the kernel started the program in: nothing is above argc. */
+static bool at_start_stack(const struct dwproc *dp)
+{
+	return dp->start_stack && dp->last_sp == dp->start_stack;
+}
+
 static bool reached_outermost(struct dwproc *dp, bool ended)
 {
 	const struct dwproc_frame *last = &dp->out[dp->n - 1];
 
-	/* The frame the kernel started the program in: nothing is above argc. */
-	if (dp->start_stack && dp->last_sp == dp->start_stack)
+	if (at_start_stack(dp))
 		return true;
 	return ended && cfi_says_outermost(dp, last->activation ? last->pc : last->pc - 1);
 }
@@ -770,8 +776,8 @@ static int unwind_once(struct dwproc *dp, pid_t tid, bool *complete)
 		return slow_unwind(dp, tid, complete);
 	}
 	__atomic_add_fetch(&unwinds.fast, 1, __ATOMIC_RELAXED);
-	*complete =
-		n && ((dp->start_stack && dp->last_sp == dp->start_stack) || (ended && outermost));
+	/* reached_outermost, the last frame's rule already known */
+	*complete = n && (at_start_stack(dp) || (ended && outermost));
 	if (!checking() || n > (int)ARRAY_SIZE(fast))
 		return n;
 	memcpy(fast, dp->out, sizeof(*fast) * n);
@@ -832,13 +838,13 @@ int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const voi
 	return dp->n;
 }
 
-void dwproc__unwind_counts(unsigned long *fast, unsigned long *slow, unsigned long *differ,
-			   unsigned long *ns)
+void dwproc__unwind_counts(struct dwproc_unwinds *out)
 {
-	*fast = __atomic_load_n(&unwinds.fast, __ATOMIC_RELAXED);
-	*slow = __atomic_load_n(&unwinds.slow, __ATOMIC_RELAXED);
-	*differ = __atomic_load_n(&unwinds.differ, __ATOMIC_RELAXED);
-	*ns = __atomic_load_n(&unwinds.ns, __ATOMIC_RELAXED);
+	out->by_rules = __atomic_load_n(&unwinds.fast, __ATOMIC_RELAXED);
+	out->by_libdwfl = __atomic_load_n(&unwinds.slow, __ATOMIC_RELAXED);
+	out->differ = __atomic_load_n(&unwinds.differ, __ATOMIC_RELAXED);
+	out->ns = __atomic_load_n(&unwinds.ns, __ATOMIC_RELAXED);
+	out->checked = checking();
 }
 
 Dwfl_Module *dwproc__module(struct dwproc *dp, uint64_t pc)

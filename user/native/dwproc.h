@@ -67,8 +67,9 @@ struct dwproc_frame {
  * @stack_len bytes of @stack copied from regs[DWREG_RSP]. Store up to @max frames, innermost
  * first, in @out. The frames are libdwfl's; where every frame's .eh_frame rule has the simple
  * shape of cfirule.h they are found by those rules, cached per address, without libdwfl's
- * frame states (the same frames, in a few loads each). An unwind that stops at an address in no known module re-reads the maps
- * (dwproc__module_refreshed) and, if that finds the address's module, runs again.
+ * frame states (the same frames, in a few loads each). An unwind that stops at an address in
+ * no known module re-reads the maps (dwproc__module_refreshed) and, if that finds the
+ * address's module, runs again.
  *
  * *@complete is set only when the last frame is, by evidence, the thread's outermost one:
  *  - its CFI says its return address is undefined, the ABI's end-of-stack mark (glibc:
@@ -83,16 +84,19 @@ struct dwproc_frame {
 int dwproc__unwind(struct dwproc *dp, pid_t tid, const uint64_t *regs, const void *stack,
 		   size_t stack_len, struct dwproc_frame *out, int max, bool *complete);
 
-/*
- * How many unwinds (of every process, since the start) followed the cached call-frame rules
- * alone (cfirule.h), how many libdwfl did (a frame whose rule has another shape, or all of
- * them with PROBING_UNWIND_LIBDWFL in the environment: for benchmarks), how many of the first
- * differed from libdwfl's, checked when the environment has PROBING_UNWIND_CHECK (each is
- * then unwound both ways and libdwfl's kept, the difference logged as a warning), and the
- * time dwproc__unwind took in all (ns).
- */
-void dwproc__unwind_counts(unsigned long *fast, unsigned long *slow, unsigned long *differ,
-			   unsigned long *ns);
+/* How stacks were unwound, of every process since the start (dwproc__unwind_counts). */
+struct dwproc_unwinds {
+	unsigned long by_rules;	  /* by the cached call-frame rules alone (cfirule.h) */
+	unsigned long by_libdwfl; /* a frame whose rule has another shape, or all of them with
+				   * PROBING_UNWIND_LIBDWFL in the environment (benchmarks) */
+	unsigned long differ;	  /* of by_rules, those that differed from libdwfl's */
+	unsigned long ns;	  /* the time dwproc__unwind took in all */
+	bool checked; /* PROBING_UNWIND_CHECK is set: each of by_rules was unwound both ways,
+		       * libdwfl's kept and a difference logged as a warning (differ counts) */
+};
+
+/* The counts so far, into @out. */
+void dwproc__unwind_counts(struct dwproc_unwinds *out);
 
 /* A check of dwproc__unwind_checks that is a register's value (DWREG_* in the low bits). */
 #define DWPROC_CHECK_REG 0x80000000u

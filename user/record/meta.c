@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 
@@ -78,14 +77,14 @@ static void meta_offcpu(struct store *st, const struct record_totals *t)
 /* How native stacks were unwound, in this run of probing (docs/sql.md, "meta"). */
 static void meta_unwinds(struct store *st)
 {
-	unsigned long fast, slow, differ, ns;
+	struct dwproc_unwinds u;
 
-	dwproc__unwind_counts(&fast, &slow, &differ, &ns);
-	store__meta_int(st, "native_unwinds_by_rules", fast);
-	store__meta_int(st, "native_unwinds_by_libdwfl", slow);
-	store__meta_int(st, "native_unwind_ns", ns);
-	if (getenv("PROBING_UNWIND_CHECK"))
-		store__meta_int(st, "native_unwinds_differ", differ);
+	dwproc__unwind_counts(&u);
+	store__meta_int(st, "native_unwinds_by_rules", u.by_rules);
+	store__meta_int(st, "native_unwinds_by_libdwfl", u.by_libdwfl);
+	store__meta_int(st, "native_unwind_ns", u.ns);
+	if (u.checked)
+		store__meta_int(st, "native_unwinds_differ", u.differ);
 }
 
 void meta__write_end(struct store *st, const struct record_totals *t)
