@@ -401,6 +401,47 @@ def test_watch_on_stall_and_recovery():
         w.stop()
 
 
+@harness.timeout(300)
+def test_watch_wait_under_threshold_is_no_stall():
+    """Rank 1 sleeps (in hang_for) a little less than the threshold, three times: the other
+    ranks wait in their allreduce for ~0.3 s under it, and the watch, which reads the kernel's
+    records only every half second, must see each allreduce complete before it judges (it
+    reads everything recorded so far before declaring). Ground truth: rank 0's own time for
+    each faulted step (its allreduce wait, and a little compute). A wait that came out over
+    the threshold minus 0.1 s on a loaded machine proves nothing (a stall then is right):
+    such trials are left out, and at least two must count."""
+    stall = 3.0
+    fault = harness.tmp("fault")
+    w = Watch(["--stall", stall], FAULT="resume", FAULT_RANK=1, FAULT_STEP=15,
+              FAULT_FILE=fault, STEP_MS=100)
+    counted = 0
+    try:
+        w.ranks()
+        for trial in range(3):
+            stalls = len(re.findall(r"probing watch: stall at", w.watch_out()))
+            faults = len(re.findall(r"FAULT resume rank=1", w.out()))
+            open(fault, "w").close()
+            m = harness.wait_for(
+                lambda: re.findall(r"FAULT resume rank=1 step=(\d+) time=([\d.]+)",
+                                   w.out())[faults:], timeout=60, what="the fault")
+            step, fault_time = int(m[0][0]), float(m[0][1])
+            time.sleep(max(0.0, fault_time + stall - 0.35 - time.time()))
+            os.unlink(fault)
+            done = harness.wait_for(
+                lambda: re.search(rf"STEP rank=0 step={step} ms=([\d.]+)", w.out()),
+                timeout=30, what="rank 0's faulted step")
+            time.sleep(1.5)  # past the threshold, were the wait still running
+            waited = float(done.group(1)) / 1000
+            stalled = len(re.findall(r"probing watch: stall at", w.watch_out())) > stalls
+            harness.log(f"trial {trial}: rank 0 waited {waited:.2f} s, stall: {stalled}")
+            if waited < stall - 0.1:
+                assert not stalled, (waited, w.watch_out()[-3000:])
+                counted += 1
+        assert counted >= 2, f"only {counted} trials under the threshold"
+    finally:
+        w.stop()
+
+
 @harness.timeout(240)
 def test_watch_rank_killed_by_sigsegv():
     """A rank killed by SIGSEGV in the job's first seconds of steps: a stall at once naming

@@ -4,7 +4,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "record/evqueue.h"
 #include "base/log.h"
@@ -65,6 +68,9 @@ struct evqueue {
 	size_t held, limit;	     /* bytes of records not released (atomic), and its bound */
 	unsigned int urgent_waiting; /* l[1] is not empty (atomic: read without the lock) */
 	unsigned int pace_ms;	     /* between two drains, unless woken */
+	int kick_fd;		     /* eventfd: wakes the reader for a drain now (evqueue__sync) */
+	uint64_t asked;		     /* drains asked for by evqueue__sync (locked) */
+	uint64_t served;	     /* of them, the latest a finished drain served (locked) */
 	uint64_t dropped;	     /* atomic */
 	bool stop;		     /* asked to stop */
 	bool stopped;		     /* reader has finished its last drain */
@@ -180,22 +186,51 @@ static int enqueue(void *ctx, void *data, size_t len)
 	return 0;
 }
 
+/*
+ * Reader thread: sleep until the pace, the kernel (the buffer filling up) or a kick wakes it.
+ * The kick is reset before the drain learns which asks it serves: an ask whose kick it reset
+ * was made before, and is served by this drain.
+ */
+static uint64_t reader_wait(struct evqueue *q, bool stop)
+{
+	uint64_t v, serving;
+
+	if (!stop)
+		sampling__wait(q->s, q->kick_fd, q->pace_ms);
+	if (read(q->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		pr_debug("evqueue: reading its eventfd: %s", strerror(errno));
+	pthread_mutex_lock(&q->lock);
+	serving = q->asked;
+	pthread_mutex_unlock(&q->lock);
+	return serving;
+}
+
 static void *reader(void *arg)
 {
 	struct evqueue *q = arg;
+	uint64_t serving;
 	bool stop;
+
+	prctl(PR_SET_NAME, "probing-events"); /* its role, in top -H and /proc */
 
 	for (;;) {
 		pthread_mutex_lock(&q->lock);
 		stop = q->stop;
 		pthread_mutex_unlock(&q->lock);
 		/* Records do not wake us (BPF_RB_NO_WAKEUP) unless the buffer fills up: drain it
-		 * at a steady pace. */
-		if (!stop)
-			sampling__wait(q->s, q->pace_ms);
+		 * at a steady pace, or when asked to. */
+		serving = reader_wait(q, stop);
 		if (sampling__consume(q->s, enqueue, q) < 0)
 			pr_debug("ring buffer read failed");
 		publish(q, true);
+		if (serving) {
+			pthread_mutex_lock(&q->lock);
+			if (serving > q->served) {
+				q->served = serving;
+				pthread_cond_broadcast(&q->cond);
+			}
+			pthread_mutex_unlock(&q->lock);
+		}
 		if (stop)
 			break;
 	}
@@ -216,6 +251,7 @@ int evqueue__start(struct sampling *s, size_t limit_bytes, unsigned int pace_ms,
 	if (!q)
 		return -ENOMEM;
 	q->s = s;
+	q->kick_fd = -1;
 	q->urgent = urgent;
 	q->seen = seen;
 	q->seen_ctx = seen_ctx;
@@ -223,6 +259,12 @@ int evqueue__start(struct sampling *s, size_t limit_bytes, unsigned int pace_ms,
 	q->pace_ms = pace_ms ? pace_ms : EVQUEUE_DEFAULT_PACE_MS;
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->cond, NULL);
+	q->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (q->kick_fd < 0) {
+		err = errno;
+		evqueue__free(q);
+		return -err;
+	}
 	err = pthread_create(&q->thread, NULL, reader, q);
 	if (err) {
 		evqueue__free(q);
@@ -270,6 +312,18 @@ static long take(struct evqueue *q, bool urgent_only, void **data)
 	return e->len;
 }
 
+/* The time @timeout_ms from now, as pthread_cond_timedwait takes it. */
+static void deadline_in(struct timespec *deadline, int timeout_ms)
+{
+	clock_gettime(CLOCK_REALTIME, deadline);
+	deadline->tv_sec += timeout_ms / 1000;
+	deadline->tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (deadline->tv_nsec >= 1000000000) {
+		deadline->tv_sec++;
+		deadline->tv_nsec -= 1000000000;
+	}
+}
+
 long evqueue__pop(struct evqueue *q, int timeout_ms, void **data)
 {
 	struct timespec deadline;
@@ -279,15 +333,8 @@ long evqueue__pop(struct evqueue *q, int timeout_ms, void **data)
 	/* The lock only when the consumer's own records are done, or an urgent one waits. */
 	if (q->mine[0].head && !__atomic_load_n(&q->urgent_waiting, __ATOMIC_ACQUIRE))
 		return take(q, false, data);
-	if (timeout_ms > 0) {
-		clock_gettime(CLOCK_REALTIME, &deadline);
-		deadline.tv_sec += timeout_ms / 1000;
-		deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-		if (deadline.tv_nsec >= 1000000000) {
-			deadline.tv_sec++;
-			deadline.tv_nsec -= 1000000000;
-		}
-	}
+	if (timeout_ms > 0)
+		deadline_in(&deadline, timeout_ms);
 	pthread_mutex_lock(&q->lock);
 	while (timeout_ms > 0 && !q->mine[0].head && !q->mine[1].head && !q->l[0].head &&
 	       !q->l[1].head && !q->stopped) {
@@ -321,6 +368,37 @@ void evqueue__release(struct evqueue *q, void *data)
 	chunk_put(q, e->chunk);
 }
 
+/* Wake the reader now (its eventfd). */
+static void kick(struct evqueue *q)
+{
+	uint64_t one = 1;
+
+	if (write(q->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		pr_debug("evqueue: writing its eventfd: %s", strerror(errno));
+}
+
+int evqueue__sync(struct evqueue *q, int timeout_ms)
+{
+	struct timespec deadline;
+	uint64_t mine;
+	bool done;
+
+	if (!q->started)
+		return 0;
+	pthread_mutex_lock(&q->lock);
+	mine = ++q->asked;
+	pthread_mutex_unlock(&q->lock);
+	kick(q);
+	deadline_in(&deadline, timeout_ms);
+	pthread_mutex_lock(&q->lock);
+	while (q->served < mine && !q->stopped)
+		if (pthread_cond_timedwait(&q->cond, &q->lock, &deadline) == ETIMEDOUT)
+			break;
+	done = q->served >= mine || q->stopped;
+	pthread_mutex_unlock(&q->lock);
+	return done ? 0 : -ETIMEDOUT;
+}
+
 void evqueue__stop(struct evqueue *q)
 {
 	if (!q || !q->started)
@@ -328,6 +406,7 @@ void evqueue__stop(struct evqueue *q)
 	pthread_mutex_lock(&q->lock);
 	q->stop = true;
 	pthread_mutex_unlock(&q->lock);
+	kick(q); /* not after its pace: at once */
 	pthread_join(q->thread, NULL);
 	q->started = false;
 	q->stopped = true;
@@ -362,6 +441,8 @@ void evqueue__free(struct evqueue *q)
 	if (!q)
 		return;
 	evqueue__stop(q);
+	if (q->kick_fd >= 0)
+		close(q->kick_fd);
 	for (i = 0; i < 2; i++) {
 		release_all(q, &q->l[i]);
 		release_all(q, &q->pend[i]);

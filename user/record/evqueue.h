@@ -35,9 +35,10 @@ typedef void (*evqueue_seen_fn)(void *ctx, const void *rec, size_t len);
 
 /*
  * Start the reader thread on @s. It drains the ring buffer every @pace_ms (0: the default),
- * or sooner when the kernel wakes it (the buffer filling up, a process's exit). @urgent:
- * which records are popped ahead of the others, or NULL (one queue, in the kernel's order).
- * @seen: called with @seen_ctx for every record read, or NULL. Return 0 and *@out or -errno.
+ * or sooner when the kernel wakes it (the buffer filling up, a process's exit) or
+ * evqueue__sync asks. @urgent: which records are popped ahead of the others, or NULL (one
+ * queue, in the kernel's order). @seen: called with @seen_ctx for every record read, or
+ * NULL. Return 0 and *@out or -errno.
  */
 int evqueue__start(struct sampling *s, size_t limit_bytes, unsigned int pace_ms,
 		   evqueue_urgent_fn urgent, evqueue_seen_fn seen, void *seen_ctx,
@@ -63,6 +64,13 @@ void evqueue__release(struct evqueue *q, void *data);
  * be popped. Safe to call twice.
  */
 void evqueue__stop(struct evqueue *q);
+
+/*
+ * Wake the reader for a drain now and wait, up to @timeout_ms, until it has queued every
+ * record the kernel wrote before this call (then evqueue__pop sees them): for a consumer
+ * about to judge by what it knows (a stall) that drains at a slow pace. 0, or -ETIMEDOUT.
+ */
+int evqueue__sync(struct evqueue *q, int timeout_ms);
 
 /* Bytes of records queued and not popped yet (0: the consumer has caught up). */
 size_t evqueue__queued(struct evqueue *q);

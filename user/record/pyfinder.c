@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -198,6 +199,8 @@ static void *finder_main(void *arg)
 	struct pyfinder *f = arg;
 	struct timespec until;
 	uint64_t next;
+
+	prctl(PR_SET_NAME, "probing-pyfind"); /* its role, in top -H and /proc */
 
 	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), FINDER_NICE))
 		pr_debug("cannot raise the priority of the interpreter finder: %s",

@@ -738,10 +738,11 @@ int sampling__consume(struct sampling *s, int (*cb)(void *ctx, void *data, size_
 	return n;
 }
 
-int sampling__wait(struct sampling *s, int timeout_ms)
+int sampling__wait(struct sampling *s, int also_fd, int timeout_ms)
 {
-	struct pollfd pfd = {.fd = ring_buffer__epoll_fd(s->rb), .events = POLLIN};
-	int r = poll(&pfd, 1, timeout_ms);
+	struct pollfd pfd[2] = {{.fd = ring_buffer__epoll_fd(s->rb), .events = POLLIN},
+				{.fd = also_fd, .events = POLLIN}};
+	int r = poll(pfd, also_fd >= 0 ? 2 : 1, timeout_ms);
 
 	return r < 0 ? -errno : r;
 }

@@ -157,11 +157,12 @@ int sampling__share_maps(struct sampling *s, struct bpf_object *obj);
 int sampling__consume(struct sampling *s, int (*cb)(void *ctx, void *data, size_t len), void *ctx);
 
 /*
- * Wait until records are likely waiting (up to @timeout_ms). Records do not wake the reader
- * (cheaper for the target) until the buffer is an eighth full, so this mostly sleeps;
- * process exits do wake it.
+ * Wait until records are likely waiting, or @also_fd (-1: none) is readable, up to
+ * @timeout_ms. Records do not wake the reader (cheaper for the target) until the buffer is
+ * an eighth full, so this mostly sleeps; process exits do wake it. Return > 0 if something
+ * is ready, 0 on time-out, or -errno.
  */
-int sampling__wait(struct sampling *s, int timeout_ms);
+int sampling__wait(struct sampling *s, int also_fd, int timeout_ms);
 
 /* Totals since open: samples the program saw for targets and samples lost (ring full). */
 void sampling__stats(struct sampling *s, uint64_t *samples, uint64_t *lost);

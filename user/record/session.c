@@ -38,6 +38,7 @@ struct session {
 	double start_real;		/* the same instant in unix seconds */
 	double file_start;		/* unix seconds when the file being written started */
 	double end;			/* CLOCK_MONOTONIC seconds when the loop ended */
+	double wake_by;			/* session__wake_by (0: none) */
 	struct recorder_process *procs; /* for the summary (session__finish) */
 };
 
@@ -255,13 +256,18 @@ static void show_progress(const struct session *s, double elapsed, uint64_t samp
  */
 static int handle_batch(struct session *s)
 {
-	uint64_t until = now_mono_ns() + SESSION_BATCH_NS;
+	uint64_t now = now_mono_ns(), until = now + SESSION_BATCH_NS;
 	int pace = s->o->pace_ms ? (int)s->o->pace_ms : EVQUEUE_DEFAULT_PACE_MS;
+	double due_ms = (s->wake_by - now / 1e9) * 1e3;
 	unsigned int n;
 	void *data;
 	long len;
 	int err;
 
+	/* At least a millisecond: a caller whose due time passed is not spun for. */
+	if (s->wake_by > 0 && due_ms < pace)
+		pace = due_ms < 1 ? 1 : (int)due_ms;
+	s->wake_by = 0;
 	for (n = 0;; n++) {
 		if (n % 16 == 15 && now_mono_ns() >= until)
 			return 0;
@@ -359,6 +365,16 @@ int session__drain(struct session *s, double budget_s)
 		n++;
 	}
 	return n;
+}
+
+int session__sync(struct session *s, int timeout_ms)
+{
+	return evqueue__sync(s->q, timeout_ms);
+}
+
+void session__wake_by(struct session *s, double mono_s)
+{
+	s->wake_by = mono_s;
 }
 
 int session__drain_urgent(struct session *s, double budget_s)

@@ -50,8 +50,9 @@ struct session_opts {
 	bool urgent_first;
 	/*
 	 * Milliseconds between two drains of the kernel's records when nothing wakes the reader
-	 * (0: EVQUEUE_DEFAULT_PACE_MS). Longer: fewer wake-ups of probing, records handled
-	 * later (a watch, whose checks run ten times a second, takes 50).
+	 * (0: EVQUEUE_DEFAULT_PACE_MS), and at most between two turns of the loop. Longer:
+	 * fewer wake-ups of probing, records handled later (a watch takes 500, and reads at
+	 * once what it judges by: session__sync, session__wake_by).
 	 */
 	unsigned int pace_ms;
 };
@@ -125,6 +126,20 @@ int session__drain(struct session *s, double budget_s);
  * first.
  */
 int session__drain_urgent(struct session *s, double budget_s);
+
+/*
+ * Bring what the kernel recorded up to now into the queue (a drain of the ring buffer now,
+ * not at the pace), waiting up to @timeout_ms: then session__drain_urgent handles every
+ * collective and exit recorded before the call. 0, or -ETIMEDOUT.
+ */
+int session__sync(struct session *s, int timeout_ms);
+
+/*
+ * Wake the loop by @mono_s (CLOCK_MONOTONIC seconds) at the latest, rather than after the
+ * whole pace (session_opts.pace_ms): for a caller whose turn has something due then (a
+ * stall's threshold). For the next wait only; 0 clears it.
+ */
+void session__wake_by(struct session *s, double mono_s);
 
 /* The store, the recorder, and the command started (0 if none) of @s. */
 struct store *session__store(const struct session *s);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -396,6 +397,8 @@ static void *reader(void *arg)
 {
 	struct threadnames *tn = arg;
 	int ms;
+
+	prctl(PR_SET_NAME, "probing-names"); /* its role, in top -H and /proc */
 
 	/*
 	 * A thread that lives 30 ms must be read within 30 ms of its start, also on a loaded

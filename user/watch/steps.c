@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "base/jsonq.h"
@@ -129,6 +130,8 @@ static void *steps_main(void *arg)
 	struct steps *st = arg;
 	pid_t *ask_now = NULL;
 	size_t cap = 0;
+
+	prctl(PR_SET_NAME, "probing-steps"); /* its role, in top -H and /proc */
 
 	pthread_mutex_lock(&st->lock);
 	while (!st->stop) {

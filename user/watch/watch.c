@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -36,9 +37,16 @@
 #define CMD	    "watch"
 #define LATEST_FILE "latest-report"
 #define GAP_FACTOR  5 /* the default threshold: this many times the longest recent gap */
-/* The kernel's records drained every 50 ms (record: 10): a fifth of the wake-ups, and still
- * twice per check of the stall (ten a second). */
-#define WATCH_PACE_MS 50
+/*
+ * Between two drains of the kernel's records, unless something wakes the reader (ms; record:
+ * 10). Each wake-up of a thread of probing costs the machine more than a drain's records
+ * (70-300 us each on a guest of 2 vCPUs: 20 a second of the reader and as many of the loop
+ * were a third of the watcher's time at 8 ranks x 64 threads). A stall is judged on every
+ * record written until then (session__sync, up to WATCH_SYNC_MS), and the loop wakes when
+ * one would be due (session__wake_by), not at the next drain.
+ */
+#define WATCH_PACE_MS 500
+#define WATCH_SYNC_MS 1000
 /* Renamed Python threads are seen within a minute (record: 10 s); new threads at birth. */
 #define WATCH_NAMES_EVERY_S 60
 
@@ -663,6 +671,8 @@ static void *warm_main(void *arg)
 	struct bt_job *j = NULL;
 	double t0 = now_s();
 
+	prctl(PR_SET_NAME, "probing-warm"); /* its role, in top -H and /proc */
+
 	if (!btjob__collect(&w->warm_jp, &bo, &j))
 		pr_info("symbols of the job's libraries read in %.2f s", now_s() - t0);
 	btjob__free(j);
@@ -746,18 +756,20 @@ static void recovered(struct watch *w, const char *what)
 }
 
 /*
- * Is there a stall now? Its reason into @reason and the threshold into *@thr: true. The
- * calls under way are gathered into w->calls. @cs may be NULL (no collectives probed);
- * @sp is the hooks' steps.
+ * Is there a stall now? Its reason into @reason and the threshold into *@thr: true. Else
+ * *@due is when there would be one if nothing moved until then (unix seconds; 0: none can
+ * be judged). The calls under way are gathered into w->calls. @cs may be NULL (no
+ * collectives probed); @sp is the hooks' steps.
  */
 static bool stall_now(struct watch *w, struct collectives *cs, const struct step_progress *sp,
-		      char *reason, size_t size, double *thr)
+		      char *reason, size_t size, double *thr, double *due)
 {
 	const struct call_now *worst = NULL;
 	struct coll_progress p = {0};
 	double now = now_s();
 	size_t i;
 
+	*due = 0;
 	if (cs)
 		collectives__progress(cs, &p);
 	gather_calls(w, cs);
@@ -765,6 +777,10 @@ static bool stall_now(struct watch *w, struct collectives *cs, const struct step
 	for (i = 0; i < w->ncalls; i++)
 		if (!worst || w->calls[i].entered < worst->entered)
 			worst = &w->calls[i];
+	if (worst)
+		*due = worst->entered + *thr;
+	else if (p.completed)
+		*due = p.last_done_ns / 1e9 + *thr;
 	if (worst && now - worst->entered > *thr) {
 		struct recorder_process *procs = NULL;
 		int n = recorder__processes(session__recorder(w->s), &procs), k, rank = -1;
@@ -793,6 +809,8 @@ static bool stall_now(struct watch *w, struct collectives *cs, const struct step
 	if (!w->ncalls && !p.completed && sp->procs) {
 		double t = step_threshold(w, sp);
 
+		if (t > 0)
+			*due = sp->last_move + t;
 		if (t > 0 && now - sp->last_move > t) {
 			*thr = t;
 			snprintf(reason, size,
@@ -806,14 +824,17 @@ static bool stall_now(struct watch *w, struct collectives *cs, const struct step
 	return false;
 }
 
-/* Ten times a second: a stall declared, or one that is over. */
+/*
+ * At each turn of the loop, ten times a second at most (it waits up to WATCH_PACE_MS for
+ * records, or until a stall would be due): a stall declared, or one that is over.
+ */
 static void check_stall(struct watch *w)
 {
 	struct collectives *cs = recorder__collectives(session__recorder(w->s));
 	struct coll_progress p = {0};
 	struct step_progress sp = {0};
 	char reason[256];
-	double now = now_s(), thr;
+	double now = now_s(), thr, due;
 
 	if (w->steps)
 		steps__progress(w->steps, &sp);
@@ -836,8 +857,19 @@ static void check_stall(struct watch *w)
 	 */
 	if (session__drain_urgent(w->s, 0.5))
 		return;
-	if (!stall_now(w, cs, &sp, reason, sizeof(reason), &thr))
+	if (!stall_now(w, cs, &sp, reason, sizeof(reason), &thr, &due)) {
+		/* Woken when it would be due, not at the next drain. */
+		if (due > 0)
+			session__wake_by(w->s, now_mono_ns() / 1e9 + (due - now) + 0.01);
 		return;
+	}
+	/* Judged again on every record written until now: what the reader has not read yet
+	 * (it drains at a slow pace) may end the stall. */
+	if (session__sync(w->s, WATCH_SYNC_MS) || session__drain_urgent(w->s, 0.5))
+		return;
+	if (!stall_now(w, cs, &sp, reason, sizeof(reason), &thr, &due))
+		return;
+	now = now_s();
 	w->stalled = true;
 	w->stalled_at = now;
 	w->stalls++;
@@ -989,8 +1021,8 @@ static int on_turn(void *ctx, struct session *s, bool second)
 		dump_asked = 0;
 		capture(w, "asked for (watch --dump or SIGUSR1)", 0, false);
 	}
-	/* Cheap (the calls under way, in memory): ten times a second, so that a stall is
-	 * declared within 0.1 s of its threshold. */
+	/* Cheap (the calls under way, in memory): at most ten times a second; the loop wakes
+	 * when a stall would be due (check_stall), so that it is declared at its threshold. */
 	if (now_s() - w->last_check >= 0.1) {
 		w->last_check = now_s();
 		check_stall(w);
