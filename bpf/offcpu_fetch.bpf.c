@@ -52,9 +52,14 @@ __u64 fetch_next_ns;
 #define UREAD_TASK /* the threads read are another process's: bpf_copy_from_user_task */
 #include "uregs.bpf.h"
 
+#define PY_CODE_CACHE /* pystack.bpf.h: code objects' headers kept (py_code_cache) */
+#define PY_FRAME_PAGE /* pystack.bpf.h: the innermost frame's page read at once */
+#include "pystack.bpf.h"
+
 struct fetch_scratch {
 	struct sample_event hdr;
 	__u8 data[PY_AREA + UCTX_STACK_AREA + UCTX_CHUNK_MAX];
+	struct py_scratch ps; /* the Python walk's header copies (not sent) */
 };
 
 /* One buffer: only the recorder's thread runs this program, one run at a time. */
@@ -65,9 +70,6 @@ struct {
 	__type(value, struct fetch_scratch);
 } fetch_scratch SEC(".maps");
 
-#define PY_CODE_CACHE /* pystack.bpf.h: code objects' headers kept (py_code_cache) */
-#define PY_FRAME_PAGE /* pystack.bpf.h: the innermost frame's page read at once */
-#include "pystack.bpf.h"
 #include "samplefill.bpf.h"
 
 /* Take the stack of the block @task (kernel tid @ktid) is in, if the sweep still wants it. */
@@ -92,8 +94,8 @@ static __always_inline void fetch_task(struct task_struct *task, __u32 ktid)
 	s = bpf_map_lookup_elem(&fetch_scratch, &zero);
 	if (!th || !s)
 		return;
-	size = sizeof(s->hdr) +
-	       blocked_sample(&s->hdr, s->data, task, task, th, block, SAMPLE_F_OFFCPU_FETCH);
+	size = sizeof(s->hdr) + blocked_sample(&s->hdr, s->data, task, task, th, block,
+					       SAMPLE_F_OFFCPU_FETCH, &s->ps);
 	/* Reading may sleep: a thread that ran meanwhile left a torn copy. */
 	if (task->on_cpu || task->nvcsw + task->nivcsw != block) {
 		fetch_torn++;

@@ -4,15 +4,16 @@
  * program tests/bpf/pystack_test.bpf.c) after vmlinux.h, bpf_helpers.h, bpf_core_read.h, bpf_tracing.h
  * and sampler.h. The rules of the walk are in pywalk.h, shared with the userspace walker.
  *
- *   __u32 py_walk(cfg, tgid, fsbase, task, out, &status, &flags)
+ *   __u32 py_walk_in(cfg, tgid, fsbase, task, out, scratch, &status, &flags)
  *
  * finds the *sampled* thread's PyThreadState (not the GIL holder: the thread may be running
  * native code with the GIL released) by emulating glibc's pthread_getspecific() on the
  * interpreter's TSS key from the thread's fs base, validates it (tstate->thread_id ==
  * pthread_self() == fs base), falls back to the py_tstates map userspace fills, and copies
  * the frame chain leaf first as struct py_frame_rec. Per frame: one read of the frame header
- * and one of the code object header into a per-CPU scratch buffer, fields extracted from the
- * copies. Runs in the sampled CPU's interrupt context: no sleeping helpers, bounded work.
+ * and one of the code object header into the caller's scratch (struct py_scratch: each
+ * context that can run while another is in a walk on the same CPU has its own), fields
+ * extracted from the copies. Runs in the sampled CPU's interrupt context: no sleeping helpers, bounded work.
  *
  * Memory is read with user_read (uregs.bpf.h): the address space loaded on the CPU (the
  * sampled thread's, or a blocked thread's from a thread of the same process: off-CPU stacks),
@@ -38,13 +39,6 @@ struct py_scratch {
 	__u8 frame[PY_HDR_MAX + 8];
 	__u8 code[PY_HDR_MAX + 8];
 };
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct py_scratch);
-} py_scratch SEC(".maps");
 
 #ifdef PY_CODE_CACHE
 /*
@@ -341,10 +335,11 @@ static __always_inline __u32 py_walk_in_from(const struct py_proc_cfg *cfg, __u3
 
 /*
  * Walk the Python stack of a thread: the current task, a thread of its process, or with
- * UREAD_TASK @task; with the header copies in @s (py_walk: the per-CPU map
- * py_scratch; programs that may be preempted, such as uprobes, which run with preemption
- * enabled, pass their own so that another program on the same CPU cannot overwrite it
- * half-way through the walk). @cfg: the process's config; @tgid: its pid as the py_tstates
+ * UREAD_TASK @task; with the header copies in @s, the scratch of the context it runs in: not
+ * one per-CPU map for every program, since a program that can be interrupted or preempted
+ * (the off-CPU task work, which runs in the thread with interrupts on; uprobes) would have it
+ * overwritten half-way through the walk by a sample taken meanwhile on its CPU (seen: 2 in
+ * 14,000 task works at 256 threads). @cfg: the process's config; @tgid: its pid as the py_tstates
  * map is keyed (struct py_tstate_key); @fsbase: the thread's TLS base
  * (task->thread.fsbase); @task: the thread (used by UREAD_TASK only; may be NULL
  * otherwise); @out: room for SAMPLER_MAX_PYDEPTH records. Returns the number of frames
@@ -356,22 +351,6 @@ static __always_inline __u32 py_walk_in(const struct py_proc_cfg *cfg, __u32 tgi
 {
 	return py_walk_in_from(cfg, tgid, fsbase, py_tss_tstate(cfg, fsbase, task), task, out, s,
 			       status, flags);
-}
-
-/* py_walk_in with the per-CPU map py_scratch for its copies (programs that cannot be
- * preempted: perf events, tracepoints, iterators, the fetcher). */
-static __always_inline __u32 py_walk(const struct py_proc_cfg *cfg, __u32 tgid, __u64 fsbase,
-				     struct task_struct *task, struct py_frame_rec *out,
-				     __s32 *status, __u32 *flags)
-{
-	__u32 zero = 0;
-	struct py_scratch *s = bpf_map_lookup_elem(&py_scratch, &zero);
-
-	if (!s) {
-		*status = PY_READ_ERROR;
-		return 0;
-	}
-	return py_walk_in(cfg, tgid, fsbase, task, out, s, status, flags);
 }
 
 #endif

@@ -13,11 +13,11 @@
 /*
  * The Python frames of @e's thread (pid, fsbase set) into @data, when its process runs
  * CPython (py_procs) and they are wanted: py_len, py_status and flags set. @remote: NULL for
- * a thread whose memory is loaded on this CPU, else the task to read (py_walk). Return the
- * bytes written.
+ * a thread whose memory is loaded on this CPU, else the task to read (py_walk_in); @ps: the
+ * walk's copies, this context's own. Return the bytes written.
  */
 static __always_inline __u32 sample_python(struct sample_event *e, __u8 *data,
-					   struct task_struct *remote)
+					   struct task_struct *remote, struct py_scratch *ps)
 {
 	struct py_proc_cfg *cfg;
 	__u32 n;
@@ -27,8 +27,8 @@ static __always_inline __u32 sample_python(struct sample_event *e, __u8 *data,
 	cfg = bpf_map_lookup_elem(&py_procs, &e->pid);
 	if (!cfg)
 		return 0;
-	n = py_walk(cfg, e->pid, e->fsbase, remote, (struct py_frame_rec *)data, &e->py_status,
-		    &e->flags);
+	n = py_walk_in(cfg, e->pid, e->fsbase, remote, (struct py_frame_rec *)data, ps,
+		       &e->py_status, &e->flags);
 	if (n > SAMPLER_MAX_PYDEPTH)
 		n = SAMPLER_MAX_PYDEPTH;
 	e->py_len = n;
@@ -59,7 +59,7 @@ static __always_inline __u32 sample_kstack(struct sample_event *e, long r)
  */
 static __always_inline __u32 blocked_head(struct sample_event *e, __u8 *data, struct task_struct *t,
 					  struct task_struct *remote, const struct off_thread *th,
-					  __u64 block, __u32 how)
+					  __u64 block, __u32 how, struct py_scratch *ps)
 {
 	__u32 pyb, kb = 0;
 
@@ -81,7 +81,7 @@ static __always_inline __u32 blocked_head(struct sample_event *e, __u8 *data, st
 	e->fsbase = BPF_CORE_READ(t, thread.fsbase);
 	user_regs(e->regs, (struct pt_regs *)bpf_task_pt_regs(t), &e->flags); /* none: kthread */
 
-	pyb = sample_python(e, data, remote);
+	pyb = sample_python(e, data, remote, ps);
 	if (want_kernel)
 		kb = sample_kstack(e, bpf_get_task_stack(t, data + (pyb & (PY_AREA / 2 - 1)),
 							 SAMPLER_MAX_KSTACK * sizeof(__u64), 0));
@@ -110,9 +110,10 @@ static __always_inline __u32 blocked_stack(struct sample_event *e, __u8 *data,
 /* The whole sample of blocked_head and blocked_stack. Return the bytes of @data used. */
 static __always_inline __u32 blocked_sample(struct sample_event *e, __u8 *data,
 					    struct task_struct *t, struct task_struct *remote,
-					    const struct off_thread *th, __u64 block, __u32 how)
+					    const struct off_thread *th, __u64 block, __u32 how,
+					    struct py_scratch *ps)
 {
-	__u32 used = blocked_head(e, data, t, remote, th, block, how);
+	__u32 used = blocked_head(e, data, t, remote, th, block, how, ps);
 
 	return used + blocked_stack(e, data, t, remote, used);
 }

@@ -49,33 +49,12 @@ __u32 pidns_level = 0;
 #include "uctx.bpf.h"
 #include "shared_maps.bpf.h"
 
-/* Sizes of the scratch areas (powers of two, so masks bound offsets for the verifier). */
-#define PY_AREA 0x8000 /* >= SAMPLER_MAX_PYDEPTH * 16 + SAMPLER_MAX_KSTACK * 8 */
-
-struct scratch {
-	struct sample_event hdr;
-	__u8 data[PY_AREA + UCTX_STACK_AREA + UCTX_CHUNK_MAX];
-};
-
-/* One scratch event per CPU (a plain array: per-CPU values are limited to 32 KiB). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1); /* resized to the number of possible CPUs before load */
-	__type(key, __u32);
-	__type(value, struct scratch);
-} scratch SEC(".maps");
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, STAT_NR);
 	__type(key, __u32);
 	__type(value, __u64);
 } stats SEC(".maps");
-
-_Static_assert(SAMPLER_MAX_PYDEPTH * sizeof(struct py_frame_rec) +
-			       SAMPLER_MAX_KSTACK * sizeof(__u64) <=
-		       PY_AREA,
-	       "PY_AREA too small");
 
 static __always_inline void stat_add(__u32 which, __u64 n)
 {
@@ -91,6 +70,29 @@ static __always_inline void stat_inc(__u32 which)
 }
 
 #include "pystack.bpf.h"
+
+/* Sizes of the scratch areas (powers of two, so masks bound offsets for the verifier). */
+#define PY_AREA 0x8000 /* >= SAMPLER_MAX_PYDEPTH * 16 + SAMPLER_MAX_KSTACK * 8 */
+
+struct scratch {
+	struct sample_event hdr;
+	__u8 data[PY_AREA + UCTX_STACK_AREA + UCTX_CHUNK_MAX];
+	struct py_scratch ps; /* the Python walk's header copies (not sent: after the data) */
+};
+
+/* One scratch event per CPU (a plain array: per-CPU values are limited to 32 KiB). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* resized to the number of possible CPUs before load */
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+_Static_assert(SAMPLER_MAX_PYDEPTH * sizeof(struct py_frame_rec) +
+			       SAMPLER_MAX_KSTACK * sizeof(__u64) <=
+		       PY_AREA,
+	       "PY_AREA too small");
+
 #include "samplefill.bpf.h"
 
 /*
@@ -172,7 +174,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	}
 	copy_regs(e->regs, &uregs);
 
-	pyb = sample_python(e, s->data, NULL);
+	pyb = sample_python(e, s->data, NULL, &s->ps);
 	if (want_kernel && (e->flags & SAMPLE_F_KERNEL_MODE))
 		kb = sample_kstack(e, bpf_get_stack(ctx, s->data + (pyb & (PY_AREA / 2 - 1)),
 						    SAMPLER_MAX_KSTACK * sizeof(__u64), 0));
@@ -569,7 +571,7 @@ static __always_inline int send_blocked_stack(void *scratch_map, struct task_str
 	s = bpf_map_lookup_elem(scratch_map, &cpu);
 	if (!s)
 		return -1;
-	used = blocked_head(&s->hdr, s->data, t, NULL, th, block, how);
+	used = blocked_head(&s->hdr, s->data, t, NULL, th, block, how, &s->ps);
 	k.pid = s->hdr.pid;
 	k.tid = s->hdr.tid;
 	k.ip = s->hdr.regs[DWREG_RIP];

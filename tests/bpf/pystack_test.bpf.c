@@ -44,6 +44,14 @@ struct {
 	__uint(max_entries, 16 << 20);
 } test_events SEC(".maps");
 
+/* The walk's header copies (a perf event: not preempted, one walk per CPU at a time). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_scratch);
+} test_scratch SEC(".maps");
+
 /* [0] samples of the target, [1] lost (ring buffer full) */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -68,7 +76,9 @@ int pystack_test(struct bpf_perf_event_data *ctx)
 	struct pystack_test_event *ev;
 	const struct py_proc_cfg *cfg;
 	struct task_struct *task;
+	struct py_scratch *ps;
 	struct pt_regs uregs;
+	__u32 zero = 0;
 
 	if (tgid != target_tgid)
 		return 0;
@@ -76,7 +86,7 @@ int pystack_test(struct bpf_perf_event_data *ctx)
 	if (!cfg)
 		return 0;
 	if (stop_after_walk) {
-		__u32 zero = 0, *armed = bpf_map_lookup_elem(&test_armed, &zero);
+		__u32 *armed = bpf_map_lookup_elem(&test_armed, &zero);
 
 		if (!armed || __sync_val_compare_and_swap(armed, 1, 0) != 1)
 			return 0;
@@ -103,8 +113,13 @@ int pystack_test(struct bpf_perf_event_data *ctx)
 	ev->user_ip = uregs.ip;
 	ev->user_sp = uregs.sp;
 	t0 = bpf_ktime_get_ns();
-	ev->n = py_walk(cfg, bpf_get_current_pid_tgid() >> 32, ev->fsbase, NULL, ev->frames,
-			&ev->status, &ev->flags);
+	ps = bpf_map_lookup_elem(&test_scratch, &zero);
+	if (!ps) {
+		bpf_ringbuf_discard(ev, 0);
+		return 0;
+	}
+	ev->n = py_walk_in(cfg, bpf_get_current_pid_tgid() >> 32, ev->fsbase, NULL, ev->frames, ps,
+			   &ev->status, &ev->flags);
 	ev->walk_ns = bpf_ktime_get_ns() - t0;
 	/* The signal is delivered before the thread returns to user mode. */
 	ev->stop_err = stop_after_walk ? bpf_send_signal(SIGSTOP) : 0;

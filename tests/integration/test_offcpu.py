@@ -434,6 +434,40 @@ def test_one_place_reached_from_two_callers_keeps_a_site_for_each():
         assert 0.7 <= ratio <= 1.4, (tid, by_caller, total)
 
 
+@h.timeout(180)
+def test_stacks_taken_as_threads_resume_are_whole_while_samples_interrupt_them():
+    """256 helpers wait on a queue, woken every 0.5 s: each block's stack is taken by the
+    thread as it resumes (the task work), in its own context with interrupts on, while the
+    sampler's interrupts (99 Hz a CPU) take samples of the same threads. Every off-CPU second
+    of every helper has the one Python chain they block from (wait < get < helper < run <
+    _bootstrap_inner < _bootstrap), whole: an interrupt's walk must not overwrite the frames
+    the task work is reading (it did, with one scratch a CPU for both: chains cut short, about
+    one block in a thousand at this rate)."""
+    script = os.path.join(PYDIR, "queue_helpers.py")
+    out, err = _record("-F", "99", "-d", "20", "--", "/usr/bin/python3.11", script, "256",
+                       timeout=150)
+    con = h.db(out)
+    meta = dict(con.execute("SELECT key, value FROM meta"))
+    assert int(meta["off_cpu_resume_runs"]) >= 2000, meta
+    chains = {}
+    for sid, n in con.execute(
+            "SELECT stack_id, SUM(count) FROM samples WHERE tid != pid AND state != 'running' "
+            "GROUP BY stack_id"):
+        chain = tuple(f for (f,) in con.execute(
+            "SELECT func FROM frames WHERE stack_id = ? AND kind = 'python' ORDER BY depth",
+            (sid,)))
+        chains[chain] = chains.get(chain, 0) + n
+    h.log(f"chains: {chains}")
+    whole = ("wait", "get", "helper", "run", "_bootstrap_inner", "_bootstrap")
+    assert chains.get(whole, 0) >= 10000, chains
+    # Overwritten walks: a frame not known ('[unknown]': a code object's copy from another
+    # frame), a chain cut to its outer frames, a helper's chain not whole. A thread starting
+    # (Thread.start's set() in _bootstrap_inner) or with no Python frame yet is not one.
+    bad = {c: n for c, n in chains.items() if c != whole and c and (
+        "[unknown]" in c or "helper" in c or c == whole[len(whole) - len(c):])}
+    assert not bad, bad
+
+
 @h.timeout(120)
 def test_blocked_stacks_fetched_while_they_last_where_threads_do_not_give_them():
     """Without the task work (a kernel older than 6.18; PROBING_OFFCPU_NO_RESUME=1 here) the
