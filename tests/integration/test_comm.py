@@ -293,8 +293,11 @@ def test_comm_attach_to_running_job_and_steps(t):
         assert [p[8] for p in mine] == [1] * len(mine), mine  # one allreduce a step
         assert [p[9] for p in mine] == [GRAD_BYTES] * len(mine), mine
         # The parts add up, with little left over, and backward + the wait after it is
-        # the job's own time of loss.backward() (within a millisecond, medians).
-        assert other < 3, (rank, mine)
+        # the job's own time of loss.backward() (within a millisecond, medians). What is
+        # left holds the main thread's wake-up once gloo's thread has completed the
+        # allreduce (no part sees it), which grows on a loaded machine: a median of 3.0 ms
+        # in one CI run on 2 vCPUs (0.6-4.5 ms a step).
+        assert other < 5, (rank, mine)
         # Step by step, not medians of each part: the wait varies by ±5 ms from step to
         # step, and a sum of two medians is not the median of the sums (that was 2.7 ms off
         # once in CI). The hooks count steps from 1, the job from 0.
