@@ -264,10 +264,12 @@ static int handle_batch(struct session *s)
 	long len;
 	int err;
 
-	/* At least a millisecond: a caller whose due time passed is not spun for. */
+	/* At least a millisecond: a caller whose due time passed is not spun for. Kept until
+	 * it is reached: turns that end early (records came) wait for it again. */
 	if (s->wake_by > 0 && due_ms < pace)
 		pace = due_ms < 1 ? 1 : (int)due_ms;
-	s->wake_by = 0;
+	if (due_ms <= 0)
+		s->wake_by = 0;
 	for (n = 0;; n++) {
 		if (n % 16 == 15 && now_mono_ns() >= until)
 			return 0;

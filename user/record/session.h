@@ -137,7 +137,7 @@ int session__sync(struct session *s, int timeout_ms);
 /*
  * Wake the loop by @mono_s (CLOCK_MONOTONIC seconds) at the latest, rather than after the
  * whole pace (session_opts.pace_ms): for a caller whose turn has something due then (a
- * stall's threshold). For the next wait only; 0 clears it.
+ * stall's threshold). Kept until that time is reached or it is set again; 0 clears it.
  */
 void session__wake_by(struct session *s, double mono_s);
 

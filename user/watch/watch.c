@@ -97,6 +97,7 @@ struct watch {
 	pthread_t warm_thread;
 	struct job_procs warm_jp;
 	double last_check;
+	double due; /* when a stall would be due (unix s; 0: none): checked then */
 	/* bound_size: when it looks next, the current segment's bytes at its last look and the
 	 * fastest growth seen lately (bytes a second, halved at each look that saw slower). */
 	double bound_next, bound_at;
@@ -836,6 +837,7 @@ static void check_stall(struct watch *w)
 	char reason[256];
 	double now = now_s(), thr, due;
 
+	w->due = 0;
 	if (w->steps)
 		steps__progress(w->steps, &sp);
 	if (!cs && !sp.procs)
@@ -859,8 +861,8 @@ static void check_stall(struct watch *w)
 		return;
 	if (!stall_now(w, cs, &sp, reason, sizeof(reason), &thr, &due)) {
 		/* Woken when it would be due, not at the next drain. */
-		if (due > 0)
-			session__wake_by(w->s, now_mono_ns() / 1e9 + (due - now) + 0.01);
+		w->due = due;
+		session__wake_by(w->s, due > 0 ? now_mono_ns() / 1e9 + (due - now) + 0.01 : 0);
 		return;
 	}
 	/* Judged again on every record written until now: what the reader has not read yet
@@ -1023,7 +1025,7 @@ static int on_turn(void *ctx, struct session *s, bool second)
 	}
 	/* Cheap (the calls under way, in memory): at most ten times a second; the loop wakes
 	 * when a stall would be due (check_stall), so that it is declared at its threshold. */
-	if (now_s() - w->last_check >= 0.1) {
+	if (now_s() - w->last_check >= 0.1 || (w->due > 0 && now_s() >= w->due)) {
 		w->last_check = now_s();
 		check_stall(w);
 		/* A death its drain handled: at once, not after this turn's other work. */
