@@ -13,7 +13,8 @@
  * the frame chain leaf first as struct py_frame_rec. Per frame: one read of the frame header
  * and one of the code object header into the caller's scratch (struct py_scratch: each
  * context that can run while another is in a walk on the same CPU has its own), fields
- * extracted from the copies. Runs in the sampled CPU's interrupt context: no sleeping helpers, bounded work.
+ * extracted from the copies. No sleeping helpers, bounded work: it runs in the sampled CPU's
+ * interrupt context, in a thread's task work, or in the fetcher.
  *
  * Memory is read with user_read (uregs.bpf.h): the address space loaded on the CPU (the
  * sampled thread's, or a blocked thread's from a thread of the same process: off-CPU stacks),
