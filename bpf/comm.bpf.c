@@ -145,14 +145,12 @@ _Static_assert((SCRATCH_PY & (SCRATCH_PY - 1)) == 0, "SCRATCH_PY must be a power
 #include "stacksite.bpf.h"
 
 struct comm_scratch {
-	struct task_ids ids; /* the thread's, once known (own_ids reads the task) */
-	__u64 tss_fsbase;    /* the thread's TLS base when its slot was found; 0: not found */
-	__u64 tss_key;	     /* the process's py_proc_cfg tss_key_addr and tls_tstate then */
-	__s64 tss_tls;
-	__u64 tss_slot; /* where its thread state is (py_tss_slot) */
+	struct task_ids ids;	 /* the thread's, once known (own_ids reads the task) */
+	struct py_tss_cache tss; /* where its thread state is */
 	struct comm_call_event e;
 	__u8 py[SCRATCH_PY + 8]; /* before the walk, the stack words a site checks */
 	struct py_scratch ps;	 /* the Python walk's header copies (not sent) */
+	__u8 page[PY_PAGE_SIZE]; /* and its copy of the innermost frame's page */
 };
 
 struct {
@@ -413,40 +411,20 @@ static __always_inline void fill_call(struct comm_call_event *e, struct pt_regs 
 	s->fsbase = task->thread.fsbase; /* a trusted pointer: a load, not a helper call */
 }
 
-/* The Python frames of the calling thread into @out, with @ps for the walk's copies and, where
- * there is one, the thread's scratch @sc, which keeps where its thread state is (py_tss_slot:
- * two reads fewer per call). Return the bytes written (py_len set). */
+/* The Python frames of the calling thread into @out, walked in @m (its tss, where there is
+ * one, the thread's: two reads fewer per call). Return the bytes written (py_len set). */
 static __always_inline __u32 call_python(struct sample_event *s, struct py_frame_rec *out,
-					 struct py_scratch *ps, struct comm_scratch *sc)
+					 const struct py_walk_mem *m)
 {
 	struct py_proc_cfg *cfg;
 	__u32 tgid = s->pid, n;
-	__u64 slot;
 
 	if (!want_python)
 		return 0;
 	cfg = bpf_map_lookup_elem(&py_procs, &tgid);
 	if (!cfg)
 		return 0;
-	if (!sc) {
-		n = py_walk_in(cfg, s->pid, s->fsbase, NULL, out, ps, &s->py_status, &s->flags);
-	} else {
-		if (sc->tss_fsbase == s->fsbase && sc->tss_key == cfg->tss_key_addr &&
-		    sc->tss_tls == cfg->tls_tstate) {
-			slot = sc->tss_slot;
-		} else {
-			slot = py_tss_slot(cfg, s->fsbase, NULL);
-			sc->tss_fsbase = s->fsbase;
-			sc->tss_key = cfg->tss_key_addr;
-			sc->tss_tls = cfg->tls_tstate;
-			sc->tss_slot = slot;
-		}
-		n = py_walk_in_from(cfg, s->pid, s->fsbase, py_slot_tstate(slot, NULL), NULL, out,
-				    ps, &s->py_status, &s->flags);
-		/* Not the thread state (or none yet): find the slot again next time. */
-		if (s->py_status == PY_NO_TSTATE || s->py_status == PY_BAD_TSTATE || !slot)
-			sc->tss_fsbase = 0;
-	}
+	n = py_walk_in(cfg, s->pid, s->fsbase, NULL, out, m, &s->py_status, &s->flags);
 	if (n > SAMPLER_MAX_PYDEPTH)
 		n = SAMPLER_MAX_PYDEPTH;
 	s->py_len = n;
@@ -475,11 +453,12 @@ static __always_inline __u64 known_site(const struct comm_call_event *e, __u8 *b
 static __always_inline void submit_call_stack(struct task_struct *task, struct comm_call_rec *r,
 					      const __u8 *py, __u32 pyb)
 {
+	struct py_walk_mem m = {.s = &r->ps};
 	struct sample_event *s = &r->e.s;
 	__u64 sp;
 
 	if (!py)
-		pyb = call_python(s, (struct py_frame_rec *)r->data, &r->ps, NULL);
+		pyb = call_python(s, (struct py_frame_rec *)r->data, &m);
 	else if (pyb > SCRATCH_PY || bpf_probe_read_kernel(r->data, pyb & (PY_AREA - 1), py))
 		pyb = s->py_len = 0;
 	sp = s->regs[DWREG_RSP];
@@ -540,6 +519,7 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 	struct comm_scratch *sc;
 	struct comm_call_rec *r;
 	struct task_ids ids = {};
+	struct py_walk_mem mem;
 
 	cur_ids(task, &ids);
 	if (!ids.pid)
@@ -571,7 +551,8 @@ static __always_inline int on_call(struct pt_regs *ctx, __u64 cookie, __u32 role
 	sc->e.site = known_site(&sc->e, sc->py);
 	if (sc->e.site)
 		sc->e.h.flags |= COMM_F_SITE;
-	pyb = call_python(&sc->e.s, (struct py_frame_rec *)sc->py, &sc->ps, sc);
+	mem = (struct py_walk_mem){.s = &sc->ps, .page = sc->page, .tss = &sc->tss};
+	pyb = call_python(&sc->e.s, (struct py_frame_rec *)sc->py, &mem);
 	if (pyb > SCRATCH_PY)
 		pyb = SCRATCH_PY;
 	if (!sc->e.site) {

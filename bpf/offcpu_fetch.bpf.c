@@ -53,13 +53,18 @@ __u64 fetch_next_ns;
 #include "uregs.bpf.h"
 
 #define PY_CODE_CACHE /* pystack.bpf.h: code objects' headers kept (py_code_cache) */
-#define PY_FRAME_PAGE /* pystack.bpf.h: the innermost frame's page read at once */
 #include "pystack.bpf.h"
+
+/* Frames copied from the innermost frame's page rather than read; code object headers found
+ * in py_code_cache, and read. */
+__u64 py_page_frames, py_code_hits, py_code_reads;
 
 struct fetch_scratch {
 	struct sample_event hdr;
 	__u8 data[PY_AREA + UCTX_STACK_AREA + UCTX_CHUNK_MAX];
-	struct py_scratch ps; /* the Python walk's header copies (not sent) */
+	struct py_scratch ps;	 /* the Python walk's header copies (not sent) */
+	__u8 page[PY_PAGE_SIZE]; /* and its copy of the innermost frame's page */
+	struct py_code_hdr code_fill;
 };
 
 /* One buffer: only the recorder's thread runs this program, one run at a time. */
@@ -77,16 +82,17 @@ static __always_inline void fetch_task(struct task_struct *task, __u32 ktid)
 {
 	__u32 zero = 0, size;
 	struct fetch_scratch *s;
+	struct py_walk_mem mem;
 	struct off_thread *th;
 	struct off_want *want;
-	__u64 block;
+	__u64 block, since;
 
 	want = bpf_task_storage_get(&off_want, task, 0, 0);
 	if (!want || !want->block)
 		return; /* taken on its wake-up, or queued twice */
 	block = want->block;
 	barrier(); /* block before since (struct off_want) */
-	py_code_since = want->since_block == block ? want->since : 0;
+	since = want->since_block == block ? want->since : 0;
 	want->block = 0;
 	if (task->on_cpu || task->exit_state || task->nvcsw + task->nivcsw != block)
 		return; /* that block is over (or the thread ended) */
@@ -94,8 +100,14 @@ static __always_inline void fetch_task(struct task_struct *task, __u32 ktid)
 	s = bpf_map_lookup_elem(&fetch_scratch, &zero);
 	if (!th || !s)
 		return;
-	size = sizeof(s->hdr) + blocked_sample(&s->hdr, s->data, task, task, th, block,
-					       SAMPLE_F_OFFCPU_FETCH, &s->ps);
+	mem = (struct py_walk_mem){
+		.s = &s->ps, .page = s->page, .code_fill = &s->code_fill, .code_since = since};
+	size = sizeof(s->hdr) +
+	       blocked_sample(&s->hdr, s->data, task, task, th, block, SAMPLE_F_OFFCPU_FETCH, &mem);
+	py_page_frames += s->ps.page_frames;
+	py_code_hits += s->ps.code_hits;
+	py_code_reads += s->ps.code_reads;
+	s->ps.page_frames = s->ps.code_hits = s->ps.code_reads = 0;
 	/* Reading may sleep: a thread that ran meanwhile left a torn copy. */
 	if (task->on_cpu || task->nvcsw + task->nivcsw != block) {
 		fetch_torn++;

@@ -13,11 +13,11 @@
 /*
  * The Python frames of @e's thread (pid, fsbase set) into @data, when its process runs
  * CPython (py_procs) and they are wanted: py_len, py_status and flags set. @remote: NULL for
- * a thread whose memory is loaded on this CPU, else the task to read (py_walk_in); @ps: the
- * walk's copies, this context's own. Return the bytes written.
+ * a thread whose memory is loaded on this CPU, else the task to read (py_walk_in); @m: the
+ * walk's memory, this context's own. Return the bytes written.
  */
 static __always_inline __u32 sample_python(struct sample_event *e, __u8 *data,
-					   struct task_struct *remote, struct py_scratch *ps)
+					   struct task_struct *remote, const struct py_walk_mem *m)
 {
 	struct py_proc_cfg *cfg;
 	__u32 n;
@@ -27,7 +27,7 @@ static __always_inline __u32 sample_python(struct sample_event *e, __u8 *data,
 	cfg = bpf_map_lookup_elem(&py_procs, &e->pid);
 	if (!cfg)
 		return 0;
-	n = py_walk_in(cfg, e->pid, e->fsbase, remote, (struct py_frame_rec *)data, ps,
+	n = py_walk_in(cfg, e->pid, e->fsbase, remote, (struct py_frame_rec *)data, m,
 		       &e->py_status, &e->flags);
 	if (n > SAMPLER_MAX_PYDEPTH)
 		n = SAMPLER_MAX_PYDEPTH;
@@ -53,13 +53,14 @@ static __always_inline __u32 sample_kstack(struct sample_event *e, long r)
 /*
  * Fill @e and @data with the head of the sample of @t, a target's thread off its CPU (@th),
  * for its block @block: header, Python frames and kernel stack (from __schedule down to the
- * system call), from the registers the thread saved when it entered the kernel. @remote as for
- * sample_python (and copy_user_stack); @how: SAMPLE_F_OFFCPU_* of where it was taken. Return
+ * system call), from the registers the thread saved when it entered the kernel. @remote and @m
+ * as for sample_python (@remote also for copy_user_stack); @how: SAMPLE_F_OFFCPU_* of where it
+ * was taken. Return
  * the bytes of @data used; blocked_stack adds the user stack after them.
  */
 static __always_inline __u32 blocked_head(struct sample_event *e, __u8 *data, struct task_struct *t,
 					  struct task_struct *remote, const struct off_thread *th,
-					  __u64 block, __u32 how, struct py_scratch *ps)
+					  __u64 block, __u32 how, const struct py_walk_mem *m)
 {
 	__u32 pyb, kb = 0;
 
@@ -81,7 +82,7 @@ static __always_inline __u32 blocked_head(struct sample_event *e, __u8 *data, st
 	e->fsbase = BPF_CORE_READ(t, thread.fsbase);
 	user_regs(e->regs, (struct pt_regs *)bpf_task_pt_regs(t), &e->flags); /* none: kthread */
 
-	pyb = sample_python(e, data, remote, ps);
+	pyb = sample_python(e, data, remote, m);
 	if (want_kernel)
 		kb = sample_kstack(e, bpf_get_task_stack(t, data + (pyb & (PY_AREA / 2 - 1)),
 							 SAMPLER_MAX_KSTACK * sizeof(__u64), 0));
@@ -111,9 +112,9 @@ static __always_inline __u32 blocked_stack(struct sample_event *e, __u8 *data,
 static __always_inline __u32 blocked_sample(struct sample_event *e, __u8 *data,
 					    struct task_struct *t, struct task_struct *remote,
 					    const struct off_thread *th, __u64 block, __u32 how,
-					    struct py_scratch *ps)
+					    const struct py_walk_mem *m)
 {
-	__u32 used = blocked_head(e, data, t, remote, th, block, how, ps);
+	__u32 used = blocked_head(e, data, t, remote, th, block, how, m);
 
 	return used + blocked_stack(e, data, t, remote, used);
 }

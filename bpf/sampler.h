@@ -266,6 +266,19 @@ struct off_thread {
 	__u64 task;
 };
 
+/*
+ * Where a thread's thread state is (bpf/pystack.bpf.h: py_tss_slot), kept between walks of
+ * that thread by a program that has per-thread state: its TLS slot stays where it is for the
+ * thread's life while its interpreter lives (the key is made once), and what the slot holds
+ * is read and checked at each walk.
+ */
+struct py_tss_cache {
+	__u64 fsbase; /* the thread's TLS base when the slot was found; 0: not found */
+	__u64 key;    /* the process's py_proc_cfg tss_key_addr and tls_tstate then */
+	__s64 tls;
+	__u64 slot;
+};
+
 /* Task storage off_want: a block whose stack the sweep could not take; 0: none. */
 struct off_want {
 	__u64 block;
@@ -278,6 +291,8 @@ struct off_want {
 	 * stack only if they are still these, i.e. the thread is returning from that block. */
 	__u64 nvcsw;
 	__u64 ip, sp;
+	/* Where its thread state is, for the task work's walks (its own: no one else writes). */
+	struct py_tss_cache tss;
 };
 
 /*

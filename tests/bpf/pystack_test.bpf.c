@@ -44,12 +44,18 @@ struct {
 	__uint(max_entries, 16 << 20);
 } test_events SEC(".maps");
 
-/* The walk's header copies (a perf event: not preempted, one walk per CPU at a time). */
+/* The walk's memory, as the sampler gives it (a perf event: not preempted, one walk per CPU at
+ * a time). */
+struct test_scratch {
+	struct py_scratch ps;
+	__u8 page[PY_PAGE_SIZE];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct py_scratch);
+	__type(value, struct test_scratch);
 } test_scratch SEC(".maps");
 
 /* [0] samples of the target, [1] lost (ring buffer full) */
@@ -76,7 +82,8 @@ int pystack_test(struct bpf_perf_event_data *ctx)
 	struct pystack_test_event *ev;
 	const struct py_proc_cfg *cfg;
 	struct task_struct *task;
-	struct py_scratch *ps;
+	struct py_walk_mem mem;
+	struct test_scratch *ps;
 	struct pt_regs uregs;
 	__u32 zero = 0;
 
@@ -118,8 +125,11 @@ int pystack_test(struct bpf_perf_event_data *ctx)
 		bpf_ringbuf_discard(ev, 0);
 		return 0;
 	}
-	ev->n = py_walk_in(cfg, bpf_get_current_pid_tgid() >> 32, ev->fsbase, NULL, ev->frames, ps,
-			   &ev->status, &ev->flags);
+	mem = (struct py_walk_mem){.s = &ps->ps, .page = ps->page};
+	ps->ps.page_frames = 0;
+	ev->n = py_walk_in(cfg, bpf_get_current_pid_tgid() >> 32, ev->fsbase, NULL, ev->frames,
+			   &mem, &ev->status, &ev->flags);
+	ev->page_frames = ps->ps.page_frames;
 	ev->walk_ns = bpf_ktime_get_ns() - t0;
 	/* The signal is delivered before the thread returns to user mode. */
 	ev->stop_err = stop_after_walk ? bpf_send_signal(SIGSTOP) : 0;

@@ -109,7 +109,8 @@ def pystack_bpf(pid, seconds=2.0, *args):
 def pystack_bpf_compare(pid, rounds, *args):
     """Run pystack-bpf --compare; return ([{tid, equal, bpf: (status, n, truncated),
     user: (status, n, truncated), stack: [(func, line) root-first], diff: [lines]}],
-    {rounds, equal, moved})."""
+    {rounds, equal, moved, page}: page, the compared walks' frames the BPF walker copied from
+    its one read of the innermost frame's page)."""
     p = h.run([tool(PYSTACK_BPF), "-p", str(pid), "--compare", str(rounds), *map(str, args)],
               timeout=120)
     assert p.returncode == 0, f"pystack-bpf --compare exited {p.returncode}: {p.stderr[-2000:]}"
@@ -128,7 +129,7 @@ def pystack_bpf_compare(pid, rounds, *args):
         elif f[0] == "D":
             rows[-1]["diff"].append(line)
         elif f[0] == "COMPARE":
-            summary = dict(zip(["rounds", "equal", "moved"], map(int, f[1:4])))
+            summary = dict(zip(["rounds", "equal", "moved", "page"], map(int, f[1:5])))
     assert summary is not None, f"no COMPARE line: {p.stdout[-500:]}"
     return rows, summary
 

@@ -19,7 +19,9 @@
  * round that differs one line per record index, "D  i  bpf(code lasti meta)  user(...)", and
  * a round where the thread's user pc or sp moved between the walk and the stop (then the two
  * walks did not see the same memory; not compared) is "M  tid". Last:
- *   COMPARE  rounds  equal  moved
+ *   COMPARE  rounds  equal  moved  page
+ * (page: the compared walks' frames the BPF walker copied from its one read of the innermost
+ * frame's page, as the sampler walks, rather than read one by one).
  *
  * Output (tab-separated), one line per distinct (thread, result, stack):
  *   S  tid  count  status  truncated  nframes  stack
@@ -288,7 +290,7 @@ static int compare(struct state *st, struct pystack_test_bpf *skel, struct ring_
 {
 	struct py_frame_rec *user = calloc(SAMPLER_MAX_PYDEPTH, sizeof(*user));
 	int armed_fd = bpf_map__fd(skel->maps.test_armed);
-	long done = 0, equal = 0, moved = 0;
+	long done = 0, equal = 0, moved = 0, page = 0;
 	__u32 zero = 0, one = 1;
 	int err = 0;
 
@@ -345,6 +347,7 @@ static int compare(struct state *st, struct pystack_test_bpf *skel, struct ring_
 		       ut == !!(ev->flags & SAMPLE_F_PY_TRUNCATED) &&
 		       !memcmp(user, ev->frames, un * sizeof(*user));
 		equal += same;
+		page += ev->page_frames;
 		printf("C\t%u\t%d\t%d\t%u\t%d\t%d\t%u\t%d\t", ev->tid, same, ev->status, ev->n,
 		       !!(ev->flags & SAMPLE_F_PY_TRUNCATED), us, un, ut);
 		print_stack_of(st->pp, ev->frames, ev->n);
@@ -361,7 +364,7 @@ static int compare(struct state *st, struct pystack_test_bpf *skel, struct ring_
 		let_go();
 	}
 	let_go();
-	printf("COMPARE\t%ld\t%ld\t%ld\n", done, equal, moved);
+	printf("COMPARE\t%ld\t%ld\t%ld\t%ld\n", done, equal, moved, page);
 	free(user);
 	return err;
 }

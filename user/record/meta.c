@@ -59,6 +59,7 @@ static void meta_offcpu(struct store *st, const struct record_totals *t)
 	store__meta_int(st, "off_cpu_resume_not_scheduled", t->off.resume_err);
 	store__meta_int(st, "off_cpu_resume_runs", t->off.resume_runs);
 	store__meta_int(st, "off_cpu_resume_ns", t->off.resume_ns);
+	store__meta_int(st, "off_cpu_resume_frames_from_page", t->off.resume_page_frames);
 	store__meta_int(st, "off_cpu_stacks_known_site", rs->off_stacks_site);
 	store__meta_int(st, "off_cpu_stacks_site_id", rs->off_stacks_by_id);
 	store__meta_int(st, "off_cpu_stacks_site_lost", rs->off_stacks_site_lost);

@@ -777,6 +777,7 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 	out->resume_miss = stat_sum(s, STAT_OFF_RESUME_MISS);
 	out->resume_runs = s->skel->bss->resume_runs;
 	out->resume_ns = s->skel->bss->resume_ns;
+	out->resume_page_frames = s->skel->bss->resume_page_frames;
 	out->fetched = s->fetch->bss->fetch_sent;
 	out->torn = s->fetch->bss->fetch_torn;
 	out->fetch_runs = s->fetch_runs;

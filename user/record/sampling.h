@@ -103,6 +103,7 @@ struct sampling_offcpu_stats {
 	uint64_t resume_err;  /* task works the sweep could not schedule */
 	uint64_t resume_miss; /* task works that found their thread out of its block */
 	uint64_t resume_runs, resume_ns; /* task works run, and their time in the threads */
+	uint64_t resume_page_frames;	 /* frames their walks copied from the leaf's page */
 };
 void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *out);
 
