@@ -21,6 +21,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 const volatile __u32 target_tgid = 0;
 const volatile __u32 stop_after_walk = 0;
+const volatile __u32 no_page = 0; /* every frame read by itself */
 
 #define SIGSTOP 19
 
@@ -125,7 +126,7 @@ int pystack_test(struct bpf_perf_event_data *ctx)
 		bpf_ringbuf_discard(ev, 0);
 		return 0;
 	}
-	mem = (struct py_walk_mem){.s = &ps->ps, .page = ps->page};
+	mem = (struct py_walk_mem){.s = &ps->ps, .page = no_page ? NULL : ps->page};
 	ps->ps.page_frames = 0;
 	ev->n = py_walk_in(cfg, bpf_get_current_pid_tgid() >> 32, ev->fsbase, NULL, ev->frames,
 			   &mem, &ev->status, &ev->flags);

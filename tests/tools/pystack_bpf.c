@@ -3,11 +3,13 @@
  * pystack-bpf: sample one process with the BPF Python walker (tests/bpf/pystack_test.bpf.c, which
  * calls py_walk from bpf/pystack.bpf.h) and print what it saw, aggregated. A test tool.
  *
- *   pystack-bpf -p PID [-d SECONDS] [-F HZ] [--depth N] [--no-tss] [--no-map]
+ *   pystack-bpf -p PID [-d SECONDS] [-F HZ] [--depth N] [--no-tss] [--no-map] [--no-page]
  *   pystack-bpf -p PID --compare ROUNDS [-F HZ] [--depth N]
  *
  * --no-tss: no TSS lookup (every thread found through the py_tstates map)
  * --no-map: leave the py_tstates map empty (every thread found through its TSS slot)
+ * --no-page: every frame read by itself, not copied from one read of the innermost frame's
+ *            page (as the sampler walks: the walk's cost either way, SUMMARY and W lines)
  *
  * --compare: the BPF walker and the userspace one (pyproc__walk_ex) on the same memory,
  * ROUNDS times: the BPF program walks one sample and stops the process (SIGSTOP) before the
@@ -171,7 +173,7 @@ static int cmp_u64(const void *a, const void *b)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: pystack-bpf -p PID [-d SECONDS] [-F HZ] [--depth N] [--no-tss] "
-		   "[--no-map]\n"
+		   "[--no-map] [--no-page]\n"
 		   "       pystack-bpf -p PID --compare ROUNDS [-F HZ] [--depth N]\n");
 }
 
@@ -371,10 +373,13 @@ static int compare(struct state *st, struct pystack_test_bpf *skel, struct ring_
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"depth", required_argument, NULL, 'D'}, {"compare", required_argument, NULL, 'C'},
-		{"no-tss", no_argument, NULL, 'T'},	 {"no-map", no_argument, NULL, 'M'},
-		{"help", no_argument, NULL, 'h'},	 {NULL, 0, NULL, 0}};
+	static const struct option opts[] = {{"depth", required_argument, NULL, 'D'},
+					     {"compare", required_argument, NULL, 'C'},
+					     {"no-tss", no_argument, NULL, 'T'},
+					     {"no-map", no_argument, NULL, 'M'},
+					     {"no-page", no_argument, NULL, 'P'},
+					     {"help", no_argument, NULL, 'h'},
+					     {NULL, 0, NULL, 0}};
 	struct pystack_test_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
 	struct bpf_link **links = NULL;
@@ -382,7 +387,7 @@ int main(int argc, char **argv)
 	struct py_proc_cfg cfg;
 	long pid = 0, hz = 999, depth = SAMPLER_MAX_PYDEPTH, rounds = 0;
 	double secs = 3;
-	bool no_tss = false, no_map = false;
+	bool no_tss = false, no_map = false, no_page = false;
 	int c, ncpu, i, err, ret = 1;
 	uint64_t deadline, total = 0, lost = 0, sum = 0;
 	__u32 tgid, k;
@@ -415,6 +420,9 @@ int main(int argc, char **argv)
 		case 'M':
 			no_map = true;
 			break;
+		case 'P':
+			no_page = true;
+			break;
 		case 'v':
 			log_verbosity++;
 			break;
@@ -440,6 +448,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 	skel->rodata->target_tgid = (__u32)pid;
 	skel->rodata->stop_after_walk = rounds > 0;
+	skel->rodata->no_page = no_page;
 	if (rounds) {
 		st.compare = true;
 		st.ev = malloc(sizeof(*st.ev));
