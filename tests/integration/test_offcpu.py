@@ -460,10 +460,13 @@ def test_stacks_taken_as_threads_resume_are_whole_while_samples_interrupt_them()
     h.log(f"chains: {chains}")
     whole = ("wait", "get", "helper", "run", "_bootstrap_inner", "_bootstrap")
     assert chains.get(whole, 0) >= 10000, chains
+    # A helper also blocks, now and then, on the queue's mutex another holds, entering
+    # 'with self.not_empty:' in get (Condition.__enter__ acquires it): as whole a chain.
+    wholes = {whole, ("__enter__",) + whole[1:]}
     # Overwritten walks: a frame not known ('[unknown]': a code object's copy from another
     # frame), a chain cut to its outer frames, a helper's chain not whole. A thread starting
     # (Thread.start's set() in _bootstrap_inner) or with no Python frame yet is not one.
-    bad = {c: n for c, n in chains.items() if c != whole and c and (
+    bad = {c: n for c, n in chains.items() if c not in wholes and c and (
         "[unknown]" in c or "helper" in c or c == whole[len(whole) - len(c):])}
     assert not bad, bad
 
