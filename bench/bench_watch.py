@@ -392,13 +392,18 @@ def main():
         traps = statistics.median(p[1] for p in probe)
         runs = statistics.median(p[2] for p in probe)
         total = us + traps * (floor or 0)
+        # The task work over whole runs (its meta counts from the start) per rank-step.
+        tw_step = statistics.median(1e6 * x[9] * x[1] / (args.ranks * args.steps)
+                                    for x in res[True] if x[8])
         print(f"the watcher's probes per step of a rank (second halves, medians; all their "
               f"runs, wherever they ran, so at most what the job's threads spent in them): BPF "
               f"{us:.1f} us in {runs:.1f} runs, {traps:.2f} uprobe traps x "
               + (f"{floor:.2f} us (bench/uprobe_floor)" if floor else "? (no uprobe_floor)")
               + f" = {total:.1f} us: {100 * total / 1000 / wa:.3f}% of the watched step "
-              f"({wa:.3f} ms); not counted: the sampling timer's interrupts themselves and what "
-              f"the probes do to caches")
+              f"({wa:.3f} ms); with the task work (whole runs, {tw_step:.1f} us a rank-step, "
+              f"interrupts that fell in its runs included) {total + tw_step:.1f} us: "
+              f"{100 * (total + tw_step) / 1000 / wa:.3f}%; not counted: the sampling timer's "
+              f"interrupts themselves and what the probes do to caches")
         for name in sorted({k for p in probe for k in p[3]}):
             print(f"  {name}: {statistics.median(p[3].get(name, (0, 0))[0] for p in probe):.2f} "
                   f"us in {statistics.median(p[3].get(name, (0, 0))[1] for p in probe):.2f} runs "
