@@ -121,10 +121,12 @@ struct py_walk_ctx {
 };
 
 /* Copy @sz (<= PY_HDR_MAX) bytes of the frame at @frame into @dst; 0 or an error. From the
- * copy of its page where there is one and the frame lies wholly in it. */
+ * copy of its page where there is one and the frame lies wholly in it (@frame comes from the
+ * target's memory: compared so that no value wraps around). */
 static __always_inline long py_read_frame(struct py_walk_ctx *c, __u8 *dst, __u32 sz, __u64 frame)
 {
-	if (c->page && frame >= c->page_addr && frame - c->page_addr + sz <= c->page_len) {
+	if (c->page && frame >= c->page_addr && c->page_len >= sz &&
+	    frame - c->page_addr <= c->page_len - sz) {
 		c->s->page_frames++;
 		return bpf_probe_read_kernel(
 			dst, sz, c->page + ((frame - c->page_addr) & (PY_PAGE_SIZE - 1)));
