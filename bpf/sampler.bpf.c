@@ -582,9 +582,8 @@ __u64 resume_runs, resume_ns, resume_page_frames;
  * memory must be the one loaded on this CPU (the current task is a thread of its process).
  * @scratch_map: this CPU's scratch is its entry (scratch; resume_scratch for the task work).
  * @want: @t's own (the task work's, @t the current task), whose kept slot the walk uses; NULL
- * otherwise. @how: SAMPLE_F_OFFCPU_* of where it was taken. At a
- * known site whose checks hold (map block_sites), the site's id instead of the user stack. 0
- * if sent.
+ * otherwise. @how: SAMPLE_F_OFFCPU_* of where it was taken. At a known site whose checks hold
+ * (map block_sites), the site's id instead of the user stack. 0 if sent.
  */
 static __always_inline int send_blocked_stack(void *scratch_map, struct task_struct *t,
 					      const struct off_thread *th, __u64 block,
