@@ -116,12 +116,17 @@ static int cand_cmp(const void *a, const void *b)
 	return x->tid - y->tid;
 }
 
+/*
+ * The threads of @pid that could be borrowed (neither stopped, traced nor exiting), the
+ * cheapest first, into *@out (*@nr of them; freed by the caller). 0, or -ESRCH when the
+ * process is gone or every thread of it is a zombie (it is exiting), or another -errno.
+ */
 static int list_candidates(pid_t pid, struct cand **out, int *nr)
 {
 	char fn[96], *buf;
 	struct cand *c = NULL, *tmp;
 	struct dirent *de;
-	int n = 0, cap = 0, err = 0;
+	int n = 0, cap = 0, err = 0, alive = 0;
 	DIR *d;
 
 	snprintf(fn, sizeof(fn), "/proc/%d/task", pid);
@@ -138,7 +143,8 @@ static int list_candidates(pid_t pid, struct cand **out, int *nr)
 		if (tid <= 0)
 			continue;
 		st = procinfo_state(pid, tid);
-		if (!st || st == 'Z' || st == 'X' || st == 'T' || st == 't')
+		alive += procinfo_state_alive(st);
+		if (!procinfo_state_alive(st) || st == 'T' || st == 't')
 			continue;
 		if (!procinfo_status_number(pid, tid, "TracerPid", 10, &tracer) && tracer)
 			continue;
@@ -166,7 +172,10 @@ static int list_candidates(pid_t pid, struct cand **out, int *nr)
 		}
 		c[n++] = (struct cand){tid, score, nr_sc};
 	}
-	qsort(c, n, sizeof(*c), cand_cmp);
+	if (!alive)
+		err = -ESRCH; /* every thread gone or a zombie: the process is exiting */
+	else
+		qsort(c, n, sizeof(*c), cand_cmp);
 cleanup:
 	closedir(d);
 	if (err) {
