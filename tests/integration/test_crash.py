@@ -337,9 +337,12 @@ def test_crash_inject_four_threads_raise_at_once():
     st, out, err = finish(p)
     assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, hex(st)
     assert out == "main done\n", out
-    # Python's own report of each (the threads print at once: lines may interleave).
+    # Python's own report of each. The threads print at once and CPython's text stream is not
+    # thread-safe: a line may be cut by another thread's pieces ("ValueError: bad batch 20" +
+    # "    " + ...; 79 of 1,200 reports garbled so in 300 runs of this program without probing),
+    # but each piece written is whole, the message among them.
     for i in range(4):
-        assert re.search(rf"^ValueError: bad batch {10 * i}$", err, re.M), err
+        assert re.search(rf"bad batch {10 * i}(?! in thread)", err), err
     # Each summarized once.
     assert err.count("probing: uncaught exception ValueError: bad batch") == 4, err
     for i in range(4):
