@@ -210,6 +210,7 @@ static void *reader(void *arg)
 	struct evqueue *q = arg;
 	uint64_t serving;
 	bool stop;
+	int err;
 
 	prctl(PR_SET_NAME, "probing-events"); /* its role, in top -H and /proc */
 
@@ -220,6 +221,11 @@ static void *reader(void *arg)
 		/* Records do not wake us (BPF_RB_NO_WAKEUP) unless the buffer fills up: drain it
 		 * at a steady pace, or when asked to. */
 		serving = reader_wait(q, stop);
+		/* Blocked threads' stacks while the blocks last, however far behind the consumer
+		 * is (the first symbolization of a large library takes tens of ms): its records
+		 * are drained below. */
+		if (!stop && (err = sampling__offcpu_fetch_due(q->s)))
+			pr_debug("cannot fetch stacks of blocked threads: %s", strerror(-err));
 		if (sampling__consume(q->s, enqueue, q) < 0)
 			pr_debug("ring buffer read failed");
 		publish(q, true);

@@ -5,7 +5,9 @@
  * new threads) does not make the kernel drop samples. Optionally, records a classifier
  * calls urgent go into a second queue popped first (in their own order): a consumer that
  * must learn of some records promptly (probing watch: exits, collectives) is then behind
- * only by the record it is handling, not by a backlog of samples.
+ * only by the record it is handling, not by a backlog of samples. With off-CPU recording the
+ * reader also runs the stack fetcher when it has work (sampling__offcpu_fetch_due), so that
+ * blocked threads' stacks are taken while the blocks last however slow the consumer is.
  */
 #ifndef PROBING_EVQUEUE_H
 #define PROBING_EVQUEUE_H

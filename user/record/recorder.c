@@ -1678,38 +1678,12 @@ int recorder__tick(struct recorder *r, bool caught_up)
 	return store__flush(r->st) ?: recorder__live_targets(r);
 }
 
-void recorder__fetch_blocked(struct recorder *r)
-{
-	size_t i;
-	int err;
-
-	/* Blocks the sweep could not take the stack of: fetch them while they last (the count
-	 * read first: later ones are for the next turn). */
-	if (!r->oc || !sampling__offcpu_pending(r->s))
-		return;
-	if (!sampling__offcpu_fetch_by_process(r->s)) {
-		err = sampling__offcpu_fetch(r->s, 0);
-		if (err)
-			pr_debug("cannot fetch stacks of blocked threads: %s", strerror(-err));
-		return;
-	}
-	for (i = 0; i < r->ntargets; i++) {
-		if (!r->targets[i].alive)
-			continue;
-		err = sampling__offcpu_fetch(r->s, r->targets[i].pid);
-		if (err && err != -ESRCH && err != -ENOENT)
-			pr_debug("pid %d: cannot fetch stacks of blocked threads: %s",
-				 r->targets[i].pid, strerror(-err));
-	}
-}
-
 void recorder__poll(struct recorder *r)
 {
 	size_t i;
 
 	for (i = 0; i < r->ntargets; i++)
 		retry_python(r, &r->targets[i]);
-	recorder__fetch_blocked(r);
 	if (r->comm)
 		comm__poll(r->comm);
 }

@@ -98,17 +98,11 @@ int recorder__tick(struct recorder *r, bool caught_up);
 
 /*
  * Frequent, cheap work independent of the sample backlog (call it every few milliseconds):
- * look for the interpreter of targets that just started or exec'd; with off_cpu, fetch the
- * stacks of blocked threads the sweep asked for while they are still blocked.
+ * look for the interpreter of targets that just started or exec'd; with comm, what its
+ * probes need at each turn. (Blocked threads' stacks are fetched on the reader thread:
+ * sampling__offcpu_fetch_due.)
  */
 void recorder__poll(struct recorder *r);
-
-/*
- * With off_cpu: run the stack fetcher if it has work (sampling__offcpu_pending), once or over
- * each live target. recorder__poll calls it; the end of recording once more, after
- * sampling__offcpu_stop, for the blocks still going on.
- */
-void recorder__fetch_blocked(struct recorder *r);
 
 /*
  * The end of recording, once every record was handled: off-CPU time still waiting for a stack

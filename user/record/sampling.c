@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -30,8 +31,11 @@ struct sampling {
 	int *sweep_pfds;
 	int nr_cpus; /* possible CPUs */
 	bool off_cpu;
-	bool resume;	     /* blocks' stacks taken as their threads resume (use_resume) */
-	uint64_t wants_seen; /* sampler's off_wants at the last sampling__offcpu_pending */
+	bool resume; /* blocks' stacks taken as their threads resume (use_resume) */
+	/* The fetcher runs on the reader thread and, at the end, on the caller's: one run at a
+	 * time, and the fields below, under the lock. */
+	pthread_mutex_t fetch_lock;
+	uint64_t wants_seen; /* sampler's off_wants at the last look (offcpu_pending) */
 	uint64_t fetch_last; /* when the fetcher last ran (monotonic ns) */
 	uint64_t fetch_runs;
 	int (*cb)(void *ctx, void *data, size_t len);
@@ -385,6 +389,8 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 	size_t rb_bytes;
 
 	s = calloc(1, sizeof(*s));
+	if (s)
+		pthread_mutex_init(&s->fetch_lock, NULL);
 	if (!s)
 		return -ENOMEM;
 	s->opts = *opts;
@@ -484,6 +490,7 @@ void sampling__free(struct sampling *s)
 	detach_cpu_clock(s, s->pfds, s->links);
 	offcpu_fetch_bpf__destroy(s->fetch);
 	sampler_bpf__destroy(s->skel);
+	pthread_mutex_destroy(&s->fetch_lock);
 	free(s);
 }
 
@@ -525,13 +532,12 @@ cleanup:
 /* The fetcher runs at most this often while what it left in the queue is not due. */
 #define FETCH_GAP_NS 20000000ULL
 
-bool sampling__offcpu_pending(struct sampling *s)
+/* Locked: is there work for the fetcher (sampling.h, sampling__offcpu_fetch_due)? */
+static bool offcpu_pending(struct sampling *s)
 {
 	uint64_t wants, next, now;
 	bool more;
 
-	if (!s->off_cpu)
-		return false;
 	wants = __atomic_load_n(&s->skel->bss->off_wants, __ATOMIC_RELAXED);
 	more = wants != s->wants_seen;
 	s->wants_seen = wants;
@@ -543,36 +549,66 @@ bool sampling__offcpu_pending(struct sampling *s)
 	return now >= next && now - s->fetch_last >= FETCH_GAP_NS;
 }
 
-bool sampling__offcpu_fetch_by_process(const struct sampling *s)
-{
-	return s->off_cpu && s->fetch_iter;
-}
-
-int sampling__offcpu_fetch(struct sampling *s, pid_t pid)
+/*
+ * Locked: run the fetcher: its syscall program once over the queue of every target, or the
+ * task iterator once per target (the sampler's targets map). 0 or the first -errno.
+ */
+static int offcpu_fetch(struct sampling *s)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, run);
+	struct bpf_map *targets = s->skel->maps.targets;
+	__u32 key, next, *prev = NULL, n, max = bpf_map__max_entries(targets);
+	int err = 0, e;
+
+	s->fetch_runs++;
+	s->fetch_last = now_mono_ns();
+	if (!s->fetch_iter)
+		return bpf_prog_test_run_opts(bpf_program__fd(s->fetch->progs.off_fetch), &run)
+			       ? -errno
+			       : 0;
+	/* Bounded: a key deleted meanwhile restarts the walk at the first. */
+	for (n = 0; n < max && !bpf_map__get_next_key(targets, prev, &next, sizeof(next)); n++) {
+		key = next;
+		prev = &key;
+		e = run_task_iter(s->fetch->progs.off_fetch_iter, key);
+		if (e && e != -ESRCH && e != -ENOENT) {
+			pr_debug("pid %u: cannot fetch stacks of blocked threads: %s", key,
+				 strerror(-e));
+			err = err ?: e;
+		}
+	}
+	return err;
+}
+
+int sampling__offcpu_fetch_due(struct sampling *s)
+{
+	int err = 0;
 
 	if (!s->off_cpu)
 		return 0;
-	s->fetch_runs++;
-	s->fetch_last = now_mono_ns();
-	if (s->fetch_iter)
-		return run_task_iter(s->fetch->progs.off_fetch_iter, pid);
-	return bpf_prog_test_run_opts(bpf_program__fd(s->fetch->progs.off_fetch), &run) ? -errno
-											: 0;
+	pthread_mutex_lock(&s->fetch_lock);
+	if (offcpu_pending(s))
+		err = offcpu_fetch(s);
+	pthread_mutex_unlock(&s->fetch_lock);
+	return err;
 }
 
-void sampling__offcpu_stop(struct sampling *s)
+int sampling__offcpu_stop(struct sampling *s)
 {
+	int err;
+
 	if (!s->off_cpu)
-		return;
+		return 0;
 	__atomic_store_n(&s->skel->bss->off_stop, 1, __ATOMIC_RELEASE);
 	/* A sweep that started before the flag was set ends within microseconds. */
 	usleep(2000);
 	/* What waits in the fetcher's queue is due now: blocks still going on at the end. */
+	pthread_mutex_lock(&s->fetch_lock);
 	s->fetch->bss->fetch_after_ns = 0;
-	s->wants_seen = ~0ULL;
 	__atomic_store_n(&s->fetch->bss->fetch_next_ns, 0, __ATOMIC_RELAXED);
+	err = offcpu_fetch(s);
+	pthread_mutex_unlock(&s->fetch_lock);
+	return err;
 }
 
 int sampling__offcpu_flush(struct sampling *s)
@@ -778,12 +814,14 @@ void sampling__offcpu_stats(struct sampling *s, struct sampling_offcpu_stats *ou
 	out->resume_runs = s->skel->bss->resume_runs;
 	out->resume_ns = s->skel->bss->resume_ns;
 	out->resume_page_frames = s->skel->bss->resume_page_frames;
+	pthread_mutex_lock(&s->fetch_lock); /* the fetcher's counters, not in a run */
 	out->fetched = s->fetch->bss->fetch_sent;
 	out->torn = s->fetch->bss->fetch_torn;
 	out->fetch_runs = s->fetch_runs;
 	out->code_cached = s->fetch->bss->py_code_hits;
 	out->code_read = s->fetch->bss->py_code_reads;
 	out->page_frames = s->fetch->bss->py_page_frames;
+	pthread_mutex_unlock(&s->fetch_lock);
 }
 
 void sampling__stats(struct sampling *s, uint64_t *samples, uint64_t *lost)

@@ -61,28 +61,25 @@ int sampling__use_python(struct sampling *s, pid_t pid, struct pyproc *pp,
  * Off-CPU recording (opts.off_cpu), in order of use. sampling__add_target registers the
  * target's threads with the sweep (new ones register themselves).
  *
- * sampling__offcpu_pending: is there work for the fetcher: blocks left to it since the last
- * call (their stacks could not be taken in the sweep), or, where threads give their blocks'
- * stacks as they resume (a task work), blocks wanted for OFFCPU_FETCH_AFTER_NS (a block that
- * lasts, a hung thread; the fetcher leaves younger ones in the queue)? Cheap (counters in
- * mmap'ed memory): call it often.
- * sampling__offcpu_fetch_by_process: is the fetcher the task iterator (a kernel that refuses
- * its syscall program), to be run once per live target?
- * sampling__offcpu_fetch: run the fetcher (one system call) over the threads the sweep queued,
- * in every target (@pid ignored): the stacks of their blocks that are still going on are sent
- * as records (SAMPLE_F_OFFCPU_FETCH); by process, the task iterator over every thread of @pid.
+ * sampling__offcpu_fetch_due: run the stack fetcher if it has work: blocks left to it since
+ * its last run (their stacks could not be taken in the sweep), or, where threads give their
+ * blocks' stacks as they resume (a task work), blocks wanted for OFFCPU_FETCH_AFTER_NS (a
+ * block that lasts, a hung thread; the fetcher leaves younger ones in the queue). It takes the
+ * stacks of the queued threads' blocks still going on, in every target, and sends them as
+ * records (SAMPLE_F_OFFCPU_FETCH): one system call (its syscall program), or where the kernel
+ * refuses that program, a task iterator per target. Cheap when there is no work (counters in
+ * mmap'ed memory): the reader thread (evqueue.c) calls it at each turn, so that blocks are
+ * taken while they last even when the consumer is slow. Thread-safe (one run at a time).
  * 0 or -errno.
  * sampling__offcpu_stop: no more sweeps (the end of recording); what they sent before is in
- * the ring buffer; every block left in the fetcher's queue is due (call the fetcher once
- * more).
+ * the ring buffer; every block left in the fetcher's queue is due and fetched. 0 or -errno
+ * (of the fetcher).
  * sampling__offcpu_flush: after that, send every segment the threads had not sent yet through
  * the ring buffer (struct offcpu_event, as the sweep sends them), for the reader's last drain.
  * 0 or -errno.
  */
-bool sampling__offcpu_pending(struct sampling *s);
-bool sampling__offcpu_fetch_by_process(const struct sampling *s);
-int sampling__offcpu_fetch(struct sampling *s, pid_t pid);
-void sampling__offcpu_stop(struct sampling *s);
+int sampling__offcpu_fetch_due(struct sampling *s);
+int sampling__offcpu_stop(struct sampling *s);
 int sampling__offcpu_flush(struct sampling *s);
 
 /* What off-CPU recording counted since open. */

@@ -445,8 +445,9 @@ void session__finish(struct session *s, struct record_totals *t)
 	t->stop_signal = stop_signal;
 	/* No off-CPU time after the end; what the sweep had not sent yet goes out the same way
 	 * as the rest, then everything the kernel sent is stored. */
-	sampling__offcpu_stop(s->smp);
-	recorder__fetch_blocked(s->rec); /* the stacks of blocks still going on */
+	err = sampling__offcpu_stop(s->smp); /* and the stacks of blocks still going on */
+	if (err)
+		pr_debug("cannot fetch the stacks of blocks still going on: %s", strerror(-err));
 	err = sampling__offcpu_flush(s->smp);
 	if (err)
 		pr_warn("cannot send the last off-CPU time: %s", strerror(-err));
