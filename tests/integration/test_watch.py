@@ -915,7 +915,9 @@ def test_watch_torch_steps_without_collectives():
     with open(script) as f:
         line = next(n for n, text in enumerate(f, 1) if "sys.stdin.readline()" in text)
     out = harness.tmp("train.out")
-    train = harness.spawn(["/usr/bin/python3", script, "--steps", "600", "--pause-at", "0,400"],
+    # 1,000 steps after the pause at 400: several polls of the hooks (1 s) before it ends (at
+    # 5 ms a step, 200 steps were over between two polls and the recovery was never seen).
+    train = harness.spawn(["/usr/bin/python3", script, "--steps", "1400", "--pause-at", "0,400"],
                           stdin=subprocess.PIPE, stdout=open(out, "w"),
                           stderr=subprocess.STDOUT, env={"OMP_NUM_THREADS": "1"})
     d, wout, werr = harness.tmp("steps"), harness.tmp("steps.out"), harness.tmp("steps.err")
