@@ -13,7 +13,8 @@ off-CPU task work (meta off_cpu_resume_ns: stacks taken in the threads as they r
 bpf_stats cannot see).
 
     bench/bench_watch.py [--rounds 6] [--steps 300] [--step-ms 20] [--ranks 3]
-                         [--threads N] [--stall-rounds 3] [--stall 5] [--against PROBING]
+                         [--threads N] [--width W] [--stall-rounds 3] [--stall 5]
+                         [--against PROBING]
     bench/bench_watch.py --soak SECONDS [--keep 120] [--segment 20] [--every 30] [--ranks 3]
 
 --soak: one watch of a job running for SECONDS (several times --keep), attached to it as a
@@ -21,6 +22,11 @@ long watch is (-p TORCHRUN --children): every --every seconds the watcher's CPU 
 interval (% of one core), its resident memory now (VmRSS) and the bytes and files of its
 directory; then the first third of the run against the last (medians): flat or not. At the
 end, how long 'query -i DIR' and 'flamegraph -i DIR --last 1m' take on what is kept.
+
+--width W makes the job's model W -> W -> 10 (the default 100 -> 50 -> 10 makes steps of a
+millisecond or two, where the probes' fixed cost per collective weighs most; W=1024: ~30 ms of
+one core a step, one 4 MiB allreduce). Besides the step's wall time, each step's own thread's
+CPU time (CLOCK_THREAD_CPUTIME_ID, steal excluded) is compared, watched against unwatched.
 
 --threads N gives each rank N threads in all (idle helpers waiting on a queue, as a PyTorch
 rank's data loader, pin-memory and checkpoint threads do). --against PROBING adds, to each
@@ -175,7 +181,7 @@ def one_round(args, watched, tmp, probing=PROBING):
     if watched:
         cmd = [probing, "watch", "-o", d, "--"] + cmd
     env = dict(os.environ, OMP_NUM_THREADS="1", FAULT="none", STEPS=str(args.steps),
-               STEP_MS=str(args.step_ms), THREADS=str(args.threads))
+               STEP_MS=str(args.step_ms), THREADS=str(args.threads), WIDTH=str(args.width))
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True)
@@ -188,6 +194,12 @@ def one_round(args, watched, tmp, probing=PROBING):
         probes.stop()
     ms = [float(m) for s, m in re.findall(r"STEP rank=\d+ step=(\d+) ms=([\d.]+)", out)
           if int(s) >= 10]
+    # The CPU time of each step's own thread (the main thread: what it computes, and what the
+    # probes cost it where they run in it: uprobe traps, the BPF of interrupts that land on it,
+    # its own blocks' task work), steal time excluded: the part of the step the watch adds on a
+    # machine where a rank has its cores, without the wall time's noise of 2 vCPUs shared.
+    tms = [float(c) for s, c in re.findall(r"STEP rank=\d+ step=(\d+) .*? tms=([\d.]+)", out)
+           if int(s) >= 10]
     # The probes' time per step of a rank, over the second half of the run: the BPF run time
     # and the uprobe traps (comm_probe's runs x the floor) of that half, over the steps all
     # ranks made in it (steps are printed as they end, with their end time).
@@ -215,7 +227,7 @@ def one_round(args, watched, tmp, probing=PROBING):
     return (statistics.median(ms), wall, size, usage.cpu if usage else 0,
             usage.hwm if usage else 0, usage.steady() if usage else 0,
             usage.switches() if usage else 0, statistics.median(cpu_ms) if cpu_ms else 0,
-            per_step, taskwork)
+            per_step, taskwork, statistics.median(tms) if tms else 0)
 
 
 def task_work_share(d):
@@ -273,7 +285,7 @@ def soak(args):
     tmp = tempfile.mkdtemp(prefix="soak-")
     d = os.path.join(tmp, "watch")
     env = dict(os.environ, OMP_NUM_THREADS="1", FAULT="none", STEPS="100000000",
-               STEP_MS=str(args.step_ms), THREADS=str(args.threads))
+               STEP_MS=str(args.step_ms), THREADS=str(args.threads), WIDTH=str(args.width))
     job = subprocess.Popen(job_cmd(args), env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     w = None
@@ -341,6 +353,7 @@ def main():
     ap.add_argument("--stall-rounds", type=int, default=3)
     ap.add_argument("--stall", type=float, default=5)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--width", type=int, default=0)
     ap.add_argument("--against", metavar="PROBING")
     ap.add_argument("--soak", type=float, default=0, metavar="SECONDS")
     ap.add_argument("--keep", type=float, default=120)
@@ -359,10 +372,10 @@ def main():
             for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
                 res[kind].append(one_round(args, kind is not False, tmp,
                                            args.against if kind == "B" else PROBING))
-                m, wall, size, cpu, hwm, steady, csw, rank_cpu, per_step, tw = res[kind][-1]
+                m, wall, size, cpu, hwm, steady, csw, rank_cpu, per_step, tw, tms = res[kind][-1]
                 name = {False: "unwatched", True: "watched  ", "B": "against  "}[kind]
-                print(f"round {r} {name}: step {m:.3f} ms median, rank CPU {rank_cpu:.3f} ms "
-                      f"per step, {wall:.0f} s, segments "
+                print(f"round {r} {name}: step {m:.3f} ms median, its thread's CPU {tms:.3f} ms, "
+                      f"rank CPU {rank_cpu:.3f} ms per step, {wall:.0f} s, segments "
                       f"{size / 1e6:.2f} MB, watcher CPU {cpu:.2f} s ({100 * steady:.2f} % "
                       f"in the second half, {csw:.0f} context switches/s), peak RSS "
                       f"{hwm / 2**20:.0f} MiB" + (f", probes {per_step[0]:.1f} us BPF and "
@@ -385,6 +398,15 @@ def main():
         print(f"a rank's CPU per step (median rank): unwatched {cu:.3f} ms, watched {cw:.3f} "
               f"ms: {100 * (cw / cu - 1):+.2f}% (median of the rounds' ratios "
               f"{100 * (paired - 1):+.2f}%)")
+    if all(x[10] for x in res[False] + res[True]):
+        tu = statistics.median(x[10] for x in res[False])
+        tw_ = statistics.median(x[10] for x in res[True])
+        paired = statistics.median(w[10] / u[10] for u, w in zip(res[False], res[True]))
+        print(f"the step's own thread's CPU time per step (median step of each round, medians "
+              f"of the rounds): unwatched {tu:.3f} ms, watched {tw_:.3f} ms: "
+              f"{100 * (tw_ / tu - 1):+.2f}% (median of the rounds' ratios "
+              f"{100 * (paired - 1):+.2f}%); rounds: "
+              + " / ".join(f"{u[10]:.3f}-{w[10]:.3f}" for u, w in zip(res[False], res[True])))
     probe = [x[8] for x in res[True] if x[8]]
     if probe:
         floor = trap_floor(100000, 5)

@@ -17,9 +17,12 @@ every rank at the same step, and takes FAULT_STEP only.
 
 Environment: STEPS (1000000), STEP_MS (100), FAULT (none), FAULT_RANK (1), FAULT_STEP (20),
 FAULT_FILE (none), THREADS (0: with N, each rank starts threads until it has N in all, which
-wait as a data loader's or a checkpointer's helpers do: on a queue, woken every 0.5 s).
-Prints "rank R pid P" once set up and "STEP rank=R step=S ms=M end=T" per step (M: the step's
-wall time without its STEP_MS sleep, T: CLOCK_MONOTONIC at its end, for bench/bench_watch.py),
+wait as a data loader's or a checkpointer's helpers do: on a queue, woken every 0.5 s), WIDTH
+(0: the model is 100 -> 50 -> 10, a step of a millisecond or two; with W, W -> W -> 10 on a
+batch of 32 x W, a longer step: W=1024 is ~15 ms of one core here, one 4 MiB allreduce).
+Prints "rank R pid P" once set up and "STEP rank=R step=S ms=M end=T tms=C" per step (M: the
+step's wall time without its STEP_MS sleep, T: CLOCK_MONOTONIC at its end, C: the CPU time the
+step's own thread spent in it, for bench/bench_watch.py),
 and at the end "CPU rank=R steps=N
 s=X": the process's CPU time (all of its threads) over its last N steps, sleeps included.
 """
@@ -41,6 +44,7 @@ FAULT_RANK = int(os.environ.get("FAULT_RANK", "1"))
 FAULT_STEP = int(os.environ.get("FAULT_STEP", "20"))
 FAULT_FILE = os.environ.get("FAULT_FILE")
 THREADS = int(os.environ.get("THREADS", "0"))
+WIDTH = int(os.environ.get("WIDTH", "0"))
 
 
 def helper(q):
@@ -82,10 +86,12 @@ def main():
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(100, 50), torch.nn.ReLU(), torch.nn.Linear(50, 10))
+    win, hid = (WIDTH, WIDTH) if WIDTH else (100, 50)
+    model = torch.nn.Sequential(torch.nn.Linear(win, hid), torch.nn.ReLU(),
+                                torch.nn.Linear(hid, 10))
     ddp = DDP(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-    x = torch.randn(32, 100)
+    x = torch.randn(32, win)
     start_helpers()
     print(f"rank {rank} pid {os.getpid()}", flush=True)
     faulted = False
@@ -115,7 +121,7 @@ def main():
             else:
                 dist.all_reduce(t)  # ALLREDUCE_LINE
         time.sleep(STEP_MS / 1000)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         try:
             loss = ddp(x).sum()
             loss.backward()
@@ -124,8 +130,9 @@ def main():
         opt.step()
         opt.zero_grad()
         ms = (time.perf_counter() - t0) * 1000
-        print(f"STEP rank={rank} step={step} ms={ms:.3f} end={time.monotonic():.3f}",
-              flush=True)
+        tms = (time.thread_time() - c0) * 1000
+        print(f"STEP rank={rank} step={step} ms={ms:.3f} end={time.monotonic():.3f} "
+              f"tms={tms:.3f}", flush=True)
     if cpu0 is not None:
         print(f"CPU rank={rank} steps={STEPS - 10} s={time.process_time() - cpu0:.4f}",
               flush=True)
