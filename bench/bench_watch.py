@@ -344,6 +344,19 @@ def soak(args):
     print(f"load average at end: {os.getloadavg()}")
 
 
+def compare_per_step(res, i, what):
+    """Prints field @i of the rounds (ms per step), unwatched against watched: the medians,
+    their ratio, the median of the rounds' paired ratios, and each round's pair."""
+    if not all(x[i] for x in res[False] + res[True]):
+        return
+    u = statistics.median(x[i] for x in res[False])
+    w = statistics.median(x[i] for x in res[True])
+    paired = statistics.median(b[i] / a[i] for a, b in zip(res[False], res[True]))
+    print(f"{what}: unwatched {u:.3f} ms, watched {w:.3f} ms: {100 * (w / u - 1):+.2f}% "
+          f"(median of the rounds' ratios {100 * (paired - 1):+.2f}%); rounds: "
+          + " / ".join(f"{a[i]:.3f}-{b[i]:.3f}" for a, b in zip(res[False], res[True])))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=6)
@@ -391,22 +404,9 @@ def main():
     un = statistics.median(x[0] for x in res[False])
     wa = statistics.median(x[0] for x in res[True])
     print(f"step time: unwatched {un:.3f} ms, watched {wa:.3f} ms: {100 * (wa / un - 1):+.2f}%")
-    if all(x[7] for x in res[False] + res[True]):
-        cu = statistics.median(x[7] for x in res[False])
-        cw = statistics.median(x[7] for x in res[True])
-        paired = statistics.median(w[7] / u[7] for u, w in zip(res[False], res[True]))
-        print(f"a rank's CPU per step (median rank): unwatched {cu:.3f} ms, watched {cw:.3f} "
-              f"ms: {100 * (cw / cu - 1):+.2f}% (median of the rounds' ratios "
-              f"{100 * (paired - 1):+.2f}%)")
-    if all(x[10] for x in res[False] + res[True]):
-        tu = statistics.median(x[10] for x in res[False])
-        tw_ = statistics.median(x[10] for x in res[True])
-        paired = statistics.median(w[10] / u[10] for u, w in zip(res[False], res[True]))
-        print(f"the step's own thread's CPU time per step (median step of each round, medians "
-              f"of the rounds): unwatched {tu:.3f} ms, watched {tw_:.3f} ms: "
-              f"{100 * (tw_ / tu - 1):+.2f}% (median of the rounds' ratios "
-              f"{100 * (paired - 1):+.2f}%); rounds: "
-              + " / ".join(f"{u[10]:.3f}-{w[10]:.3f}" for u, w in zip(res[False], res[True])))
+    compare_per_step(res, 7, "a rank's CPU per step (median rank)")
+    compare_per_step(res, 10, "the step's own thread's CPU time per step (median step of each "
+                     "round, medians of the rounds)")
     probe = [x[8] for x in res[True] if x[8]]
     if probe:
         floor = trap_floor(100000, 5)
