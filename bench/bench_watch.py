@@ -24,7 +24,7 @@ directory; then the first third of the run against the last (medians): flat or n
 end, how long 'query -i DIR' and 'flamegraph -i DIR --last 1m' take on what is kept.
 
 --width W makes the job's model W -> W -> 10 (the default 100 -> 50 -> 10 makes steps of a
-millisecond or two, where the probes' fixed cost per collective weighs most; W=1024: ~30 ms of
+millisecond or two, where the probes' fixed cost per collective weighs most; W=1024: ~27 ms of
 one core a step, one 4 MiB allreduce). Besides the step's wall time, each step's own thread's
 CPU time (CLOCK_THREAD_CPUTIME_ID, steal excluded) is compared, watched against unwatched.
 

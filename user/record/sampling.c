@@ -389,10 +389,9 @@ int sampling__open(const struct sampling_opts *opts, struct sampling **out)
 	size_t rb_bytes;
 
 	s = calloc(1, sizeof(*s));
-	if (s)
-		pthread_mutex_init(&s->fetch_lock, NULL);
 	if (!s)
 		return -ENOMEM;
+	pthread_mutex_init(&s->fetch_lock, NULL);
 	s->opts = *opts;
 	s->off_cpu = opts->off_cpu;
 	s->nr_cpus = libbpf_num_possible_cpus();

@@ -19,7 +19,7 @@ Environment: STEPS (1000000), STEP_MS (100), FAULT (none), FAULT_RANK (1), FAULT
 FAULT_FILE (none), THREADS (0: with N, each rank starts threads until it has N in all, which
 wait as a data loader's or a checkpointer's helpers do: on a queue, woken every 0.5 s), WIDTH
 (0: the model is 100 -> 50 -> 10, a step of a millisecond or two; with W, W -> W -> 10 on a
-batch of 32 x W, a longer step: W=1024 is ~15 ms of one core here, one 4 MiB allreduce).
+batch of 32 x W, a longer step: W=1024 is ~27 ms of one core here, one 4 MiB allreduce).
 Prints "rank R pid P" once set up and "STEP rank=R step=S ms=M end=T tms=C" per step (M: the
 step's wall time without its STEP_MS sleep, T: CLOCK_MONOTONIC at its end, C: the CPU time the
 step's own thread spent in it, for bench/bench_watch.py),
